@@ -1,0 +1,114 @@
+# tasker build. `make` builds the library and the CLI; `make test` installs
+# missing Debian packages, builds and runs every test; `make demo` runs the
+# main job. `make test-asan` runs the suite under ASan+UBSan.
+
+VERSION   := 0.1.0
+PREFIX    ?= /usr/local
+CC        ?= cc
+MODE      ?= release
+
+ifeq ($(MODE),asan)
+BUILD     ?= build-asan
+OPTFLAGS  := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+else
+BUILD     ?= build
+OPTFLAGS  := -O2 -g
+endif
+
+PKGS      := jansson
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN      := -std=c11 -Wall -Wextra -Werror
+CPPFLAGS  += -Iinclude -Isrc -D_POSIX_C_SOURCE=200809L -DTK_VERSION='"$(VERSION)"'
+CFLAGS    += $(WARN) $(OPTFLAGS) -fPIC -MMD -MP $(PKG_CFLAGS)
+LDFLAGS   += $(OPTFLAGS)
+LDLIBS    += $(PKG_LIBS) -lm -lpthread
+
+LIB_SRC   := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
+CLI_SRC   := $(sort $(wildcard src/cli/*.c))
+TEST_SRC  := $(shell find tests -name 'test_*.c' | sort)
+TEST_COMMON := $(sort $(wildcard tests/common/*.c))
+BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
+
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_COMMON_OBJ := $(TEST_COMMON:%.c=$(BUILD)/obj/%.o)
+TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+STATIC_LIB := $(BUILD)/lib/libtasker.a
+SHARED_LIB := $(BUILD)/lib/libtasker.so.$(VERSION)
+PC_FILE    := $(BUILD)/lib/pkgconfig/tasker.pc
+TASKER     := $(BUILD)/bin/tasker
+
+.PHONY: all deps test test-asan check demo bench install clean tests fuzz fuzz-smoke
+all: $(STATIC_LIB) $(SHARED_LIB) $(PC_FILE) $(TASKER)
+
+deps:
+	@scripts/ensure-deps
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(STATIC_LIB): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@
+	ar rcs $@ $^
+
+$(SHARED_LIB): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libtasker.so.0 $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	ln -sf libtasker.so.$(VERSION) $(BUILD)/lib/libtasker.so.0
+	ln -sf libtasker.so.$(VERSION) $(BUILD)/lib/libtasker.so
+
+$(PC_FILE): tasker.pc.in Makefile
+	@mkdir -p $(@D)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|$(PKGS)|' $< > $@
+
+$(TASKER): $(CLI_OBJ) $(STATIC_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(STATIC_LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(TEST_COMMON_OBJ) $(STATIC_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJ) $(STATIC_LIB) -lcmocka $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(STATIC_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
+
+tests: $(TEST_BIN) $(TASKER)
+
+# Build and run every unit and integration test; last line "N passed, N failed".
+test: deps
+	@$(MAKE) --no-print-directory tests
+	@BUILD=$(BUILD) scripts/run-tests
+
+test-asan: deps
+	@$(MAKE) --no-print-directory MODE=asan tests
+	@BUILD=build-asan ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 scripts/run-tests
+
+demo: deps
+	@$(MAKE) --no-print-directory $(TASKER)
+	@TASKER=$(TASKER) scripts/demo
+
+bench: deps
+	@$(MAKE) --no-print-directory $(BENCH_BIN) $(TASKER)
+	@BUILD=$(BUILD) bench/run
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/tasker $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/tasker/*.h $(DESTDIR)$(PREFIX)/include/tasker/
+	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libtasker.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libtasker.so.0
+	ln -sf libtasker.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libtasker.so
+	install -m 644 $(PC_FILE) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 755 $(TASKER) $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,65 @@
+/* The tasker command line: shared declarations for the subcommands.
+ * The CLI is a thin layer over libtasker; it alone prints and exits. */
+#ifndef TASKER_CLI_H
+#define TASKER_CLI_H
+
+#include <stdint.h>
+
+/* Exit statuses (sysexits-like where one fits). */
+enum {
+  CLI_EXIT_OK = 0,
+  CLI_EXIT_FAILURE = 1, /* the operation failed */
+  CLI_EXIT_USAGE = 2,   /* bad flag or value */
+  CLI_EXIT_CONFIG = 78  /* bad configuration (EX_CONFIG) */
+};
+
+#define CLI_MAX_SETS 64
+
+/* Global options, accepted before or after the subcommand. */
+typedef struct cli_globals {
+  const char *db;     /* --db URL */
+  const char *config; /* --config FILE */
+  const char *env;    /* --env NAME */
+  const char *sets[CLI_MAX_SETS]; /* --set key=value, in order */
+  int nsets;
+  int json;           /* --json */
+} cli_globals;
+
+/* A subcommand flag. `metavar` NULL means a boolean flag. After parsing,
+ * `value` holds the last value given (or "1" for a boolean) and `seen` how
+ * many times it appeared. */
+typedef struct cli_opt {
+  const char *name;    /* without the leading "--" */
+  const char *metavar; /* shown in errors; NULL for booleans */
+  const char *value;
+  int seen;
+} cli_opt;
+
+/* Parse argv (the subcommand's own arguments, globals already removed)
+ * against opts; positionals are collected into pos (at most maxpos).
+ * Returns 0, or CLI_EXIT_USAGE after printing one line naming the flag. */
+int cli_parse(const char *cmd, cli_opt *opts, int nopts, int argc, char **argv,
+              const char **pos, int *npos, int maxpos);
+
+/* Typed values of a seen flag; each prints one line naming the flag and
+ * the value and returns CLI_EXIT_USAGE when the value is bad, else 0. */
+int cli_int(const char *cmd, const cli_opt *o, int64_t min, int64_t max, int64_t *out);
+int cli_u64(const char *cmd, const cli_opt *o, uint64_t *out);
+int cli_double(const char *cmd, const cli_opt *o, double min, double max, double *out);
+int cli_duration(const char *cmd, const cli_opt *o, int64_t *out_ms);
+
+/* Print "tasker CMD: message" on stderr. */
+void cli_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Subcommands: each returns the process exit status; each has a usage
+ * text that `tasker CMD --help` prints. */
+int cmd_backoff(cli_globals *g, int argc, char **argv);
+extern const char cmd_backoff_usage[];
+int cmd_toml_decode(cli_globals *g, int argc, char **argv);
+extern const char cmd_toml_decode_usage[];
+
+#endif

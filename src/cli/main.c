@@ -1,0 +1,136 @@
+/* tasker: entry point, global options and subcommand dispatch. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <tasker/version.h>
+
+typedef struct cli_command {
+  const char *name;
+  int (*run)(cli_globals *g, int argc, char **argv);
+  const char *summary;
+  const char *usage;
+} cli_command;
+
+static const cli_command commands[] = {
+    {"backoff", cmd_backoff, "print the retry delays a backoff policy produces", cmd_backoff_usage},
+    {"toml-decode", cmd_toml_decode, "decode TOML on stdin to tagged JSON (toml-test format)",
+     cmd_toml_decode_usage},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+/* Usage texts live beside each command. */
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tasker [global options] COMMAND [options]\n"
+          "\n"
+          "Durable workflows with step-level retry.\n"
+          "\n"
+          "Commands:\n");
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
+  fprintf(f,
+          "\n"
+          "Global options (before or after the command):\n"
+          "  --db URL          store, e.g. sqlite:./tasker.db (default $TASKER_DB)\n"
+          "  --config FILE     configuration file (default config/tasker.toml)\n"
+          "  --env NAME        environment overlay (default $TASKER_ENV)\n"
+          "  --set KEY=VALUE   override one setting (repeatable)\n"
+          "  --json            machine-readable output\n"
+          "  --help            this help; `tasker COMMAND --help` for a command\n"
+          "  --version         print the version\n");
+}
+
+/* If argv[*i] is a global option, consume it (and its value) into g.
+ * Returns 1 if consumed, 0 if not a global, -1 after printing an error. */
+static int take_global(cli_globals *g, int argc, char **argv, int *i) {
+  static const char *const valued[] = {"db", "config", "env", "set"};
+  const char *a = argv[*i];
+  if (strncmp(a, "--", 2) != 0) return 0;
+  const char *name = a + 2;
+  if (strcmp(name, "json") == 0) {
+    g->json = 1;
+    return 1;
+  }
+  for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
+    size_t len = strlen(valued[k]);
+    if (strncmp(name, valued[k], len) != 0 || (name[len] != '\0' && name[len] != '=')) continue;
+    const char *value;
+    if (name[len] == '=') value = name + len + 1;
+    else if (*i + 1 < argc) value = argv[++*i];
+    else {
+      cli_error(NULL, "flag --%s needs a value", valued[k]);
+      return -1;
+    }
+    switch (k) {
+    case 0: g->db = value; break;
+    case 1: g->config = value; break;
+    case 2: g->env = value; break;
+    case 3:
+      if (strchr(value, '=') == NULL) {
+        cli_error(NULL, "--set: invalid value \"%s\": expected KEY=VALUE", value);
+        return -1;
+      }
+      if (g->nsets == CLI_MAX_SETS) {
+        cli_error(NULL, "--set: at most %d overrides are allowed", CLI_MAX_SETS);
+        return -1;
+      }
+      g->sets[g->nsets++] = value;
+      break;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  cli_globals g;
+  memset(&g, 0, sizeof g);
+  const cli_command *cmd = NULL;
+  int want_help = 0;
+  /* Subcommand arguments with the globals removed; argv order kept. */
+  char *rest[argc > 0 ? argc : 1];
+  int nrest = 0;
+  int passthrough = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!passthrough) {
+      if (strcmp(argv[i], "--") == 0) {
+        passthrough = 1;
+        if (cmd != NULL) rest[nrest++] = argv[i];
+        continue;
+      }
+      int r = take_global(&g, argc, argv, &i);
+      if (r < 0) return CLI_EXIT_USAGE;
+      if (r > 0) continue;
+      if (cmd == NULL && (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0)) {
+        printf("tasker %s\n", tk_version());
+        return CLI_EXIT_OK;
+      }
+      if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+        want_help = 1;
+        continue;
+      }
+    }
+    if (cmd == NULL) {
+      for (size_t k = 0; k < NCOMMANDS; k++)
+        if (strcmp(argv[i], commands[k].name) == 0) cmd = &commands[k];
+      if (cmd == NULL) {
+        if (argv[i][0] == '-') cli_error(NULL, "unknown flag \"%s\" (see tasker --help)", argv[i]);
+        else cli_error(NULL, "unknown command \"%s\" (see tasker --help)", argv[i]);
+        return CLI_EXIT_USAGE;
+      }
+      continue;
+    }
+    rest[nrest++] = argv[i];
+  }
+  if (cmd == NULL) {
+    usage(want_help ? stdout : stderr);
+    return want_help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+  }
+  if (want_help) {
+    fputs(cmd->usage, stdout);
+    return CLI_EXIT_OK;
+  }
+  return cmd->run(&g, nrest, rest);
+}

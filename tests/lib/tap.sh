@@ -1,0 +1,48 @@
+# TAP helpers for integration tests that run the real tasker binary.
+# Source it, call the checks, then `tap_done`. $TASKER is the binary.
+: "${TASKER:?TASKER must point at the tasker binary}"
+tap_n=0
+tap_failed=0
+TMPDIR_TEST=$(mktemp -d)
+trap 'rm -rf "$TMPDIR_TEST"' EXIT
+
+tap_ok() { tap_n=$((tap_n + 1)); echo "ok $tap_n - $1"; }
+tap_fail() {
+  tap_n=$((tap_n + 1)); tap_failed=$((tap_failed + 1))
+  echo "not ok $tap_n - $1"; shift
+  for line in "$@"; do printf '# %s\n' "$line"; done
+}
+
+# run CMD...: runs the command, capturing stdout in $OUT, stderr in $ERR,
+# and the exit status in $RC.
+run() {
+  "$@" >"$TMPDIR_TEST/out" 2>"$TMPDIR_TEST/err"
+  RC=$?
+  OUT=$(cat "$TMPDIR_TEST/out")
+  ERR=$(cat "$TMPDIR_TEST/err")
+}
+
+# expect_rc NAME WANT: the last run exited with WANT.
+expect_rc() {
+  if [ "$RC" -eq "$2" ]; then tap_ok "$1"
+  else tap_fail "$1" "exit $RC, want $2" "stdout: $OUT" "stderr: $ERR"; fi
+}
+
+# expect_eq NAME GOT WANT
+expect_eq() {
+  if [ "$2" = "$3" ]; then tap_ok "$1"
+  else tap_fail "$1" "got:  $2" "want: $3"; fi
+}
+
+# expect_match NAME TEXT PATTERN: TEXT contains the fixed string PATTERN.
+expect_match() {
+  case "$2" in
+    *"$3"*) tap_ok "$1" ;;
+    *) tap_fail "$1" "text: $2" "does not contain: $3" ;;
+  esac
+}
+
+tap_done() {
+  echo "1..$tap_n"
+  [ "$tap_failed" -eq 0 ]
+}
