@@ -50,11 +50,30 @@ int tk_backoff_policy_validate(const tk_backoff_policy *p, tk_err *err) {
   return 0;
 }
 
-/* A non-negative double as int64, saturating at INT64_MAX. */
+/* A non-negative double rounded to int64, saturating at INT64_MAX. The
+ * margin keeps v + 0.5 below 2^63, so the conversion is always defined. */
 static int64_t saturate(double v) {
-  if (!(v < TWO_POW_63)) return INT64_MAX; /* also catches inf and nan */
+  if (!(v < TWO_POW_63 - 1024.0)) return INT64_MAX; /* also catches inf and nan */
   if (v <= 0) return 0;
-  return (int64_t)llround(v);
+  return (int64_t)(v + 0.5);
+}
+
+/* start * m^k for m >= 1, k >= 1, by repeated squaring: at most 31 rounds
+ * for any int32 k, and it stops as soon as the product saturates. */
+static int64_t grow(int64_t start, double m, int32_t k) {
+  double acc = (double)start;
+  double factor = m;
+  uint32_t e = (uint32_t)k;
+  for (;;) {
+    if (e & 1u) {
+      acc *= factor;
+      if (!(acc < TWO_POW_63)) return INT64_MAX;
+    }
+    e >>= 1;
+    if (e == 0) break;
+    factor *= factor; /* may reach +inf; then acc saturates next round */
+  }
+  return saturate(acc);
 }
 
 int64_t tk_backoff_raw(const tk_backoff_policy *p, int32_t n) {
@@ -70,8 +89,7 @@ int64_t tk_backoff_raw(const tk_backoff_policy *p, int32_t n) {
     k = n - 1;
   }
   if (k == 0 || start == 0 || p->multiplier == 1.0) return start;
-  /* pow of a finite multiplier >= 1 is finite or +inf, never nan. */
-  return saturate((double)start * pow(p->multiplier, (double)k));
+  return grow(start, p->multiplier, k);
 }
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }

@@ -108,6 +108,8 @@ int tk_duration_format(int64_t ms, char *buf, size_t len) {
       snprintf(sec, sizeof sec, "%llu.%ss", (unsigned long long)s, f);
     }
   }
+  if (h > 0 && m == 0 && sec[0] == '\0')
+    return snprintf(buf, len, "%s%lluh", sign, (unsigned long long)h);
   if (h > 0)
     return snprintf(buf, len, "%s%lluh%llum%s", sign, (unsigned long long)h,
                     (unsigned long long)m, sec);
