@@ -59,6 +59,8 @@ void cli_error(const char *cmd, const char *fmt, ...)
  * text that `tasker CMD --help` prints. */
 int cmd_backoff(cli_globals *g, int argc, char **argv);
 extern const char cmd_backoff_usage[];
+int cmd_simulate(cli_globals *g, int argc, char **argv);
+extern const char cmd_simulate_usage[];
 int cmd_toml_decode(cli_globals *g, int argc, char **argv);
 extern const char cmd_toml_decode_usage[];
 

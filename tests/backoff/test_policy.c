@@ -15,7 +15,7 @@
 static tk_backoff_policy policy_schedule(const int64_t *ms, int n, double mult, int64_t max) {
   tk_backoff_policy p;
   tk_backoff_policy_default(&p);
-  memcpy(p.schedule_ms, ms, (size_t)n * sizeof *ms);
+  if (n > 0) memcpy(p.schedule_ms, ms, (size_t)n * sizeof *ms);
   p.schedule_len = n;
   p.multiplier = mult;
   p.max_delay_ms = max;
