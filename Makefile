@@ -15,7 +15,7 @@ BUILD     ?= build
 OPTFLAGS  := -O2 -g
 endif
 
-PKGS      := jansson
+PKGS      := jansson sqlite3
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -31,7 +31,9 @@ TEST_SRC  := $(shell find tests -name 'test_*.c' | sort)
 TEST_COMMON := $(sort $(wildcard tests/common/*.c))
 BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
 
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+SQLITE_MIGRATIONS := $(sort $(wildcard src/store/sqlite/migrations/*.sql))
+GEN_SRC   := $(BUILD)/gen/sqlite_migrations.c
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/sqlite_migrations.o
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_COMMON_OBJ := $(TEST_COMMON:%.c=$(BUILD)/obj/%.o)
 TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
@@ -49,6 +51,15 @@ deps:
 	@scripts/ensure-deps
 
 $(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# Migrations are compiled in, so the binary needs no files at run time.
+$(GEN_SRC): $(SQLITE_MIGRATIONS) scripts/embed-sql
+	@mkdir -p $(@D)
+	scripts/embed-sql tk__sqlite_migrations $(SQLITE_MIGRATIONS) > $@
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 

@@ -1,0 +1,39 @@
+/* tasker: the store, where all durable state lives (DESIGN §2, §12).
+ *
+ * A store is opened from a URL: "sqlite:PATH" (or a bare path) for the
+ * embedded default; "postgres://..." once that backend exists. Every state
+ * change the engine makes is one transaction in the store. A tk_store is
+ * used by one thread at a time.
+ */
+#ifndef TASKER_STORE_H
+#define TASKER_STORE_H
+
+#include <stdint.h>
+
+#include <tasker/error.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tk_store tk_store;
+
+/* Open the store at `url`. It must have been initialized (tk_store_migrate)
+ * before tasks are stored; opening does not change it. */
+int tk_store_open(const char *url, tk_store **out, tk_err *err);
+
+/* Close the store; NULL is allowed. */
+void tk_store_close(tk_store *s);
+
+/* Apply every migration the store lacks, each in its own transaction.
+ * Idempotent. *applied (may be NULL) gets how many were applied and
+ * *version (may be NULL) the schema version afterwards. */
+int tk_store_migrate(tk_store *s, int *applied, int *version, tk_err *err);
+
+/* The store's schema version (0 for an empty store). */
+int tk_store_schema_version(tk_store *s, int *version, tk_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,85 @@
+/* The SQLite backend's private state and helpers, shared by its files. */
+#ifndef TASKER_STORE_SQLITE_INTERNAL_H
+#define TASKER_STORE_SQLITE_INTERNAL_H
+
+#include <sqlite3.h>
+
+#include "store/store.h"
+
+/* Prepared statements, cached by these ids for the life of the connection. */
+enum {
+  SQ_BEGIN, SQ_COMMIT, SQ_ROLLBACK,
+  SQ_CLAIM_SELECT, SQ_CLAIM_STEP, SQ_ATTEMPT_INSERT, SQ_TRANSITION, SQ_TASK_START,
+  SQ_RECORD_STEP, SQ_ATTEMPT_FINISH, SQ_RELEASE_CHILDREN, SQ_TASK_DONE, SQ_TASK_ERROR,
+  SQ_TASK_PROGRESS, SQ_TASK_FINISH, SQ_COUNT, SQ_HEARTBEAT, SQ_EXPIRED, SQ_NEXT_READY,
+  SQ_NEXT_LEASE, SQ_HAS_WORK, SQ_STEP_INSERT,
+  SQ__COUNT
+};
+
+typedef struct tk__sqlite {
+  tk_store base; /* first: a tk__sqlite is a tk_store */
+  sqlite3 *db;
+  char *path;
+  sqlite3_stmt *stmts[SQ__COUNT];
+} tk__sqlite;
+
+/* The cached statement `id`, prepared from `sql` on first use and reset and
+ * unbound on every later one. NULL (with err set) if it cannot be prepared. */
+sqlite3_stmt *tk__sq_stmt(tk__sqlite *q, int id, const char *sql, tk_err *err);
+
+/* Run one statement with no results (or ignore them). */
+int tk__sq_exec(tk__sqlite *q, const char *sql, tk_err *err);
+
+/* Step a statement expecting SQLITE_DONE; a store error otherwise. */
+int tk__sq_done(tk__sqlite *q, sqlite3_stmt *st, tk_err *err);
+
+/* The last SQLite error as a TK_ESTORE in err, with `what` for context. */
+int tk__sq_fail(tk__sqlite *q, const char *what, tk_err *err);
+
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK. rollback never fails loudly. */
+int tk__sq_begin(tk__sqlite *q, tk_err *err);
+int tk__sq_commit(tk__sqlite *q, tk_err *err);
+void tk__sq_rollback(tk__sqlite *q);
+
+/* Column helpers: text or NULL, and text as a new json_t (null for NULL). */
+const char *tk__sq_text(sqlite3_stmt *st, int col);
+
+int tk__sq_transition(tk__sqlite *q, int64_t task_id, int64_t step_id, const char *from,
+                      const char *to, int64_t at, const char *reason, int attempt, tk_err *err);
+
+/* After a step of task_id ended (complete, resolved or error): complete or
+ * fail the task when nothing else can progress. *state gets the task's new
+ * terminal state or NULL. Runs inside the caller's transaction. */
+int tk__sq_settle_task(tk__sqlite *q, int64_t task_id, int64_t now, const char **state,
+                       tk_err *err);
+
+/* Release the children of step (template_id, idx) of task_id; *released
+ * gets how many became ready. Inside the caller's transaction. */
+int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id, int idx,
+                            int64_t now, int *released, tk_err *err);
+
+int tk__sq_count(tk_store *s, const char *name, int64_t delta, tk_err *err);
+
+/* Operations implemented in the backend's files. */
+int tk__sq_template_put(tk_store *s, tk__template_row *row, int *existed, tk_err *err);
+int tk__sq_template_get(tk_store *s, const char *name, const char *version, json_t **out,
+                        tk_err *err);
+int tk__sq_template_get_by_id(tk_store *s, int64_t id, json_t **out, tk_err *err);
+int tk__sq_template_list(tk_store *s, json_t **out, tk_err *err);
+int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
+                       tk_err *err);
+int tk__sq_claim(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
+                 tk__claimed *out, int *n, tk_err *err);
+int tk__sq_record(tk_store *s, const tk__outcome *o, tk__effects *fx, tk_err *err);
+int tk__sq_heartbeat(tk_store *s, int64_t step_id, const char *owner, int attempt,
+                     int64_t expires_at, tk_err *err);
+int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);
+int tk__sq_next_due(tk_store *s, int64_t *at, tk_err *err);
+int tk__sq_has_work(tk_store *s, int *yes, tk_err *err);
+int tk__sq_step_input(tk_store *s, int64_t step_id, json_t **out, tk_err *err);
+int tk__sq_operator(tk_store *s, tk__operator_action action, int64_t task_id, const char *step,
+                    int64_t now, tk__effects *fx, tk_err *err);
+int tk__sq_task_show(tk_store *s, int64_t task_id, json_t **out, tk_err *err);
+int tk__sq_status(tk_store *s, int64_t now, json_t **out, tk_err *err);
+
+#endif

@@ -1,0 +1,428 @@
+/* The SQLite backend's hot path: creating tasks, claiming ready steps,
+ * recording fenced outcomes, leases and the reaper's query. */
+#include "store/sqlite/sqlite_internal.h"
+
+#include <string.h>
+
+int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
+                       tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  int rc;
+  *existed = 0;
+  if ((rc = tk__sq_begin(q, err))) return rc;
+  if (t->identity != NULL) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(q->db, "SELECT id FROM tasks WHERE identity = ?", -1, &st, NULL)) {
+      rc = tk__sq_fail(q, "task lookup", err);
+      goto fail;
+    }
+    sqlite3_bind_text(st, 1, t->identity, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+      *task_id = sqlite3_column_int64(st, 0);
+      *existed = 1;
+    }
+    sqlite3_finalize(st);
+    if (*existed) {
+      tk__sq_rollback(q);
+      return 0;
+    }
+  }
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(q->db,
+                         "INSERT INTO tasks (template_id, identity, context, state, steps_total,"
+                         " created_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?)",
+                         -1, &st, NULL)) {
+    rc = tk__sq_fail(q, "task insert", err);
+    goto fail;
+  }
+  sqlite3_bind_int64(st, 1, t->template_id);
+  if (t->identity) sqlite3_bind_text(st, 2, t->identity, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, t->context, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 4, t->nsteps);
+  sqlite3_bind_int64(st, 5, t->now);
+  sqlite3_bind_int64(st, 6, t->now);
+  rc = sqlite3_step(st) == SQLITE_DONE ? 0 : tk__sq_fail(q, "task insert", err);
+  sqlite3_finalize(st);
+  if (rc) goto fail;
+  *task_id = sqlite3_last_insert_rowid(q->db);
+  if ((rc = tk__sq_transition(q, *task_id, 0, NULL, TK__TASK_PENDING, t->now, "created", 0, err)))
+    goto fail;
+  for (int i = 0; i < t->nsteps; i++) {
+    const tk__new_step *ns = &t->steps[i];
+    st = tk__sq_stmt(q, SQ_STEP_INSERT,
+                     "INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable,"
+                     " backoff, parents_remaining, run_at) VALUES (?, ?, ?, 'pending', ?, ?, ?,"
+                     " ?, ?)",
+                     err);
+    if (st == NULL) {
+      rc = TK_ESTORE;
+      goto fail;
+    }
+    sqlite3_bind_int64(st, 1, *task_id);
+    sqlite3_bind_int(st, 2, i);
+    sqlite3_bind_text(st, 3, ns->name, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 4, ns->max_attempts);
+    sqlite3_bind_int(st, 5, ns->retryable);
+    sqlite3_bind_text(st, 6, ns->backoff, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 7, ns->nparents);
+    sqlite3_bind_int64(st, 8, t->now);
+    if ((rc = tk__sq_done(q, st, err))) goto fail;
+  }
+  return tk__sq_commit(q, err);
+fail:
+  tk__sq_rollback(q);
+  return rc;
+}
+
+int tk__sq_claim(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
+                 tk__claimed *out, int *n, tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  int rc, count = 0;
+  *n = 0;
+  if ((rc = tk__sq_begin(q, err))) return rc;
+  /* The WHERE clause repeats the partial index's condition word for word,
+   * so SQLite uses steps_ready: a range scan on run_at. */
+  sqlite3_stmt *st = tk__sq_stmt(
+      q, SQ_CLAIM_SELECT,
+      "SELECT s.id, s.task_id, t.template_id, s.idx, s.attempts, s.max_attempts, s.retryable,"
+      " s.run_at, s.last_delay_ms, s.backoff, s.state, t.state"
+      " FROM steps s JOIN tasks t ON t.id = s.task_id"
+      " WHERE s.state IN ('pending', 'waiting_for_retry') AND s.parents_remaining = 0"
+      " AND s.run_at <= ? ORDER BY s.run_at LIMIT ?",
+      err);
+  if (st == NULL) {
+    rc = TK_ESTORE;
+    goto fail;
+  }
+  sqlite3_bind_int64(st, 1, now);
+  sqlite3_bind_int(st, 2, limit);
+  /* Read every row before changing any: the updates take rows out of the
+   * index being scanned. */
+  while (count < limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    tk__claimed *c = &out[count];
+    c->step_id = sqlite3_column_int64(st, 0);
+    c->task_id = sqlite3_column_int64(st, 1);
+    c->template_id = sqlite3_column_int64(st, 2);
+    c->idx = sqlite3_column_int(st, 3);
+    c->attempt = sqlite3_column_int(st, 4) + 1;
+    c->max_attempts = sqlite3_column_int(st, 5);
+    c->retryable = sqlite3_column_int(st, 6);
+    c->run_at = sqlite3_column_int64(st, 7);
+    c->last_delay_ms = sqlite3_column_int64(st, 8);
+    snprintf(c->backoff, sizeof c->backoff, "%s", tk__sq_text(st, 9));
+    snprintf(c->prev_state, sizeof c->prev_state, "%s", tk__sq_text(st, 10));
+    c->task_was_pending = strcmp(tk__sq_text(st, 11), TK__TASK_PENDING) == 0;
+    c->lease_expires_at = now + lease_ms;
+    count++;
+  }
+  sqlite3_reset(st);
+  for (int i = 0; i < count; i++) {
+    tk__claimed *c = &out[i];
+    st = tk__sq_stmt(q, SQ_CLAIM_STEP,
+                     "UPDATE steps SET state = 'in_progress', attempts = attempts + 1,"
+                     " lease_owner = ?, lease_expires_at = ? WHERE id = ?",
+                     err);
+    if (st == NULL) { rc = TK_ESTORE; goto fail; }
+    sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, c->lease_expires_at);
+    sqlite3_bind_int64(st, 3, c->step_id);
+    if ((rc = tk__sq_done(q, st, err))) goto fail;
+    st = tk__sq_stmt(q, SQ_ATTEMPT_INSERT,
+                     "INSERT INTO attempts (step_id, attempt, owner, started_at)"
+                     " VALUES (?, ?, ?, ?)",
+                     err);
+    if (st == NULL) { rc = TK_ESTORE; goto fail; }
+    sqlite3_bind_int64(st, 1, c->step_id);
+    sqlite3_bind_int(st, 2, c->attempt);
+    sqlite3_bind_text(st, 3, owner, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, now);
+    if ((rc = tk__sq_done(q, st, err))) goto fail;
+    if ((rc = tk__sq_transition(q, c->task_id, c->step_id, c->prev_state, TK__STEP_IN_PROGRESS,
+                                now, "claimed", c->attempt, err)))
+      goto fail;
+    if (c->task_was_pending) {
+      st = tk__sq_stmt(q, SQ_TASK_START,
+                       "UPDATE tasks SET state = 'in_progress', updated_at = ?"
+                       " WHERE id = ? AND state = 'pending'",
+                       err);
+      if (st == NULL) { rc = TK_ESTORE; goto fail; }
+      sqlite3_bind_int64(st, 1, now);
+      sqlite3_bind_int64(st, 2, c->task_id);
+      if ((rc = tk__sq_done(q, st, err))) goto fail;
+      if (sqlite3_changes(q->db) > 0 &&
+          (rc = tk__sq_transition(q, c->task_id, 0, TK__TASK_PENDING, TK__TASK_IN_PROGRESS, now,
+                                  "first step claimed", 0, err)))
+        goto fail;
+    }
+  }
+  if ((rc = tk__sq_commit(q, err))) goto fail;
+  *n = count;
+  return 0;
+fail:
+  tk__sq_rollback(q);
+  return rc;
+}
+
+int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id, int idx,
+                            int64_t now, int *released, tk_err *err) {
+  sqlite3_stmt *st = tk__sq_stmt(
+      q, SQ_RELEASE_CHILDREN,
+      "UPDATE steps SET parents_remaining = parents_remaining - 1,"
+      " run_at = CASE WHEN parents_remaining = 1 THEN ?1 ELSE run_at END"
+      " WHERE task_id = ?2 AND idx IN (SELECT child_idx FROM template_edges"
+      " WHERE template_id = ?3 AND parent_idx = ?4) RETURNING parents_remaining",
+      err);
+  if (st == NULL) return TK_ESTORE;
+  sqlite3_bind_int64(st, 1, now);
+  sqlite3_bind_int64(st, 2, task_id);
+  sqlite3_bind_int64(st, 3, template_id);
+  sqlite3_bind_int(st, 4, idx);
+  int rc, n = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+    if (sqlite3_column_int(st, 0) == 0) n++;
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return tk__sq_fail(q, "release children", err);
+  if (released) *released = n;
+  return 0;
+}
+
+int tk__sq_settle_task(tk__sqlite *q, int64_t task_id, int64_t now, const char **state,
+                       tk_err *err) {
+  *state = NULL;
+  sqlite3_stmt *st = tk__sq_stmt(
+      q, SQ_TASK_PROGRESS,
+      "SELECT t.state, t.steps_done, t.steps_total, t.steps_error,"
+      " EXISTS (SELECT 1 FROM steps s WHERE s.task_id = t.id AND (s.state IN"
+      " ('in_progress', 'waiting_for_retry') OR (s.state = 'pending' AND"
+      " s.parents_remaining = 0)))"
+      " FROM tasks t WHERE t.id = ?",
+      err);
+  if (st == NULL) return TK_ESTORE;
+  sqlite3_bind_int64(st, 1, task_id);
+  if (sqlite3_step(st) != SQLITE_ROW) {
+    sqlite3_reset(st);
+    return tk__sq_fail(q, "settle task", err);
+  }
+  char from[24];
+  snprintf(from, sizeof from, "%s", tk__sq_text(st, 0));
+  int done = sqlite3_column_int(st, 1), total = sqlite3_column_int(st, 2);
+  int errors = sqlite3_column_int(st, 3), can_progress = sqlite3_column_int(st, 4);
+  sqlite3_reset(st);
+  const char *to = NULL;
+  if (strcmp(from, TK__TASK_CANCELLED) == 0 || strcmp(from, TK__TASK_COMPLETE) == 0) return 0;
+  if (done == total) to = TK__TASK_COMPLETE;
+  else if (!can_progress && errors > 0) to = TK__TASK_ERROR;
+  else if (strcmp(from, TK__TASK_ERROR) == 0 && can_progress) to = TK__TASK_IN_PROGRESS;
+  if (to == NULL || strcmp(from, to) == 0) return 0;
+  st = tk__sq_stmt(q, SQ_TASK_FINISH,
+                   "UPDATE tasks SET state = ?, updated_at = ?,"
+                   " finished_at = CASE WHEN ? THEN ? ELSE NULL END WHERE id = ?",
+                   err);
+  if (st == NULL) return TK_ESTORE;
+  int terminal = strcmp(to, TK__TASK_IN_PROGRESS) != 0;
+  sqlite3_bind_text(st, 1, to, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, now);
+  sqlite3_bind_int(st, 3, terminal);
+  sqlite3_bind_int64(st, 4, now);
+  sqlite3_bind_int64(st, 5, task_id);
+  int rc = tk__sq_done(q, st, err);
+  if (rc) return rc;
+  const char *reason = strcmp(to, TK__TASK_COMPLETE) == 0 ? "all steps complete"
+                       : terminal ? "a step failed and nothing else can progress"
+                                  : "a failed step was retried or resolved";
+  if ((rc = tk__sq_transition(q, task_id, 0, from, to, now, reason, 0, err))) return rc;
+  *state = to;
+  return 0;
+}
+
+/* Bump a task's done or error counter. */
+static int task_counter(tk__sqlite *q, int id, const char *sql, int64_t task_id, int64_t now,
+                        tk_err *err) {
+  sqlite3_stmt *st = tk__sq_stmt(q, id, sql, err);
+  if (st == NULL) return TK_ESTORE;
+  sqlite3_bind_int64(st, 1, now);
+  sqlite3_bind_int64(st, 2, task_id);
+  return tk__sq_done(q, st, err);
+}
+
+static const char *next_state_name(tk__next_state n) {
+  switch (n) {
+  case TK__NEXT_COMPLETE: return TK__STEP_COMPLETE;
+  case TK__NEXT_RETRY: return TK__STEP_WAITING;
+  case TK__NEXT_ERROR: return TK__STEP_ERROR;
+  }
+  return "?";
+}
+
+int tk__sq_record(tk_store *s, const tk__outcome *o, tk__effects *fx, tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  int rc;
+  memset(fx, 0, sizeof *fx);
+  const char *to = next_state_name(o->next);
+  if ((rc = tk__sq_begin(q, err))) return rc;
+  sqlite3_stmt *st = tk__sq_stmt(
+      q, SQ_RECORD_STEP,
+      "UPDATE steps SET state = ?1, results = ?2, last_error = ?3,"
+      " run_at = CASE WHEN ?4 IS NULL THEN run_at ELSE ?4 END,"
+      " last_delay_ms = CASE WHEN ?5 IS NULL THEN last_delay_ms ELSE ?5 END,"
+      " lease_owner = NULL, lease_expires_at = NULL"
+      " WHERE id = ?6 AND state = 'in_progress' AND lease_owner = ?7 AND attempts = ?8"
+      " RETURNING task_id, idx, (SELECT template_id FROM tasks WHERE id = task_id)",
+      err);
+  if (st == NULL) { rc = TK_ESTORE; goto fail; }
+  sqlite3_bind_text(st, 1, to, -1, SQLITE_STATIC);
+  if (o->results) sqlite3_bind_text(st, 2, o->results, -1, SQLITE_STATIC);
+  if (o->error) sqlite3_bind_text(st, 3, o->error, -1, SQLITE_STATIC);
+  if (o->next == TK__NEXT_RETRY) {
+    sqlite3_bind_int64(st, 4, o->run_at);
+    sqlite3_bind_int64(st, 5, o->delay_ms);
+  }
+  sqlite3_bind_int64(st, 6, o->step_id);
+  sqlite3_bind_text(st, 7, o->owner, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 8, o->attempt);
+  rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) { rc = tk__sq_fail(q, "record outcome", err); goto fail; }
+    /* Fenced out: someone else holds the step now, or it moved on. */
+    if ((rc = tk__sq_count(s, "fenced_writes", 1, err))) goto fail;
+    if ((rc = tk__sq_commit(q, err))) goto fail;
+    return tk_err_set(err, TK_EFENCED,
+                      "outcome of step %lld attempt %d by %s refused: the lease was lost or the "
+                      "attempt superseded",
+                      (long long)o->step_id, o->attempt, o->owner);
+  }
+  int64_t task_id = sqlite3_column_int64(st, 0);
+  int idx = sqlite3_column_int(st, 1);
+  int64_t template_id = sqlite3_column_int64(st, 2);
+  sqlite3_reset(st);
+  fx->task_id = task_id;
+
+  st = tk__sq_stmt(q, SQ_ATTEMPT_FINISH,
+                   "UPDATE attempts SET finished_at = ?, outcome = ?, error = ?, delay_ms = ?,"
+                   " delay_source = ?, next_run_at = ? WHERE step_id = ? AND attempt = ?",
+                   err);
+  if (st == NULL) { rc = TK_ESTORE; goto fail; }
+  sqlite3_bind_int64(st, 1, o->now);
+  sqlite3_bind_text(st, 2, o->attempt_outcome, -1, SQLITE_STATIC);
+  if (o->error) sqlite3_bind_text(st, 3, o->error, -1, SQLITE_STATIC);
+  if (o->next == TK__NEXT_RETRY) {
+    sqlite3_bind_int64(st, 4, o->delay_ms);
+    sqlite3_bind_text(st, 5, tk_delay_source_name(o->source), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 6, o->run_at);
+  }
+  sqlite3_bind_int64(st, 7, o->step_id);
+  sqlite3_bind_int(st, 8, o->attempt);
+  if ((rc = tk__sq_done(q, st, err))) goto fail;
+  if ((rc = tk__sq_transition(q, task_id, o->step_id, TK__STEP_IN_PROGRESS, to, o->now,
+                              o->attempt_outcome, o->attempt, err)))
+    goto fail;
+
+  if (o->next == TK__NEXT_COMPLETE) {
+    if ((rc = tk__sq_release_children(q, task_id, template_id, idx, o->now,
+                                      &fx->children_released, err)))
+      goto fail;
+    if ((rc = task_counter(q, SQ_TASK_DONE,
+                           "UPDATE tasks SET steps_done = steps_done + 1, updated_at = ?"
+                           " WHERE id = ?",
+                           task_id, o->now, err)))
+      goto fail;
+  } else if (o->next == TK__NEXT_ERROR) {
+    if ((rc = task_counter(q, SQ_TASK_ERROR,
+                           "UPDATE tasks SET steps_error = steps_error + 1, updated_at = ?"
+                           " WHERE id = ?",
+                           task_id, o->now, err)))
+      goto fail;
+  }
+  if (o->next != TK__NEXT_RETRY &&
+      (rc = tk__sq_settle_task(q, task_id, o->now, &fx->task_state, err)))
+    goto fail;
+  if ((rc = tk__sq_commit(q, err))) goto fail;
+  return 0;
+fail:
+  tk__sq_rollback(q);
+  return rc;
+}
+
+int tk__sq_heartbeat(tk_store *s, int64_t step_id, const char *owner, int attempt,
+                     int64_t expires_at, tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  sqlite3_stmt *st = tk__sq_stmt(q, SQ_HEARTBEAT,
+                                 "UPDATE steps SET lease_expires_at = ? WHERE id = ? AND"
+                                 " state = 'in_progress' AND lease_owner = ? AND attempts = ?",
+                                 err);
+  if (st == NULL) return TK_ESTORE;
+  sqlite3_bind_int64(st, 1, expires_at);
+  sqlite3_bind_int64(st, 2, step_id);
+  sqlite3_bind_text(st, 3, owner, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 4, attempt);
+  int rc = tk__sq_done(q, st, err);
+  if (rc) return rc;
+  if (sqlite3_changes(q->db) == 0)
+    return tk_err_set(err, TK_EFENCED, "lease of step %lld attempt %d is no longer held by %s",
+                      (long long)step_id, attempt, owner);
+  return 0;
+}
+
+int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  *n = 0;
+  sqlite3_stmt *st = tk__sq_stmt(q, SQ_EXPIRED,
+                                 "SELECT id, task_id, attempts, lease_owner FROM steps"
+                                 " WHERE state = 'in_progress' AND lease_expires_at < ?"
+                                 " ORDER BY lease_expires_at LIMIT ?",
+                                 err);
+  if (st == NULL) return TK_ESTORE;
+  sqlite3_bind_int64(st, 1, now);
+  sqlite3_bind_int(st, 2, limit);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    tk__expired *e = &out[(*n)++];
+    e->step_id = sqlite3_column_int64(st, 0);
+    e->task_id = sqlite3_column_int64(st, 1);
+    e->attempt = sqlite3_column_int(st, 2);
+    snprintf(e->owner, sizeof e->owner, "%s", tk__sq_text(st, 3) ? tk__sq_text(st, 3) : "");
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? 0 : tk__sq_fail(q, "expired leases", err);
+}
+
+/* The single int64 a cached query returns, or `none` when it returns NULL. */
+static int scalar(tk__sqlite *q, int id, const char *sql, int64_t none, int64_t *out,
+                  tk_err *err) {
+  sqlite3_stmt *st = tk__sq_stmt(q, id, sql, err);
+  if (st == NULL) return TK_ESTORE;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW)
+    *out = sqlite3_column_type(st, 0) == SQLITE_NULL ? none : sqlite3_column_int64(st, 0);
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW ? 0 : tk__sq_fail(q, "query", err);
+}
+
+int tk__sq_next_due(tk_store *s, int64_t *at, tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  int64_t ready, lease;
+  int rc = scalar(q, SQ_NEXT_READY,
+                  "SELECT MIN(run_at) FROM steps WHERE state IN ('pending', 'waiting_for_retry')"
+                  " AND parents_remaining = 0",
+                  INT64_MAX, &ready, err);
+  if (rc) return rc;
+  rc = scalar(q, SQ_NEXT_LEASE,
+              "SELECT MIN(lease_expires_at) FROM steps WHERE state = 'in_progress'", INT64_MAX,
+              &lease, err);
+  if (rc) return rc;
+  *at = ready < lease ? ready : lease;
+  return 0;
+}
+
+int tk__sq_has_work(tk_store *s, int *yes, tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  int64_t v = 0;
+  int rc = scalar(q, SQ_HAS_WORK,
+                  "SELECT EXISTS (SELECT 1 FROM steps WHERE state IN ('pending',"
+                  " 'waiting_for_retry') AND parents_remaining = 0)"
+                  " OR EXISTS (SELECT 1 FROM steps WHERE state = 'in_progress')",
+                  0, &v, err);
+  *yes = v != 0;
+  return rc;
+}

@@ -1,0 +1,233 @@
+/* The SQLite backend: connection, statement cache, transactions and
+ * migrations. WAL mode, so readers never block the writer. */
+#include "store/sqlite/sqlite_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/migration.h"
+
+int tk__sq_fail(tk__sqlite *q, const char *what, tk_err *err) {
+  return tk_err_set(err, TK_ESTORE, "sqlite %s: %s: %s", q->path, what, sqlite3_errmsg(q->db));
+}
+
+sqlite3_stmt *tk__sq_stmt(tk__sqlite *q, int id, const char *sql, tk_err *err) {
+  sqlite3_stmt *st = q->stmts[id];
+  if (st != NULL) {
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return st;
+  }
+  if (sqlite3_prepare_v3(q->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+    tk__sq_fail(q, "prepare", err);
+    return NULL;
+  }
+  q->stmts[id] = st;
+  return st;
+}
+
+int tk__sq_exec(tk__sqlite *q, const char *sql, tk_err *err) {
+  char *msg = NULL;
+  if (sqlite3_exec(q->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    tk_err_set(err, TK_ESTORE, "sqlite %s: %s", q->path, msg ? msg : "error");
+    sqlite3_free(msg);
+    return TK_ESTORE;
+  }
+  return 0;
+}
+
+int tk__sq_done(tk__sqlite *q, sqlite3_stmt *st, tk_err *err) {
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_DONE || rc == SQLITE_ROW) {
+    sqlite3_reset(st);
+    return 0;
+  }
+  int r = tk__sq_fail(q, "step", err);
+  sqlite3_reset(st);
+  return r;
+}
+
+static int run_cached(tk__sqlite *q, int id, const char *sql, tk_err *err) {
+  sqlite3_stmt *st = tk__sq_stmt(q, id, sql, err);
+  if (st == NULL) return TK_ESTORE;
+  return tk__sq_done(q, st, err);
+}
+
+int tk__sq_begin(tk__sqlite *q, tk_err *err) {
+  return run_cached(q, SQ_BEGIN, "BEGIN IMMEDIATE", err);
+}
+
+int tk__sq_commit(tk__sqlite *q, tk_err *err) {
+  return run_cached(q, SQ_COMMIT, "COMMIT", err);
+}
+
+void tk__sq_rollback(tk__sqlite *q) {
+  if (!sqlite3_get_autocommit(q->db)) run_cached(q, SQ_ROLLBACK, "ROLLBACK", NULL);
+}
+
+const char *tk__sq_text(sqlite3_stmt *st, int col) {
+  return (const char *)sqlite3_column_text(st, col);
+}
+
+int tk__sq_transition(tk__sqlite *q, int64_t task_id, int64_t step_id, const char *from,
+                      const char *to, int64_t at, const char *reason, int attempt, tk_err *err) {
+  sqlite3_stmt *st = tk__sq_stmt(q, SQ_TRANSITION,
+                                 "INSERT INTO transitions (task_id, step_id, from_state, to_state,"
+                                 " at, reason, attempt) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                 err);
+  if (st == NULL) return TK_ESTORE;
+  sqlite3_bind_int64(st, 1, task_id);
+  if (step_id > 0) sqlite3_bind_int64(st, 2, step_id);
+  if (from) sqlite3_bind_text(st, 3, from, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 4, to, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 5, at);
+  sqlite3_bind_text(st, 6, reason, -1, SQLITE_STATIC);
+  if (attempt > 0) sqlite3_bind_int(st, 7, attempt);
+  return tk__sq_done(q, st, err);
+}
+
+int tk__sq_count(tk_store *s, const char *name, int64_t delta, tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  sqlite3_stmt *st = tk__sq_stmt(q, SQ_COUNT,
+                                 "INSERT INTO counters (name, value) VALUES (?1, ?2)"
+                                 " ON CONFLICT (name) DO UPDATE SET value = value + ?2",
+                                 err);
+  if (st == NULL) return TK_ESTORE;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, delta);
+  return tk__sq_done(q, st, err);
+}
+
+static void sq_close(tk_store *s) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  if (q == NULL) return;
+  for (int i = 0; i < SQ__COUNT; i++) sqlite3_finalize(q->stmts[i]);
+  sqlite3_close(q->db);
+  free(q->path);
+  free(q);
+}
+
+static int sq_open(const char *location, tk_store **out, tk_err *err) {
+  *out = NULL;
+  if (location == NULL || *location == '\0')
+    return tk_err_set(err, TK_EINVAL, "sqlite store: empty path (use sqlite:PATH)");
+  tk__sqlite *q = calloc(1, sizeof *q);
+  if (q == NULL) return tk_err_set(err, TK_ENOMEM, "sqlite store: out of memory");
+  q->base.ops = &tk__sqlite_store_ops;
+  q->path = strdup(location);
+  if (q->path == NULL) {
+    free(q);
+    return tk_err_set(err, TK_ENOMEM, "sqlite store: out of memory");
+  }
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  if (sqlite3_open_v2(location, &q->db, flags, NULL) != SQLITE_OK) {
+    tk_err_set(err, TK_ESTORE, "cannot open sqlite store %s: %s", location,
+               q->db ? sqlite3_errmsg(q->db) : "out of memory");
+    sq_close(&q->base);
+    return TK_ESTORE;
+  }
+  /* Several processes may share the file: wait for the writer rather than
+   * fail, and let WAL keep readers off the writer's back. NORMAL sync is
+   * durable across process crashes; a power loss may drop the last commits
+   * but never corrupts (SQLite's documented WAL guarantee). */
+  sqlite3_busy_timeout(q->db, 10000);
+  int rc = tk__sq_exec(q,
+                       "PRAGMA journal_mode = WAL;"
+                       "PRAGMA synchronous = NORMAL;"
+                       "PRAGMA foreign_keys = ON;"
+                       "PRAGMA temp_store = MEMORY;",
+                       err);
+  if (rc != 0) {
+    sq_close(&q->base);
+    return rc;
+  }
+  *out = &q->base;
+  return 0;
+}
+
+static int sq_schema_version(tk_store *s, int *version, tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  sqlite3_stmt *st;
+  *version = 0;
+  if (sqlite3_prepare_v2(q->db,
+                         "SELECT name FROM sqlite_master WHERE type = 'table'"
+                         " AND name = 'schema_migrations'",
+                         -1, &st, NULL) != SQLITE_OK)
+    return tk__sq_fail(q, "schema version", err);
+  int exists = sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_finalize(st);
+  if (!exists) return 0;
+  if (sqlite3_prepare_v2(q->db, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations", -1,
+                         &st, NULL) != SQLITE_OK)
+    return tk__sq_fail(q, "schema version", err);
+  if (sqlite3_step(st) == SQLITE_ROW) *version = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  return 0;
+}
+
+static int sq_migrate(tk_store *s, int *applied, int *version, tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  int n = 0, v = 0, rc;
+  if (applied) *applied = 0;
+  if ((rc = tk__sq_exec(q,
+                        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                        " version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                        " applied_at INTEGER NOT NULL)",
+                        err)))
+    return rc;
+  for (const tk__migration *m = tk__sqlite_migrations; m->number != 0; m++) {
+    if ((rc = tk__sq_begin(q, err))) return rc;
+    if ((rc = sq_schema_version(s, &v, err))) goto fail;
+    if (m->number <= v) {
+      tk__sq_rollback(q);
+      continue;
+    }
+    if ((rc = tk__sq_exec(q, m->sql, err))) goto fail;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(q->db,
+                           "INSERT INTO schema_migrations (version, name, applied_at)"
+                           " VALUES (?, ?, CAST(strftime('%s','now') AS INTEGER) * 1000)",
+                           -1, &st, NULL) != SQLITE_OK) {
+      rc = tk__sq_fail(q, "migrate", err);
+      goto fail;
+    }
+    sqlite3_bind_int(st, 1, m->number);
+    sqlite3_bind_text(st, 2, m->name, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st) == SQLITE_DONE ? 0 : tk__sq_fail(q, "migrate", err);
+    sqlite3_finalize(st);
+    if (rc) goto fail;
+    if ((rc = tk__sq_commit(q, err))) goto fail;
+    n++;
+  }
+  if (applied) *applied = n;
+  if (version) return sq_schema_version(s, version, err);
+  return 0;
+fail:
+  tk__sq_rollback(q);
+  return rc;
+}
+
+const tk__store_ops tk__sqlite_store_ops = {
+    .version = TK__STORE_OPS_VERSION,
+    .scheme = "sqlite",
+    .open = sq_open,
+    .close = sq_close,
+    .migrate = sq_migrate,
+    .schema_version = sq_schema_version,
+    .template_put = tk__sq_template_put,
+    .template_get = tk__sq_template_get,
+    .template_get_by_id = tk__sq_template_get_by_id,
+    .template_list = tk__sq_template_list,
+    .task_create = tk__sq_task_create,
+    .claim = tk__sq_claim,
+    .record = tk__sq_record,
+    .heartbeat = tk__sq_heartbeat,
+    .expired = tk__sq_expired,
+    .next_due = tk__sq_next_due,
+    .has_work = tk__sq_has_work,
+    .step_input = tk__sq_step_input,
+    .operator = tk__sq_operator,
+    .task_show = tk__sq_task_show,
+    .status = tk__sq_status,
+    .count = tk__sq_count,
+};

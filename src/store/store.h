@@ -1,0 +1,191 @@
+/* The store interface (DESIGN §12): a struct of function pointers that each
+ * backend fills in, version first. The engine and the CLI are written once
+ * against it; SQL lives only in the backends.
+ *
+ * Conventions for every operation: returns 0 or a negative TK_E* code with
+ * a message in err; each operation that changes state is one transaction
+ * and either happens whole or not at all; times are ms since the epoch and
+ * are passed in (the engine's clock), never read by the backend. */
+#ifndef TASKER_STORE_STORE_H
+#define TASKER_STORE_STORE_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include <tasker/backoff.h>
+#include <tasker/store.h>
+
+#define TK__STORE_OPS_VERSION 1
+#define TK__OWNER_MAX 64
+#define TK__PROFILE_MAX 64
+
+/* Step states as stored (DESIGN §3). */
+#define TK__STEP_PENDING "pending"
+#define TK__STEP_IN_PROGRESS "in_progress"
+#define TK__STEP_WAITING "waiting_for_retry"
+#define TK__STEP_COMPLETE "complete"
+#define TK__STEP_ERROR "error"
+#define TK__STEP_CANCELLED "cancelled"
+#define TK__STEP_RESOLVED "resolved_manually"
+
+#define TK__TASK_PENDING "pending"
+#define TK__TASK_IN_PROGRESS "in_progress"
+#define TK__TASK_COMPLETE "complete"
+#define TK__TASK_ERROR "error"
+#define TK__TASK_CANCELLED "cancelled"
+
+/* A template as stored: identity plus its normalized JSON definition and
+ * the DAG's edges by step position. */
+typedef struct tk__template_row {
+  int64_t id;
+  const char *namespace_, *name, *version, *description;
+  const char *definition; /* JSON text */
+  const char *digest;
+  const int *edges; /* pairs (parent_idx, child_idx) */
+  int nedges;
+  int64_t created_at;
+} tk__template_row;
+
+/* One step of a new task, resolved from its template and the configuration. */
+typedef struct tk__new_step {
+  const char *name;
+  int nparents;
+  int max_attempts;
+  int retryable;
+  const char *backoff;
+} tk__new_step;
+
+typedef struct tk__new_task {
+  int64_t template_id;
+  const char *context; /* JSON text */
+  const char *identity; /* may be NULL */
+  const tk__new_step *steps;
+  int nsteps;
+  int64_t now;
+} tk__new_task;
+
+/* A step handed to the engine by a claim. */
+typedef struct tk__claimed {
+  int64_t step_id, task_id, template_id;
+  int idx;
+  int attempt; /* the attempt this claim is: attempts after the increment */
+  int max_attempts;
+  int retryable;
+  int64_t run_at; /* when it became due, for lateness */
+  int64_t last_delay_ms;
+  int64_t lease_expires_at;
+  char backoff[TK__PROFILE_MAX];
+  char prev_state[24]; /* pending or waiting_for_retry, for the transition */
+  int task_was_pending;
+} tk__claimed;
+
+/* What the engine decided for a claimed attempt. */
+typedef enum tk__next_state {
+  TK__NEXT_COMPLETE = 1,
+  TK__NEXT_RETRY, /* waiting_for_retry at run_at */
+  TK__NEXT_ERROR
+} tk__next_state;
+
+typedef struct tk__outcome {
+  int64_t step_id;
+  const char *owner;
+  int attempt;
+  int64_t now;
+  const char *attempt_outcome; /* success, failure, timeout, lease_expired */
+  tk__next_state next;
+  const char *error;   /* failure text, or NULL */
+  const char *results; /* JSON text for COMPLETE, or NULL */
+  int64_t delay_ms;    /* RETRY only */
+  tk_delay_source source;
+  int64_t run_at;
+} tk__outcome;
+
+/* What recording an outcome changed beyond the step, for events. */
+typedef struct tk__effects {
+  int64_t task_id;
+  int children_released;
+  const char *task_state; /* the task's new terminal state, or NULL */
+} tk__effects;
+
+/* An expired lease found by the reaper. */
+typedef struct tk__expired {
+  int64_t step_id, task_id;
+  int attempt;
+  char owner[TK__OWNER_MAX];
+} tk__expired;
+
+/* Operator actions on one step or task. */
+typedef enum tk__operator_action {
+  TK__OP_RETRY = 1, /* error -> waiting_for_retry, attempts reset */
+  TK__OP_RESOLVE,   /* error/pending/waiting -> resolved_manually */
+  TK__OP_CANCEL     /* the whole task -> cancelled */
+} tk__operator_action;
+
+typedef struct tk__store_ops {
+  int version; /* TK__STORE_OPS_VERSION */
+  const char *scheme;
+  int (*open)(const char *location, tk_store **out, tk_err *err);
+  void (*close)(tk_store *s);
+  int (*migrate)(tk_store *s, int *applied, int *version, tk_err *err);
+  int (*schema_version)(tk_store *s, int *version, tk_err *err);
+
+  /* Store a template and its edges. If namespace/name/version exists with
+   * the same digest, *existed = 1 and nothing changes; with another
+   * digest, TK_EEXIST. */
+  int (*template_put)(tk_store *s, tk__template_row *row, int *existed, tk_err *err);
+  /* Find a template by name ("ns/name" or "name") and version (NULL for
+   * the newest); fills a json object {id, namespace, name, version,
+   * definition (parsed)}. TK_ENOENT when missing. */
+  int (*template_get)(tk_store *s, const char *name, const char *version, json_t **out,
+                      tk_err *err);
+  int (*template_get_by_id)(tk_store *s, int64_t id, json_t **out, tk_err *err);
+  /* All templates, newest version last per name, as a JSON array. */
+  int (*template_list)(tk_store *s, json_t **out, tk_err *err);
+
+  /* Create a task and its steps in one transaction. With an identity that
+   * already exists, *existed = 1 and *task_id is the existing task. */
+  int (*task_create)(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
+                     tk_err *err);
+
+  /* Claim up to `limit` ready steps (DESIGN §4) for `owner`. */
+  int (*claim)(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
+               tk__claimed *out, int *n, tk_err *err);
+  /* Record an outcome, fenced by (step, owner, attempt). TK_EFENCED when
+   * the step is no longer held by that owner and attempt: nothing changes
+   * but the fenced-writes counter. */
+  int (*record)(tk_store *s, const tk__outcome *o, tk__effects *fx, tk_err *err);
+  /* Extend a lease, fenced like record. */
+  int (*heartbeat)(tk_store *s, int64_t step_id, const char *owner, int attempt,
+                   int64_t expires_at, tk_err *err);
+  /* Up to `limit` in-progress steps whose lease expired before now. */
+  int (*expired)(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);
+  /* The earliest time something becomes due: a ready step's run_at or a
+   * lease expiry; INT64_MAX when nothing is scheduled. */
+  int (*next_due)(tk_store *s, int64_t *at, tk_err *err);
+  /* Whether any task has work left: a step pending with no parents left,
+   * waiting for a retry, or in progress. */
+  int (*has_work)(tk_store *s, int *yes, tk_err *err);
+
+  /* The handler's input for a step: {"context": ..., "parents": {name: results}}. */
+  int (*step_input)(tk_store *s, int64_t step_id, json_t **out, tk_err *err);
+
+  /* Operator actions; `step` is the step's name (ignored for CANCEL). */
+  int (*operator)(tk_store *s, tk__operator_action action, int64_t task_id, const char *step,
+                  int64_t now, tk__effects *fx, tk_err *err);
+
+  /* Reports, as JSON documented in docs/cli.md. */
+  int (*task_show)(tk_store *s, int64_t task_id, json_t **out, tk_err *err);
+  int (*status)(tk_store *s, int64_t now, json_t **out, tk_err *err);
+  /* Add `delta` to a persistent counter. */
+  int (*count)(tk_store *s, const char *name, int64_t delta, tk_err *err);
+} tk__store_ops;
+
+/* Every backend's store struct starts with this. */
+struct tk_store {
+  const tk__store_ops *ops;
+};
+
+extern const tk__store_ops tk__sqlite_store_ops;
+
+#endif
