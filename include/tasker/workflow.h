@@ -1,0 +1,51 @@
+/* tasker: adding templates and submitting tasks (DESIGN §2).
+ *
+ * Both validate everything before touching the store, and each is one
+ * transaction: a rejected template or submission changes nothing.
+ */
+#ifndef TASKER_WORKFLOW_H
+#define TASKER_WORKFLOW_H
+
+#include <stdint.h>
+
+#include <tasker/config.h>
+#include <tasker/error.h>
+#include <tasker/store.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tk_template_info {
+  int64_t id;
+  char namespace_[129], name[129], version[129];
+  int steps;
+  int existed; /* the same definition was already stored; nothing changed */
+} tk_template_info;
+
+/* Validate the TOML template at `path` against `cfg` (backoff profiles)
+ * and store it. A different definition under an existing
+ * namespace/name/version is refused with TK_EEXIST; new versions are kept
+ * beside the old ones. Errors name FILE:LINE:COLUMN. */
+int tk_template_add_file(tk_store *s, const tk_config *cfg, const char *path, int64_t now,
+                         tk_template_info *out, tk_err *err);
+
+typedef struct tk_submit_request {
+  const char *template_name; /* "name" or "namespace/name" */
+  const char *version;       /* NULL: the newest version */
+  const char *context_json;  /* a JSON object; NULL means {} */
+  const char *identity;      /* NULL: none */
+} tk_submit_request;
+
+/* Create a task from a stored template. Each step's attempts, retryability
+ * and backoff profile are resolved now: the step's retry table, else the
+ * template's, else the configuration ([engine] max_attempts, profile
+ * "default"). With an identity that exists, *existed = 1 and *task_id is
+ * the existing task. */
+int tk_task_submit(tk_store *s, const tk_config *cfg, const tk_submit_request *req, int64_t now,
+                   int64_t *task_id, int *existed, tk_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

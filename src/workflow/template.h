@@ -1,0 +1,37 @@
+/* Templates (DESIGN §2): a TOML workflow definition validated into a
+ * normalized JSON definition plus the DAG's edges, ready for the store. */
+#ifndef TASKER_WORKFLOW_TEMPLATE_H
+#define TASKER_WORKFLOW_TEMPLATE_H
+
+#include <jansson.h>
+
+#include <tasker/config.h>
+#include <tasker/toml.h>
+
+/* A validated template. `definition` is
+ *   {namespace, name, version, description,
+ *    retry: {max_attempts?, backoff?, retryable?},
+ *    steps: [{name, depends_on: [names], handler: {kind, ...},
+ *             retry: {...}, timeout_ms?}]}
+ * and edges are (parent_idx, child_idx) pairs. */
+typedef struct tk__template {
+  json_t *definition;
+  int *edges;
+  int nedges;
+} tk__template;
+
+/* Validate the parsed TOML `doc` (named `file` in messages) against `cfg`
+ * (for backoff profile names) into *out. Every error names FILE:LINE:COLUMN,
+ * the key, the value and what was expected; TK_ECONFIG for a template
+ * error. */
+int tk__template_from_toml(const tk_toml_doc *doc, const char *file, const tk_config *cfg,
+                           tk__template *out, tk_err *err);
+
+/* Order the steps so that parents come first; fails with the path of a
+ * cycle ("a -> b -> a"). parents[i] lists the parent indices of step i. */
+int tk__dag_check(int nsteps, const int *const *parents, const int *nparents,
+                  const char *const *names, char *cycle, size_t cycle_len);
+
+void tk__template_free(tk__template *t);
+
+#endif

@@ -1,0 +1,128 @@
+/* Adding templates and submitting tasks: validation in C, one store
+ * transaction each. */
+#include <tasker/workflow.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store.h"
+#include "workflow/template.h"
+
+/* FNV-1a over the canonical JSON text: enough to tell a re-add of the
+ * same definition from a changed one (not a security boundary). */
+static void digest_of(const char *text, char out[17]) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+    h ^= *p;
+    h *= 1099511628211ULL;
+  }
+  snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
+int tk_template_add_file(tk_store *s, const tk_config *cfg, const char *path, int64_t now,
+                         tk_template_info *out, tk_err *err) {
+  tk_toml_doc *doc;
+  int rc = tk_toml_parse_file(path, &doc, err);
+  if (rc) return rc;
+  tk__template t;
+  rc = tk__template_from_toml(doc, path, cfg, &t, err);
+  tk_toml_free(doc);
+  if (rc) return rc;
+  char *text = json_dumps(t.definition, JSON_COMPACT | JSON_SORT_KEYS);
+  if (text == NULL) {
+    tk__template_free(&t);
+    return tk_err_set(err, TK_ENOMEM, "out of memory storing template %s", path);
+  }
+  char digest[17];
+  digest_of(text, digest);
+  tk__template_row row = {
+      .namespace_ = json_string_value(json_object_get(t.definition, "namespace")),
+      .name = json_string_value(json_object_get(t.definition, "name")),
+      .version = json_string_value(json_object_get(t.definition, "version")),
+      .description = json_string_value(json_object_get(t.definition, "description")),
+      .definition = text,
+      .digest = digest,
+      .edges = t.edges,
+      .nedges = t.nedges,
+      .created_at = now,
+  };
+  int existed = 0;
+  rc = s->ops->template_put(s, &row, &existed, err);
+  if (rc == 0 && out != NULL) {
+    memset(out, 0, sizeof *out);
+    out->id = row.id;
+    snprintf(out->namespace_, sizeof out->namespace_, "%s", row.namespace_);
+    snprintf(out->name, sizeof out->name, "%s", row.name);
+    snprintf(out->version, sizeof out->version, "%s", row.version);
+    out->steps = (int)json_array_size(json_object_get(t.definition, "steps"));
+    out->existed = existed;
+  }
+  free(text);
+  tk__template_free(&t);
+  return rc;
+}
+
+/* A retry setting of the step, else of the template, else NULL. */
+static json_t *retry_setting(json_t *def, json_t *step, const char *key) {
+  json_t *v = json_object_get(json_object_get(step, "retry"), key);
+  return v ? v : json_object_get(json_object_get(def, "retry"), key);
+}
+
+int tk_task_submit(tk_store *s, const tk_config *cfg, const tk_submit_request *req, int64_t now,
+                   int64_t *task_id, int *existed, tk_err *err) {
+  json_error_t jerr;
+  const char *ctx_text = req->context_json ? req->context_json : "{}";
+  json_t *ctx = json_loads(ctx_text, JSON_REJECT_DUPLICATES, &jerr);
+  if (ctx == NULL)
+    return tk_err_set(err, TK_EINVAL, "context: invalid JSON at line %d, column %d: %s",
+                      jerr.line, jerr.column, jerr.text);
+  if (!json_is_object(ctx)) {
+    json_decref(ctx);
+    return tk_err_set(err, TK_EINVAL, "context: expected a JSON object such as {\"order\": 42}, "
+                      "got %s", json_is_array(ctx) ? "an array" : "a scalar");
+  }
+  json_t *tmpl = NULL;
+  int rc = s->ops->template_get(s, req->template_name, req->version, &tmpl, err);
+  if (rc) {
+    json_decref(ctx);
+    return rc;
+  }
+  json_t *def = json_object_get(tmpl, "definition");
+  json_t *steps = json_object_get(def, "steps");
+  size_t n = json_array_size(steps);
+  tk__new_step *ns = calloc(n ? n : 1, sizeof *ns);
+  char *canonical = json_dumps(ctx, JSON_COMPACT);
+  if (ns == NULL || canonical == NULL) {
+    rc = tk_err_set(err, TK_ENOMEM, "out of memory submitting %s", req->template_name);
+    goto done;
+  }
+  const tk_engine_settings *engine = tk_config_engine(cfg);
+  for (size_t i = 0; i < n; i++) {
+    json_t *step = json_array_get(steps, i);
+    json_t *v;
+    ns[i].name = json_string_value(json_object_get(step, "name"));
+    ns[i].nparents = (int)json_array_size(json_object_get(step, "depends_on"));
+    v = retry_setting(def, step, "max_attempts");
+    ns[i].max_attempts = v ? (int)json_integer_value(v) : (int)engine->max_attempts;
+    v = retry_setting(def, step, "retryable");
+    ns[i].retryable = v ? json_is_true(v) : 1;
+    v = retry_setting(def, step, "backoff");
+    ns[i].backoff = v ? json_string_value(v) : "default";
+  }
+  tk__new_task t = {
+      .template_id = json_integer_value(json_object_get(tmpl, "id")),
+      .context = canonical,
+      .identity = req->identity,
+      .steps = ns,
+      .nsteps = (int)n,
+      .now = now,
+  };
+  rc = s->ops->task_create(s, &t, task_id, existed, err);
+done:
+  free(canonical);
+  free(ns);
+  json_decref(tmpl);
+  json_decref(ctx);
+  return rc;
+}
