@@ -260,7 +260,7 @@ static int parse_command(parse_ctx *c, const tk_toml_value *h, const char *where
   const tk_toml_value *v = tk_toml_get(h, "argv");
   snprintf(key, sizeof key, "%s.argv", where);
   if (v == NULL) return fail_at(c, h, key, "missing: a command handler needs argv = [\"program\", \"arg\", ...]");
-  json_t *argv;
+  json_t *argv = NULL;
   if ((rc = string_array(c, v, key, 1, &argv))) return rc;
   json_object_set_new(out, "argv", argv);
   if ((v = tk_toml_get(h, "shell"))) {
@@ -368,20 +368,20 @@ static int parse_step(parse_ctx *c, const tk_toml_value *s, size_t i, json_t **o
     rc = fail_at(c, s, key, "missing: every step needs a handler");
     goto fail;
   }
-  json_t *handler;
+  json_t *handler = NULL;
   if ((rc = parse_handler(c, v, key, &handler))) goto fail;
   json_object_set_new(step, "handler", handler);
   json_t *deps = json_array();
   json_object_set_new(step, "depends_on", deps);
   if ((v = tk_toml_get(s, "depends_on"))) {
     snprintf(key, sizeof key, "%s.depends_on", where);
-    json_t *d;
+    json_t *d = NULL;
     if ((rc = string_array(c, v, key, 0, &d))) goto fail;
     json_object_set_new(step, "depends_on", d);
   }
   if ((v = tk_toml_get(s, "retry"))) {
     snprintf(key, sizeof key, "%s.retry", where);
-    json_t *r;
+    json_t *r = NULL;
     if ((rc = parse_retry(c, v, key, &r))) goto fail;
     json_object_set_new(step, "retry", r);
   }
@@ -527,7 +527,7 @@ int tk__template_from_toml(const tk_toml_doc *doc, const char *file, const tk_co
   json_t *steps = json_array();
   json_object_set_new(def, "steps", steps);
   for (size_t i = 0; i < tk_toml_array_len(steps_v); i++) {
-    json_t *step;
+    json_t *step = NULL;
     if ((rc = parse_step(&c, tk_toml_array_at(steps_v, i), i, &step))) goto fail;
     json_array_append_new(steps, step);
   }
