@@ -1,0 +1,20 @@
+/* Scalars back to text, as TOML (and the tagged JSON of toml-test) spell
+ * them. Each writes like snprintf and returns the length needed. */
+#ifndef TK_TOML_FORMAT_H
+#define TK_TOML_FORMAT_H
+
+#include <stddef.h>
+
+#include <tasker/toml.h>
+
+/* "inf", "-inf", "nan", or the shortest decimal that reads back as
+ * exactly d, always with a '.' or an exponent ("1.0", "1e+300"). Works
+ * the same in every locale. */
+int tk__toml_format_float(double d, char *buf, size_t len);
+
+/* RFC 3339 text of a date-time of the given kind, with as many fraction
+ * digits as were written; offsets as "Z" or "+HH:MM". */
+int tk__toml_format_datetime(const tk_toml_datetime *dt, tk_toml_type type, char *buf,
+                             size_t len);
+
+#endif

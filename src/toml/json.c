@@ -1,0 +1,73 @@
+/* Document tree to tagged JSON (see json.h). */
+#include "toml/json.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "toml/format.h"
+
+const char *tk__toml_json_tag(tk_toml_type type) {
+  switch (type) {
+  case TK_TOML_STRING: return "string";
+  case TK_TOML_INTEGER: return "integer";
+  case TK_TOML_FLOAT: return "float";
+  case TK_TOML_BOOLEAN: return "bool";
+  case TK_TOML_OFFSET_DATETIME: return "datetime";
+  case TK_TOML_LOCAL_DATETIME: return "datetime-local";
+  case TK_TOML_LOCAL_DATE: return "date-local";
+  case TK_TOML_LOCAL_TIME: return "time-local";
+  default: return NULL;
+  }
+}
+
+/* {"type": tag, "value": text}. */
+static json_t *tagged(tk_toml_type type, const char *text, size_t len) {
+  json_t *obj = json_object();
+  if (obj == NULL) return NULL;
+  if (json_object_set_new(obj, "type", json_string(tk__toml_json_tag(type))) != 0 ||
+      json_object_set_new(obj, "value", json_stringn(text, len)) != 0) {
+    json_decref(obj);
+    return NULL;
+  }
+  return obj;
+}
+
+json_t *tk__toml_to_tagged_json(const tk_toml_value *v) {
+  tk_toml_type type = tk_toml_type_of(v);
+  char text[64];
+  if (type == TK_TOML_TABLE) {
+    json_t *obj = json_object();
+    for (size_t i = 0; obj != NULL && i < tk_toml_table_len(v); i++) {
+      const tk_toml_entry *e = tk_toml_table_at(v, i);
+      if (json_object_setn_new(obj, e->key, e->key_len, tk__toml_to_tagged_json(e->value)) != 0) {
+        json_decref(obj);
+        obj = NULL;
+      }
+    }
+    return obj;
+  }
+  if (type == TK_TOML_ARRAY) {
+    json_t *arr = json_array();
+    for (size_t i = 0; arr != NULL && i < tk_toml_array_len(v); i++) {
+      if (json_array_append_new(arr, tk__toml_to_tagged_json(tk_toml_array_at(v, i))) != 0) {
+        json_decref(arr);
+        arr = NULL;
+      }
+    }
+    return arr;
+  }
+  size_t len;
+  const char *s = tk_toml_string(v, &len);
+  if (s != NULL) return tagged(type, s, len);
+  int64_t i;
+  double d;
+  int b;
+  tk_toml_datetime dt;
+  if (tk_toml_int(v, &i) == 0) snprintf(text, sizeof text, "%" PRId64, i);
+  else if (tk_toml_float(v, &d) == 0) tk__toml_format_float(d, text, sizeof text);
+  else if (tk_toml_bool(v, &b) == 0) snprintf(text, sizeof text, "%s", b ? "true" : "false");
+  else if (tk_toml_datetime_of(v, &dt) == 0) tk__toml_format_datetime(&dt, type, text, sizeof text);
+  else return NULL;
+  return tagged(type, text, strlen(text));
+}
