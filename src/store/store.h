@@ -110,8 +110,7 @@ typedef struct tk__effects {
 
 /* An expired lease found by the reaper. */
 typedef struct tk__expired {
-  int64_t step_id, task_id;
-  int attempt;
+  tk__claimed step; /* as the lost claim saw it */
   char owner[TK__OWNER_MAX];
 } tk__expired;
 

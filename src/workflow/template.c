@@ -317,22 +317,40 @@ static int parse_command(parse_ctx *c, const tk_toml_value *h, const char *where
   return 0;
 }
 
+/* { kind = "function", name = "..." }: an in-process C handler that the
+ * embedding program registers; only the name can be checked here. */
+static int parse_function(parse_ctx *c, const tk_toml_value *h, const char *where, json_t *out) {
+  static const char *const keys[] = {"kind", "name", "timeout"};
+  char key[160];
+  int rc = check_keys(c, h, where, keys, 3);
+  if (rc) return rc;
+  const tk_toml_value *v = tk_toml_get(h, "name");
+  snprintf(key, sizeof key, "%s.name", where);
+  if (v == NULL) return fail_at(c, h, key, "missing: a function handler needs the registered name");
+  if ((rc = check_name(c, v, key))) return rc;
+  json_object_set_new(out, "name", json_string(tk_toml_string(v, NULL)));
+  return 0;
+}
+
 static int parse_handler(parse_ctx *c, const tk_toml_value *h, const char *where, json_t **out) {
-  static const char *const kinds[] = {"builtin", "command"};
+  static const char *const kinds[] = {"builtin", "command", "function"};
   char key[160];
   int rc = want_type(c, h, where, TK_TOML_TABLE, "a table such as { kind = \"command\", argv = [...] }");
   if (rc) return rc;
   const tk_toml_value *kind = tk_toml_get(h, "kind");
   snprintf(key, sizeof key, "%s.kind", where);
-  if (kind == NULL) return fail_at(c, h, key, "missing: expected kind = \"builtin\" or \"command\"");
+  if (kind == NULL)
+    return fail_at(c, h, key, "missing: expected kind = \"builtin\", \"command\" or \"function\"");
   if ((rc = want_type(c, kind, key, TK_TOML_STRING, "a string"))) return rc;
   const char *k = tk_toml_string(kind, NULL);
   json_t *spec = json_pack("{s:s}", "kind", k);
   if (strcmp(k, "builtin") == 0) rc = parse_builtin(c, h, where, spec);
   else if (strcmp(k, "command") == 0) rc = parse_command(c, h, where, spec);
+  else if (strcmp(k, "function") == 0) rc = parse_function(c, h, where, spec);
   else {
-    const char *near = tk__suggest(k, kinds, 2);
-    rc = fail_at(c, kind, key, "unknown handler kind \"%s\": expected builtin or command%s%s%s", k,
+    const char *near = tk__suggest(k, kinds, 3);
+    rc = fail_at(c, kind, key,
+                 "unknown handler kind \"%s\": expected builtin, command or function%s%s%s", k,
                  near ? " (did you mean \"" : "", near ? near : "", near ? "\"?)" : "");
   }
   const tk_toml_value *t;

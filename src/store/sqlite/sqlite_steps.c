@@ -367,21 +367,34 @@ int tk__sq_heartbeat(tk_store *s, int64_t step_id, const char *owner, int attemp
 int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   *n = 0;
-  sqlite3_stmt *st = tk__sq_stmt(q, SQ_EXPIRED,
-                                 "SELECT id, task_id, attempts, lease_owner FROM steps"
-                                 " WHERE state = 'in_progress' AND lease_expires_at < ?"
-                                 " ORDER BY lease_expires_at LIMIT ?",
-                                 err);
+  sqlite3_stmt *st = tk__sq_stmt(
+      q, SQ_EXPIRED,
+      "SELECT s.id, s.task_id, t.template_id, s.idx, s.attempts, s.max_attempts, s.retryable,"
+      " s.run_at, s.last_delay_ms, s.backoff, s.lease_owner, s.lease_expires_at"
+      " FROM steps s JOIN tasks t ON t.id = s.task_id"
+      " WHERE s.state = 'in_progress' AND s.lease_expires_at < ?"
+      " ORDER BY s.lease_expires_at LIMIT ?",
+      err);
   if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, now);
   sqlite3_bind_int(st, 2, limit);
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     tk__expired *e = &out[(*n)++];
-    e->step_id = sqlite3_column_int64(st, 0);
-    e->task_id = sqlite3_column_int64(st, 1);
-    e->attempt = sqlite3_column_int(st, 2);
-    snprintf(e->owner, sizeof e->owner, "%s", tk__sq_text(st, 3) ? tk__sq_text(st, 3) : "");
+    tk__claimed *c = &e->step;
+    memset(e, 0, sizeof *e);
+    c->step_id = sqlite3_column_int64(st, 0);
+    c->task_id = sqlite3_column_int64(st, 1);
+    c->template_id = sqlite3_column_int64(st, 2);
+    c->idx = sqlite3_column_int(st, 3);
+    c->attempt = sqlite3_column_int(st, 4);
+    c->max_attempts = sqlite3_column_int(st, 5);
+    c->retryable = sqlite3_column_int(st, 6);
+    c->run_at = sqlite3_column_int64(st, 7);
+    c->last_delay_ms = sqlite3_column_int64(st, 8);
+    snprintf(c->backoff, sizeof c->backoff, "%s", tk__sq_text(st, 9));
+    snprintf(e->owner, sizeof e->owner, "%s", tk__sq_text(st, 10) ? tk__sq_text(st, 10) : "");
+    c->lease_expires_at = sqlite3_column_int64(st, 11);
   }
   sqlite3_reset(st);
   return rc == SQLITE_DONE ? 0 : tk__sq_fail(q, "expired leases", err);

@@ -1,0 +1,116 @@
+/* tasker: the engine (DESIGN §4-5): claims ready steps, runs their
+ * handlers on a pool of workers, and records each outcome in one fenced
+ * transaction, with every retry delay from tk_backoff_delay().
+ *
+ * One engine is one orchestrator with its own id; any number may share a
+ * store. The engine never prints: events and log lines go to the sinks in
+ * the options.
+ */
+#ifndef TASKER_ENGINE_H
+#define TASKER_ENGINE_H
+
+#include <stdint.h>
+
+#include <tasker/clock.h>
+#include <tasker/config.h>
+#include <tasker/error.h>
+#include <tasker/store.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a handler says about one attempt. */
+typedef enum tk_handler_status {
+  TK_HANDLER_SUCCESS = 0,
+  TK_HANDLER_RETRY,    /* retryable failure; retry_after_ms may ask a delay */
+  TK_HANDLER_PERMANENT /* non-retryable failure */
+} tk_handler_status;
+
+/* The call a handler receives. Strings live until the handler returns. */
+typedef struct tk_handler_call {
+  int64_t task_id;
+  const char *step;      /* the step's name */
+  int attempt;           /* 1 for the first try */
+  int max_attempts;
+  const char *input;     /* JSON {"context": ..., "parents": {name: results}} */
+  const char *spec;      /* the handler's table from the template, as JSON */
+  int64_t deadline_ms;   /* the step's timeout as an absolute time, or 0 */
+} tk_handler_call;
+
+/* What the handler fills in; zeroed before the call, status SUCCESS. */
+typedef struct tk_handler_result {
+  tk_handler_status status;
+  char *results;          /* malloc'd JSON object text, or NULL; the engine frees it */
+  char error[512];        /* why it failed */
+  int64_t retry_after_ms; /* a server-requested delay, or -1 for none */
+  int timed_out;          /* the failure was the step's timeout */
+} tk_handler_result;
+
+/* An in-process handler. Runs on a worker thread; must be thread-safe. */
+typedef void (*tk_handler_fn)(const tk_handler_call *call, tk_handler_result *out, void *ud);
+
+/* Sinks. `line` is one JSON object without a newline. */
+typedef void (*tk_event_sink)(const char *line, void *ud);
+typedef enum tk_log_level { TK_LOG_DEBUG, TK_LOG_INFO, TK_LOG_WARN, TK_LOG_ERROR } tk_log_level;
+typedef void (*tk_log_sink)(tk_log_level level, const char *msg, void *ud);
+
+typedef struct tk_engine_options {
+  tk_store *store;           /* required; used only by the engine's thread */
+  const tk_config *config;   /* required: engine settings and backoff profiles */
+  tk_clock clock;            /* zeroed: the system clock */
+  uint64_t seed;             /* jitter; 0: from entropy */
+  const char *id;            /* orchestrator id; NULL: "HOST-PID" */
+  int workers;               /* 0: inline on the engine's thread; <0: config */
+  tk_event_sink on_event;    /* may be NULL */
+  void *event_ud;
+  tk_log_sink on_log;        /* may be NULL */
+  void *log_ud;
+} tk_engine_options;
+
+typedef struct tk_engine tk_engine;
+
+/* Counters since the engine started. */
+typedef struct tk_engine_stats {
+  int64_t claimed, completed, retried, failed, exhausted;
+  int64_t fenced;        /* outcomes refused by the fence */
+  int64_t lease_expired; /* leases this engine's reaper expired */
+  int64_t in_flight;
+} tk_engine_stats;
+
+int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err);
+void tk_engine_free(tk_engine *e);
+
+/* Register an in-process handler, used by steps whose handler is
+ * { kind = "function", name = NAME }. Call before running. */
+int tk_engine_register(tk_engine *e, const char *name, tk_handler_fn fn, void *ud, tk_err *err);
+
+/* One pass: reap expired leases, record finished attempts, claim and start
+ * ready steps (running them to completion when workers = 0). *next_due
+ * (may be NULL) gets the earliest time anything becomes due, INT64_MAX if
+ * nothing is scheduled. For tests that drive a manual clock. */
+int tk_engine_tick(tk_engine *e, int64_t *next_due, tk_err *err);
+
+/* Run until tk_engine_stop(), or with until_idle until no task has work
+ * left (nothing ready, running or waiting for a retry). Sleeps until the
+ * earliest due time or until woken; never polls on a fixed interval. */
+int tk_engine_run(tk_engine *e, int until_idle, tk_err *err);
+
+/* Ask a running engine to stop after its current pass; thread-safe and
+ * async-signal-safe. In-flight attempts are finished and recorded. */
+void tk_engine_stop(tk_engine *e);
+
+/* Wake a sleeping engine to look for work now; thread-safe. */
+void tk_engine_wake(tk_engine *e);
+
+tk_engine_stats tk_engine_stats_get(tk_engine *e);
+
+/* Store-wide summaries used by the CLI, as JSON text (malloc'd); their
+ * shapes are documented in docs/cli.md. */
+int tk_engine_task_json(tk_store *s, int64_t task_id, int64_t now, char **json, tk_err *err);
+int tk_engine_status_json(tk_store *s, int64_t now, char **json, tk_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

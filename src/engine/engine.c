@@ -1,0 +1,360 @@
+/* The engine: one orchestrator's loop of reap, record, claim and sleep. */
+#define _GNU_SOURCE /* pipe2, gethostname */
+#include "engine/engine_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "handlers/handler.h"
+
+#define REAP_BATCH 64
+
+int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
+  *out = NULL;
+  if (opts == NULL || opts->store == NULL || opts->config == NULL)
+    return tk_err_set(err, TK_EINVAL, "engine: a store and a configuration are required");
+  tk_engine *e = calloc(1, sizeof *e);
+  if (e == NULL) return tk_err_set(err, TK_ENOMEM, "engine: out of memory");
+  const tk_engine_settings *s = tk_config_engine(opts->config);
+  e->store = opts->store;
+  e->config = opts->config;
+  e->clock = opts->clock.now_ms ? opts->clock : tk_clock_system();
+  tk_rand_seed(&e->rng, opts->seed ? opts->seed : tk_rand_entropy_seed());
+  e->workers = opts->workers >= 0 ? opts->workers : (int)s->workers;
+  e->lease_ms = s->lease_ms;
+  e->heartbeat_ms = s->heartbeat_ms;
+  e->claim_batch = (int)s->claim_batch;
+  e->on_event = opts->on_event;
+  e->event_ud = opts->event_ud;
+  e->on_log = opts->on_log;
+  e->log_ud = opts->log_ud;
+  if (opts->id) {
+    snprintf(e->id, sizeof e->id, "%s", opts->id);
+  } else {
+    char host[40] = "host";
+    gethostname(host, sizeof host - 1);
+    tk_rand r;
+    tk_rand_seed(&r, tk_rand_entropy_seed());
+    snprintf(e->id, sizeof e->id, "%s-%d-%04x", host, (int)getpid(),
+             (unsigned)(tk_rand_u64(&r) & 0xffff));
+  }
+  e->claims = calloc((size_t)e->claim_batch, sizeof *e->claims);
+  e->expired = calloc(REAP_BATCH, sizeof *e->expired);
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_cond_init(&e->have_todo, NULL);
+  if (e->claims == NULL || e->expired == NULL || pipe2(e->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    e->wake_pipe[0] = e->wake_pipe[1] = -1;
+    tk_engine_free(e);
+    return tk_err_set(err, TK_ENOMEM, "engine: out of memory or file descriptors");
+  }
+  *out = e;
+  return 0;
+}
+
+void tk_engine_free(tk_engine *e) {
+  if (e == NULL) return;
+  for (int i = 0; i < e->ntemplates; i++) {
+    json_decref(e->templates[i].definition);
+    for (int k = 0; k < e->templates[i].nsteps; k++) free(e->templates[i].steps[k].spec_text);
+    free(e->templates[i].steps);
+  }
+  free(e->templates);
+  for (int i = 0; i < e->nfns; i++) free(e->fns[i].name);
+  free(e->fns);
+  free(e->claims);
+  free(e->expired);
+  if (e->wake_pipe[0] >= 0) close(e->wake_pipe[0]);
+  if (e->wake_pipe[1] >= 0) close(e->wake_pipe[1]);
+  pthread_mutex_destroy(&e->mu);
+  pthread_cond_destroy(&e->have_todo);
+  free(e);
+}
+
+int tk_engine_register(tk_engine *e, const char *name, tk_handler_fn fn, void *ud, tk_err *err) {
+  for (int i = 0; i < e->nfns; i++)
+    if (strcmp(e->fns[i].name, name) == 0)
+      return tk_err_set(err, TK_EEXIST, "a handler named \"%s\" is already registered", name);
+  registered_fn *f = realloc(e->fns, ((size_t)e->nfns + 1) * sizeof *f);
+  if (f == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory registering \"%s\"", name);
+  e->fns = f;
+  f[e->nfns] = (registered_fn){strdup(name), fn, ud};
+  if (f[e->nfns].name == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory");
+  e->nfns++;
+  return 0;
+}
+
+const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err) {
+  for (int i = 0; i < e->ntemplates; i++)
+    if (e->templates[i].id == id) return &e->templates[i];
+  json_t *row;
+  if (e->store->ops->template_get_by_id(e->store, id, &row, err) != 0) return NULL;
+  template_entry *t = realloc(e->templates, ((size_t)e->ntemplates + 1) * sizeof *t);
+  if (t == NULL) {
+    json_decref(row);
+    tk_err_set(err, TK_ENOMEM, "out of memory loading template %lld", (long long)id);
+    return NULL;
+  }
+  e->templates = t;
+  template_entry *te = &t[e->ntemplates];
+  te->id = id;
+  te->definition = json_incref(json_object_get(row, "definition"));
+  json_decref(row);
+  json_t *steps = json_object_get(te->definition, "steps");
+  te->nsteps = (int)json_array_size(steps);
+  te->steps = calloc((size_t)te->nsteps + 1, sizeof *te->steps);
+  for (int k = 0; k < te->nsteps && te->steps; k++) {
+    json_t *st = json_array_get(steps, (size_t)k);
+    step_def *d = &te->steps[k];
+    d->name = json_string_value(json_object_get(st, "name"));
+    d->spec = json_object_get(st, "handler");
+    const char *kind = json_string_value(json_object_get(d->spec, "kind"));
+    d->kind = strcmp(kind, "command") == 0    ? KIND_COMMAND
+              : strcmp(kind, "function") == 0 ? KIND_FUNCTION
+                                              : KIND_BUILTIN;
+    d->spec_text = json_dumps(d->spec, JSON_COMPACT);
+    json_t *t_ms = json_object_get(d->spec, "timeout_ms");
+    d->timeout_ms = json_is_integer(t_ms) ? json_integer_value(t_ms) : 0;
+  }
+  e->ntemplates++;
+  return te;
+}
+
+void tk__engine_execute(tk_engine *e, job *j) {
+  memset(&j->result, 0, sizeof j->result);
+  j->result.retry_after_ms = -1;
+  int64_t now = tk_clock_now(&e->clock);
+  tk_handler_call call = {
+      .task_id = j->claim.task_id,
+      .step = j->def->name,
+      .attempt = j->claim.attempt,
+      .max_attempts = j->claim.max_attempts,
+      .input = j->input,
+      .spec = j->def->spec_text,
+      .deadline_ms = j->def->timeout_ms > 0 ? now + j->def->timeout_ms : 0,
+  };
+  switch (j->def->kind) {
+  case KIND_BUILTIN: tk__builtin_run(&call, j->def->spec, &e->clock, &j->result); break;
+  case KIND_COMMAND: tk__command_run(&call, j->def->spec, &e->clock, &j->result); break;
+  case KIND_FUNCTION:
+    if (j->fn == NULL)
+      tk__handler_fail(&j->result, TK_HANDLER_PERMANENT,
+                       "no in-process handler is registered as \"%s\" in this orchestrator",
+                       json_string_value(json_object_get(j->def->spec, "name")));
+    else
+      j->fn->fn(&call, &j->result, j->fn->ud);
+    break;
+  }
+}
+
+static void flight_add(tk_engine *e, job *j) {
+  j->flight_prev = NULL;
+  j->flight_next = e->running;
+  if (e->running) e->running->flight_prev = j;
+  e->running = j;
+  e->in_flight++;
+}
+
+static void flight_remove(tk_engine *e, job *j) {
+  if (j->flight_prev) j->flight_prev->flight_next = j->flight_next;
+  else e->running = j->flight_next;
+  if (j->flight_next) j->flight_next->flight_prev = j->flight_prev;
+  e->in_flight--;
+}
+
+/* Record a finished job and free it. */
+static void complete_job(tk_engine *e, job *j) {
+  const char *outcome = j->result.status == TK_HANDLER_SUCCESS ? "success"
+                        : j->result.timed_out                 ? "timeout"
+                                                              : "failure";
+  tk__engine_finish(e, &j->claim, j->def->name, e->id, outcome, &j->result);
+  free(j->result.results);
+  free(j->input);
+  free(j);
+}
+
+/* Turn expired leases into lease_expired failures (DESIGN §4). */
+static int reap(tk_engine *e, int64_t now, tk_err *err) {
+  int n = 0;
+  int rc = e->store->ops->expired(e->store, now, REAP_BATCH, e->expired, &n, err);
+  if (rc) return rc;
+  for (int i = 0; i < n; i++) {
+    tk__expired *x = &e->expired[i];
+    const template_entry *t = tk__engine_template(e, x->step.template_id, err);
+    const char *name = t && x->step.idx < t->nsteps ? t->steps[x->step.idx].name : "?";
+    tk_handler_result r = {.status = TK_HANDLER_RETRY, .retry_after_ms = -1};
+    snprintf(r.error, sizeof r.error, "lease held by %s expired (the orchestrator stopped or hung)",
+             x->owner);
+    e->stats.lease_expired++;
+    tk__engine_event(e, "step.lease_expired", now,
+                     json_pack("{s:I, s:s, s:i, s:s}", "task", (json_int_t)x->step.task_id, "step",
+                               name, "attempt", x->step.attempt, "owner", x->owner));
+    tk__engine_finish(e, &x->step, name, x->owner, "lease_expired", &r);
+  }
+  return 0;
+}
+
+/* Claim up to the free capacity and start the claimed attempts. */
+static int claim_and_start(tk_engine *e, int64_t now, int *claimed, tk_err *err) {
+  int capacity = e->workers > 0 ? e->workers * 2 - e->in_flight : e->claim_batch;
+  if (capacity > e->claim_batch) capacity = e->claim_batch;
+  *claimed = 0;
+  if (capacity <= 0) return 0;
+  int n = 0;
+  int64_t t0 = tk_monotonic_ns();
+  int rc = e->store->ops->claim(e->store, e->id, now, e->lease_ms, capacity, e->claims, &n, err);
+  if (rc) return rc;
+  int64_t claim_us = (tk_monotonic_ns() - t0) / 1000;
+  *claimed = n;
+  e->stats.claimed += n;
+  for (int i = 0; i < n; i++) {
+    tk__claimed *c = &e->claims[i];
+    const template_entry *t = tk__engine_template(e, c->template_id, err);
+    job *j = calloc(1, sizeof *j);
+    if (t == NULL || j == NULL || c->idx >= t->nsteps) {
+      /* Leave the claim to expire: the reaper retries it. */
+      tk__engine_log(e, TK_LOG_ERROR, "cannot start step %lld: %s", (long long)c->step_id,
+                     t ? "out of memory" : err->msg);
+      free(j);
+      continue;
+    }
+    j->claim = *c;
+    j->def = &t->steps[c->idx];
+    j->next_heartbeat = now + e->heartbeat_ms;
+    if (j->def->kind == KIND_FUNCTION) {
+      const char *fname = json_string_value(json_object_get(j->def->spec, "name"));
+      for (int k = 0; k < e->nfns; k++)
+        if (strcmp(e->fns[k].name, fname) == 0) j->fn = &e->fns[k];
+    }
+    if (j->def->kind != KIND_BUILTIN) {
+      json_t *input = NULL;
+      if (e->store->ops->step_input(e->store, c->step_id, &input, err) == 0) {
+        j->input = json_dumps(input, JSON_COMPACT);
+        json_decref(input);
+      }
+    }
+    if (e->on_event)
+      tk__engine_event(e, "step.claimed", now,
+                       json_pack("{s:I, s:s, s:i, s:i, s:I, s:I}", "task", (json_int_t)c->task_id,
+                                 "step", j->def->name, "attempt", c->attempt, "max_attempts",
+                                 c->max_attempts, "late_ms", (json_int_t)(now - c->run_at),
+                                 "claim_us", (json_int_t)claim_us));
+    if (e->workers > 0) {
+      flight_add(e, j);
+      tk__pool_submit(e, j);
+    } else {
+      tk__engine_execute(e, j);
+      complete_job(e, j);
+    }
+  }
+  return 0;
+}
+
+/* Extend the leases of attempts still running. */
+static void heartbeat(tk_engine *e, int64_t now, int64_t *next) {
+  for (job *j = e->running; j; j = j->flight_next) {
+    if (j->next_heartbeat <= now) {
+      tk_err err;
+      int rc = e->store->ops->heartbeat(e->store, j->claim.step_id, e->id, j->claim.attempt,
+                                        now + e->lease_ms, &err);
+      if (rc) tk__engine_log(e, TK_LOG_WARN, "heartbeat: %s", err.msg);
+      j->next_heartbeat = now + e->heartbeat_ms;
+    }
+    if (j->next_heartbeat < *next) *next = j->next_heartbeat;
+  }
+}
+
+static void record_done(tk_engine *e) {
+  job *j = tk__pool_take_done(e);
+  while (j) {
+    job *next = j->next;
+    flight_remove(e, j);
+    complete_job(e, j);
+    j = next;
+  }
+}
+
+int tk_engine_tick(tk_engine *e, int64_t *next_due, tk_err *err) {
+  if (e->workers > 0 && e->nthreads == 0) {
+    int rc = tk__pool_start(e, err);
+    if (rc) return rc;
+  }
+  int64_t now = tk_clock_now(&e->clock);
+  int rc = reap(e, now, err);
+  if (rc) return rc;
+  record_done(e);
+  int claimed = 0;
+  if ((rc = claim_and_start(e, tk_clock_now(&e->clock), &claimed, err))) return rc;
+  if (next_due == NULL) return 0;
+  int64_t due = INT64_MAX;
+  if ((rc = e->store->ops->next_due(e->store, &due, err))) return rc;
+  /* A full claim may have left more ready work behind. */
+  if (claimed > 0 && e->workers == 0) due = now;
+  heartbeat(e, tk_clock_now(&e->clock), &due);
+  *next_due = due;
+  return 0;
+}
+
+/* Sleep until `due` (engine clock) or until something writes the wake pipe. */
+static void wait_until(tk_engine *e, int64_t due) {
+  int64_t now = tk_clock_now(&e->clock);
+  if (due <= now) return;
+  int64_t ms = due - now;
+  struct pollfd p = {.fd = e->wake_pipe[0], .events = POLLIN};
+  int r = poll(&p, 1, ms > 3600000 ? 3600000 : (int)ms);
+  if (r > 0) {
+    char buf[256];
+    while (read(e->wake_pipe[0], buf, sizeof buf) > 0) {
+    }
+  }
+}
+
+int tk_engine_run(tk_engine *e, int until_idle, tk_err *err) {
+  int rc = 0;
+  while (!e->stop) {
+    int64_t due;
+    if ((rc = tk_engine_tick(e, &due, err))) break;
+    if (until_idle && e->in_flight == 0) {
+      int work = 0;
+      if ((rc = e->store->ops->has_work(e->store, &work, err))) break;
+      if (!work) break;
+    }
+    /* With every worker busy, new ready steps must wait for a result. */
+    if (e->workers > 0 && e->in_flight >= e->workers * 2) {
+      int64_t hb = INT64_MAX;
+      heartbeat(e, tk_clock_now(&e->clock), &hb);
+      due = hb;
+    }
+    wait_until(e, due);
+  }
+  /* Finish what is running, so no attempt is left to the reaper. */
+  while (e->in_flight > 0) {
+    wait_until(e, tk_clock_now(&e->clock) + 1000);
+    record_done(e);
+  }
+  tk__pool_stop(e);
+  return rc;
+}
+
+void tk_engine_stop(tk_engine *e) {
+  e->stop = 1;
+  char b = 's';
+  ssize_t w = write(e->wake_pipe[1], &b, 1);
+  (void)w;
+}
+
+void tk_engine_wake(tk_engine *e) {
+  char b = 'w';
+  ssize_t w = write(e->wake_pipe[1], &b, 1);
+  (void)w;
+}
+
+tk_engine_stats tk_engine_stats_get(tk_engine *e) {
+  tk_engine_stats s = e->stats;
+  s.in_flight = e->in_flight;
+  return s;
+}

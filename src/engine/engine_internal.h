@@ -1,0 +1,122 @@
+/* The engine's private state, shared by its files. */
+#ifndef TASKER_ENGINE_INTERNAL_H
+#define TASKER_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+
+#include <jansson.h>
+
+#include <tasker/engine.h>
+#include <tasker/rand.h>
+
+#include "store/store.h"
+
+typedef enum step_kind { KIND_BUILTIN, KIND_COMMAND, KIND_FUNCTION } step_kind;
+
+/* What the engine needs of one template step at run time. */
+typedef struct step_def {
+  const char *name;
+  step_kind kind;
+  json_t *spec;     /* the handler table */
+  char *spec_text;  /* the same, as JSON text for C handlers */
+  int64_t timeout_ms;
+} step_def;
+
+typedef struct template_entry {
+  int64_t id;
+  json_t *definition;
+  step_def *steps;
+  int nsteps;
+} template_entry;
+
+typedef struct registered_fn {
+  char *name;
+  tk_handler_fn fn;
+  void *ud;
+} registered_fn;
+
+/* One claimed attempt on its way through a worker. */
+typedef struct job {
+  tk__claimed claim;
+  const step_def *def;
+  const registered_fn *fn;
+  char *input;
+  int64_t next_heartbeat;
+  tk_handler_result result;
+  struct job *next;                     /* pool queues */
+  struct job *flight_prev, *flight_next; /* the engine's in-flight list */
+} job;
+
+struct tk_engine {
+  tk_store *store;
+  const tk_config *config;
+  tk_clock clock;
+  tk_rand rng;
+  char id[TK__OWNER_MAX];
+  int workers;
+  int64_t lease_ms, heartbeat_ms;
+  int claim_batch;
+  tk_event_sink on_event;
+  void *event_ud;
+  tk_log_sink on_log;
+  void *log_ud;
+
+  template_entry *templates;
+  int ntemplates;
+  registered_fn *fns;
+  int nfns;
+
+  tk__claimed *claims; /* claim_batch slots */
+  tk__expired *expired;
+
+  /* The worker pool: jobs go in `todo`, come back in `done`. */
+  pthread_t *threads;
+  int nthreads;
+  pthread_mutex_t mu;
+  pthread_cond_t have_todo;
+  job *todo_head, *todo_tail;
+  job *done_head;
+  job *running; /* in flight: claimed and not yet recorded (engine thread only) */
+  int in_flight;
+  int shutting_down;
+
+  /* Wakes the engine's poll: workers, tk_engine_wake, tk_engine_stop. */
+  int wake_pipe[2];
+  volatile sig_atomic_t stop;
+
+  tk_engine_stats stats;
+};
+
+/* Log a formatted line to the log sink. */
+void tk__engine_log(tk_engine *e, tk_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Emit one event: {"type": TYPE, "at": now, ...fields}. Steals `fields`. */
+void tk__engine_event(tk_engine *e, const char *type, int64_t now, json_t *fields);
+
+/* The run-time view of a template, loaded once per engine. */
+const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err);
+
+/* Decide and record the outcome of an attempt (DESIGN §5). `result` is the
+ * handler's; `attempt_outcome` is "success", "failure", "timeout" or
+ * "lease_expired"; `owner` the claim's owner. Emits the events. */
+void tk__engine_finish(tk_engine *e, const tk__claimed *c, const char *step_name,
+                       const char *owner, const char *attempt_outcome,
+                       const tk_handler_result *result);
+
+/* Run the handler of job j (on any thread). */
+void tk__engine_execute(tk_engine *e, job *j);
+
+/* Start and stop the worker threads. */
+int tk__pool_start(tk_engine *e, tk_err *err);
+void tk__pool_stop(tk_engine *e);
+void tk__pool_submit(tk_engine *e, job *j);
+/* Take every finished job (engine thread). */
+job *tk__pool_take_done(tk_engine *e);
+
+#endif

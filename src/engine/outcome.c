@@ -1,0 +1,114 @@
+/* Recording an outcome (DESIGN §5): decide the step's next state, take any
+ * retry delay from the one backoff function, write it all in one fenced
+ * transaction, and say what happened. */
+#include "engine/engine_internal.h"
+
+#include <string.h>
+
+#include <tasker/duration.h>
+
+/* The step's policy. A profile that vanished from the configuration since
+ * the task was submitted falls back to the default profile, with a
+ * warning: the delay still comes from tk_backoff_delay. */
+static const tk_backoff_policy *policy_for(tk_engine *e, const char *profile) {
+  const tk_backoff_policy *p = tk_config_profile(e->config, profile);
+  if (p != NULL) return p;
+  tk__engine_log(e, TK_LOG_WARN, "backoff profile \"%s\" is not configured; using \"default\"",
+                 profile);
+  return tk_config_profile(e->config, "default");
+}
+
+void tk__engine_finish(tk_engine *e, const tk__claimed *c, const char *step_name,
+                       const char *owner, const char *attempt_outcome,
+                       const tk_handler_result *r) {
+  int64_t now = tk_clock_now(&e->clock);
+  tk__outcome o = {
+      .step_id = c->step_id,
+      .owner = owner,
+      .attempt = c->attempt,
+      .now = now,
+      .attempt_outcome = attempt_outcome,
+  };
+  int exhausted = 0;
+  tk_backoff_result br = {0};
+  if (r->status == TK_HANDLER_SUCCESS) {
+    o.next = TK__NEXT_COMPLETE;
+    o.results = r->results;
+  } else {
+    o.error = r->error[0] ? r->error : "failed";
+    if (r->status == TK_HANDLER_PERMANENT || !c->retryable) {
+      o.next = TK__NEXT_ERROR;
+    } else if (c->attempt >= c->max_attempts) {
+      o.next = TK__NEXT_ERROR;
+      exhausted = 1;
+    } else {
+      o.next = TK__NEXT_RETRY;
+      o.delay_ms = tk_backoff_delay(policy_for(e, c->backoff), c->attempt, c->last_delay_ms,
+                                    r->retry_after_ms, &e->rng, &br);
+      o.source = br.source;
+      o.run_at = now + o.delay_ms;
+    }
+  }
+  tk__effects fx;
+  tk_err err;
+  int rc = e->store->ops->record(e->store, &o, &fx, &err);
+  json_t *base = json_pack("{s:I, s:s, s:i}", "task", (json_int_t)c->task_id, "step", step_name,
+                           "attempt", c->attempt);
+  if (rc == TK_EFENCED) {
+    e->stats.fenced++;
+    tk__engine_log(e, TK_LOG_WARN, "task %lld step %s attempt %d: %s", (long long)c->task_id,
+                   step_name, c->attempt, err.msg);
+    json_object_set_new(base, "outcome", json_string(attempt_outcome));
+    tk__engine_event(e, "step.fenced_out", now, base);
+    return;
+  }
+  if (rc != 0) {
+    /* The step stays in progress under our lease; when the lease expires
+     * the reaper retries it through this same path. */
+    tk__engine_log(e, TK_LOG_ERROR, "task %lld step %s attempt %d: cannot record outcome: %s",
+                   (long long)c->task_id, step_name, c->attempt, err.msg);
+    json_decref(base);
+    return;
+  }
+  switch (o.next) {
+  case TK__NEXT_COMPLETE:
+    e->stats.completed++;
+    json_object_set_new(base, "children_released", json_integer(fx.children_released));
+    tk__engine_event(e, "step.completed", now, base);
+    break;
+  case TK__NEXT_RETRY: {
+    e->stats.retried++;
+    json_t *failed = json_deep_copy(base);
+    json_object_set_new(failed, "error", json_string(o.error));
+    json_object_set_new(failed, "outcome", json_string(attempt_outcome));
+    tk__engine_event(e, "step.failed", now, failed);
+    json_object_set_new(base, "delay_ms", json_integer(o.delay_ms));
+    json_object_set_new(base, "source", json_string(tk_delay_source_name(o.source)));
+    json_object_set_new(base, "run_at", json_integer(o.run_at));
+    tk__engine_event(e, "step.retry_scheduled", now, base);
+    char d[32];
+    tk_duration_format(o.delay_ms, d, sizeof d);
+    tk__engine_log(e, TK_LOG_INFO, "task %lld step %s attempt %d/%d failed: %s; retry in %s (%s)",
+                   (long long)c->task_id, step_name, c->attempt, c->max_attempts, o.error, d,
+                   tk_delay_source_name(o.source));
+    break;
+  }
+  case TK__NEXT_ERROR:
+    if (exhausted) e->stats.exhausted++;
+    else e->stats.failed++;
+    json_object_set_new(base, "error", json_string(o.error));
+    json_object_set_new(base, "outcome", json_string(attempt_outcome));
+    tk__engine_event(e, exhausted ? "step.exhausted" : "step.failed", now, base);
+    tk__engine_log(e, TK_LOG_WARN, "task %lld step %s attempt %d/%d failed%s: %s",
+                   (long long)c->task_id, step_name, c->attempt, c->max_attempts,
+                   exhausted ? ", attempts exhausted" : " permanently", o.error);
+    break;
+  }
+  if (fx.task_state != NULL) {
+    int ok = strcmp(fx.task_state, TK__TASK_COMPLETE) == 0;
+    tk__engine_event(e, ok ? "task.completed" : "task.failed", now,
+                     json_pack("{s:I, s:s}", "task", (json_int_t)c->task_id, "state", fx.task_state));
+    tk__engine_log(e, ok ? TK_LOG_INFO : TK_LOG_WARN, "task %lld %s", (long long)c->task_id,
+                   ok ? "complete" : "failed");
+  }
+}
