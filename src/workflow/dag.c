@@ -46,7 +46,7 @@ int tk__dag_check(int nsteps, const int *const *parents, const int *nparents,
         if (colour[p] == GREY) {
           /* The path runs child -> parent; print it parent-first, as the
            * order steps would run in. */
-          int *rev = malloc(((size_t)depth + 1) * sizeof *rev);
+          int *rev = calloc((size_t)depth + 1, sizeof *rev);
           int k = 0, s = depth;
           while (path[s] != p) s--;
           if (rev) {

@@ -1,0 +1,40 @@
+/* Opening the store for a command: --db, else $TASKER_DB, else the
+ * configuration's engine.db. */
+#include "cli.h"
+
+#include <stdlib.h>
+
+#include <tasker/config.h>
+#include <tasker/store.h>
+
+const char *cli_store_url(const cli_globals *g, const tk_config *cfg) {
+  if (g->db && *g->db) return g->db;
+  const char *env = getenv("TASKER_DB");
+  if (env && *env) return env;
+  return tk_config_engine(cfg)->db;
+}
+
+int cli_open_store(const char *cmd, const cli_globals *g, const tk_config *cfg, int need_schema,
+                   tk_store **out) {
+  const char *url = cli_store_url(g, cfg);
+  tk_err err;
+  if (tk_store_open(url, out, &err) != 0) {
+    cli_error(cmd, "%s", err.msg);
+    return CLI_EXIT_FAILURE;
+  }
+  if (!need_schema) return 0;
+  int version = 0;
+  if (tk_store_schema_version(*out, &version, &err) != 0) {
+    cli_error(cmd, "%s", err.msg);
+    tk_store_close(*out);
+    *out = NULL;
+    return CLI_EXIT_FAILURE;
+  }
+  if (version == 0) {
+    cli_error(cmd, "store %s is not initialized: run `tasker init` first", url);
+    tk_store_close(*out);
+    *out = NULL;
+    return CLI_EXIT_FAILURE;
+  }
+  return 0;
+}

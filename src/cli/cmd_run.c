@@ -1,0 +1,150 @@
+/* tasker run: be an orchestrator until stopped or, with --until-idle, until
+ * no task has work left. */
+#include "cli.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include <tasker/config.h>
+#include <tasker/engine.h>
+
+const char cmd_run_usage[] =
+    "usage: tasker run [--workers N] [--until-idle] [--id NAME] [--events FILE] [--seed S]\n"
+    "\n"
+    "Claim ready steps, run their handlers on N workers (default: engine.workers),\n"
+    "and record every outcome, retrying failures under their backoff profile.\n"
+    "  --until-idle   exit once nothing is ready, running or waiting for a retry\n"
+    "  --id NAME      this orchestrator's id (default HOST-PID-RANDOM)\n"
+    "  --events FILE  append one JSON line per state change to FILE ('-' = stdout)\n"
+    "On a terminal a live one-line summary is shown; otherwise log lines.\n";
+
+static tk_engine *running_engine; /* for the signal handler only */
+
+static void on_signal(int sig) {
+  (void)sig;
+  if (running_engine) tk_engine_stop(running_engine);
+}
+
+typedef struct run_view {
+  FILE *events;
+  int tty;
+  tk_engine *engine;
+  int64_t last_draw_ns;
+  long tasks_done, tasks_failed;
+} run_view;
+
+static void draw(run_view *v, int force) {
+  int64_t now = tk_monotonic_ns();
+  if (!force && now - v->last_draw_ns < 100000000) return;
+  v->last_draw_ns = now;
+  tk_engine_stats s = tk_engine_stats_get(v->engine);
+  fprintf(stderr,
+          "\r\033[K%lld claimed  %lld done  %lld retrying  %lld failed  %lld exhausted  "
+          "%lld running  tasks: %ld complete, %ld failed",
+          (long long)s.claimed, (long long)s.completed, (long long)s.retried, (long long)s.failed,
+          (long long)s.exhausted, (long long)s.in_flight, v->tasks_done, v->tasks_failed);
+  fflush(stderr);
+}
+
+static void on_event(const char *line, void *ud) {
+  run_view *v = ud;
+  if (strstr(line, "\"type\":\"task.completed\"")) v->tasks_done++;
+  else if (strstr(line, "\"type\":\"task.failed\"")) v->tasks_failed++;
+  if (v->events) {
+    fputs(line, v->events);
+    fputc('\n', v->events);
+  }
+  if (v->tty) draw(v, 0);
+}
+
+static void on_log(tk_log_level level, const char *msg, void *ud) {
+  run_view *v = ud;
+  static const char *const names[] = {"debug", "info", "warn", "error"};
+  if (v->tty) {
+    if (level < TK_LOG_WARN) return; /* the summary line says it */
+    fprintf(stderr, "\r\033[K");
+  }
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char ts[32];
+  strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  fprintf(stderr, "%s %-5s %s\n", ts, names[level], msg);
+  if (v->tty) draw(v, 1);
+}
+
+int cmd_run(cli_globals *g, int argc, char **argv) {
+  enum { O_WORKERS, O_IDLE, O_ID, O_EVENTS, O_SEED, O_N };
+  cli_opt o[O_N] = {{"workers", "N", NULL, 0}, {"until-idle", NULL, NULL, 0},
+                    {"id", "NAME", NULL, 0}, {"events", "FILE", NULL, 0}, {"seed", "S", NULL, 0}};
+  const char *pos[1];
+  int npos, rc = cli_parse("run", o, O_N, argc, argv, pos, &npos, 0);
+  if (rc) return rc;
+  int64_t workers = -1;
+  uint64_t seed = 0;
+  if (o[O_WORKERS].seen && (rc = cli_int("run", &o[O_WORKERS], 0, 1024, &workers))) return rc;
+  if (o[O_SEED].seen && (rc = cli_u64("run", &o[O_SEED], &seed))) return rc;
+  tk_config *cfg;
+  if ((rc = cli_load_config(g, &cfg))) return rc;
+  tk_store *s;
+  if ((rc = cli_open_store("run", g, cfg, 1, &s))) {
+    tk_config_free(cfg);
+    return rc;
+  }
+  run_view view = {.tty = isatty(2)};
+  if (o[O_EVENTS].seen) {
+    view.events = strcmp(o[O_EVENTS].value, "-") == 0 ? stdout : fopen(o[O_EVENTS].value, "a");
+    if (view.events == NULL) {
+      cli_error("run", "--events: cannot open \"%s\" for appending", o[O_EVENTS].value);
+      tk_store_close(s);
+      tk_config_free(cfg);
+      return CLI_EXIT_USAGE;
+    }
+    setvbuf(view.events, NULL, _IOLBF, 0);
+  }
+  tk_engine_options eo = {
+      .store = s, .config = cfg, .seed = seed, .id = o[O_ID].value, .workers = (int)workers,
+      .on_event = on_event, .event_ud = &view, .on_log = on_log, .log_ud = &view,
+  };
+  tk_engine *e;
+  tk_err err;
+  if (tk_engine_new(&eo, &e, &err) != 0) {
+    cli_error("run", "%s", err.msg);
+    rc = CLI_EXIT_FAILURE;
+  } else {
+    view.engine = e;
+    running_engine = e;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    if (tk_engine_run(e, o[O_IDLE].seen, &err) != 0) {
+      if (view.tty) fputc('\n', stderr);
+      cli_error("run", "%s", err.msg);
+      rc = CLI_EXIT_FAILURE;
+    } else if (view.tty) {
+      draw(&view, 1);
+      fputc('\n', stderr);
+    } else {
+      tk_engine_stats st = tk_engine_stats_get(e);
+      fprintf(stderr,
+              "run finished: %lld claimed, %lld completed, %lld retries scheduled, %lld failed, "
+              "%lld exhausted, %lld fenced, %lld leases expired\n",
+              (long long)st.claimed, (long long)st.completed, (long long)st.retried,
+              (long long)st.failed, (long long)st.exhausted, (long long)st.fenced,
+              (long long)st.lease_expired);
+    }
+    running_engine = NULL;
+    tk_engine_free(e);
+  }
+  if (view.events && view.events != stdout) fclose(view.events);
+  tk_store_close(s);
+  tk_config_free(cfg);
+  return rc;
+}
