@@ -8,17 +8,8 @@
 /* 2^63 as a double: every double below it converts to int64 exactly. */
 #define TWO_POW_63 9223372036854775808.0
 
-void tk_backoff_policy_default(tk_backoff_policy *p) {
-  memset(p, 0, sizeof *p);
-  p->schedule_len = 0;
-  p->base_ms = 1000;
-  p->multiplier = 2.0;
-  p->max_delay_ms = 5 * 60 * 1000;
-  p->min_delay_ms = 0;
-  p->jitter = TK_JITTER_PROPORTIONAL;
-  p->jitter_fraction = 0.1;
-  p->max_server_delay_ms = 60 * 60 * 1000;
-}
+/* tk_backoff_policy_default() lives in src/config/defaults.c, beside every
+ * other built-in default. */
 
 int tk_backoff_policy_validate(const tk_backoff_policy *p, tk_err *err) {
   if (p->schedule_len < 0 || p->schedule_len > TK_BACKOFF_SCHEDULE_MAX)

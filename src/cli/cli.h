@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+struct tk_config; /* <tasker/config.h> */
+
 /* Exit statuses (sysexits-like where one fits). */
 enum {
   CLI_EXIT_OK = 0,
@@ -55,10 +57,24 @@ void cli_error(const char *cmd, const char *fmt, ...)
 #endif
     ;
 
+/* Load the layered configuration for g (--config, else config/tasker.toml
+ * if present; --env, else $TASKER_ENV; --set). Returns 0 with *out owned by
+ * the caller (tk_config_free), or prints the error and returns
+ * CLI_EXIT_CONFIG. */
+int cli_load_config(cli_globals *g, struct tk_config **out);
+
+/* The profile `name` of cfg, or print "tasker CMD: unknown profile ..."
+ * listing the known ones and return CLI_EXIT_USAGE. */
+struct tk_backoff_policy;
+int cli_config_profile(const char *cmd, const struct tk_config *cfg, const char *name,
+                       const struct tk_backoff_policy **out);
+
 /* Subcommands: each returns the process exit status; each has a usage
  * text that `tasker CMD --help` prints. */
 int cmd_backoff(cli_globals *g, int argc, char **argv);
 extern const char cmd_backoff_usage[];
+int cmd_config(cli_globals *g, int argc, char **argv);
+extern const char cmd_config_usage[];
 int cmd_simulate(cli_globals *g, int argc, char **argv);
 extern const char cmd_simulate_usage[];
 int cmd_toml_decode(cli_globals *g, int argc, char **argv);

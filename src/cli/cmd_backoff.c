@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include <tasker/backoff.h>
+#include <tasker/config.h>
 #include <tasker/duration.h>
 
 const char cmd_backoff_usage[] =
@@ -24,7 +25,8 @@ const char cmd_backoff_usage[] =
     "  --seed S              random seed (default: fresh entropy, printed)\n"
     "  --json                print [{attempt, raw_ms, capped_ms, min_ms, median_ms, max_ms}]\n"
     "\n"
-    "Policy (defaults are the built-in default profile):\n"
+    "Policy: a configured profile (see tasker config show), then these flags:\n"
+    "  --profile NAME        the profile to start from (default: \"default\", [backoff])\n"
     "  --schedule 1s,2s,4s   explicit first delays\n"
     "  --base DURATION       first delay when there is no schedule\n"
     "  --multiplier X        growth past the schedule (>= 1)\n"
@@ -37,7 +39,7 @@ const char cmd_backoff_usage[] =
 
 enum {
   OPT_ATTEMPTS, OPT_SAMPLES, OPT_SEED, OPT_SCHEDULE, OPT_BASE, OPT_MULTIPLIER,
-  OPT_MAX_DELAY, OPT_MIN_DELAY, OPT_JITTER, OPT_JITTER_FRACTION, OPT_COUNT
+  OPT_MAX_DELAY, OPT_MIN_DELAY, OPT_JITTER, OPT_JITTER_FRACTION, OPT_PROFILE, OPT_COUNT
 };
 
 /* Parse "1s,2s,4s" into the policy's schedule. */
@@ -156,6 +158,7 @@ int cmd_backoff(cli_globals *g, int argc, char **argv) {
       [OPT_MIN_DELAY] = {"min-delay", "DURATION", NULL, 0},
       [OPT_JITTER] = {"jitter", "MODE", NULL, 0},
       [OPT_JITTER_FRACTION] = {"jitter-fraction", "F", NULL, 0},
+      [OPT_PROFILE] = {"profile", "NAME", NULL, 0},
   };
   const char *pos[1];
   int npos;
@@ -173,9 +176,15 @@ int cmd_backoff(cli_globals *g, int argc, char **argv) {
   } else {
     seed = tk_rand_entropy_seed();
   }
+  tk_config *cfg = NULL;
+  if ((rc = cli_load_config(g, &cfg))) return rc;
+  const tk_backoff_policy *profile;
+  rc = cli_config_profile("backoff", cfg, o[OPT_PROFILE].seen ? o[OPT_PROFILE].value : "default",
+                          &profile);
   tk_backoff_policy policy;
-  tk_backoff_policy_default(&policy);
-  if ((rc = apply_policy_flags(o, &policy))) return rc;
+  if (rc == 0) policy = *profile;
+  tk_config_free(cfg);
+  if (rc || (rc = apply_policy_flags(o, &policy))) return rc;
 
   int64_t *prev = calloc((size_t)samples, sizeof *prev); /* per-sequence previous delay */
   int64_t *draws = malloc((size_t)samples * sizeof *draws);

@@ -15,6 +15,8 @@ typedef struct cli_command {
 
 static const cli_command commands[] = {
     {"backoff", cmd_backoff, "print the retry delays a backoff policy produces", cmd_backoff_usage},
+    {"config", cmd_config, "check a configuration file or show the effective settings",
+     cmd_config_usage},
     {"simulate", cmd_simulate, "compare retry policies on one contended slot (simulated time)",
      cmd_simulate_usage},
     {"toml-decode", cmd_toml_decode, "decode TOML on stdin to tagged JSON (toml-test format)",

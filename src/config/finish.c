@@ -1,0 +1,157 @@
+/* After the last layer: profiles inherit from the effective default,
+ * cross-field rules are checked on the effective values, and the list of
+ * settings for `config show` is built. */
+#include "config/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Two keys of one table whose values must be ordered: low <= high (or
+ * low < high when strict). */
+typedef struct order_rule {
+  const char *low, *high;
+  int strict;
+  const char *low_verb;  /* when low is to blame: "is above" */
+  const char *high_verb; /* when high is to blame: "is below" */
+} order_rule;
+
+static const order_rule delay_rule = {"min_delay", "max_delay", 0, "is above", "is below"};
+static const order_rule beat_rule = {"heartbeat", "lease", 1, "must be below", "must be above"};
+
+/* The values of one table as the rule sees them. */
+typedef struct view {
+  const char *path;
+  const tk__schema *schema;
+  const void *obj;
+  const tk_config_origin *origin; /* effective origin per key */
+  uint32_t own;                   /* keys the table set itself (profiles) */
+} view;
+
+static int check_order(const view *v, const order_rule *r, tk_err *err) {
+  const tk__key *lo = tk__schema_find(v->schema, r->low, strlen(r->low));
+  const tk__key *hi = tk__schema_find(v->schema, r->high, strlen(r->high));
+  int64_t a = *(const int64_t *)((const char *)v->obj + lo->offset);
+  int64_t b = *(const int64_t *)((const char *)v->obj + hi->offset);
+  if (r->strict ? a < b : a <= b) return 0;
+  size_t il = tk__schema_index(v->schema, lo), ih = tk__schema_index(v->schema, hi);
+  /* Blame the value a profile set itself over one it inherited, else the
+   * later layer, else the high one. */
+  int own_lo = (v->own >> il) & 1, own_hi = (v->own >> ih) & 1;
+  int blame_low = own_lo != own_hi ? own_lo : v->origin[il].layer > v->origin[ih].layer;
+  const tk__key *bk = blame_low ? lo : hi, *ok = blame_low ? hi : lo;
+  const tk_config_origin *bo = &v->origin[blame_low ? il : ih];
+  const tk_config_origin *oo = &v->origin[blame_low ? ih : il];
+  char bplace[TK_ERR_MSG_MAX], oplace[TK_ERR_MSG_MAX], bval[64], oval[64];
+  tk__origin_place(bo, bplace, sizeof bplace);
+  tk__origin_place(oo, oplace, sizeof oplace);
+  tk__field_format(bk, v->obj, bval, sizeof bval);
+  tk__field_format(ok, v->obj, oval, sizeof oval);
+  return tk_err_set(err, TK_ECONFIG, "%s: %s.%s = %s %s %s = %s (%s)", bplace, v->path, bk->name,
+                    bval, blame_low ? r->low_verb : r->high_verb, ok->name, oval, oplace);
+}
+
+/* The effective policy and origins of profile p. */
+static void inherit(tk_config *c, tk__profile *p, tk_config_origin *origin) {
+  const tk__profile *d = &c->profiles[0];
+  p->eff = d->own;
+  for (size_t i = 0; i < TK__BACKOFF_NKEYS; i++) {
+    int own = (p->set >> i) & 1;
+    if (own) tk__field_copy(&tk__backoff_schema.keys[i], &p->eff, &p->own);
+    origin[i] = own ? p->origin[i] : d->origin[i];
+  }
+}
+
+#define PATH_MAX_LEN 128
+
+/* Profile i resolved, as a view; path and origin are the caller's
+ * buffers. The default profile owns every key, so it blames by layer. */
+static view profile_view(tk_config *c, size_t i, char *path, tk_config_origin *origin) {
+  tk__profile *p = &c->profiles[i];
+  inherit(c, p, origin);
+  if (i == 0) snprintf(path, PATH_MAX_LEN, "backoff");
+  else snprintf(path, PATH_MAX_LEN, "backoff.profiles.%s", p->name);
+  view v = {path, &tk__backoff_schema, &p->eff, origin, i == 0 ? 0 : p->set};
+  return v;
+}
+
+static int check_profiles(tk_config *c, tk_err *err) {
+  for (size_t i = 0; i < c->nprofiles; i++) {
+    char path[PATH_MAX_LEN];
+    tk_config_origin origin[TK__BACKOFF_NKEYS];
+    view v = profile_view(c, i, path, origin);
+    int rc = check_order(&v, &delay_rule, err);
+    if (rc) return rc;
+    /* The per-key checks cover every invariant; this is a backstop. */
+    tk_err why;
+    if (tk_backoff_policy_validate(v.obj, &why) != 0)
+      return tk_err_set(err, TK_ECONFIG, "%s: %s", path, why.msg);
+  }
+  return 0;
+}
+
+/* Append one setting per key of a table. `inherited` names the default
+ * profile's keys for a profile that did not set them. */
+static int add_settings(tk_config *c, const view *v, const char *const *inherited) {
+  for (size_t i = 0; i < v->schema->nkeys; i++) {
+    const tk__key *k = &v->schema->keys[i];
+    tk_config_setting *s = &c->settings[c->nsettings];
+    memset(s, 0, sizeof *s);
+    char key[160], text[1024];
+    snprintf(key, sizeof key, "%s.%s", v->path, k->name);
+    tk__field_format(k, v->obj, text, sizeof text);
+    if ((s->key = tk__config_strdup(c, key, strlen(key))) == NULL ||
+        (s->text = tk__config_strdup(c, text, strlen(text))) == NULL)
+      return TK_ENOMEM;
+    const void *field = (const char *)v->obj + k->offset;
+    switch (k->kind) {
+    case TK__K_DURATIONS:
+      s->kind = TK_CONFIG_DURATIONS;
+      s->list = field;
+      s->list_len = *(const int *)((const char *)v->obj + k->len_offset);
+      break;
+    case TK__K_DURATION: s->kind = TK_CONFIG_DURATION; s->i = *(const int64_t *)field; break;
+    case TK__K_INT: s->kind = TK_CONFIG_INTEGER; s->i = *(const int64_t *)field; break;
+    case TK__K_NUMBER: s->kind = TK_CONFIG_NUMBER; s->f = *(const double *)field; break;
+    case TK__K_JITTER:
+      s->kind = TK_CONFIG_STRING;
+      s->s = tk_jitter_name(*(const tk_jitter *)field);
+      break;
+    case TK__K_STRING: s->kind = TK_CONFIG_STRING; s->s = *(const char *const *)field; break;
+    }
+    s->origin = v->origin[i];
+    if (inherited && !((v->own >> i) & 1)) s->inherited_from = inherited[i];
+    c->nsettings++;
+  }
+  return 0;
+}
+
+static int build_settings(tk_config *c) {
+  size_t total = c->nprofiles * TK__BACKOFF_NKEYS + TK__ENGINE_NKEYS + TK__BATCH_NKEYS;
+  if ((c->settings = calloc(total, sizeof *c->settings)) == NULL) return TK_ENOMEM;
+  int rc = 0;
+  const tk_config_setting *defaults = c->settings; /* the first table shown */
+  const char *inherited[TK__BACKOFF_NKEYS];
+  for (size_t i = 0; i < c->nprofiles && rc == 0; i++) {
+    char path[PATH_MAX_LEN];
+    tk_config_origin origin[TK__BACKOFF_NKEYS];
+    view v = profile_view(c, i, path, origin);
+    rc = add_settings(c, &v, i == 0 ? NULL : inherited);
+    if (i == 0)
+      for (size_t k = 0; k < TK__BACKOFF_NKEYS; k++) inherited[k] = defaults[k].key;
+  }
+  view engine = {"engine", &tk__engine_schema, &c->engine, c->engine_origin, 0};
+  view batch = {"batch", &tk__batch_schema, &c->batch, c->batch_origin, 0};
+  if (rc == 0) rc = add_settings(c, &engine, NULL);
+  if (rc == 0) rc = add_settings(c, &batch, NULL);
+  return rc;
+}
+
+int tk__config_finish(tk_config *c, tk_err *err) {
+  int rc = check_profiles(c, err);
+  if (rc) return rc;
+  view engine = {"engine", &tk__engine_schema, &c->engine, c->engine_origin, 0};
+  if ((rc = check_order(&engine, &beat_rule, err))) return rc;
+  if (build_settings(c) != 0) return tk_err_set(err, TK_ENOMEM, "out of memory");
+  return 0;
+}

@@ -1,0 +1,125 @@
+/* Internal declarations of the configuration module: the schema of known
+ * keys, the loaded configuration, and the helpers the files share. */
+#ifndef TASKER_CONFIG_INTERNAL_H
+#define TASKER_CONFIG_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tasker/config.h>
+#include <tasker/toml.h>
+
+/* How a key's value is read, checked and stored. */
+typedef enum tk__ckind {
+  TK__K_DURATION,  /* int64_t ms: a duration string or seconds */
+  TK__K_DURATIONS, /* int64_t[] + int length: an array of durations */
+  TK__K_INT,       /* int64_t: a TOML integer */
+  TK__K_NUMBER,    /* double: a TOML integer or float */
+  TK__K_JITTER,    /* tk_jitter: one of the mode names */
+  TK__K_STRING     /* const char *: a non-empty string */
+} tk__ckind;
+
+/* One known key: its type, range, built-in default and where it lives in
+ * the section's struct (tk_backoff_policy, tk_engine_settings,
+ * tk_batch_settings). */
+typedef struct tk__key {
+  const char *name;
+  tk__ckind kind;
+  size_t offset;     /* the field */
+  size_t len_offset; /* DURATIONS: the int entry count */
+  int64_t min, max;  /* INT and DURATION (ms) inclusive; DURATIONS: max entries */
+  double fmin, fmax; /* NUMBER inclusive */
+  const char *allowed; /* what a value must be, for messages */
+  int64_t def_i;       /* default: INT, DURATION, JITTER */
+  double def_f;        /* default: NUMBER */
+  const char *def_s;   /* default: STRING (DURATIONS default to empty) */
+} tk__key;
+
+/* A table of keys: [backoff] (also every profile), [engine], [batch]. */
+typedef struct tk__schema {
+  const char *name;
+  const tk__key *keys;
+  size_t nkeys;
+} tk__schema;
+
+enum { TK__BACKOFF_NKEYS = 8, TK__ENGINE_NKEYS = 6, TK__BATCH_NKEYS = 2, TK__MAX_KEYS = 8 };
+
+extern const tk__schema tk__backoff_schema;
+extern const tk__schema tk__engine_schema;
+extern const tk__schema tk__batch_schema;
+
+/* The key named `name` (len bytes) in s, or NULL. */
+const tk__key *tk__schema_find(const tk__schema *s, const char *name, size_t len);
+
+/* Index of k in s. */
+size_t tk__schema_index(const tk__schema *s, const tk__key *k);
+
+/* Store k's built-in default into obj; copy k's field from src to dst. */
+void tk__field_default(const tk__key *k, void *obj);
+void tk__field_copy(const tk__key *k, void *dst, const void *src);
+
+/* Write k's field of obj as TOML ("5m" quoted, 2.0, ["1s", "2s"]) like
+ * snprintf. */
+int tk__field_format(const tk__key *k, const void *obj, char *buf, size_t len);
+
+/* s as a TOML basic string: quoted, with " \ and control characters
+ * escaped, like snprintf. 6 * strlen(s) + 3 bytes always suffice. */
+int tk__toml_quote(const char *s, char *buf, size_t len);
+
+/* What is wrong with a value, for the loader to place and word:
+ * `at` is the offending value (an element of a schedule, with its 1-based
+ * `index`; else index 0) and `what` the phrase after "KEY = VALUE: ". */
+typedef struct tk__complaint {
+  const tk_toml_value *at;
+  int index;
+  char what[256];
+} tk__complaint;
+
+/* Read v as k's type into k's field of obj, checking type and range.
+ * Strings are stored as pointers into v's document (the caller copies
+ * them). Returns 0, or TK_ECONFIG with *why filled. */
+int tk__convert(const tk__key *k, const tk_toml_value *v, void *obj, tk__complaint *why);
+
+/* 0 if v is a table, else TK_ECONFIG with *why saying what it is. */
+int tk__expect_table(const tk_toml_value *v, tk__complaint *why);
+
+/* The candidate closest to `word` by edit distance (a transposition
+ * counts once), or NULL when none is close enough to be a likely typo. */
+const char *tk__suggest(const char *word, const char *const *cands, size_t n);
+
+/* A profile: the keys its own table set, and the effective policy. */
+typedef struct tk__profile {
+  char *name;                 /* "default" for [backoff] */
+  tk_backoff_policy own;      /* values set in this profile's tables */
+  uint32_t set;               /* bit i: key i of tk__backoff_schema set */
+  tk_config_origin origin[TK__BACKOFF_NKEYS];
+  tk_backoff_policy eff;      /* after inheritance from the default */
+} tk__profile;
+
+struct tk_config {
+  tk__profile *profiles; /* [0] is the default profile */
+  size_t nprofiles, profiles_cap;
+  tk_engine_settings engine;
+  tk_config_origin engine_origin[TK__ENGINE_NKEYS];
+  tk_batch_settings batch;
+  tk_config_origin batch_origin[TK__BATCH_NKEYS];
+  tk_config_setting *settings;
+  size_t nsettings;
+  char **pool; /* strings the config owns */
+  size_t npool, pool_cap;
+};
+
+/* A copy of `len` bytes of s (NUL added) owned by c, or NULL. */
+char *tk__config_strdup(tk_config *c, const char *s, size_t len);
+
+/* Give c its defaults (one default profile, [engine], [batch]). */
+int tk__config_init_defaults(tk_config *c);
+
+/* After all layers: resolve inheritance, run the cross-field checks and
+ * build the settings list. 0 or an error naming the place. */
+int tk__config_finish(tk_config *c, tk_err *err);
+
+/* "FILE:LINE:COLUMN", "--set KEY=VALUE" or "default", like snprintf. */
+int tk__origin_place(const tk_config_origin *o, char *buf, size_t len);
+
+#endif

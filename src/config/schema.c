@@ -1,0 +1,76 @@
+/* The table of known configuration keys: type, range, built-in default.
+ * This is the one place where a default delay, cap or limit is written. */
+#include "config/internal.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#define POLICY(f) offsetof(tk_backoff_policy, f)
+#define ENGINE(f) offsetof(tk_engine_settings, f)
+#define BATCH(f) offsetof(tk_batch_settings, f)
+
+#define SECONDS 1000
+#define MINUTES (60 * SECONDS)
+#define HOURS (60 * MINUTES)
+
+/* Ordered as `config show` prints them. */
+static const tk__key backoff_keys[] = {
+    {.name = "schedule", .kind = TK__K_DURATIONS, .offset = POLICY(schedule_ms),
+     .len_offset = POLICY(schedule_len), .max = TK_BACKOFF_SCHEDULE_MAX,
+     .allowed = "an array of at most 32 durations"},
+    {.name = "base", .kind = TK__K_DURATION, .offset = POLICY(base_ms), .min = 0,
+     .max = INT64_MAX, .allowed = "a duration >= 0", .def_i = 1 * SECONDS},
+    {.name = "multiplier", .kind = TK__K_NUMBER, .offset = POLICY(multiplier), .fmin = 1.0,
+     .fmax = 1e300, .allowed = "a number >= 1", .def_f = 2.0},
+    {.name = "max_delay", .kind = TK__K_DURATION, .offset = POLICY(max_delay_ms), .min = 0,
+     .max = INT64_MAX, .allowed = "a duration >= 0", .def_i = 5 * MINUTES},
+    {.name = "min_delay", .kind = TK__K_DURATION, .offset = POLICY(min_delay_ms), .min = 0,
+     .max = INT64_MAX, .allowed = "a duration >= 0", .def_i = 0},
+    {.name = "jitter", .kind = TK__K_JITTER, .offset = POLICY(jitter),
+     .allowed = "one of none, proportional, full, equal, decorrelated",
+     .def_i = TK_JITTER_PROPORTIONAL},
+    {.name = "jitter_fraction", .kind = TK__K_NUMBER, .offset = POLICY(jitter_fraction),
+     .fmin = 0.0, .fmax = 1.0, .allowed = "a number from 0 to 1", .def_f = 0.1},
+    {.name = "max_server_delay", .kind = TK__K_DURATION, .offset = POLICY(max_server_delay_ms),
+     .min = 0, .max = INT64_MAX, .allowed = "a duration >= 0", .def_i = 1 * HOURS},
+};
+
+static const tk__key engine_keys[] = {
+    {.name = "max_attempts", .kind = TK__K_INT, .offset = ENGINE(max_attempts), .min = 1,
+     .max = INT32_MAX, .allowed = "an integer from 1 to 2147483647", .def_i = 5},
+    {.name = "lease", .kind = TK__K_DURATION, .offset = ENGINE(lease_ms), .min = 1,
+     .max = INT64_MAX, .allowed = "a duration > 0", .def_i = 30 * SECONDS},
+    {.name = "heartbeat", .kind = TK__K_DURATION, .offset = ENGINE(heartbeat_ms), .min = 1,
+     .max = INT64_MAX, .allowed = "a duration > 0", .def_i = 10 * SECONDS},
+    {.name = "claim_batch", .kind = TK__K_INT, .offset = ENGINE(claim_batch), .min = 1,
+     .max = 10000, .allowed = "an integer from 1 to 10000", .def_i = 64},
+    {.name = "workers", .kind = TK__K_INT, .offset = ENGINE(workers), .min = 1, .max = 1024,
+     .allowed = "an integer from 1 to 1024", .def_i = 4},
+    {.name = "db", .kind = TK__K_STRING, .offset = ENGINE(db), .allowed = "a non-empty string",
+     .def_s = "sqlite:./tasker.db"},
+};
+
+static const tk__key batch_keys[] = {
+    {.name = "max_in_call_retries", .kind = TK__K_INT, .offset = BATCH(max_in_call_retries),
+     .min = 0, .max = 1000, .allowed = "an integer from 0 to 1000", .def_i = 2},
+    {.name = "max_item_attempts", .kind = TK__K_INT, .offset = BATCH(max_item_attempts),
+     .min = 1, .max = INT32_MAX, .allowed = "an integer from 1 to 2147483647", .def_i = 5},
+};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+_Static_assert(COUNT(backoff_keys) == TK__BACKOFF_NKEYS, "TK__BACKOFF_NKEYS");
+_Static_assert(COUNT(engine_keys) == TK__ENGINE_NKEYS, "TK__ENGINE_NKEYS");
+_Static_assert(COUNT(batch_keys) == TK__BATCH_NKEYS, "TK__BATCH_NKEYS");
+
+const tk__schema tk__backoff_schema = {"backoff", backoff_keys, COUNT(backoff_keys)};
+const tk__schema tk__engine_schema = {"engine", engine_keys, COUNT(engine_keys)};
+const tk__schema tk__batch_schema = {"batch", batch_keys, COUNT(batch_keys)};
+
+const tk__key *tk__schema_find(const tk__schema *s, const char *name, size_t len) {
+  for (size_t i = 0; i < s->nkeys; i++)
+    if (strlen(s->keys[i].name) == len && memcmp(s->keys[i].name, name, len) == 0)
+      return &s->keys[i];
+  return NULL;
+}
+
+size_t tk__schema_index(const tk__schema *s, const tk__key *k) { return (size_t)(k - s->keys); }
