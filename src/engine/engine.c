@@ -198,9 +198,16 @@ static int reap(tk_engine *e, int64_t now, tk_err *err) {
   return 0;
 }
 
+/* Attempts queued or running at once: enough to keep every worker busy
+ * while the engine thread records and claims, with heartbeats keeping the
+ * queued ones' leases. */
+static int max_in_flight(const tk_engine *e) {
+  return e->workers * 2 > e->claim_batch ? e->workers * 2 : e->claim_batch;
+}
+
 /* Claim up to the free capacity and start the claimed attempts. */
 static int claim_and_start(tk_engine *e, int64_t now, int *claimed, tk_err *err) {
-  int capacity = e->workers > 0 ? e->workers * 2 - e->in_flight : e->claim_batch;
+  int capacity = e->workers > 0 ? max_in_flight(e) - e->in_flight : e->claim_batch;
   if (capacity > e->claim_batch) capacity = e->claim_batch;
   *claimed = 0;
   if (capacity <= 0) return 0;
@@ -299,14 +306,17 @@ int tk_engine_tick(tk_engine *e, int64_t *next_due, tk_err *err) {
   return 0;
 }
 
-/* Sleep until `due` (engine clock) or until something writes the wake pipe. */
+/* Sleep until `due` (engine clock), until something writes the wake pipe
+ * (a worker's result, wake, stop), or until another process changes the
+ * store. */
 static void wait_until(tk_engine *e, int64_t due) {
   int64_t now = tk_clock_now(&e->clock);
   if (due <= now) return;
   int64_t ms = due - now;
-  struct pollfd p = {.fd = e->wake_pipe[0], .events = POLLIN};
-  int r = poll(&p, 1, ms > 3600000 ? 3600000 : (int)ms);
-  if (r > 0) {
+  struct pollfd p[2] = {{.fd = e->wake_pipe[0], .events = POLLIN},
+                        {.fd = e->store->ops->change_fd(e->store), .events = POLLIN}};
+  int r = poll(p, p[1].fd >= 0 ? 2 : 1, ms > 3600000 ? 3600000 : (int)ms);
+  if (r > 0 && p[0].revents) {
     char buf[256];
     while (read(e->wake_pipe[0], buf, sizeof buf) > 0) {
     }
@@ -317,6 +327,9 @@ int tk_engine_run(tk_engine *e, int until_idle, tk_err *err) {
   int rc = 0;
   while (!e->stop) {
     int64_t due;
+    /* Forget change notices before looking: what this pass reads covers
+     * them, and only changes made after it should wake the sleep. */
+    e->store->ops->drain_changes(e->store);
     if ((rc = tk_engine_tick(e, &due, err))) break;
     if (until_idle && e->in_flight == 0) {
       int work = 0;
@@ -324,7 +337,7 @@ int tk_engine_run(tk_engine *e, int until_idle, tk_err *err) {
       if (!work) break;
     }
     /* With every worker busy, new ready steps must wait for a result. */
-    if (e->workers > 0 && e->in_flight >= e->workers * 2) {
+    if (e->workers > 0 && e->in_flight >= max_in_flight(e)) {
       int64_t hb = INT64_MAX;
       heartbeat(e, tk_clock_now(&e->clock), &hb);
       due = hb;

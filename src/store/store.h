@@ -178,6 +178,11 @@ typedef struct tk__store_ops {
   int (*status)(tk_store *s, int64_t now, json_t **out, tk_err *err);
   /* Add `delta` to a persistent counter. */
   int (*count)(tk_store *s, const char *name, int64_t delta, tk_err *err);
+  /* A file descriptor that becomes readable when another connection may
+   * have changed the store (so a sleeping engine looks again), or -1 when
+   * the backend has none; `drain` consumes what made it readable. */
+  int (*change_fd)(tk_store *s);
+  void (*drain_changes)(tk_store *s);
 } tk__store_ops;
 
 /* Every backend's store struct starts with this. */

@@ -21,6 +21,7 @@ typedef struct tk__sqlite {
   sqlite3 *db;
   char *path;
   sqlite3_stmt *stmts[SQ__COUNT];
+  int inotify_fd; /* watches the WAL file for other processes' commits */
 } tk__sqlite;
 
 /* The cached statement `id`, prepared from `sql` on first use and reset and

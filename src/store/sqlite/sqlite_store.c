@@ -2,8 +2,11 @@
  * migrations. WAL mode, so readers never block the writer. */
 #include "store/sqlite/sqlite_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 
 #include "store/migration.h"
 
@@ -98,9 +101,36 @@ int tk__sq_count(tk_store *s, const char *name, int64_t delta, tk_err *err) {
   return tk__sq_done(q, st, err);
 }
 
+/* SQLite has no LISTEN/NOTIFY; every commit in WAL mode appends to the
+ * -wal file, so watching it tells a sleeping engine that another process
+ * (tasker submit, tasker retry, another orchestrator) changed something. */
+static int sq_change_fd(tk_store *s) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  if (q->inotify_fd >= 0) return q->inotify_fd;
+  char wal[4096];
+  snprintf(wal, sizeof wal, "%s-wal", q->path);
+  int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd < 0) return -1;
+  if (inotify_add_watch(fd, wal, IN_MODIFY) < 0) {
+    close(fd);
+    return -1;
+  }
+  q->inotify_fd = fd;
+  return fd;
+}
+
+static void sq_drain_changes(tk_store *s) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  char buf[4096];
+  if (q->inotify_fd < 0) return;
+  while (read(q->inotify_fd, buf, sizeof buf) > 0) {
+  }
+}
+
 static void sq_close(tk_store *s) {
   tk__sqlite *q = (tk__sqlite *)s;
   if (q == NULL) return;
+  if (q->inotify_fd >= 0) close(q->inotify_fd);
   for (int i = 0; i < SQ__COUNT; i++) sqlite3_finalize(q->stmts[i]);
   sqlite3_close(q->db);
   free(q->path);
@@ -114,6 +144,7 @@ static int sq_open(const char *location, tk_store **out, tk_err *err) {
   tk__sqlite *q = calloc(1, sizeof *q);
   if (q == NULL) return tk_err_set(err, TK_ENOMEM, "sqlite store: out of memory");
   q->base.ops = &tk__sqlite_store_ops;
+  q->inotify_fd = -1;
   q->path = strdup(location);
   if (q->path == NULL) {
     free(q);
@@ -230,4 +261,6 @@ const tk__store_ops tk__sqlite_store_ops = {
     .task_show = tk__sq_task_show,
     .status = tk__sq_status,
     .count = tk__sq_count,
+    .change_fd = sq_change_fd,
+    .drain_changes = sq_drain_changes,
 };
