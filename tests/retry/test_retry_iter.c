@@ -198,98 +198,103 @@ static int scripted(void *ctx, int32_t attempt, int64_t *hint_ms, tk_err *err) {
   return TK_RETRY_AGAIN;
 }
 
+/* One tk_retry_call under test: a policy, a recording clock, a script. */
+typedef struct call_fixture {
+  tk_backoff_policy p;
+  rec_clock rc;
+  tk_clock c;
+  script s;
+  tk_rand r;
+  tk_err err;
+} call_fixture;
+
+static void call_setup(call_fixture *x, tk_jitter j, uint64_t seed) {
+  memset(x, 0, sizeof *x);
+  x->p = policy(j, 10, 1000);
+  x->c = rec_clock_of(&x->rc);
+  x->s.hint = -1;
+  tk_rand_seed(&x->r, seed);
+}
+
+static int call_run(call_fixture *x, int32_t max_attempts) {
+  tk_rand *rng = x->p.jitter == TK_JITTER_NONE ? NULL : &x->r;
+  return tk_retry_call(&x->p, max_attempts, scripted, &x->s, &x->c, rng, &x->err);
+}
+
 static void call_success_first_time_does_not_sleep(void **state) {
   (void)state;
-  tk_backoff_policy p = policy(TK_JITTER_NONE, 10, 1000);
-  rec_clock rc;
-  tk_clock c = rec_clock_of(&rc);
-  script s = {.succeed_on = 1, .hint = -1};
-  tk_err err;
-  assert_int_equal(tk_retry_call(&p, 5, scripted, &s, &c, NULL, &err), 0);
-  assert_int_equal(s.calls, 1);
-  assert_int_equal(rc.n, 0);
-  assert_int_equal(err.code, 0);
+  call_fixture x;
+  call_setup(&x, TK_JITTER_NONE, 0);
+  x.s.succeed_on = 1;
+  assert_int_equal(call_run(&x, 5), 0);
+  assert_int_equal(x.s.calls, 1);
+  assert_int_equal(x.rc.n, 0);
+  assert_int_equal(x.err.code, 0);
 }
 
 static void call_sleeps_the_policy_between_tries(void **state) {
   (void)state;
-  tk_backoff_policy p = policy(TK_JITTER_NONE, 10, 1000);
-  rec_clock rc;
-  tk_clock c = rec_clock_of(&rc);
-  script s = {.succeed_on = 4, .hint = -1};
-  assert_int_equal(tk_retry_call(&p, 5, scripted, &s, &c, NULL, NULL), 0);
-  assert_int_equal(s.calls, 4);
-  for (int i = 0; i < 4; i++) assert_int_equal(s.seen[i], i + 1);
-  assert_int_equal(rc.n, 3);
-  assert_int_equal(rc.sleeps[0], 10);
-  assert_int_equal(rc.sleeps[1], 20);
-  assert_int_equal(rc.sleeps[2], 40);
-  assert_int_equal(rc.now, 1000000 + 70);
+  call_fixture x;
+  call_setup(&x, TK_JITTER_NONE, 0);
+  x.s.succeed_on = 4;
+  assert_int_equal(call_run(&x, 5), 0);
+  assert_int_equal(x.s.calls, 4);
+  for (int i = 0; i < 4; i++) assert_int_equal(x.s.seen[i], i + 1);
+  assert_int_equal(x.rc.n, 3);
+  assert_int_equal(x.rc.sleeps[0], 10);
+  assert_int_equal(x.rc.sleeps[1], 20);
+  assert_int_equal(x.rc.sleeps[2], 40);
+  assert_int_equal(x.rc.now, 1000000 + 70);
 }
 
 static void call_full_jitter_sleeps_match_the_iterator(void **state) {
   (void)state;
-  tk_backoff_policy p = policy(TK_JITTER_FULL, 10, 1000);
-  rec_clock rc;
-  tk_clock c = rec_clock_of(&rc);
-  script s = {.succeed_on = 0, .hint = -1};
-  tk_rand r;
-  tk_rand_seed(&r, 42);
-  tk_err err;
-  assert_int_equal(tk_retry_call(&p, 9, scripted, &s, &c, &r, &err), TK_EEXHAUSTED);
+  call_fixture x;
+  call_setup(&x, TK_JITTER_FULL, 42);
+  assert_int_equal(call_run(&x, 9), TK_EEXHAUSTED);
   const int64_t want[] = FULL_JITTER_SEED42;
-  assert_int_equal(rc.n, 8);
-  for (int i = 0; i < 8; i++) assert_int_equal(rc.sleeps[i], want[i]);
+  assert_int_equal(x.rc.n, 8);
+  for (int i = 0; i < 8; i++) assert_int_equal(x.rc.sleeps[i], want[i]);
 }
 
 static void call_exhaustion_says_attempts_backoff_and_last_error(void **state) {
   (void)state;
+  call_fixture x;
+  call_setup(&x, TK_JITTER_NONE, 0);
   /* Six sleeps adding up to 1.23 s. */
   const int64_t sched[] = {10, 20, 100, 200, 400, 500};
-  tk_backoff_policy p = policy(TK_JITTER_NONE, 10, 1000);
-  memcpy(p.schedule_ms, sched, sizeof sched);
-  p.schedule_len = 6;
-  rec_clock rc;
-  tk_clock c = rec_clock_of(&rc);
-  script s = {.succeed_on = 0, .hint = -1};
-  tk_err err;
-  assert_int_equal(tk_retry_call(&p, 7, scripted, &s, &c, NULL, &err), TK_EEXHAUSTED);
-  assert_int_equal(err.code, TK_EEXHAUSTED);
-  assert_string_equal(err.msg, "retries exhausted after 7 attempts, 1.23 s of backoff: last "
-                               "error: version 7 is stale");
-  assert_int_equal(s.calls, 7);
-  assert_int_equal(rc.n, 6); /* no sleep after the last try */
-  assert_int_equal(rc.now - 1000000, 1230);
+  memcpy(x.p.schedule_ms, sched, sizeof sched);
+  x.p.schedule_len = 6;
+  assert_int_equal(call_run(&x, 7), TK_EEXHAUSTED);
+  assert_int_equal(x.err.code, TK_EEXHAUSTED);
+  assert_string_equal(x.err.msg, "retries exhausted after 7 attempts, 1.23 s of backoff: last "
+                                 "error: version 7 is stale");
+  assert_int_equal(x.s.calls, 7);
+  assert_int_equal(x.rc.n, 6); /* no sleep after the last try */
+  assert_int_equal(x.rc.now - 1000000, 1230);
 }
 
 static void call_with_one_attempt_tries_once_and_never_sleeps(void **state) {
   (void)state;
-  tk_backoff_policy p = policy(TK_JITTER_FULL, 10, 1000);
-  rec_clock rc;
-  tk_clock c = rec_clock_of(&rc);
-  script s = {.succeed_on = 0, .hint = -1};
-  tk_rand r;
-  tk_rand_seed(&r, 3);
-  tk_err err;
-  assert_int_equal(tk_retry_call(&p, 1, scripted, &s, &c, &r, &err), TK_EEXHAUSTED);
-  assert_int_equal(s.calls, 1);
-  assert_int_equal(rc.n, 0);
-  assert_string_equal(err.msg, "retries exhausted after 1 attempt, 0.00 s of backoff: last "
-                               "error: version 1 is stale");
+  call_fixture x;
+  call_setup(&x, TK_JITTER_FULL, 3);
+  assert_int_equal(call_run(&x, 1), TK_EEXHAUSTED);
+  assert_int_equal(x.s.calls, 1);
+  assert_int_equal(x.rc.n, 0);
+  assert_string_equal(x.err.msg, "retries exhausted after 1 attempt, 0.00 s of backoff: last "
+                                 "error: version 1 is stale");
 }
 
 static void call_permanent_error_propagates_at_once(void **state) {
   (void)state;
-  tk_backoff_policy p = policy(TK_JITTER_NONE, 10, 1000);
-  rec_clock rc;
-  tk_clock c = rec_clock_of(&rc);
-  script s = {.succeed_on = 0, .fail_perm_on = 2, .hint = -1};
-  tk_err err;
-  assert_int_equal(tk_retry_call(&p, 10, scripted, &s, &c, NULL, &err), TK_EIO);
-  assert_int_equal(err.code, TK_EIO);
-  assert_string_equal(err.msg, "disk on fire at try 2");
-  assert_int_equal(s.calls, 2);
-  assert_int_equal(rc.n, 1); /* the sleep before try 2, none after it */
+  call_fixture x;
+  call_setup(&x, TK_JITTER_NONE, 0);
+  x.s.fail_perm_on = 2;
+  assert_int_equal(call_run(&x, 10), TK_EIO);
+  assert_int_equal(x.err.code, TK_EIO);
+  assert_string_equal(x.err.msg, "disk on fire at try 2");
+  assert_int_equal(x.s.calls, 2);
+  assert_int_equal(x.rc.n, 1); /* the sleep before try 2, none after it */
 }
 
 static int bare_permanent(void *ctx, int32_t attempt, int64_t *hint_ms, tk_err *err) {
@@ -310,17 +315,15 @@ static void call_permanent_error_without_words_gets_the_code_text(void **state) 
 
 static void call_honours_the_tries_hint(void **state) {
   (void)state;
-  tk_backoff_policy p = policy(TK_JITTER_FULL, 10, 1000);
-  p.max_server_delay_ms = 400;
-  rec_clock rc;
-  tk_clock c = rec_clock_of(&rc);
-  script s = {.succeed_on = 3, .hint = 750};
-  tk_rand r;
-  tk_rand_seed(&r, 5);
-  assert_int_equal(tk_retry_call(&p, 5, scripted, &s, &c, &r, NULL), 0);
-  assert_int_equal(rc.n, 2);
-  assert_int_equal(rc.sleeps[0], 400);
-  assert_int_equal(rc.sleeps[1], 400);
+  call_fixture x;
+  call_setup(&x, TK_JITTER_FULL, 5);
+  x.p.max_server_delay_ms = 400;
+  x.s.succeed_on = 3;
+  x.s.hint = 750;
+  assert_int_equal(call_run(&x, 5), 0);
+  assert_int_equal(x.rc.n, 2);
+  assert_int_equal(x.rc.sleeps[0], 400);
+  assert_int_equal(x.rc.sleeps[1], 400);
 }
 
 static void call_rejects_bad_arguments_without_trying(void **state) {
