@@ -39,15 +39,15 @@ typedef enum tk_sim_policy {
 } tk_sim_policy;
 
 typedef struct tk_sim_config {
-  int32_t clients;        /* >= 1 */
+  int32_t clients;        /* 1..1000000 */
   int32_t trials;         /* >= 1 */
-  int32_t max_attempts;   /* per client, first try included; >= 1 */
+  int32_t max_attempts;   /* per client, first try included; 1..1000000 */
   int64_t base_ms;        /* first delay; >= 0 */
-  int64_t cap_ms;         /* max_delay of the tasker policies; >= 0 */
+  int64_t cap_ms;         /* max_delay of the tasker policies; base..1 day */
   double multiplier;      /* >= 1 */
   double jitter_fraction; /* for PROPORTIONAL, in [0, 1] */
-  double latency_mean_ms; /* per message; >= 0 */
-  double latency_sd_ms;   /* >= 0 */
+  double latency_mean_ms; /* per message; 0..1 hour */
+  double latency_sd_ms;   /* 0..1 hour */
   uint64_t seed;
 } tk_sim_config;
 

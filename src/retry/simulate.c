@@ -69,8 +69,10 @@ int tk_sim_config_validate(const tk_sim_config *c, tk_err *err) {
     return tk_err_set(err, TK_ERANGE, "clients is %d: must be from 1 to 1000000", (int)c->clients);
   if (c->trials < 1)
     return tk_err_set(err, TK_ERANGE, "trials is %d: must be >= 1", (int)c->trials);
-  if (c->max_attempts < 1)
-    return tk_err_set(err, TK_ERANGE, "max_attempts is %d: it counts the first try, so >= 1",
+  /* With the caps below, 10^6 attempts keep simulated time within int64 us. */
+  if (c->max_attempts < 1 || c->max_attempts > 1000000)
+    return tk_err_set(err, TK_ERANGE,
+                      "max_attempts is %d: it counts the first try, so from 1 to 1000000",
                       (int)c->max_attempts);
   /* Latencies become microsecond integers: keep them far from overflow. */
   if (!(c->latency_mean_ms >= 0 && c->latency_mean_ms <= 3.6e6))
