@@ -7,6 +7,20 @@
 
 enum { LAYER_FILE = 1, LAYER_OVERLAY = 2, LAYER_SETS = 3 };
 
+/* Apply a parsed layer, whose values come from `name` (a path or a --set
+ * text), then free it. */
+static int apply_doc(tk_config *c, tk_toml_doc *doc, tk_config_origin_kind kind,
+                     const char *name, unsigned layer, tk_err *err) {
+  tk__layer L = {c, {kind, NULL, 0, 0, layer}, err};
+  int rc;
+  if ((L.where.file = tk__config_strdup(c, name, strlen(name))) == NULL)
+    rc = tk_err_set(err, TK_ENOMEM, "out of memory reading %s", name);
+  else
+    rc = tk__apply_layer(&L, tk_toml_root(doc));
+  tk_toml_free(doc);
+  return rc;
+}
+
 /* Parse the file at path and apply it as `layer`. *found is set to 0
  * (and 0 returned) when the file does not exist. */
 static int apply_file(tk_config *c, const char *path, unsigned layer, int *found,
@@ -16,13 +30,7 @@ static int apply_file(tk_config *c, const char *path, unsigned layer, int *found
   *found = rc != TK_ENOENT;
   if (rc == TK_ENOENT) return 0;
   if (rc) return rc;
-  tk__layer L = {c, {TK_CONFIG_FILE, NULL, 0, 0, layer}, err};
-  if ((L.where.file = tk__config_strdup(c, path, strlen(path))) == NULL)
-    rc = tk_err_set(err, TK_ENOMEM, "out of memory reading %s", path);
-  else
-    rc = tk__apply_layer(&L, tk_toml_root(doc));
-  tk_toml_free(doc);
-  return rc;
+  return apply_doc(c, doc, TK_CONFIG_FILE, path, layer, err);
 }
 
 /* An environment name becomes part of a path, so it may not climb out of
@@ -119,13 +127,7 @@ static int apply_set(tk_config *c, const char *arg, unsigned layer, tk_err *err)
   int rc = parse_set(arg, key_len, &doc, &why);
   if (rc == TK_ENOMEM) return tk_err_set(err, rc, "out of memory");
   if (rc) return tk_err_set(err, TK_ECONFIG, "--set %s: invalid value: %s", arg, why.msg);
-  tk__layer L = {c, {TK_CONFIG_SET, NULL, 0, 0, layer}, err};
-  if ((L.where.file = tk__config_strdup(c, arg, strlen(arg))) == NULL)
-    rc = tk_err_set(err, TK_ENOMEM, "out of memory");
-  else
-    rc = tk__apply_layer(&L, tk_toml_root(doc));
-  tk_toml_free(doc);
-  return rc;
+  return apply_doc(c, doc, TK_CONFIG_SET, arg, layer, err);
 }
 
 static int apply_sources(tk_config *c, const tk_config_source *src, tk_err *err) {

@@ -28,25 +28,11 @@ static int complain(tk__complaint *why, const tk_toml_value *at, const char *fmt
   return TK_ECONFIG;
 }
 
-/* "a string", "an integer", "an array", ... */
-static const char *with_article(const tk_toml_value *v) {
-  switch (tk_toml_type_of(v)) {
-  case TK_TOML_STRING: return "a string";
-  case TK_TOML_INTEGER: return "an integer";
-  case TK_TOML_FLOAT: return "a float";
-  case TK_TOML_BOOLEAN: return "a boolean";
-  case TK_TOML_OFFSET_DATETIME: return "an offset date-time";
-  case TK_TOML_LOCAL_DATETIME: return "a local date-time";
-  case TK_TOML_LOCAL_DATE: return "a local date";
-  case TK_TOML_LOCAL_TIME: return "a local time";
-  case TK_TOML_ARRAY: return "an array";
-  case TK_TOML_TABLE: return "a table";
-  }
-  return "an unknown value";
-}
-
+/* "expected X, got an integer": the type's name with its article. */
 static int wrong_type(tk__complaint *why, const tk_toml_value *v, const char *expected) {
-  return complain(why, v, "expected %s, got %s", expected, with_article(v));
+  const char *name = tk_toml_type_name(tk_toml_type_of(v));
+  return complain(why, v, "expected %s, got %s %s", expected,
+                  strchr("aeiou", name[0]) ? "an" : "a", name);
 }
 
 /* A duration string or a number of seconds, checked against k's range. */

@@ -26,6 +26,17 @@
     assert_int_equal(run_cli((r), NULL, args_), 0);                  \
   } while (0)
 
+/* Run the binary; expect this exit status and, unless err is NULL,
+ * exactly this on stderr. */
+static void expect_run(int status, const char *err, const char *const *args) {
+  run_result r;
+  assert_int_equal(run_cli(&r, NULL, args), 0);
+  assert_int_equal(r.status, status);
+  if (err != NULL) assert_string_equal(r.err, err);
+  run_result_free(&r);
+}
+#define EXPECT(status, err, ...) expect_run((status), (err), (const char *const[]){__VA_ARGS__, NULL})
+
 /* The line of `out` that starts with "KEY = ", without its newline. */
 static const char *line_of(const char *out, const char *key, char *buf, size_t len) {
   size_t klen = strlen(key);
@@ -60,45 +71,30 @@ static void check_accepts_the_examples(void **state) {
   assert_string_equal(r.out, "examples/config/tasker.toml: ok (4 profiles)\n");
   assert_string_equal(r.err, "");
   run_result_free(&r);
-  RUN(&r, "--env", "production", "config", "check", EXAMPLE);
-  assert_int_equal(r.status, 0);
-  run_result_free(&r);
-  RUN(&r, "config", "check", "examples/config/environments/test.toml");
-  assert_int_equal(r.status, 0);
-  run_result_free(&r);
+  EXPECT(0, "", "--env", "production", "config", "check", EXAMPLE);
+  EXPECT(0, "", "config", "check", "examples/config/environments/test.toml");
 }
 
 static void check_rejects_with_78(void **state) {
   (void)state;
-  run_result r;
-  RUN(&r, "config", "check", "tests/config/fixtures/bad_multiplier.toml");
-  assert_int_equal(r.status, 78);
-  assert_string_equal(r.out, "");
-  assert_string_equal(r.err, "tasker: tests/config/fixtures/bad_multiplier.toml:4:14: "
-                             "backoff.multiplier = 0.5: must be a number >= 1\n");
-  run_result_free(&r);
-  RUN(&r, "config", "check", "tests/config/fixtures/nowhere.toml");
-  assert_int_equal(r.status, 78);
-  assert_string_equal(r.err, "tasker: config file tests/config/fixtures/nowhere.toml not found\n");
-  run_result_free(&r);
-  RUN(&r, "--set", "backoff.jitter=fuzzy", "config", "check", EXAMPLE);
-  assert_int_equal(r.status, 78);
-  assert_string_equal(r.err, "tasker: --set backoff.jitter=fuzzy: expected one of none, "
-                             "proportional, full, equal, decorrelated\n");
-  run_result_free(&r);
+  EXPECT(78,
+         "tasker: tests/config/fixtures/bad_multiplier.toml:4:14: backoff.multiplier = 0.5: "
+         "must be a number >= 1\n",
+         "config", "check", "tests/config/fixtures/bad_multiplier.toml");
+  EXPECT(78, "tasker: config file tests/config/fixtures/nowhere.toml not found\n", "config",
+         "check", "tests/config/fixtures/nowhere.toml");
+  EXPECT(78,
+         "tasker: --set backoff.jitter=fuzzy: expected one of none, proportional, full, equal, "
+         "decorrelated\n",
+         "--set", "backoff.jitter=fuzzy", "config", "check", EXAMPLE);
 }
 
 static void usage_errors_exit_2(void **state) {
   (void)state;
-  run_result r;
-  RUN(&r, "config");
-  assert_int_equal(r.status, 2);
-  assert_string_equal(r.err, "tasker config: expected a subcommand: check [FILE] or show\n");
-  run_result_free(&r);
-  RUN(&r, "config", "frob");
-  assert_int_equal(r.status, 2);
-  assert_string_equal(r.err, "tasker config: unknown subcommand \"frob\" (expected check or show)\n");
-  run_result_free(&r);
+  EXPECT(2, "tasker config: expected a subcommand: check [FILE] or show\n", "config");
+  EXPECT(2, "tasker config: unknown subcommand \"frob\" (expected check or show)\n", "config",
+         "frob");
+  EXPECT(2, "tasker config: show: unexpected argument \"x\"\n", "config", "show", "x");
 }
 
 static void show_names_every_origin(void **state) {
@@ -188,15 +184,11 @@ static void backoff_uses_a_configured_profile(void **state) {
 
 static void backoff_unknown_profile_exits_2(void **state) {
   (void)state;
-  run_result r;
-  RUN(&r, "--config", EXAMPLE, "backoff", "--profile", "paymnts");
-  assert_int_equal(r.status, 2);
-  assert_string_equal(r.err, "tasker backoff: unknown profile \"paymnts\" (known profiles: "
-                             "default, payments, fast, contended)\n");
-  run_result_free(&r);
-  RUN(&r, "--config", "tests/config/fixtures/bad_multiplier.toml", "backoff");
-  assert_int_equal(r.status, 78);
-  run_result_free(&r);
+  EXPECT(2,
+         "tasker backoff: unknown profile \"paymnts\" (known profiles: default, payments, fast, "
+         "contended)\n",
+         "--config", EXAMPLE, "backoff", "--profile", "paymnts");
+  EXPECT(78, NULL, "--config", "tests/config/fixtures/bad_multiplier.toml", "backoff");
 }
 
 static void tasker_env_selects_the_overlay(void **state) {
@@ -214,11 +206,10 @@ static void tasker_env_selects_the_overlay(void **state) {
   assert_shown(r.out, "backoff.base", "\"1s\"", EXAMPLE ":16");
   run_result_free(&r);
   setenv("TASKER_ENV", "staging", 1);
-  RUN(&r, "--config", EXAMPLE, "config", "show");
-  assert_int_equal(r.status, 78);
-  assert_string_equal(r.err, "tasker: environment \"staging\": overlay file "
-                             "examples/config/environments/staging.toml not found\n");
-  run_result_free(&r);
+  EXPECT(78,
+         "tasker: environment \"staging\": overlay file "
+         "examples/config/environments/staging.toml not found\n",
+         "--config", EXAMPLE, "config", "show");
   unsetenv("TASKER_ENV");
 }
 
