@@ -300,7 +300,8 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, tk__effects *fx, tk_err *er
 
   st = tk__sq_stmt(q, SQ_ATTEMPT_FINISH,
                    "UPDATE attempts SET finished_at = ?, outcome = ?, error = ?, delay_ms = ?,"
-                   " delay_source = ?, next_run_at = ? WHERE step_id = ? AND attempt = ?",
+                   " delay_source = ?, next_run_at = ? WHERE id = (SELECT MAX(id) FROM attempts"
+                   " WHERE step_id = ? AND attempt = ?)", /* newest: see migration 0002 */
                    err);
   if (st == NULL) { rc = TK_ESTORE; goto fail; }
   sqlite3_bind_int64(st, 1, o->now);

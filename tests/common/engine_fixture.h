@@ -1,0 +1,113 @@
+/* Test fixture for the engine on a real SQLite file: a temporary
+ * directory, a migrated store, a configuration built from --set style
+ * overrides, a manual clock, and an inline engine (workers = 0) whose
+ * events are collected. Also plain helpers for tests that drive the tasker
+ * binary: temporary directories, files, direct SQL on the store, a
+ * snapshot of every table, and starting a subprocess without waiting.
+ *
+ * Every helper fails the running cmocka test on an unexpected error. */
+#ifndef TESTS_ENGINE_FIXTURE_H
+#define TESTS_ENGINE_FIXTURE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include <tasker/clock.h>
+#include <tasker/config.h>
+#include <tasker/engine.h>
+#include <tasker/store.h>
+
+/* The manual clock's start: a fixed, realistic epoch time in ms. */
+#define EFX_T0 INT64_C(1767225600000)
+
+typedef struct efx {
+  char dir[256];     /* temporary directory, removed by efx_close */
+  char db[320];      /* DIR/tasker.db */
+  char url[340];     /* sqlite:DIR/tasker.db */
+  tk_store *store;
+  tk_config *cfg;
+  tk_manual_clock clock;
+  tk_engine *engine; /* NULL until efx_engine */
+  json_t *events;    /* every event the engine emitted, parsed, in order */
+  json_t *logs;      /* every log line, as strings */
+  int files;         /* templates written so far, for unique names */
+} efx;
+
+/* Make a temporary directory (an absolute path) into dir[len]. */
+void efx_tmpdir(char *dir, size_t len);
+/* Remove a directory tree; missing is fine. */
+void efx_rmtree(const char *dir);
+/* Write `text` to DIR/NAME; the path goes to path[len]. */
+void efx_write(const char *dir, const char *name, const char *text, char *path, size_t len);
+
+/* Set up: temporary directory, store created and migrated, configuration
+ * from the built-in defaults plus `sets` ("key=value", NULL-terminated,
+ * may be NULL), clock at EFX_T0. No engine yet. */
+void efx_open(efx *f, const char *const *sets);
+/* Free the engine, the store and the configuration; remove the directory. */
+void efx_close(efx *f);
+
+/* Create the engine under orchestrator id `id`: manual clock, seed 42,
+ * workers 0 (handlers run inline on the ticking thread), sinks into
+ * f->events and f->logs. Replaces an earlier engine. */
+void efx_engine(efx *f, const char *id);
+
+/* Store a template given as TOML text; returns its id. */
+int64_t efx_template(efx *f, const char *toml);
+/* Submit a task of template `name` with context JSON (NULL: {}). */
+int64_t efx_submit(efx *f, const char *name, const char *context);
+
+/* One engine pass at the clock's current time; returns next_due. */
+int64_t efx_tick(efx *f);
+/* Tick, jumping the clock to each next due time, until nothing is
+ * scheduled. Fails the test after max_ticks passes (a loop that makes no
+ * progress is a bug). Returns the number of passes. */
+int efx_drive(efx *f, int max_ticks);
+
+/* The task as tk_engine_task_json reports it at the clock's time
+ * (decref when done). */
+json_t *efx_task(efx *f, int64_t task_id);
+/* The step named `name` in a task report (borrowed), failing if absent. */
+json_t *efx_step(json_t *task, const char *name);
+/* Assert the task's state and each listed step's state: pairs of
+ * (step name, state), NULL-terminated. */
+void efx_expect(efx *f, int64_t task_id, const char *task_state, ...);
+
+/* Events of `type` (and of step `step` unless NULL) emitted so far. */
+int efx_events(efx *f, const char *type, const char *step);
+
+/* A scalar from a query on the SQLite file at db (printf-style SQL):
+ * the first column of the first row as an integer (NULL and no row: -1). */
+int64_t efx_sql_int(const char *db, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* The same as text, every row's columns joined by '|' and rows by '\n';
+ * NULL prints as "NULL". Malloc'd. */
+char *efx_sql_text(const char *db, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Every row of every table of the store at db, as text: equal snapshots
+ * mean an unchanged store. Malloc'd. */
+char *efx_snapshot(const char *db);
+
+/* Start the tasker binary with NULL-terminated args, stdin from /dev/null,
+ * stdout and stderr to the given files (NULL: /dev/null); returns its pid
+ * without waiting. */
+pid_t efx_spawn(const char *const *args, const char *out_path, const char *err_path);
+/* Wait for pid; returns its exit status, or 128 + signal. */
+int efx_wait(pid_t pid);
+
+/* Poll until cond(ud) is true or timeout_ms pass (real time); returns 1 if
+ * it became true. For waiting on another process's observable state. */
+int efx_wait_for(int (*cond)(void *ud), void *ud, int64_t timeout_ms);
+
+/* A whole file, malloc'd ("" if it does not exist). */
+char *efx_read(const char *path);
+
+#endif
