@@ -104,7 +104,8 @@ static void on_log(tk_log_level level, const char *msg, void *ud) {
 void efx_engine(efx *f, const char *id) {
   tk_engine_free(f->engine);
   tk_engine_options o = {
-      .store = f->store, .config = f->cfg, .clock = tk_clock_manual(&f->clock), .seed = 42,
+      .store = f->store, .config = f->cfg, .clock = tk_clock_manual(&f->clock),
+      .seed = f->seed ? f->seed : 42,
       .id = id, .workers = 0, .on_event = on_event, .event_ud = f, .on_log = on_log,
       .log_ud = f,
   };

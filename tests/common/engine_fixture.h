@@ -33,6 +33,7 @@ typedef struct efx {
   json_t *events;    /* every event the engine emitted, parsed, in order */
   json_t *logs;      /* every log line, as strings */
   int files;         /* templates written so far, for unique names */
+  uint64_t seed;     /* the engine's random seed; 0 means 42 */
 } efx;
 
 /* Make a temporary directory (an absolute path) into dir[len]. */
@@ -49,7 +50,7 @@ void efx_open(efx *f, const char *const *sets);
 /* Free the engine, the store and the configuration; remove the directory. */
 void efx_close(efx *f);
 
-/* Create the engine under orchestrator id `id`: manual clock, seed 42,
+/* Create the engine under orchestrator id `id`: manual clock, f->seed,
  * workers 0 (handlers run inline on the ticking thread), sinks into
  * f->events and f->logs. Replaces an earlier engine. */
 void efx_engine(efx *f, const char *id);
