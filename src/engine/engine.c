@@ -166,15 +166,35 @@ static void flight_remove(tk_engine *e, job *j) {
   e->in_flight--;
 }
 
-/* Record a finished job and free it. */
-static void complete_job(tk_engine *e, job *j) {
-  const char *outcome = j->result.status == TK_HANDLER_SUCCESS ? "success"
-                        : j->result.timed_out                 ? "timeout"
-                                                              : "failure";
-  tk__engine_finish(e, &j->claim, j->def->name, e->id, outcome, &j->result);
+static const char *job_outcome(const job *j) {
+  return j->result.status == TK_HANDLER_SUCCESS ? "success"
+         : j->result.timed_out                 ? "timeout"
+                                               : "failure";
+}
+
+static void free_job(job *j) {
   free(j->result.results);
   free(j->input);
   free(j);
+}
+
+/* Record a list of finished jobs (linked by `next`) and free them. */
+static void complete_jobs(tk_engine *e, job *list) {
+  int n = 0;
+  for (job *j = list; j; j = j->next) n++;
+  if (n == 0) return;
+  tk__finish *items = calloc((size_t)n, sizeof *items);
+  int i = 0;
+  for (job *j = list; j && items; j = j->next, i++)
+    items[i] = (tk__finish){&j->claim, j->def->name, e->id, job_outcome(j), &j->result};
+  if (items) tk__engine_finish(e, items, n);
+  else tk__engine_log(e, TK_LOG_ERROR, "out of memory recording %d outcomes", n);
+  free(items);
+  while (list) {
+    job *next = list->next;
+    free_job(list);
+    list = next;
+  }
 }
 
 /* Turn expired leases into lease_expired failures (DESIGN §4). */
@@ -182,19 +202,29 @@ static int reap(tk_engine *e, int64_t now, tk_err *err) {
   int n = 0;
   int rc = e->store->ops->expired(e->store, now, REAP_BATCH, e->expired, &n, err);
   if (rc) return rc;
+  tk_handler_result *results = calloc((size_t)n + 1, sizeof *results);
+  tk__finish *items = calloc((size_t)n + 1, sizeof *items);
+  if (!results || !items) {
+    free(results);
+    free(items);
+    return tk_err_set(err, TK_ENOMEM, "out of memory reaping %d leases", n);
+  }
   for (int i = 0; i < n; i++) {
     tk__expired *x = &e->expired[i];
     const template_entry *t = tk__engine_template(e, x->step.template_id, err);
     const char *name = t && x->step.idx < t->nsteps ? t->steps[x->step.idx].name : "?";
-    tk_handler_result r = {.status = TK_HANDLER_RETRY, .retry_after_ms = -1};
-    snprintf(r.error, sizeof r.error, "lease held by %s expired (the orchestrator stopped or hung)",
-             x->owner);
+    results[i] = (tk_handler_result){.status = TK_HANDLER_RETRY, .retry_after_ms = -1};
+    snprintf(results[i].error, sizeof results[i].error,
+             "lease held by %s expired (the orchestrator stopped or hung)", x->owner);
     e->stats.lease_expired++;
     tk__engine_event(e, "step.lease_expired", now,
                      json_pack("{s:I, s:s, s:i, s:s}", "task", (json_int_t)x->step.task_id, "step",
                                name, "attempt", x->step.attempt, "owner", x->owner));
-    tk__engine_finish(e, &x->step, name, x->owner, "lease_expired", &r);
+    items[i] = (tk__finish){&x->step, name, x->owner, "lease_expired", &results[i]};
   }
+  tk__engine_finish(e, items, n);
+  free(results);
+  free(items);
   return 0;
 }
 
@@ -216,6 +246,7 @@ static int claim_and_start(tk_engine *e, int64_t now, int *claimed, tk_err *err)
   int rc = e->store->ops->claim(e->store, e->id, now, e->lease_ms, capacity, e->claims, &n, err);
   if (rc) return rc;
   int64_t claim_us = (tk_monotonic_ns() - t0) / 1000;
+  job *inline_done = NULL;
   *claimed = n;
   e->stats.claimed += n;
   for (int i = 0; i < n; i++) {
@@ -254,10 +285,13 @@ static int claim_and_start(tk_engine *e, int64_t now, int *claimed, tk_err *err)
       flight_add(e, j);
       tk__pool_submit(e, j);
     } else {
+      /* Inline: run now, record the whole batch together below. */
       tk__engine_execute(e, j);
-      complete_job(e, j);
+      j->next = inline_done;
+      inline_done = j;
     }
   }
+  complete_jobs(e, inline_done);
   return 0;
 }
 
@@ -266,7 +300,7 @@ static void heartbeat(tk_engine *e, int64_t now, int64_t *next) {
   for (job *j = e->running; j; j = j->flight_next) {
     if (j->next_heartbeat <= now) {
       tk_err err;
-      int rc = e->store->ops->heartbeat(e->store, j->claim.step_id, e->id, j->claim.attempt,
+      int rc = e->store->ops->heartbeat(e->store, j->claim.step_id, j->claim.claim_id,
                                         now + e->lease_ms, &err);
       if (rc) tk__engine_log(e, TK_LOG_WARN, "heartbeat: %s", err.msg);
       j->next_heartbeat = now + e->heartbeat_ms;
@@ -276,13 +310,9 @@ static void heartbeat(tk_engine *e, int64_t now, int64_t *next) {
 }
 
 static void record_done(tk_engine *e) {
-  job *j = tk__pool_take_done(e);
-  while (j) {
-    job *next = j->next;
-    flight_remove(e, j);
-    complete_job(e, j);
-    j = next;
-  }
+  job *list = tk__pool_take_done(e);
+  for (job *j = list; j; j = j->next) flight_remove(e, j);
+  complete_jobs(e, list);
 }
 
 int tk_engine_tick(tk_engine *e, int64_t *next_due, tk_err *err) {

@@ -102,12 +102,20 @@ void tk__engine_event(tk_engine *e, const char *type, int64_t now, json_t *field
 /* The run-time view of a template, loaded once per engine. */
 const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err);
 
-/* Decide and record the outcome of an attempt (DESIGN §5). `result` is the
- * handler's; `attempt_outcome` is "success", "failure", "timeout" or
- * "lease_expired"; `owner` the claim's owner. Emits the events. */
-void tk__engine_finish(tk_engine *e, const tk__claimed *c, const char *step_name,
-                       const char *owner, const char *attempt_outcome,
-                       const tk_handler_result *result);
+/* One finished attempt on its way to the store. */
+typedef struct tk__finish {
+  const tk__claimed *claim;
+  const char *step_name;
+  const char *owner;           /* the claim's owner */
+  const char *attempt_outcome; /* success, failure, timeout, lease_expired */
+  const tk_handler_result *result;
+} tk__finish;
+
+/* Decide each attempt's next state (DESIGN §5), taking retry delays from
+ * the one backoff function, record them all in one store call (group
+ * commit; each outcome fenced and atomic on its own), then emit the events
+ * and log lines. */
+void tk__engine_finish(tk_engine *e, const tk__finish *items, int n);
 
 /* Run the handler of job j (on any thread). */
 void tk__engine_execute(tk_engine *e, job *j);

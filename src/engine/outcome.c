@@ -3,6 +3,7 @@
  * transaction, and say what happened. */
 #include "engine/engine_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <tasker/duration.h>
@@ -18,97 +19,128 @@ static const tk_backoff_policy *policy_for(tk_engine *e, const char *profile) {
   return tk_config_profile(e->config, "default");
 }
 
-void tk__engine_finish(tk_engine *e, const tk__claimed *c, const char *step_name,
-                       const char *owner, const char *attempt_outcome,
-                       const tk_handler_result *r) {
-  int64_t now = tk_clock_now(&e->clock);
-  tk__outcome o = {
-      .step_id = c->step_id,
-      .owner = owner,
-      .attempt = c->attempt,
-      .now = now,
-      .attempt_outcome = attempt_outcome,
-  };
-  int exhausted = 0;
-  tk_backoff_result br = {0};
+/* Decide the next state of the attempt (DESIGN §5) into *o. */
+static void decide(tk_engine *e, const tk__finish *f, int64_t now, tk__outcome *o,
+                   int *exhausted) {
+  const tk__claimed *c = f->claim;
+  const tk_handler_result *r = f->result;
+  memset(o, 0, sizeof *o);
+  o->step_id = c->step_id;
+  o->claim_id = c->claim_id;
+  o->owner = f->owner;
+  o->attempt = c->attempt;
+  o->now = now;
+  o->attempt_outcome = f->attempt_outcome;
+  *exhausted = 0;
   if (r->status == TK_HANDLER_SUCCESS) {
-    o.next = TK__NEXT_COMPLETE;
-    o.results = r->results;
-  } else {
-    o.error = r->error[0] ? r->error : "failed";
-    if (r->status == TK_HANDLER_PERMANENT || !c->retryable) {
-      o.next = TK__NEXT_ERROR;
-    } else if (c->attempt >= c->max_attempts) {
-      o.next = TK__NEXT_ERROR;
-      exhausted = 1;
-    } else {
-      o.next = TK__NEXT_RETRY;
-      o.delay_ms = tk_backoff_delay(policy_for(e, c->backoff), c->attempt, c->last_delay_ms,
-                                    r->retry_after_ms, &e->rng, &br);
-      o.source = br.source;
-      o.run_at = now + o.delay_ms;
-    }
+    o->next = TK__NEXT_COMPLETE;
+    o->results = r->results;
+    return;
   }
-  tk__effects fx;
-  tk_err err;
-  int rc = e->store->ops->record(e->store, &o, &fx, &err);
-  json_t *base = json_pack("{s:I, s:s, s:i}", "task", (json_int_t)c->task_id, "step", step_name,
-                           "attempt", c->attempt);
+  o->error = r->error[0] ? r->error : "failed";
+  if (r->status == TK_HANDLER_PERMANENT || !c->retryable) {
+    o->next = TK__NEXT_ERROR;
+  } else if (c->attempt >= c->max_attempts) {
+    o->next = TK__NEXT_ERROR;
+    *exhausted = 1;
+  } else {
+    tk_backoff_result br;
+    o->next = TK__NEXT_RETRY;
+    o->delay_ms = tk_backoff_delay(policy_for(e, c->backoff), c->attempt, c->last_delay_ms,
+                                   r->retry_after_ms, &e->rng, &br);
+    o->source = br.source;
+    o->run_at = now + o->delay_ms;
+  }
+}
+
+/* Events, log lines and counters for one recorded (or refused) outcome. */
+static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int exhausted,
+                   int rc, const tk__effects *fx, const tk_err *err) {
+  const tk__claimed *c = f->claim;
+  int64_t now = o->now;
+  json_t *base = json_pack("{s:I, s:s, s:i}", "task", (json_int_t)c->task_id, "step",
+                           f->step_name, "attempt", c->attempt);
   if (rc == TK_EFENCED) {
     e->stats.fenced++;
     tk__engine_log(e, TK_LOG_WARN, "task %lld step %s attempt %d: %s", (long long)c->task_id,
-                   step_name, c->attempt, err.msg);
-    json_object_set_new(base, "outcome", json_string(attempt_outcome));
+                   f->step_name, c->attempt, err->msg);
+    json_object_set_new(base, "outcome", json_string(o->attempt_outcome));
     tk__engine_event(e, "step.fenced_out", now, base);
     return;
   }
   if (rc != 0) {
-    /* The step stays in progress under our lease; when the lease expires
+    /* The step stays in progress under its lease; when the lease expires
      * the reaper retries it through this same path. */
     tk__engine_log(e, TK_LOG_ERROR, "task %lld step %s attempt %d: cannot record outcome: %s",
-                   (long long)c->task_id, step_name, c->attempt, err.msg);
+                   (long long)c->task_id, f->step_name, c->attempt, err->msg);
     json_decref(base);
     return;
   }
-  switch (o.next) {
+  switch (o->next) {
   case TK__NEXT_COMPLETE:
     e->stats.completed++;
-    json_object_set_new(base, "children_released", json_integer(fx.children_released));
+    json_object_set_new(base, "children_released", json_integer(fx->children_released));
     tk__engine_event(e, "step.completed", now, base);
     break;
   case TK__NEXT_RETRY: {
     e->stats.retried++;
     json_t *failed = json_deep_copy(base);
-    json_object_set_new(failed, "error", json_string(o.error));
-    json_object_set_new(failed, "outcome", json_string(attempt_outcome));
+    json_object_set_new(failed, "error", json_string(o->error));
+    json_object_set_new(failed, "outcome", json_string(o->attempt_outcome));
     tk__engine_event(e, "step.failed", now, failed);
-    json_object_set_new(base, "delay_ms", json_integer(o.delay_ms));
-    json_object_set_new(base, "source", json_string(tk_delay_source_name(o.source)));
-    json_object_set_new(base, "run_at", json_integer(o.run_at));
+    json_object_set_new(base, "delay_ms", json_integer(o->delay_ms));
+    json_object_set_new(base, "source", json_string(tk_delay_source_name(o->source)));
+    json_object_set_new(base, "run_at", json_integer(o->run_at));
     tk__engine_event(e, "step.retry_scheduled", now, base);
     char d[32];
-    tk_duration_format(o.delay_ms, d, sizeof d);
+    tk_duration_format(o->delay_ms, d, sizeof d);
     tk__engine_log(e, TK_LOG_INFO, "task %lld step %s attempt %d/%d failed: %s; retry in %s (%s)",
-                   (long long)c->task_id, step_name, c->attempt, c->max_attempts, o.error, d,
-                   tk_delay_source_name(o.source));
+                   (long long)c->task_id, f->step_name, c->attempt, c->max_attempts, o->error, d,
+                   tk_delay_source_name(o->source));
     break;
   }
   case TK__NEXT_ERROR:
     if (exhausted) e->stats.exhausted++;
     else e->stats.failed++;
-    json_object_set_new(base, "error", json_string(o.error));
-    json_object_set_new(base, "outcome", json_string(attempt_outcome));
+    json_object_set_new(base, "error", json_string(o->error));
+    json_object_set_new(base, "outcome", json_string(o->attempt_outcome));
     tk__engine_event(e, exhausted ? "step.exhausted" : "step.failed", now, base);
     tk__engine_log(e, TK_LOG_WARN, "task %lld step %s attempt %d/%d failed%s: %s",
-                   (long long)c->task_id, step_name, c->attempt, c->max_attempts,
-                   exhausted ? ", attempts exhausted" : " permanently", o.error);
+                   (long long)c->task_id, f->step_name, c->attempt, c->max_attempts,
+                   exhausted ? ", attempts exhausted" : " permanently", o->error);
     break;
   }
-  if (fx.task_state != NULL) {
-    int ok = strcmp(fx.task_state, TK__TASK_COMPLETE) == 0;
+  if (fx->task_state != NULL) {
+    int ok = strcmp(fx->task_state, TK__TASK_COMPLETE) == 0;
     tk__engine_event(e, ok ? "task.completed" : "task.failed", now,
-                     json_pack("{s:I, s:s}", "task", (json_int_t)c->task_id, "state", fx.task_state));
+                     json_pack("{s:I, s:s}", "task", (json_int_t)c->task_id, "state", fx->task_state));
     tk__engine_log(e, ok ? TK_LOG_INFO : TK_LOG_WARN, "task %lld %s", (long long)c->task_id,
                    ok ? "complete" : "failed");
   }
+}
+
+void tk__engine_finish(tk_engine *e, const tk__finish *items, int n) {
+  if (n <= 0) return;
+  tk__outcome *o = calloc((size_t)n, sizeof *o);
+  tk__effects *fx = calloc((size_t)n, sizeof *fx);
+  int *rcs = calloc((size_t)n, sizeof *rcs);
+  int *exhausted = calloc((size_t)n, sizeof *exhausted);
+  if (!o || !fx || !rcs || !exhausted) {
+    /* Unrecorded attempts keep their leases; the reaper retries them. */
+    tk__engine_log(e, TK_LOG_ERROR, "out of memory recording %d outcomes", n);
+    free(o), free(fx), free(rcs), free(exhausted);
+    return;
+  }
+  int64_t now = tk_clock_now(&e->clock);
+  for (int i = 0; i < n; i++) decide(e, &items[i], now, &o[i], &exhausted[i]);
+  tk_err err;
+  tk_err_clear(&err);
+  int rc = e->store->ops->record(e->store, o, n, fx, rcs, &err);
+  for (int i = 0; i < n; i++) {
+    tk_err one = err;
+    if (rc == 0 && rcs[i] == TK_EFENCED)
+      tk_err_set(&one, TK_EFENCED, "outcome refused: the lease was lost or the attempt superseded");
+    report(e, &items[i], &o[i], exhausted[i], rc ? rc : rcs[i], &fx[i], &one);
+  }
+  free(o), free(fx), free(rcs), free(exhausted);
 }

@@ -68,6 +68,7 @@ typedef struct tk__new_task {
 /* A step handed to the engine by a claim. */
 typedef struct tk__claimed {
   int64_t step_id, task_id, template_id;
+  int64_t claim_id; /* the claim's attempts row: the fencing token */
   int idx;
   int attempt; /* the attempt this claim is: attempts after the increment */
   int max_attempts;
@@ -89,6 +90,7 @@ typedef enum tk__next_state {
 
 typedef struct tk__outcome {
   int64_t step_id;
+  int64_t claim_id; /* fence: the claim this outcome belongs to */
   const char *owner;
   int attempt;
   int64_t now;
@@ -150,13 +152,17 @@ typedef struct tk__store_ops {
   /* Claim up to `limit` ready steps (DESIGN §4) for `owner`. */
   int (*claim)(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
                tk__claimed *out, int *n, tk_err *err);
-  /* Record an outcome, fenced by (step, owner, attempt). TK_EFENCED when
-   * the step is no longer held by that owner and attempt: nothing changes
-   * but the fenced-writes counter. */
-  int (*record)(tk_store *s, const tk__outcome *o, tk__effects *fx, tk_err *err);
+  /* Record n outcomes in one transaction (group commit), each under its
+   * own savepoint and fenced by its claim: rcs[i] is 0, TK_EFENCED when the
+   * step is no longer held by that claim (nothing changes but the
+   * fenced-writes counter), or an error that undid outcome i alone, with
+   * the message of the last such error in err. The return value is nonzero
+   * only when the transaction itself failed: then nothing was recorded. */
+  int (*record)(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int *rcs,
+                tk_err *err);
   /* Extend a lease, fenced like record. */
-  int (*heartbeat)(tk_store *s, int64_t step_id, const char *owner, int attempt,
-                   int64_t expires_at, tk_err *err);
+  int (*heartbeat)(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
+                   tk_err *err);
   /* Up to `limit` in-progress steps whose lease expired before now. */
   int (*expired)(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);
   /* The earliest time something becomes due: a ready step's run_at or a

@@ -12,7 +12,8 @@ enum {
   SQ_CLAIM_SELECT, SQ_CLAIM_STEP, SQ_ATTEMPT_INSERT, SQ_TRANSITION, SQ_TASK_START,
   SQ_RECORD_STEP, SQ_ATTEMPT_FINISH, SQ_RELEASE_CHILDREN, SQ_TASK_DONE, SQ_TASK_ERROR,
   SQ_TASK_PROGRESS, SQ_TASK_FINISH, SQ_COUNT, SQ_HEARTBEAT, SQ_EXPIRED, SQ_NEXT_READY,
-  SQ_NEXT_LEASE, SQ_HAS_WORK, SQ_STEP_INSERT,
+  SQ_NEXT_LEASE, SQ_HAS_WORK, SQ_STEP_INSERT, SQ_SAVEPOINT, SQ_RELEASE, SQ_ROLLBACK_TO,
+  SQ_CHILDREN, SQ_RELEASE_CHILD,
   SQ__COUNT
 };
 
@@ -30,6 +31,9 @@ sqlite3_stmt *tk__sq_stmt(tk__sqlite *q, int id, const char *sql, tk_err *err);
 
 /* Run one statement with no results (or ignore them). */
 int tk__sq_exec(tk__sqlite *q, const char *sql, tk_err *err);
+
+/* Prepare (once) and run the cached statement `id` that has no parameters. */
+int tk__sq_run(tk__sqlite *q, int id, const char *sql, tk_err *err);
 
 /* Step a statement expecting SQLITE_DONE; a store error otherwise. */
 int tk__sq_done(tk__sqlite *q, sqlite3_stmt *st, tk_err *err);
@@ -71,9 +75,10 @@ int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
                        tk_err *err);
 int tk__sq_claim(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
                  tk__claimed *out, int *n, tk_err *err);
-int tk__sq_record(tk_store *s, const tk__outcome *o, tk__effects *fx, tk_err *err);
-int tk__sq_heartbeat(tk_store *s, int64_t step_id, const char *owner, int attempt,
-                     int64_t expires_at, tk_err *err);
+int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int *rcs,
+                  tk_err *err);
+int tk__sq_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
+                     tk_err *err);
 int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);
 int tk__sq_next_due(tk_store *s, int64_t *at, tk_err *err);
 int tk__sq_has_work(tk_store *s, int *yes, tk_err *err);

@@ -118,15 +118,6 @@ int tk__sq_claim(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, 
   sqlite3_reset(st);
   for (int i = 0; i < count; i++) {
     tk__claimed *c = &out[i];
-    st = tk__sq_stmt(q, SQ_CLAIM_STEP,
-                     "UPDATE steps SET state = 'in_progress', attempts = attempts + 1,"
-                     " lease_owner = ?, lease_expires_at = ? WHERE id = ?",
-                     err);
-    if (st == NULL) { rc = TK_ESTORE; goto fail; }
-    sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, c->lease_expires_at);
-    sqlite3_bind_int64(st, 3, c->step_id);
-    if ((rc = tk__sq_done(q, st, err))) goto fail;
     st = tk__sq_stmt(q, SQ_ATTEMPT_INSERT,
                      "INSERT INTO attempts (step_id, attempt, owner, started_at)"
                      " VALUES (?, ?, ?, ?)",
@@ -136,6 +127,17 @@ int tk__sq_claim(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, 
     sqlite3_bind_int(st, 2, c->attempt);
     sqlite3_bind_text(st, 3, owner, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, now);
+    if ((rc = tk__sq_done(q, st, err))) goto fail;
+    c->claim_id = sqlite3_last_insert_rowid(q->db);
+    st = tk__sq_stmt(q, SQ_CLAIM_STEP,
+                     "UPDATE steps SET state = 'in_progress', attempts = attempts + 1,"
+                     " lease_owner = ?, lease_expires_at = ?, claim_id = ? WHERE id = ?",
+                     err);
+    if (st == NULL) { rc = TK_ESTORE; goto fail; }
+    sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, c->lease_expires_at);
+    sqlite3_bind_int64(st, 3, c->claim_id);
+    sqlite3_bind_int64(st, 4, c->step_id);
     if ((rc = tk__sq_done(q, st, err))) goto fail;
     if ((rc = tk__sq_transition(q, c->task_id, c->step_id, c->prev_state, TK__STEP_IN_PROGRESS,
                                 now, "claimed", c->attempt, err)))
@@ -165,24 +167,45 @@ fail:
 
 int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id, int idx,
                             int64_t now, int *released, tk_err *err) {
-  sqlite3_stmt *st = tk__sq_stmt(
-      q, SQ_RELEASE_CHILDREN,
-      "UPDATE steps SET parents_remaining = parents_remaining - 1,"
-      " run_at = CASE WHEN parents_remaining = 1 THEN ?1 ELSE run_at END"
-      " WHERE task_id = ?2 AND idx IN (SELECT child_idx FROM template_edges"
-      " WHERE template_id = ?3 AND parent_idx = ?4) RETURNING parents_remaining",
-      err);
+  /* Edges first (a primary-key range), then each child by its unique
+   * (task_id, idx): a step with no children costs one index probe. */
+  int children[256], n = 0, rc;
+  sqlite3_stmt *st = tk__sq_stmt(q, SQ_CHILDREN,
+                                 "SELECT child_idx FROM template_edges"
+                                 " WHERE template_id = ? AND parent_idx = ?",
+                                 err);
   if (st == NULL) return TK_ESTORE;
-  sqlite3_bind_int64(st, 1, now);
-  sqlite3_bind_int64(st, 2, task_id);
-  sqlite3_bind_int64(st, 3, template_id);
-  sqlite3_bind_int(st, 4, idx);
-  int rc, n = 0;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-    if (sqlite3_column_int(st, 0) == 0) n++;
+  sqlite3_bind_int64(st, 1, template_id);
+  sqlite3_bind_int(st, 2, idx);
+  int more = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (n == (int)(sizeof children / sizeof children[0])) {
+      more = 1;
+      break;
+    }
+    children[n++] = sqlite3_column_int(st, 0);
+  }
   sqlite3_reset(st);
-  if (rc != SQLITE_DONE) return tk__sq_fail(q, "release children", err);
-  if (released) *released = n;
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return tk__sq_fail(q, "children", err);
+  if (more)
+    return tk_err_set(err, TK_EUNSUPPORTED, "step %d of template %lld has more than %d children",
+                      idx, (long long)template_id, (int)(sizeof children / sizeof children[0]));
+  int ready = 0;
+  for (int i = 0; i < n; i++) {
+    st = tk__sq_stmt(q, SQ_RELEASE_CHILD,
+                     "UPDATE steps SET parents_remaining = parents_remaining - 1,"
+                     " run_at = CASE WHEN parents_remaining = 1 THEN ?1 ELSE run_at END"
+                     " WHERE task_id = ?2 AND idx = ?3 RETURNING parents_remaining",
+                     err);
+    if (st == NULL) return TK_ESTORE;
+    sqlite3_bind_int64(st, 1, now);
+    sqlite3_bind_int64(st, 2, task_id);
+    sqlite3_bind_int(st, 3, children[i]);
+    if ((rc = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_int(st, 0) == 0) ready++;
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return tk__sq_fail(q, "release child", err);
+  }
+  if (released) *released = ready;
   return 0;
 }
 
@@ -192,9 +215,10 @@ int tk__sq_settle_task(tk__sqlite *q, int64_t task_id, int64_t now, const char *
   sqlite3_stmt *st = tk__sq_stmt(
       q, SQ_TASK_PROGRESS,
       "SELECT t.state, t.steps_done, t.steps_total, t.steps_error,"
-      " EXISTS (SELECT 1 FROM steps s WHERE s.task_id = t.id AND (s.state IN"
-      " ('in_progress', 'waiting_for_retry') OR (s.state = 'pending' AND"
-      " s.parents_remaining = 0)))"
+      /* Only a task with a step in error needs the scan of its steps. */
+      " (t.steps_error > 0 OR t.state = 'error') AND t.steps_done < t.steps_total AND EXISTS (SELECT 1 FROM steps s"
+      " WHERE s.task_id = t.id AND (s.state IN ('in_progress', 'waiting_for_retry') OR"
+      " (s.state = 'pending' AND s.parents_remaining = 0)))"
       " FROM tasks t WHERE t.id = ?",
       err);
   if (st == NULL) return TK_ESTORE;
@@ -254,22 +278,22 @@ static const char *next_state_name(tk__next_state n) {
   return "?";
 }
 
-int tk__sq_record(tk_store *s, const tk__outcome *o, tk__effects *fx, tk_err *err) {
-  tk__sqlite *q = (tk__sqlite *)s;
+/* Record one outcome inside the caller's transaction. TK_EFENCED when the
+ * claim no longer holds the step. */
+static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_err *err) {
   int rc;
   memset(fx, 0, sizeof *fx);
   const char *to = next_state_name(o->next);
-  if ((rc = tk__sq_begin(q, err))) return rc;
   sqlite3_stmt *st = tk__sq_stmt(
       q, SQ_RECORD_STEP,
       "UPDATE steps SET state = ?1, results = ?2, last_error = ?3,"
       " run_at = CASE WHEN ?4 IS NULL THEN run_at ELSE ?4 END,"
       " last_delay_ms = CASE WHEN ?5 IS NULL THEN last_delay_ms ELSE ?5 END,"
-      " lease_owner = NULL, lease_expires_at = NULL"
-      " WHERE id = ?6 AND state = 'in_progress' AND lease_owner = ?7 AND attempts = ?8"
+      " lease_owner = NULL, lease_expires_at = NULL, claim_id = NULL"
+      " WHERE id = ?6 AND state = 'in_progress' AND claim_id = ?7"
       " RETURNING task_id, idx, (SELECT template_id FROM tasks WHERE id = task_id)",
       err);
-  if (st == NULL) { rc = TK_ESTORE; goto fail; }
+  if (st == NULL) return TK_ESTORE;
   sqlite3_bind_text(st, 1, to, -1, SQLITE_STATIC);
   if (o->results) sqlite3_bind_text(st, 2, o->results, -1, SQLITE_STATIC);
   if (o->error) sqlite3_bind_text(st, 3, o->error, -1, SQLITE_STATIC);
@@ -278,15 +302,13 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, tk__effects *fx, tk_err *er
     sqlite3_bind_int64(st, 5, o->delay_ms);
   }
   sqlite3_bind_int64(st, 6, o->step_id);
-  sqlite3_bind_text(st, 7, o->owner, -1, SQLITE_STATIC);
-  sqlite3_bind_int(st, 8, o->attempt);
+  sqlite3_bind_int64(st, 7, o->claim_id);
   rc = sqlite3_step(st);
   if (rc != SQLITE_ROW) {
     sqlite3_reset(st);
-    if (rc != SQLITE_DONE) { rc = tk__sq_fail(q, "record outcome", err); goto fail; }
-    /* Fenced out: someone else holds the step now, or it moved on. */
-    if ((rc = tk__sq_count(s, "fenced_writes", 1, err))) goto fail;
-    if ((rc = tk__sq_commit(q, err))) goto fail;
+    if (rc != SQLITE_DONE) return tk__sq_fail(q, "record outcome", err);
+    /* Fenced out: another claim holds the step now, or it moved on. */
+    if ((rc = tk__sq_count(&q->base, "fenced_writes", 1, err))) return rc;
     return tk_err_set(err, TK_EFENCED,
                       "outcome of step %lld attempt %d by %s refused: the lease was lost or the "
                       "attempt superseded",
@@ -300,10 +322,9 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, tk__effects *fx, tk_err *er
 
   st = tk__sq_stmt(q, SQ_ATTEMPT_FINISH,
                    "UPDATE attempts SET finished_at = ?, outcome = ?, error = ?, delay_ms = ?,"
-                   " delay_source = ?, next_run_at = ? WHERE id = (SELECT MAX(id) FROM attempts"
-                   " WHERE step_id = ? AND attempt = ?)", /* newest: see migration 0002 */
+                   " delay_source = ?, next_run_at = ? WHERE id = ?",
                    err);
-  if (st == NULL) { rc = TK_ESTORE; goto fail; }
+  if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, o->now);
   sqlite3_bind_text(st, 2, o->attempt_outcome, -1, SQLITE_STATIC);
   if (o->error) sqlite3_bind_text(st, 3, o->error, -1, SQLITE_STATIC);
@@ -312,32 +333,49 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, tk__effects *fx, tk_err *er
     sqlite3_bind_text(st, 5, tk_delay_source_name(o->source), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 6, o->run_at);
   }
-  sqlite3_bind_int64(st, 7, o->step_id);
-  sqlite3_bind_int(st, 8, o->attempt);
-  if ((rc = tk__sq_done(q, st, err))) goto fail;
+  sqlite3_bind_int64(st, 7, o->claim_id);
+  if ((rc = tk__sq_done(q, st, err))) return rc;
   if ((rc = tk__sq_transition(q, task_id, o->step_id, TK__STEP_IN_PROGRESS, to, o->now,
                               o->attempt_outcome, o->attempt, err)))
-    goto fail;
+    return rc;
 
   if (o->next == TK__NEXT_COMPLETE) {
     if ((rc = tk__sq_release_children(q, task_id, template_id, idx, o->now,
                                       &fx->children_released, err)))
-      goto fail;
+      return rc;
     if ((rc = task_counter(q, SQ_TASK_DONE,
                            "UPDATE tasks SET steps_done = steps_done + 1, updated_at = ?"
                            " WHERE id = ?",
                            task_id, o->now, err)))
-      goto fail;
+      return rc;
   } else if (o->next == TK__NEXT_ERROR) {
     if ((rc = task_counter(q, SQ_TASK_ERROR,
                            "UPDATE tasks SET steps_error = steps_error + 1, updated_at = ?"
                            " WHERE id = ?",
                            task_id, o->now, err)))
-      goto fail;
+      return rc;
   }
-  if (o->next != TK__NEXT_RETRY &&
-      (rc = tk__sq_settle_task(q, task_id, o->now, &fx->task_state, err)))
-    goto fail;
+  if (o->next != TK__NEXT_RETRY) return tk__sq_settle_task(q, task_id, o->now, &fx->task_state, err);
+  return 0;
+}
+
+int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int *rcs,
+                  tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  int rc;
+  if ((rc = tk__sq_begin(q, err))) return rc;
+  for (int i = 0; i < n; i++) {
+    /* A savepoint per outcome: one that fails leaves the others intact. */
+    if ((rc = tk__sq_run(q, SQ_SAVEPOINT, "SAVEPOINT outcome", err))) goto fail;
+    tk_err one;
+    rcs[i] = record_one(q, &o[i], &fx[i], &one);
+    if (rcs[i] != 0 && rcs[i] != TK_EFENCED) {
+      tk__sq_run(q, SQ_ROLLBACK_TO, "ROLLBACK TO outcome", NULL);
+      memset(&fx[i], 0, sizeof fx[i]);
+    }
+    if (rcs[i] != 0 && err != NULL) *err = one;
+    if ((rc = tk__sq_run(q, SQ_RELEASE, "RELEASE outcome", err))) goto fail;
+  }
   if ((rc = tk__sq_commit(q, err))) goto fail;
   return 0;
 fail:
@@ -345,23 +383,22 @@ fail:
   return rc;
 }
 
-int tk__sq_heartbeat(tk_store *s, int64_t step_id, const char *owner, int attempt,
-                     int64_t expires_at, tk_err *err) {
+int tk__sq_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
+                     tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   sqlite3_stmt *st = tk__sq_stmt(q, SQ_HEARTBEAT,
                                  "UPDATE steps SET lease_expires_at = ? WHERE id = ? AND"
-                                 " state = 'in_progress' AND lease_owner = ? AND attempts = ?",
+                                 " state = 'in_progress' AND claim_id = ?",
                                  err);
   if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, expires_at);
   sqlite3_bind_int64(st, 2, step_id);
-  sqlite3_bind_text(st, 3, owner, -1, SQLITE_STATIC);
-  sqlite3_bind_int(st, 4, attempt);
+  sqlite3_bind_int64(st, 3, claim_id);
   int rc = tk__sq_done(q, st, err);
   if (rc) return rc;
   if (sqlite3_changes(q->db) == 0)
-    return tk_err_set(err, TK_EFENCED, "lease of step %lld attempt %d is no longer held by %s",
-                      (long long)step_id, attempt, owner);
+    return tk_err_set(err, TK_EFENCED, "the lease of step %lld is no longer held by claim %lld",
+                      (long long)step_id, (long long)claim_id);
   return 0;
 }
 
@@ -371,7 +408,7 @@ int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
   sqlite3_stmt *st = tk__sq_stmt(
       q, SQ_EXPIRED,
       "SELECT s.id, s.task_id, t.template_id, s.idx, s.attempts, s.max_attempts, s.retryable,"
-      " s.run_at, s.last_delay_ms, s.backoff, s.lease_owner, s.lease_expires_at"
+      " s.run_at, s.last_delay_ms, s.backoff, s.lease_owner, s.lease_expires_at, s.claim_id"
       " FROM steps s JOIN tasks t ON t.id = s.task_id"
       " WHERE s.state = 'in_progress' AND s.lease_expires_at < ?"
       " ORDER BY s.lease_expires_at LIMIT ?",
@@ -396,6 +433,7 @@ int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
     snprintf(c->backoff, sizeof c->backoff, "%s", tk__sq_text(st, 9));
     snprintf(e->owner, sizeof e->owner, "%s", tk__sq_text(st, 10) ? tk__sq_text(st, 10) : "");
     c->lease_expires_at = sqlite3_column_int64(st, 11);
+    c->claim_id = sqlite3_column_int64(st, 12);
   }
   sqlite3_reset(st);
   return rc == SQLITE_DONE ? 0 : tk__sq_fail(q, "expired leases", err);

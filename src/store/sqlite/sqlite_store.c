@@ -50,22 +50,22 @@ int tk__sq_done(tk__sqlite *q, sqlite3_stmt *st, tk_err *err) {
   return r;
 }
 
-static int run_cached(tk__sqlite *q, int id, const char *sql, tk_err *err) {
+int tk__sq_run(tk__sqlite *q, int id, const char *sql, tk_err *err) {
   sqlite3_stmt *st = tk__sq_stmt(q, id, sql, err);
   if (st == NULL) return TK_ESTORE;
   return tk__sq_done(q, st, err);
 }
 
 int tk__sq_begin(tk__sqlite *q, tk_err *err) {
-  return run_cached(q, SQ_BEGIN, "BEGIN IMMEDIATE", err);
+  return tk__sq_run(q, SQ_BEGIN, "BEGIN IMMEDIATE", err);
 }
 
 int tk__sq_commit(tk__sqlite *q, tk_err *err) {
-  return run_cached(q, SQ_COMMIT, "COMMIT", err);
+  return tk__sq_run(q, SQ_COMMIT, "COMMIT", err);
 }
 
 void tk__sq_rollback(tk__sqlite *q) {
-  if (!sqlite3_get_autocommit(q->db)) run_cached(q, SQ_ROLLBACK, "ROLLBACK", NULL);
+  if (!sqlite3_get_autocommit(q->db)) tk__sq_run(q, SQ_ROLLBACK, "ROLLBACK", NULL);
 }
 
 const char *tk__sq_text(sqlite3_stmt *st, int col) {
@@ -166,7 +166,8 @@ static int sq_open(const char *location, tk_store **out, tk_err *err) {
                        "PRAGMA journal_mode = WAL;"
                        "PRAGMA synchronous = NORMAL;"
                        "PRAGMA foreign_keys = ON;"
-                       "PRAGMA temp_store = MEMORY;",
+                       "PRAGMA temp_store = MEMORY;"
+                       "PRAGMA cache_size = -8192;",
                        err);
   if (rc != 0) {
     sq_close(&q->base);
