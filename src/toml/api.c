@@ -52,7 +52,7 @@ int tk_toml_bool(const tk_toml_value *v, int *out) {
 int tk_toml_datetime_of(const tk_toml_value *v, tk_toml_datetime *out) {
   if (v == NULL || v->type < TK_TOML_OFFSET_DATETIME || v->type > TK_TOML_LOCAL_TIME)
     return TK_EINVAL;
-  *out = v->u.dt;
+  tk__toml_dt_unpack(&v->u.dt, out);
   return 0;
 }
 
@@ -72,7 +72,7 @@ size_t tk_toml_array_len(const tk_toml_value *array) {
 
 const tk_toml_entry *tk_toml_table_at(const tk_toml_value *table, size_t i) {
   if (i >= tk_toml_table_len(table)) return NULL;
-  return &table->u.t.entries[i].pub;
+  return &table->u.t.entries[i]->pub;
 }
 
 const tk_toml_value *tk_toml_array_at(const tk_toml_value *array, size_t i) {

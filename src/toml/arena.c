@@ -19,14 +19,15 @@ static size_t round_up(size_t n) { return (n + ARENA_ALIGN - 1) & ~(size_t)(AREN
 
 void tk__toml_arena_init(tk__toml_arena *a) { memset(a, 0, sizeof *a); }
 
-/* A new chunk with `size` usable bytes, linked after head when `aside`
- * (so head keeps its free space), else made the new head. */
+/* A new chunk with `size` usable bytes: made the head (its free space the
+ * arena's) or, when `aside`, linked behind the head, which keeps its free
+ * space, and handed out whole. */
 static char *new_chunk(tk__toml_arena *a, size_t size, int aside) {
   if (size > SIZE_MAX - sizeof(tk__toml_chunk)) return NULL;
   tk__toml_chunk *c = malloc(sizeof *c + size);
   if (c == NULL) return NULL;
   char *data = (char *)(c + 1);
-  if (aside && a->head != NULL) {
+  if (aside) {
     c->next = a->head->next;
     a->head->next = c;
   } else {
@@ -43,8 +44,8 @@ void *tk__toml_alloc(tk__toml_arena *a, size_t n) {
   if (n == 0) return NULL; /* rounding overflowed */
   if ((size_t)(a->lim - a->cur) < n) {
     if (a->next_size == 0) a->next_size = ARENA_FIRST;
-    if (n > a->next_size / 4) return new_chunk(a, n, 1);
-    if (new_chunk(a, a->next_size, 0) == NULL) return NULL;
+    if (a->head != NULL && n > a->next_size / 4) return new_chunk(a, n, 1);
+    if (new_chunk(a, n > a->next_size ? n : a->next_size, 0) == NULL) return NULL;
     if (a->next_size < ARENA_MAX) a->next_size *= 2;
   }
   char *p = a->cur;

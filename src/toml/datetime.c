@@ -160,7 +160,7 @@ int tk__toml_parse_datetime(tk__toml_parser *P, tk_toml_value *v) {
                          tk_toml_type_name((tk_toml_type)type), tk__toml_found(P, p, buf, sizeof buf));
   }
   v->type = (uint8_t)type;
-  v->u.dt = dt;
+  tk__toml_dt_pack(&dt, &v->u.dt);
   P->p = p;
   return 0;
 }

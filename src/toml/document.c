@@ -63,7 +63,8 @@ int tk_toml_parse_opts(const char *text, size_t len, const tk_toml_options *opts
                       name ? name : "", name ? ": " : "", len, max_input);
   tk_toml_doc *doc = calloc(1, sizeof *doc);
   if (doc == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory");
-  tk__toml_arena_init(&doc->arena);
+  tk__toml_arena_init(&doc->mem.nodes);
+  tk__toml_arena_init(&doc->mem.bytes);
   tk__toml_parser P;
   memset(&P, 0, sizeof P);
   P.src = text != NULL ? text : "";
@@ -73,18 +74,19 @@ int tk_toml_parse_opts(const char *text, size_t len, const tk_toml_options *opts
   P.p = P.src;
   P.name = name;
   P.err = err;
-  P.arena = &doc->arena;
+  P.mem = &doc->mem;
   P.max_depth = max_depth;
   P.root = P.cur = &doc->root;
   doc->root.type = TK_TOML_TABLE;
   doc->root.flags = TK__TOML_F_DEFINED;
   doc->root.pos.line = doc->root.pos.column = 1;
   int rc = 0;
-  if (name != NULL && (doc->name = tk__toml_strndup(&doc->arena, name, strlen(name))) == NULL)
+  if (name != NULL && (doc->name = tk__toml_strndup(&doc->mem.bytes, name, strlen(name))) == NULL)
     rc = tk_err_set(err, TK_ENOMEM, "out of memory");
   if (rc == 0) rc = parse_lines(&P);
   free(P.buf);
   free(P.keys);
+  free(P.stack);
   if (rc != 0) {
     tk_toml_free(doc);
     return rc;
@@ -163,6 +165,7 @@ int tk_toml_parse_file(const char *path, tk_toml_doc **out, tk_err *err) {
 
 void tk_toml_free(tk_toml_doc *doc) {
   if (doc == NULL) return;
-  tk__toml_arena_free(&doc->arena);
+  tk__toml_arena_free(&doc->mem.nodes);
+  tk__toml_arena_free(&doc->mem.bytes);
   free(doc);
 }

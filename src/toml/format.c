@@ -106,6 +106,7 @@ static void out_quoted(out_buf *o, const char *s, size_t n) {
 
 int tk_toml_format_value(const tk_toml_value *v, char *buf, size_t len) {
   char text[64];
+  tk_toml_datetime dt;
   out_buf o = {buf, len, 0};
   switch (tk_toml_type_of(v)) {
   case TK_TOML_STRING: out_quoted(&o, v->u.s.ptr, v->u.s.len); break;
@@ -116,7 +117,8 @@ int tk_toml_format_value(const tk_toml_value *v, char *buf, size_t len) {
   case TK_TOML_LOCAL_DATETIME:
   case TK_TOML_LOCAL_DATE:
   case TK_TOML_LOCAL_TIME:
-    tk__toml_format_datetime(&v->u.dt, (tk_toml_type)v->type, text, sizeof text);
+    tk_toml_datetime_of(v, &dt);
+    tk__toml_format_datetime(&dt, (tk_toml_type)v->type, text, sizeof text);
     break;
   case TK_TOML_ARRAY: snprintf(text, sizeof text, "[...]"); break;
   case TK_TOML_TABLE: snprintf(text, sizeof text, "{...}"); break;

@@ -7,29 +7,29 @@
 #include <string.h>
 
 /* Advance (line, col) over [from, at): newlines start a new line, every
- * byte that is not a UTF-8 continuation byte is one column. */
-static void advance(const char *from, const char *at, uint32_t *line, uint32_t *col,
-                    const char **line_start) {
-  const char *q = from;
-  for (;;) {
-    const char *nl = memchr(q, '\n', (size_t)(at - q));
-    if (nl == NULL) break;
-    ++*line;
-    *col = 1;
-    q = nl + 1;
-    *line_start = q;
+ * byte that is not a UTF-8 continuation byte is one column. Spans are
+ * short (from one key or value to the next), so one plain loop wins. */
+static void advance(const char *from, const char *at, uint32_t *line, uint32_t *col) {
+  uint32_t l = *line, c = *col;
+  for (const char *q = from; q < at; q++) {
+    if (*q == '\n') {
+      l++;
+      c = 1;
+    } else {
+      c += ((unsigned char)*q & 0xC0) != 0x80;
+    }
   }
-  for (; q < at; q++) *col += ((unsigned char)*q & 0xC0) != 0x80;
+  *line = l;
+  *col = c;
 }
 
 tk_toml_pos tk__toml_pos(tk__toml_parser *P, const char *at) {
   if (P->pos_at == NULL || at < P->pos_at) {
     P->pos_at = P->src;
-    P->line_start = P->src;
     P->line = 1;
     P->col = 1;
   }
-  advance(P->pos_at, at, &P->line, &P->col, &P->line_start);
+  advance(P->pos_at, at, &P->line, &P->col);
   P->pos_at = at;
   tk_toml_pos pos = {P->line, P->col};
   return pos;
@@ -44,9 +44,8 @@ int tk__toml_fail(tk__toml_parser *P, const char *at, int code, const char *fmt,
   /* Errors may point back before the cached position (an unterminated
    * string names where it opened), so count from the start. */
   uint32_t line = 1, col = 1;
-  const char *line_start = P->src;
   if (at > P->end) at = P->end;
-  advance(P->src, at, &line, &col, &line_start);
+  advance(P->src, at, &line, &col);
   if (P->name != NULL)
     return tk_err_set(P->err, code, "%s: line %u, column %u: %s", P->name, (unsigned)line,
                       (unsigned)col, msg);
@@ -199,17 +198,6 @@ const char *tk__toml_show_path(const tk__toml_key *keys, size_t n, int quote_bar
     buf[o] = '\0';
   }
   return buf;
-}
-
-int tk__toml_is_delim(int c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '#' || c == ',' || c == ']' ||
-         c == '}';
-}
-
-void tk__toml_skip_ws(tk__toml_parser *P) {
-  const char *p = P->p, *end = P->end;
-  while (p < end && (*p == ' ' || *p == '\t')) p++;
-  P->p = p;
 }
 
 int tk__toml_skip_comment(tk__toml_parser *P) {

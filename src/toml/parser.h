@@ -33,18 +33,20 @@ typedef struct tk__toml_parser {
   const char *p;         /* the next byte to read */
   const char *name;      /* for messages; may be NULL */
   tk_err *err;
-  tk__toml_arena *arena;
+  tk__toml_mem *mem;
   unsigned max_depth;
   tk_toml_value *root;
   tk_toml_value *cur; /* the table key/value lines go to */
   /* Position cache: positions are asked for in document order, so the line
    * count and the column are advanced from the last answer. */
   const char *pos_at;
-  const char *line_start;
   uint32_t line, col;
   /* Scratch for strings that need decoding, reused for every string. */
   char *buf;
   size_t buf_len, buf_cap;
+  /* Elements of the arrays being read, innermost last. */
+  tk_toml_value *stack;
+  size_t stack_len, stack_cap;
   /* Parts of the key being read; at most max_depth + 1. */
   tk__toml_key *keys;
   size_t keys_cap;
@@ -84,10 +86,17 @@ const char *tk__toml_show_path(const tk__toml_key *keys, size_t n, int quote_bar
 size_t tk__toml_utf8_len(const unsigned char *p, const unsigned char *end);
 
 /* Whether c may end a scalar: whitespace, newline, comment, ',', ']', '}'. */
-int tk__toml_is_delim(int c);
+static inline int tk__toml_is_delim(int c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '#' || c == ',' || c == ']' ||
+         c == '}';
+}
 
 /* Skip spaces and tabs. */
-void tk__toml_skip_ws(tk__toml_parser *P);
+static inline void tk__toml_skip_ws(tk__toml_parser *P) {
+  const char *p = P->p, *end = P->end;
+  while (p < end && (*p == ' ' || *p == '\t')) p++;
+  P->p = p;
+}
 
 /* Skip a comment starting at '#' up to (not over) the end of line,
  * rejecting control characters and invalid UTF-8. 0 or an error code. */

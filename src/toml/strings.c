@@ -247,7 +247,7 @@ int tk__toml_parse_string(tk__toml_parser *P, tk_toml_value *v) {
   tk__toml_slice s;
   int rc = scan(P, *P->p, is_multi(P, P->p), &s);
   if (rc != 0) return rc;
-  char *copy = tk__toml_strndup(P->arena, s.ptr, s.len);
+  char *copy = tk__toml_strndup(&P->mem->bytes, s.ptr, s.len);
   if (copy == NULL) return tk__toml_nomem(P);
   v->type = TK_TOML_STRING;
   v->u.s.ptr = copy;
@@ -265,7 +265,7 @@ int tk__toml_parse_quoted_key(tk__toml_parser *P, tk__toml_key *k) {
   k->len = s.len;
   k->ptr = s.ptr;
   /* The scratch buffer is reused by the next string: keep a copy. */
-  if (s.ptr == P->buf && (k->ptr = tk__toml_strndup(P->arena, s.ptr, s.len)) == NULL)
+  if (s.ptr == P->buf && (k->ptr = tk__toml_strndup(&P->mem->bytes, s.ptr, s.len)) == NULL)
     return tk__toml_nomem(P);
   return 0;
 }

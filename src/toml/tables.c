@@ -135,7 +135,7 @@ static int append_table(tk__toml_parser *P, tk_toml_value *t, const tk__toml_key
     return tk__toml_fail(P, open, TK_ETOODEEP,
                          "nesting too deep: more than %u levels of tables and arrays",
                          P->max_depth);
-  tk_toml_value *elem = tk__toml_array_push(P->arena, arr);
+  tk_toml_value *elem = tk__toml_array_push(P->mem, arr);
   if (elem == NULL) return tk__toml_nomem(P);
   elem->type = TK_TOML_TABLE;
   elem->flags = TK__TOML_F_DEFINED;

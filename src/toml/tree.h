@@ -19,16 +19,29 @@ enum {
   TK__TOML_F_AOT = 16      /* array made by [[header]]: open to appending */
 };
 
-/* A table entry: the public part first, so a pointer to it is a pointer to
- * the public entry. */
-typedef struct tk__toml_entry {
-  tk_toml_entry pub;
+/* A hash index slot: the key's hash, so probes need not touch the entry,
+ * and the entry number + 1 (0 = empty). Slot 0 of an index holds its mask
+ * in `hash`; the slots proper start at 1. */
+typedef struct tk__toml_slot {
   uint32_t hash;
-} tk__toml_entry;
+  uint32_t entry;
+} tk__toml_slot;
 
 /* Tables with at least this many entries get a hash index. */
-#define TK__TOML_INDEX_MIN 8
+#define TK__TOML_INDEX_MIN 16
 
+/* A date-time as stored: under half the public struct's size. */
+typedef struct tk__toml_dt {
+  int32_t nanosecond;
+  int16_t year, offset_minutes;
+  uint8_t month, day, hour, minute, second, frac_digits;
+} tk__toml_dt;
+
+struct tk__toml_entry;
+
+/* 40 bytes: the tree of a document is several times the size of its text
+ * and a big parse spends as much time faulting pages in as parsing, so
+ * every byte here counts. */
 struct tk_toml_value {
   uint8_t type;   /* tk_toml_type */
   uint8_t flags;  /* TK__TOML_F_* */
@@ -42,29 +55,52 @@ struct tk_toml_value {
     int64_t i;
     double f;
     int b;
-    tk_toml_datetime dt;
+    tk__toml_dt dt;
     struct {
-      tk_toml_value *items; /* stored inline: elements are never pointed to
-                               while the array still grows */
-      size_t len, cap;
+      tk_toml_value *items; /* stored inline, exactly len of them unless AOT */
+      uint32_t len, cap;
     } a;
     struct {
-      tk__toml_entry *entries;
-      uint32_t *index; /* open addressing: entry number + 1, 0 = empty */
-      size_t len, cap;
-      size_t index_mask;
+      struct tk__toml_entry **entries; /* in document order */
+      tk__toml_slot *index;            /* NULL for small tables */
+      uint32_t len, cap;
     } t;
   } u;
 };
 
+/* A table entry, allocated once and never moved, so the value in it and
+ * the tables the parser is filling keep their addresses. The public part
+ * comes first: a pointer to the entry is a pointer to it. */
+typedef struct tk__toml_entry {
+  tk_toml_entry pub; /* pub.value points at val */
+  tk_toml_value val;
+} tk__toml_entry;
+
+/* Where a document's memory comes from: entries and elements apart from
+ * bytes (keys, strings, indexes, entry lists), so that what is being
+ * filled is more often the latest allocation of its arena and grows in
+ * place instead of leaving a copy behind. */
+typedef struct tk__toml_mem {
+  tk__toml_arena nodes;
+  tk__toml_arena bytes;
+} tk__toml_mem;
+
 struct tk_toml_doc {
-  tk__toml_arena arena;
+  tk__toml_mem mem;
   tk_toml_value root;
   const char *name;
 };
 
-/* The hash of a key as tables index it. */
-uint32_t tk__toml_hash(const char *key, size_t len);
+/* The hash of a key as tables index it (FNV-1a: keys are short, so a
+ * byte loop is as fast as anything). */
+static inline uint32_t tk__toml_hash(const char *key, size_t len) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < len; i++) {
+    h ^= (unsigned char)key[i];
+    h *= 16777619u;
+  }
+  return h;
+}
 
 /* The entry of `t` (a table) with exactly this key, or NULL. `hash` must be
  * tk__toml_hash(key, len). */
@@ -72,18 +108,21 @@ tk__toml_entry *tk__toml_table_find(const tk_toml_value *t, const char *key, siz
                                     uint32_t hash);
 
 /* Append an entry for a key the caller knows is absent, copying the key
- * into the arena; NULL when out of memory. */
-tk__toml_entry *tk__toml_table_add(tk__toml_arena *a, tk_toml_value *t, const char *key,
+ * and *value in; NULL when out of memory. */
+tk__toml_entry *tk__toml_table_add(tk__toml_mem *m, tk_toml_value *t, const char *key,
                                    size_t len, uint32_t hash, tk_toml_pos key_pos,
-                                   tk_toml_value *value);
+                                   const tk_toml_value *value);
 
-/* A new zeroed element at the end of array `arr`, or NULL when out of
- * memory. The pointer is valid until the next push onto the same array. */
-tk_toml_value *tk__toml_array_push(tk__toml_arena *a, tk_toml_value *arr);
+/* A new zeroed element at the end of array `arr` (grown by doubling, for
+ * arrays of tables, which stay open), or NULL when out of memory. The
+ * pointer is valid until the next push onto the same array. */
+tk_toml_value *tk__toml_array_push(tk__toml_mem *m, tk_toml_value *arr);
 
 /* The value of an entry, writable for the parser that built it. */
-static inline tk_toml_value *tk__toml_entry_value(tk__toml_entry *e) {
-  return (tk_toml_value *)e->pub.value;
-}
+static inline tk_toml_value *tk__toml_entry_value(tk__toml_entry *e) { return &e->val; }
+
+/* Pack a public date-time into its stored form and back. */
+void tk__toml_dt_pack(const tk_toml_datetime *in, tk__toml_dt *out);
+void tk__toml_dt_unpack(const tk__toml_dt *in, tk_toml_datetime *out);
 
 #endif

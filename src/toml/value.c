@@ -33,16 +33,15 @@ int tk__toml_add_container(tk__toml_parser *P, tk_toml_value *parent, const tk__
                            int type, int flags, tk_toml_pos pos, tk_toml_value **out) {
   unsigned depth = parent->depth + 1u;
   if (depth > P->max_depth) return too_deep(P, k->at);
-  tk_toml_value *v = tk__toml_alloc(P->arena, sizeof *v);
-  if (v == NULL) return tk__toml_nomem(P);
-  memset(v, 0, sizeof *v);
-  v->type = (uint8_t)type;
-  v->flags = (uint8_t)flags;
-  v->depth = (uint16_t)depth;
-  v->pos = pos;
-  if (tk__toml_table_add(P->arena, parent, k->ptr, k->len, k->hash, k->pos, v) == NULL)
-    return tk__toml_nomem(P);
-  *out = v;
+  tk_toml_value v;
+  memset(&v, 0, sizeof v);
+  v.type = (uint8_t)type;
+  v.flags = (uint8_t)flags;
+  v.depth = (uint16_t)depth;
+  v.pos = pos;
+  tk__toml_entry *e = tk__toml_table_add(P->mem, parent, k->ptr, k->len, k->hash, k->pos, &v);
+  if (e == NULL) return tk__toml_nomem(P);
+  *out = tk__toml_entry_value(e);
   return 0;
 }
 
@@ -128,11 +127,10 @@ int tk__toml_parse_keyval(tk__toml_parser *P, tk_toml_value *table) {
                          tk__toml_found(P, P->p, buf, sizeof buf));
   P->p++;
   tk__toml_skip_ws(P);
-  tk_toml_value *v = tk__toml_alloc(P->arena, sizeof *v);
-  if (v == NULL) return tk__toml_nomem(P);
-  memset(v, 0, sizeof *v);
-  if ((rc = tk__toml_parse_value(P, v, t->depth + 1u)) != 0) return rc;
-  if (tk__toml_table_add(P->arena, t, last.ptr, last.len, last.hash, last.pos, v) == NULL)
+  tk_toml_value v;
+  memset(&v, 0, sizeof v);
+  if ((rc = tk__toml_parse_value(P, &v, t->depth + 1u)) != 0) return rc;
+  if (tk__toml_table_add(P->mem, t, last.ptr, last.len, last.hash, last.pos, &v) == NULL)
     return tk__toml_nomem(P);
   return 0;
 }
@@ -146,18 +144,35 @@ static int unclosed(tk__toml_parser *P, const tk_toml_value *v, char close) {
                        (unsigned)v->pos.column);
 }
 
-/* [ value, value, ... ] over any number of lines, trailing comma allowed. */
+/* Push a finished element onto the parser's element stack. */
+static int push_element(tk__toml_parser *P, const tk_toml_value *item) {
+  if (P->stack_len == P->stack_cap) {
+    size_t cap = P->stack_cap ? P->stack_cap * 2 : 64;
+    tk_toml_value *grown = realloc(P->stack, cap * sizeof *grown);
+    if (grown == NULL) return tk__toml_nomem(P);
+    P->stack = grown;
+    P->stack_cap = cap;
+  }
+  P->stack[P->stack_len++] = *item;
+  return 0;
+}
+
+/* [ value, value, ... ] over any number of lines, trailing comma allowed.
+ * Elements collect on the parser's stack (nested arrays above their
+ * parent's) and are copied out once, at the exact size, when it closes. */
 static int parse_array(tk__toml_parser *P, tk_toml_value *v, unsigned depth) {
   int rc;
+  size_t base = P->stack_len;
   v->type = TK_TOML_ARRAY;
   P->p++;
   for (;;) {
     if ((rc = tk__toml_skip_ws_nl(P)) != 0) return rc;
     if (P->p == P->end) return unclosed(P, v, ']');
     if (*P->p == ']') break;
-    tk_toml_value *item = tk__toml_array_push(P->arena, v);
-    if (item == NULL) return tk__toml_nomem(P);
-    if ((rc = tk__toml_parse_value(P, item, depth + 1)) != 0) return rc;
+    tk_toml_value item;
+    memset(&item, 0, sizeof item);
+    if ((rc = tk__toml_parse_value(P, &item, depth + 1)) != 0) return rc;
+    if ((rc = push_element(P, &item)) != 0) return rc;
     if ((rc = tk__toml_skip_ws_nl(P)) != 0) return rc;
     if (P->p == P->end) return unclosed(P, v, ']');
     if (*P->p == ']') break;
@@ -170,6 +185,15 @@ static int parse_array(tk__toml_parser *P, tk_toml_value *v, unsigned depth) {
     P->p++;
   }
   P->p++;
+  size_t n = P->stack_len - base;
+  if (n > UINT32_MAX / 4) return tk__toml_nomem(P);
+  if (n > 0) {
+    v->u.a.items = tk__toml_alloc(&P->mem->nodes, n * sizeof *v->u.a.items);
+    if (v->u.a.items == NULL) return tk__toml_nomem(P);
+    memcpy(v->u.a.items, P->stack + base, n * sizeof *v->u.a.items);
+  }
+  v->u.a.len = v->u.a.cap = (uint32_t)n;
+  P->stack_len = base;
   return 0;
 }
 
