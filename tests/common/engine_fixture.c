@@ -101,16 +101,21 @@ static void on_log(tk_log_level level, const char *msg, void *ud) {
   json_array_append_new(f->logs, json_string(msg));
 }
 
+tk_engine *efx_engine_on(efx *f, tk_store *s, const char *id) {
+  tk_engine_options o = {
+      .store = s, .config = f->cfg, .clock = tk_clock_manual(&f->clock),
+      .seed = f->seed ? f->seed : 42, .id = id, .workers = 0, .on_event = on_event,
+      .event_ud = f, .on_log = on_log, .log_ud = f,
+  };
+  tk_engine *e;
+  tk_err err;
+  if (tk_engine_new(&o, &e, &err) != 0) fail_msg("engine: %s", err.msg);
+  return e;
+}
+
 void efx_engine(efx *f, const char *id) {
   tk_engine_free(f->engine);
-  tk_engine_options o = {
-      .store = f->store, .config = f->cfg, .clock = tk_clock_manual(&f->clock),
-      .seed = f->seed ? f->seed : 42,
-      .id = id, .workers = 0, .on_event = on_event, .event_ud = f, .on_log = on_log,
-      .log_ud = f,
-  };
-  tk_err err;
-  if (tk_engine_new(&o, &f->engine, &err) != 0) fail_msg("engine: %s", err.msg);
+  f->engine = efx_engine_on(f, f->store, id);
 }
 
 int64_t efx_template(efx *f, const char *toml) {

@@ -55,6 +55,10 @@ void efx_close(efx *f);
  * f->events and f->logs. Replaces an earlier engine. */
 void efx_engine(efx *f, const char *id);
 
+/* Another engine (another orchestrator) on store `s` (e.g. a second
+ * connection to f->db), with f's clock, seed and sinks. */
+tk_engine *efx_engine_on(efx *f, tk_store *s, const char *id);
+
 /* Store a template given as TOML text; returns its id. */
 int64_t efx_template(efx *f, const char *toml);
 /* Submit a task of template `name` with context JSON (NULL: {}). */

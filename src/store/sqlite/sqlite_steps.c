@@ -278,6 +278,26 @@ static const char *next_state_name(tk__next_state n) {
   return "?";
 }
 
+/* Finish the attempt row of a refused outcome's claim as fenced_out, if it
+ * is still open: every claim is accounted for (DESIGN §2). */
+static int fenced_out(tk__sqlite *q, const tk__outcome *o, tk_err *err) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(q->db,
+                         "UPDATE attempts SET finished_at = ?, outcome = 'fenced_out',"
+                         " error = ? WHERE id = ? AND outcome IS NULL",
+                         -1, &st, NULL) != SQLITE_OK)
+    return tk__sq_fail(q, "fenced out", err);
+  char why[160];
+  snprintf(why, sizeof why, "%s refused: the step was no longer held by this claim",
+           o->attempt_outcome);
+  sqlite3_bind_int64(st, 1, o->now);
+  sqlite3_bind_text(st, 2, why, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 3, o->claim_id);
+  int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : tk__sq_fail(q, "fenced out", err);
+  sqlite3_finalize(st);
+  return rc;
+}
+
 /* Record one outcome inside the caller's transaction. TK_EFENCED when the
  * claim no longer holds the step. */
 static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_err *err) {
@@ -291,6 +311,9 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
       " last_delay_ms = CASE WHEN ?5 IS NULL THEN last_delay_ms ELSE ?5 END,"
       " lease_owner = NULL, lease_expires_at = NULL, claim_id = NULL"
       " WHERE id = ?6 AND state = 'in_progress' AND claim_id = ?7"
+      /* A reaper's lease_expired outcome (?8 = now) is refused if a heartbeat
+       * renewed the lease after the reaper looked. */
+      " AND (?8 IS NULL OR lease_expires_at <= ?8)"
       " RETURNING task_id, idx, (SELECT template_id FROM tasks WHERE id = task_id)",
       err);
   if (st == NULL) return TK_ESTORE;
@@ -303,12 +326,16 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
   }
   sqlite3_bind_int64(st, 6, o->step_id);
   sqlite3_bind_int64(st, 7, o->claim_id);
+  if (strcmp(o->attempt_outcome, "lease_expired") == 0) sqlite3_bind_int64(st, 8, o->now);
   rc = sqlite3_step(st);
   if (rc != SQLITE_ROW) {
     sqlite3_reset(st);
     if (rc != SQLITE_DONE) return tk__sq_fail(q, "record outcome", err);
     /* Fenced out: another claim holds the step now, or it moved on. */
     if ((rc = tk__sq_count(&q->base, "fenced_writes", 1, err))) return rc;
+    /* The claim's attempt row says so unless something finished it already
+     * (a reaper's lease_expired): after a cancel it would stay open. */
+    if ((rc = fenced_out(q, o, err))) return rc;
     return tk_err_set(err, TK_EFENCED,
                       "outcome of step %lld attempt %d by %s refused: the lease was lost or the "
                       "attempt superseded",
@@ -410,7 +437,8 @@ int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
       "SELECT s.id, s.task_id, t.template_id, s.idx, s.attempts, s.max_attempts, s.retryable,"
       " s.run_at, s.last_delay_ms, s.backoff, s.lease_owner, s.lease_expires_at, s.claim_id"
       " FROM steps s JOIN tasks t ON t.id = s.task_id"
-      " WHERE s.state = 'in_progress' AND s.lease_expires_at < ?"
+      /* <=: next_due wakes the engine at the expiry itself, which must find it */
+      " WHERE s.state = 'in_progress' AND s.lease_expires_at <= ?"
       " ORDER BY s.lease_expires_at LIMIT ?",
       err);
   if (st == NULL) return TK_ESTORE;

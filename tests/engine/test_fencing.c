@@ -1,0 +1,339 @@
+/* Fencing (DESIGN §4-5): an outcome is written only where the step is
+ * still in progress under the same claim. A writer that lost its lease, a
+ * stale attempt of the same owner, an unknown claim or a second write is refused
+ * and counted; an expired lease is reaped at its expiry and retried through
+ * the backoff path, spending the attempt budget. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/engine_fixture.h"
+#include "store/store.h"
+
+static const char *const sets[] = {"engine.lease=10s", "engine.heartbeat=2s",
+                                   "backoff.jitter=none", "backoff.profiles.x.schedule=[\"3s\"]",
+                                   NULL};
+
+static int setup(void **state) {
+  efx *f = calloc(1, sizeof *f);
+  efx_open(f, sets);
+  efx_engine(f, "orch-A");
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  efx_close(*state);
+  free(*state);
+  return 0;
+}
+
+static void one_step(efx *f, const char *handler, int max_attempts) {
+  char toml[512];
+  snprintf(toml, sizeof toml,
+           "name = \"one\"\nversion = \"1\"\n[[steps]]\nname = \"s\"\nhandler = %s\n"
+           "retry = { max_attempts = %d, backoff = \"x\" }\n",
+           handler, max_attempts);
+  efx_template(f, toml);
+}
+
+static int64_t fenced_counter(efx *f) {
+  return efx_sql_int(f->db, "SELECT value FROM counters WHERE name = 'fenced_writes'");
+}
+
+/* Orchestrator A's handler hangs past its lease; meanwhile orchestrator B
+ * (another connection) reaps the lease and runs the retry to completion. */
+typedef struct race {
+  efx *f;
+  tk_engine *b;
+} race;
+
+static void b_work(const tk_handler_call *call, tk_handler_result *out, void *ud) {
+  (void)call, (void)ud;
+  out->results = strdup("{\"by\": \"B\"}");
+}
+
+static void a_hangs(const tk_handler_call *call, tk_handler_result *out, void *ud) {
+  (void)call;
+  race *r = ud;
+  tk_err err;
+  int64_t due;
+  r->f->clock.now_ms += 10000; /* the lease runs out */
+  if (tk_engine_tick(r->b, &due, &err) != 0) fail_msg("B: %s", err.msg);
+  assert_int_equal(due, r->f->clock.now_ms + 3000); /* the retry, after the backoff */
+  r->f->clock.now_ms = due;
+  if (tk_engine_tick(r->b, &due, &err) != 0) fail_msg("B: %s", err.msg);
+  out->results = strdup("{\"by\": \"A\"}");
+}
+
+static void stale_lease_outcome_is_refused_and_counted(void **state) {
+  efx *f = *state;
+  tk_store *second;
+  tk_err err;
+  assert_int_equal(tk_store_open(f->url, &second, &err), 0);
+  race r = {f, efx_engine_on(f, second, "orch-B")};
+  assert_int_equal(tk_engine_register(f->engine, "work", a_hangs, &r, NULL), 0);
+  assert_int_equal(tk_engine_register(r.b, "work", b_work, NULL, NULL), 0);
+  one_step(f, "{ kind = \"function\", name = \"work\" }", 3);
+  int64_t id = efx_submit(f, "one", NULL);
+  efx_tick(f);
+
+  tk_engine_stats a = tk_engine_stats_get(f->engine), b = tk_engine_stats_get(r.b);
+  assert_int_equal(a.claimed, 1);
+  assert_int_equal(a.fenced, 1);
+  assert_int_equal(a.completed, 0);
+  assert_int_equal(b.lease_expired, 1);
+  assert_int_equal(b.retried, 1);
+  assert_int_equal(b.claimed, 1);
+  assert_int_equal(b.completed, 1);
+  assert_int_equal(fenced_counter(f), 1);
+  efx_expect(f, id, "complete", "s", "complete", NULL);
+  json_t *t = efx_task(f, id);
+  json_t *results = json_object_get(efx_step(t, "s"), "results");
+  assert_string_equal(json_string_value(json_object_get(results, "by")), "B");
+  json_decref(t);
+  /* The expired attempt went through the backoff path; the late write of
+   * A left it as the reaper recorded it. */
+  char *rows = efx_sql_text(f->db, "SELECT attempt, owner, outcome, started_at - %1$lld,"
+                                   " finished_at - %1$lld, delay_ms, delay_source,"
+                                   " next_run_at - %1$lld FROM attempts ORDER BY id",
+                            (long long)EFX_T0);
+  assert_string_equal(rows, "1|orch-A|lease_expired|0|10000|3000|computed|13000\n"
+                            "2|orch-B|success|13000|13000|NULL|NULL|NULL");
+  free(rows);
+  assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM transitions WHERE to_state ="
+                                      " 'complete'"),
+                   2); /* the step and the task, once each */
+  assert_int_equal(efx_events(f, "step.completed", NULL), 1);
+  assert_int_equal(efx_events(f, "step.lease_expired", "s"), 1);
+  assert_int_equal(efx_events(f, "step.fenced_out", "s"), 1);
+  assert_int_equal(efx_events(f, "task.completed", NULL), 1);
+  size_t i;
+  json_t *e;
+  json_array_foreach(f->events, i, e) {
+    if (strcmp(json_string_value(json_object_get(e, "type")), "step.fenced_out") == 0) {
+      assert_string_equal(json_string_value(json_object_get(e, "orchestrator")), "orch-A");
+      assert_string_equal(json_string_value(json_object_get(e, "outcome")), "success");
+    }
+  }
+  char *status = NULL;
+  assert_int_equal(tk_engine_status_json(f->store, f->clock.now_ms, &status, &err), 0);
+  json_t *st = json_loads(status, 0, NULL);
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "counters"),
+                                                      "fenced_writes")),
+                   1);
+  json_decref(st);
+  free(status);
+  tk_engine_free(r.b);
+  tk_store_close(second);
+}
+
+static tk__outcome outcome(const tk__claimed *c, const char *owner, int64_t now,
+                           tk__next_state next) {
+  tk__outcome o = {.step_id = c->step_id, .claim_id = c->claim_id, .owner = owner,
+                   .attempt = c->attempt, .now = now,
+                   .attempt_outcome = next == TK__NEXT_COMPLETE ? "success" : "lease_expired",
+                   .next = next, .run_at = now};
+  if (next != TK__NEXT_COMPLETE) o.error = "lease expired";
+  else o.results = "{}";
+  return o;
+}
+
+/* Record one outcome: its own result code, or the transaction's. */
+static int record1(tk_store *s, const tk__outcome *o, tk__effects *fx, tk_err *err) {
+  int one = 0;
+  int rc = s->ops->record(s, o, 1, fx, &one, err);
+  return rc ? rc : one;
+}
+
+static void stale_claim_unknown_claim_and_second_write_are_refused(void **state) {
+  efx *f = *state;
+  tk_store *s = f->store;
+  one_step(f, "{ kind = \"builtin\", name = \"noop\" }", 5);
+  int64_t id = efx_submit(f, "one", NULL);
+  tk__claimed first, c;
+  tk__effects fx;
+  tk_err err;
+  int n;
+  assert_int_equal(s->ops->claim(s, "A", EFX_T0, 10000, 4, &first, &n, &err), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(first.attempt, 1);
+  tk__outcome o = outcome(&first, "A", EFX_T0 + 20000, TK__NEXT_RETRY);
+  assert_int_equal(record1(s, &o, &fx, &err), 0);
+  /* The same owner claims the retry: attempt 2, a new claim. */
+  assert_int_equal(s->ops->claim(s, "A", EFX_T0 + 20000, 10000, 4, &c, &n, &err), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(c.attempt, 2);
+  assert_true(c.claim_id != first.claim_id);
+
+  char *before = efx_sql_text(f->db, "SELECT * FROM steps");
+  o = outcome(&first, "A", EFX_T0 + 21000, TK__NEXT_COMPLETE);
+  assert_int_equal(record1(s, &o, &fx, &err), TK_EFENCED);
+  assert_non_null(strstr(err.msg, "attempt 1"));
+  assert_int_equal(s->ops->heartbeat(s, c.step_id, first.claim_id, EFX_T0 + 99000, &err),
+                   TK_EFENCED);
+  tk__claimed forged = c;
+  forged.claim_id = c.claim_id + 1000;
+  o = outcome(&forged, "B", EFX_T0 + 21000, TK__NEXT_COMPLETE);
+  assert_int_equal(record1(s, &o, &fx, &err), TK_EFENCED);
+  assert_int_equal(s->ops->heartbeat(s, c.step_id, forged.claim_id, EFX_T0 + 99000, &err),
+                   TK_EFENCED);
+  char *after = efx_sql_text(f->db, "SELECT * FROM steps");
+  assert_string_equal(before, after); /* refused writes change no step */
+  free(before);
+  free(after);
+  assert_int_equal(fenced_counter(f), 2);
+  /* Attempt 1 keeps the outcome it had; attempt 2 is still open. */
+  char *rows = efx_sql_text(f->db, "SELECT attempt, owner, outcome FROM attempts ORDER BY id");
+  assert_string_equal(rows, "1|A|lease_expired\n2|A|NULL");
+  free(rows);
+
+  assert_int_equal(s->ops->heartbeat(s, c.step_id, c.claim_id, EFX_T0 + 31000, &err), 0);
+  assert_int_equal(efx_sql_int(f->db, "SELECT lease_expires_at FROM steps"), EFX_T0 + 31000);
+  o = outcome(&c, "A", EFX_T0 + 22000, TK__NEXT_COMPLETE);
+  assert_int_equal(record1(s, &o, &fx, &err), 0);
+  assert_string_equal(fx.task_state, "complete");
+  /* Nothing completes twice. */
+  assert_int_equal(record1(s, &o, &fx, &err), TK_EFENCED);
+  assert_int_equal(fenced_counter(f), 3);
+  efx_expect(f, id, "complete", "s", "complete", NULL);
+  json_t *t = efx_task(f, id);
+  assert_int_equal(json_integer_value(json_object_get(t, "steps_done")), 1);
+  json_decref(t);
+}
+
+/* The reaper reads expired leases and records them in a later transaction;
+ * an owner whose heartbeat renewed the lease in between keeps the step. */
+static void a_lease_renewed_after_the_reapers_look_is_not_expired(void **state) {
+  efx *f = *state;
+  tk_store *s = f->store;
+  one_step(f, "{ kind = \"builtin\", name = \"noop\" }", 5);
+  int64_t id = efx_submit(f, "one", NULL);
+  tk__claimed c;
+  tk__expired x[4];
+  tk__effects fx;
+  tk_err err;
+  int n;
+  assert_int_equal(s->ops->claim(s, "A", EFX_T0, 10000, 1, &c, &n, &err), 0);
+  assert_int_equal(s->ops->expired(s, EFX_T0 + 9999, 4, x, &n, &err), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(s->ops->expired(s, EFX_T0 + 10000, 4, x, &n, &err), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(x[0].step.claim_id, c.claim_id);
+  assert_string_equal(x[0].owner, "A");
+  assert_int_equal(s->ops->heartbeat(s, c.step_id, c.claim_id, EFX_T0 + 20000, &err), 0);
+  tk__outcome o = outcome(&x[0].step, "A", EFX_T0 + 10000, TK__NEXT_RETRY);
+  assert_int_equal(record1(s, &o, &fx, &err), TK_EFENCED);
+  efx_expect(f, id, "in_progress", "s", "in_progress", NULL);
+  o = outcome(&c, "A", EFX_T0 + 12000, TK__NEXT_COMPLETE);
+  assert_int_equal(record1(s, &o, &fx, &err), 0);
+  efx_expect(f, id, "complete", "s", "complete", NULL);
+}
+
+/* Cancels its own task while it runs. */
+static void cancel_me(const tk_handler_call *call, tk_handler_result *out, void *ud) {
+  (void)out;
+  efx *f = ud;
+  tk__effects fx;
+  tk_err err;
+  if (f->store->ops->operator(f->store, TK__OP_CANCEL, call->task_id, NULL, f->clock.now_ms, &fx,
+                              &err) != 0)
+    fail_msg("cancel: %s", err.msg);
+}
+
+static void an_outcome_after_cancel_is_fenced_out(void **state) {
+  efx *f = *state;
+  assert_int_equal(tk_engine_register(f->engine, "cancel_me", cancel_me, f, NULL), 0);
+  one_step(f, "{ kind = \"function\", name = \"cancel_me\" }", 3);
+  int64_t id = efx_submit(f, "one", NULL);
+  assert_int_equal(efx_drive(f, 5), 2);
+  efx_expect(f, id, "cancelled", "s", "cancelled", NULL);
+  tk_engine_stats st = tk_engine_stats_get(f->engine);
+  assert_int_equal(st.fenced, 1);
+  assert_int_equal(st.completed, 0);
+  assert_int_equal(fenced_counter(f), 1);
+  assert_int_equal(efx_events(f, "step.completed", NULL), 0);
+  assert_int_equal(efx_events(f, "step.fenced_out", "s"), 1);
+  /* The claim is accounted for: its attempt row says it was fenced out. */
+  char *rows = efx_sql_text(f->db, "SELECT attempt, owner, outcome, finished_at - %lld FROM attempts",
+                            (long long)EFX_T0);
+  assert_string_equal(rows, "1|orch-A|fenced_out|0");
+  free(rows);
+}
+
+static void an_expired_lease_is_reaped_at_its_expiry_and_retried_after_the_backoff(void **state) {
+  efx *f = *state;
+  tk_store *s = f->store;
+  one_step(f, "{ kind = \"builtin\", name = \"noop\" }", 3);
+  int64_t id = efx_submit(f, "one", NULL);
+  /* An orchestrator claims the step and dies. */
+  tk__claimed c;
+  tk_err err;
+  int n;
+  assert_int_equal(s->ops->claim(s, "ghost", EFX_T0, 10000, 1, &c, &n, &err), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(efx_tick(f), EFX_T0 + 10000); /* the engine wakes at the expiry */
+  f->clock.now_ms = EFX_T0 + 9999;
+  efx_tick(f);
+  assert_int_equal(tk_engine_stats_get(f->engine).lease_expired, 0);
+  f->clock.now_ms = EFX_T0 + 10000;
+  assert_int_equal(efx_tick(f), EFX_T0 + 13000);
+  assert_int_equal(tk_engine_stats_get(f->engine).lease_expired, 1);
+  efx_expect(f, id, "in_progress", "s", "waiting_for_retry", NULL);
+  json_t *t = efx_task(f, id);
+  assert_string_equal(json_string_value(json_object_get(efx_step(t, "s"), "last_error")),
+                      "lease held by ghost expired (the orchestrator stopped or hung)");
+  json_decref(t);
+  efx_drive(f, 5);
+  efx_expect(f, id, "complete", "s", "complete", NULL);
+  char *rows = efx_sql_text(f->db, "SELECT attempt, owner, outcome, started_at - %1$lld,"
+                                   " delay_ms, delay_source FROM attempts ORDER BY id",
+                            (long long)EFX_T0);
+  assert_string_equal(rows, "1|ghost|lease_expired|0|3000|computed\n"
+                            "2|orch-A|success|13000|NULL|NULL");
+  free(rows);
+  /* The ghost comes back and reports: refused. */
+  tk__effects fx;
+  tk__outcome o = outcome(&c, "ghost", f->clock.now_ms, TK__NEXT_COMPLETE);
+  assert_int_equal(record1(s, &o, &fx, &err), TK_EFENCED);
+  assert_int_equal(fenced_counter(f), 1);
+}
+
+static void an_expired_lease_spends_the_attempt_budget(void **state) {
+  efx *f = *state;
+  tk_store *s = f->store;
+  one_step(f, "{ kind = \"builtin\", name = \"noop\" }", 1);
+  int64_t id = efx_submit(f, "one", NULL);
+  tk__claimed c;
+  tk_err err;
+  int n;
+  assert_int_equal(s->ops->claim(s, "ghost", EFX_T0, 10000, 1, &c, &n, &err), 0);
+  efx_drive(f, 5);
+  efx_expect(f, id, "error", "s", "error", NULL);
+  tk_engine_stats st = tk_engine_stats_get(f->engine);
+  assert_int_equal(st.lease_expired, 1);
+  assert_int_equal(st.exhausted, 1);
+  assert_int_equal(st.claimed, 0);
+  assert_int_equal(efx_events(f, "step.exhausted", "s"), 1);
+  assert_int_equal(efx_events(f, "task.failed", NULL), 1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(stale_lease_outcome_is_refused_and_counted, setup, teardown),
+      cmocka_unit_test_setup_teardown(stale_claim_unknown_claim_and_second_write_are_refused,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(a_lease_renewed_after_the_reapers_look_is_not_expired,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(an_outcome_after_cancel_is_fenced_out, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          an_expired_lease_is_reaped_at_its_expiry_and_retried_after_the_backoff, setup, teardown),
+      cmocka_unit_test_setup_teardown(an_expired_lease_spends_the_attempt_budget, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
