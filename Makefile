@@ -122,4 +122,32 @@ install: all
 clean:
 	rm -rf build build-asan build-fuzz
 
+# Fuzzing with clang's libFuzzer. `make fuzz` builds build-fuzz/fuzz_toml
+# from the TOML sources directly (not the gcc objects); `make fuzz-smoke`
+# runs it for $(FUZZ_TIME) seconds on the toml-test valid documents.
+FUZZ_CC       ?= clang
+FUZZ_TIME     ?= 45
+TOML_TEST_DIR ?= ../shared/toml-test
+FUZZ_BIN      := build-fuzz/fuzz_toml
+FUZZ_SRC      := fuzz/fuzz_toml.c $(sort $(wildcard src/toml/*.c)) src/core/error.c
+
+fuzz: $(FUZZ_BIN)
+
+$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard src/toml/*.h) include/tasker/toml.h include/tasker/error.h
+	@command -v $(FUZZ_CC) >/dev/null 2>&1 || TASKER_EXTRA_DEPS="clang libclang-rt-14-dev" scripts/ensure-deps || \
+	  { echo "fuzz: $(FUZZ_CC) not found; run: sudo apt-get install -y clang libclang-rt-14-dev" >&2; exit 1; }
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CPPFLAGS) $(WARN) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  $(PKG_CFLAGS) -o $@ $(FUZZ_SRC) $(PKG_LIBS) -lm
+
+fuzz-smoke: fuzz
+	@test -d "$(TOML_TEST_DIR)/tests/valid" || \
+	  { echo "fuzz-smoke: no seeds in $(TOML_TEST_DIR)/tests/valid (set TOML_TEST_DIR)" >&2; exit 1; }
+	@corpus=$$(mktemp -d) && trap 'rm -rf "$$corpus"' EXIT && i=0 && \
+	  for f in $$(find "$(TOML_TEST_DIR)/tests/valid" -name '*.toml'); do \
+	    i=$$((i + 1)); cp "$$f" "$$corpus/seed$$i.toml"; done && \
+	  echo "fuzz-smoke: $$i seeds, $(FUZZ_TIME) s" && \
+	  ./$(FUZZ_BIN) -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
+	    -artifact_prefix=build-fuzz/ -dict=fuzz/toml.dict -print_final_stats=1 "$$corpus"
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
