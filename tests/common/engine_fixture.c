@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,6 +263,22 @@ char *efx_sql_text(const char *db, const char *fmt, ...) {
   return out;
 }
 
+void efx_sql_expect(const char *db, const char *want, const char *fmt, ...) {
+  char sql[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(sql, sizeof sql, fmt, ap);
+  va_end(ap);
+  char *got;
+  query(db, sql, &got, NULL);
+  if (strcmp(got, want) != 0) {
+    print_error("%s\ngot:\n%s\nwanted:\n%s\n", sql, got, want);
+    free(got);
+    fail();
+  }
+  free(got);
+}
+
 char *efx_snapshot(const char *db) {
   char *tables = efx_sql_text(db, "SELECT name FROM sqlite_master WHERE type = 'table'"
                                   " ORDER BY name");
@@ -307,6 +324,26 @@ int efx_wait(pid_t pid) {
   while (waitpid(pid, &st, 0) < 0) {
   }
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+typedef struct exited {
+  pid_t pid;
+  int status;
+} exited;
+
+static int has_exited(void *ud) {
+  exited *x = ud;
+  return waitpid(x->pid, &x->status, WNOHANG) == x->pid;
+}
+
+int efx_wait_limit(pid_t pid, int64_t timeout_ms) {
+  exited x = {pid, 0};
+  if (!efx_wait_for(has_exited, &x, timeout_ms)) {
+    kill(pid, SIGKILL);
+    efx_wait(pid);
+    fail_msg("process %d did not finish within %lld ms", (int)pid, (long long)timeout_ms);
+  }
+  return WIFEXITED(x.status) ? WEXITSTATUS(x.status) : 128 + WTERMSIG(x.status);
 }
 
 int efx_wait_for(int (*cond)(void *ud), void *ud, int64_t timeout_ms) {

@@ -97,6 +97,12 @@ char *efx_sql_text(const char *db, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* Assert that the text of a query (as efx_sql_text) is `want`. */
+void efx_sql_expect(const char *db, const char *want, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 /* Every row of every table of the store at db, as text: equal snapshots
  * mean an unchanged store. Malloc'd. */
 char *efx_snapshot(const char *db);
@@ -107,6 +113,9 @@ char *efx_snapshot(const char *db);
 pid_t efx_spawn(const char *const *args, const char *out_path, const char *err_path);
 /* Wait for pid; returns its exit status, or 128 + signal. */
 int efx_wait(pid_t pid);
+/* The same with a limit: after timeout_ms (real time) the process is
+ * killed and the test fails. */
+int efx_wait_limit(pid_t pid, int64_t timeout_ms);
 
 /* Poll until cond(ud) is true or timeout_ms pass (real time); returns 1 if
  * it became true. For waiting on another process's observable state. */

@@ -99,13 +99,12 @@ static void stale_lease_outcome_is_refused_and_counted(void **state) {
   json_decref(t);
   /* The expired attempt went through the backoff path; the late write of
    * A left it as the reaper recorded it. */
-  char *rows = efx_sql_text(f->db, "SELECT attempt, owner, outcome, started_at - %1$lld,"
-                                   " finished_at - %1$lld, delay_ms, delay_source,"
-                                   " next_run_at - %1$lld FROM attempts ORDER BY id",
-                            (long long)EFX_T0);
-  assert_string_equal(rows, "1|orch-A|lease_expired|0|10000|3000|computed|13000\n"
-                            "2|orch-B|success|13000|13000|NULL|NULL|NULL");
-  free(rows);
+  efx_sql_expect(f->db, "1|orch-A|lease_expired|0|10000|3000|computed|13000\n"
+                 "2|orch-B|success|13000|13000|NULL|NULL|NULL",
+                 "SELECT attempt, owner, outcome, started_at - %1$lld,"
+                 " finished_at - %1$lld, delay_ms, delay_source,"
+                 " next_run_at - %1$lld FROM attempts ORDER BY id",
+                 (long long)EFX_T0);
   assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM transitions WHERE to_state ="
                                       " 'complete'"),
                    2); /* the step and the task, once each */
@@ -189,9 +188,8 @@ static void stale_claim_unknown_claim_and_second_write_are_refused(void **state)
   free(after);
   assert_int_equal(fenced_counter(f), 2);
   /* Attempt 1 keeps the outcome it had; attempt 2 is still open. */
-  char *rows = efx_sql_text(f->db, "SELECT attempt, owner, outcome FROM attempts ORDER BY id");
-  assert_string_equal(rows, "1|A|lease_expired\n2|A|NULL");
-  free(rows);
+  efx_sql_expect(f->db, "1|A|lease_expired\n2|A|NULL",
+                 "SELECT attempt, owner, outcome FROM attempts ORDER BY id");
 
   assert_int_equal(s->ops->heartbeat(s, c.step_id, c.claim_id, EFX_T0 + 31000, &err), 0);
   assert_int_equal(efx_sql_int(f->db, "SELECT lease_expires_at FROM steps"), EFX_T0 + 31000);
@@ -260,10 +258,9 @@ static void an_outcome_after_cancel_is_fenced_out(void **state) {
   assert_int_equal(efx_events(f, "step.completed", NULL), 0);
   assert_int_equal(efx_events(f, "step.fenced_out", "s"), 1);
   /* The claim is accounted for: its attempt row says it was fenced out. */
-  char *rows = efx_sql_text(f->db, "SELECT attempt, owner, outcome, finished_at - %lld FROM attempts",
-                            (long long)EFX_T0);
-  assert_string_equal(rows, "1|orch-A|fenced_out|0");
-  free(rows);
+  efx_sql_expect(f->db, "1|orch-A|fenced_out|0",
+                 "SELECT attempt, owner, outcome, finished_at - %lld FROM attempts",
+                 (long long)EFX_T0);
 }
 
 static void an_expired_lease_is_reaped_at_its_expiry_and_retried_after_the_backoff(void **state) {
@@ -291,12 +288,11 @@ static void an_expired_lease_is_reaped_at_its_expiry_and_retried_after_the_backo
   json_decref(t);
   efx_drive(f, 5);
   efx_expect(f, id, "complete", "s", "complete", NULL);
-  char *rows = efx_sql_text(f->db, "SELECT attempt, owner, outcome, started_at - %1$lld,"
-                                   " delay_ms, delay_source FROM attempts ORDER BY id",
-                            (long long)EFX_T0);
-  assert_string_equal(rows, "1|ghost|lease_expired|0|3000|computed\n"
-                            "2|orch-A|success|13000|NULL|NULL");
-  free(rows);
+  efx_sql_expect(f->db, "1|ghost|lease_expired|0|3000|computed\n"
+                 "2|orch-A|success|13000|NULL|NULL",
+                 "SELECT attempt, owner, outcome, started_at - %1$lld,"
+                 " delay_ms, delay_source FROM attempts ORDER BY id",
+                 (long long)EFX_T0);
   /* The ghost comes back and reports: refused. */
   tk__effects fx;
   tk__outcome o = outcome(&c, "ghost", f->clock.now_ms, TK__NEXT_COMPLETE);

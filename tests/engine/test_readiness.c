@@ -308,11 +308,10 @@ static void exhaustion_errors_after_max_attempts(void **state) {
   assert_int_equal(st.failed, 0);
   assert_int_equal(efx_events(f, "step.exhausted", "charge"), 1);
   assert_int_equal(efx_events(f, "step.retry_scheduled", "charge"), 2);
-  char *rows = efx_sql_text(f->db, "SELECT attempt, outcome, delay_ms, delay_source FROM attempts"
-                                   " ORDER BY attempt");
-  assert_string_equal(rows, "1|failure|1000|computed\n2|failure|2000|computed\n"
-                            "3|failure|NULL|NULL");
-  free(rows);
+  efx_sql_expect(f->db, "1|failure|1000|computed\n2|failure|2000|computed\n"
+                 "3|failure|NULL|NULL",
+                 "SELECT attempt, outcome, delay_ms, delay_source FROM attempts"
+                 " ORDER BY attempt");
 }
 
 static void non_retryable_failures_error_at_once(void **state) {
@@ -384,12 +383,11 @@ static void manual_retry_gives_fresh_attempts(void **state) {
   efx_drive(f, 10);
   efx_expect(f, id, "complete", "charge", "complete", "ship", "complete", NULL);
   /* The retry ran at once, as attempt 1 of a fresh budget; every claim has its row. */
-  char *rows = efx_sql_text(f->db, "SELECT a.attempt, a.outcome, a.started_at - %lld FROM attempts a"
-                                   " JOIN steps s ON s.id = a.step_id WHERE s.name = 'charge'"
-                                   " ORDER BY a.id",
-                            (long long)EFX_T0);
-  assert_string_equal(rows, "1|failure|0\n2|failure|1000\n1|success|61000");
-  free(rows);
+  efx_sql_expect(f->db, "1|failure|0\n2|failure|1000\n1|success|61000",
+                 "SELECT a.attempt, a.outcome, a.started_at - %lld FROM attempts a"
+                 " JOIN steps s ON s.id = a.step_id WHERE s.name = 'charge'"
+                 " ORDER BY a.id",
+                 (long long)EFX_T0);
   assert_int_equal(efx_events(f, "task.failed", NULL), 1);
   assert_int_equal(efx_events(f, "task.completed", NULL), 1);
 }

@@ -65,13 +65,13 @@ static void schedule_runs_at_exactly_t0_plus_1s_plus_3s(void **state) {
   efx_expect(f, id, "complete", "s", "complete", NULL);
   assert_int_equal(efx_tick(f), INT64_MAX);
 
-  char *rows = efx_sql_text(f->db, "SELECT attempt, outcome, started_at - %1$lld, delay_ms,"
-                                   " delay_source, next_run_at - %1$lld FROM attempts ORDER BY id",
-                            (long long)EFX_T0);
-  assert_string_equal(rows, "1|failure|0|1000|computed|1000\n"
-                            "2|failure|1000|2000|computed|3000\n"
-                            "3|success|3000|NULL|NULL|NULL");
-  free(rows);
+  efx_sql_expect(f->db,
+                 "1|failure|0|1000|computed|1000\n"
+                 "2|failure|1000|2000|computed|3000\n"
+                 "3|success|3000|NULL|NULL|NULL",
+                 "SELECT attempt, outcome, started_at - %1$lld, delay_ms, delay_source,"
+                 " next_run_at - %1$lld FROM attempts ORDER BY id",
+                 (long long)EFX_T0);
   /* Each claim started exactly at its run_at, and the events say so. */
   size_t i;
   json_t *e;
@@ -101,11 +101,10 @@ static void past_the_schedule_delays_grow_geometrically_to_the_cap(void **state)
   int64_t id = efx_submit(f, "always", NULL);
   efx_drive(f, 20);
   efx_expect(f, id, "error", "s", "error", NULL);
-  char *rows = efx_sql_text(f->db, "SELECT group_concat(delay_ms, ',') FROM (SELECT delay_ms"
-                                   " FROM attempts ORDER BY id)");
   /* 1s, 2s from the schedule, then 2s * 3 = 6s, 18s, then the 20s cap. */
-  assert_string_equal(rows, "1000,2000,6000,18000,20000");
-  free(rows);
+  efx_sql_expect(f->db, "1000,2000,6000,18000,20000",
+                 "SELECT group_concat(delay_ms, ',') FROM (SELECT delay_ms FROM attempts"
+                 " ORDER BY id)");
   assert_int_equal(efx_sql_int(f->db, "SELECT MAX(started_at) FROM attempts") - EFX_T0,
                    1000 + 2000 + 6000 + 18000 + 20000);
 }
@@ -122,15 +121,14 @@ static void server_hint_wins_unjittered_and_capped(void **state) {
   efx_drive(f, 10);
   efx_expect(f, a, "complete", NULL);
   efx_expect(f, b, "complete", NULL);
-  char *rows = efx_sql_text(f->db, "SELECT s.task_id, a.delay_ms, a.delay_source, a.next_run_at -"
-                                   " %lld FROM attempts a JOIN steps s ON s.id = a.step_id"
-                                   " WHERE a.outcome = 'failure' ORDER BY s.task_id",
-                            (long long)EFX_T0);
   char want[128];
   snprintf(want, sizeof want, "%lld|3000|server|3000\n%lld|5000|server|5000", (long long)a,
            (long long)b);
-  assert_string_equal(rows, want);
-  free(rows);
+  efx_sql_expect(f->db, want,
+                 "SELECT s.task_id, a.delay_ms, a.delay_source, a.next_run_at - %lld"
+                 " FROM attempts a JOIN steps s ON s.id = a.step_id"
+                 " WHERE a.outcome = 'failure' ORDER BY s.task_id",
+                 (long long)EFX_T0);
 }
 
 static void a_timeout_is_a_retryable_failure_on_the_injected_clock(void **state) {
@@ -142,11 +140,10 @@ static void a_timeout_is_a_retryable_failure_on_the_injected_clock(void **state)
   efx_drive(f, 10);
   efx_expect(f, id, "error", "s", "error", NULL);
   /* The handler slept on the manual clock until its deadline, no longer. */
-  char *rows = efx_sql_text(f->db, "SELECT outcome, started_at - %1$lld, finished_at - %1$lld,"
-                                   " delay_ms FROM attempts ORDER BY id",
-                            (long long)EFX_T0);
-  assert_string_equal(rows, "timeout|0|5000|2000\ntimeout|7000|12000|NULL");
-  free(rows);
+  efx_sql_expect(f->db, "timeout|0|5000|2000\ntimeout|7000|12000|NULL",
+                 "SELECT outcome, started_at - %1$lld, finished_at - %1$lld, delay_ms"
+                 " FROM attempts ORDER BY id",
+                 (long long)EFX_T0);
   assert_int_equal(f->clock.sleeps, 2);
 }
 
