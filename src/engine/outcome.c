@@ -27,6 +27,9 @@ static void decide(tk_engine *e, const tk__finish *f, int64_t now, tk__outcome *
   memset(o, 0, sizeof *o);
   o->step_id = c->step_id;
   o->claim_id = c->claim_id;
+  o->task_id = c->task_id;
+  o->template_id = c->template_id;
+  o->idx = c->idx;
   o->owner = f->owner;
   o->attempt = c->attempt;
   o->now = now;

@@ -91,6 +91,8 @@ typedef enum tk__next_state {
 typedef struct tk__outcome {
   int64_t step_id;
   int64_t claim_id; /* fence: the claim this outcome belongs to */
+  int64_t task_id, template_id; /* as the claim returned them */
+  int idx;
   const char *owner;
   int attempt;
   int64_t now;
@@ -106,7 +108,7 @@ typedef struct tk__outcome {
 /* What recording an outcome changed beyond the step, for events. */
 typedef struct tk__effects {
   int64_t task_id;
-  int children_released;
+  int children_released; /* children whose parents are now all done */
   const char *task_state; /* the task's new terminal state, or NULL */
 } tk__effects;
 

@@ -192,18 +192,30 @@ int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id,
                       idx, (long long)template_id, (int)(sizeof children / sizeof children[0]));
   int ready = 0;
   for (int i = 0; i < n; i++) {
+    /* The last parent releases the child (due now); any other one just
+     * counts down. Two statements instead of RETURNING, which costs SQLite
+     * an ephemeral table per call. */
     st = tk__sq_stmt(q, SQ_RELEASE_CHILD,
-                     "UPDATE steps SET parents_remaining = parents_remaining - 1,"
-                     " run_at = CASE WHEN parents_remaining = 1 THEN ?1 ELSE run_at END"
-                     " WHERE task_id = ?2 AND idx = ?3 RETURNING parents_remaining",
+                     "UPDATE steps SET parents_remaining = 0, run_at = ?1"
+                     " WHERE task_id = ?2 AND idx = ?3 AND parents_remaining = 1",
                      err);
     if (st == NULL) return TK_ESTORE;
     sqlite3_bind_int64(st, 1, now);
     sqlite3_bind_int64(st, 2, task_id);
     sqlite3_bind_int(st, 3, children[i]);
-    if ((rc = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_int(st, 0) == 0) ready++;
-    sqlite3_reset(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return tk__sq_fail(q, "release child", err);
+    if ((rc = tk__sq_done(q, st, err))) return rc;
+    if (sqlite3_changes(q->db) == 1) {
+      ready++;
+      continue;
+    }
+    st = tk__sq_stmt(q, SQ_RELEASE_CHILDREN,
+                     "UPDATE steps SET parents_remaining = parents_remaining - 1"
+                     " WHERE task_id = ?1 AND idx = ?2 AND parents_remaining > 1",
+                     err);
+    if (st == NULL) return TK_ESTORE;
+    sqlite3_bind_int64(st, 1, task_id);
+    sqlite3_bind_int(st, 2, children[i]);
+    if ((rc = tk__sq_done(q, st, err))) return rc;
   }
   if (released) *released = ready;
   return 0;
@@ -327,10 +339,8 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
   sqlite3_bind_int64(st, 6, o->step_id);
   sqlite3_bind_int64(st, 7, o->claim_id);
   if (strcmp(o->attempt_outcome, "lease_expired") == 0) sqlite3_bind_int64(st, 8, o->now);
-  rc = sqlite3_step(st);
-  if (rc != SQLITE_ROW) {
-    sqlite3_reset(st);
-    if (rc != SQLITE_DONE) return tk__sq_fail(q, "record outcome", err);
+  if ((rc = tk__sq_done(q, st, err))) return rc;
+  if (sqlite3_changes(q->db) == 0) {
     /* Fenced out: another claim holds the step now, or it moved on. */
     if ((rc = tk__sq_count(&q->base, "fenced_writes", 1, err))) return rc;
     /* The claim's attempt row says so unless something finished it already
@@ -341,10 +351,8 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
                       "attempt superseded",
                       (long long)o->step_id, o->attempt, o->owner);
   }
-  int64_t task_id = sqlite3_column_int64(st, 0);
-  int idx = sqlite3_column_int(st, 1);
-  int64_t template_id = sqlite3_column_int64(st, 2);
-  sqlite3_reset(st);
+  int64_t task_id = o->task_id, template_id = o->template_id;
+  int idx = o->idx;
   fx->task_id = task_id;
 
   st = tk__sq_stmt(q, SQ_ATTEMPT_FINISH,
