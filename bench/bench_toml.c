@@ -64,6 +64,7 @@ static void service(text *t, int i) {
   add(t, "[[service-%d.endpoint]]\npath = \"/health\"\nmethods = [\"GET\"]\ntimeout = 0.25\n\n", i);
 }
 
+/* qsort order for doubles. */
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;

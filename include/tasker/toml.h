@@ -111,7 +111,8 @@ const tk_toml_value *tk_toml_root(const tk_toml_doc *doc);
 /* The name given at parse time, or NULL. */
 const char *tk_toml_doc_name(const tk_toml_doc *doc);
 
-/* The type of a value. */
+/* The type of a value; 0 (no type) for NULL, so a missing key can be
+ * tested with the same switch. */
 tk_toml_type tk_toml_type_of(const tk_toml_value *v);
 
 /* "string", "integer", "float", "boolean", "offset date-time",

@@ -15,6 +15,7 @@ struct tk__toml_chunk {
   size_t pad; /* keeps the data 16-byte aligned on 64-bit hosts */
 };
 
+/* n rounded up to the arena alignment (0 when that overflows). */
 static size_t round_up(size_t n) { return (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1); }
 
 void tk__toml_arena_init(tk__toml_arena *a) { memset(a, 0, sizeof *a); }

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+/* Whether c is an ASCII digit (isdigit depends on the locale). */
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 int tk__toml_looks_datetime(const char *p, const char *end) {
@@ -14,6 +15,7 @@ int tk__toml_looks_datetime(const char *p, const char *end) {
   return end - p >= 3 && is_digit(p[0]) && is_digit(p[1]) && p[2] == ':';
 }
 
+/* Days in `month` (1-12) of `year`, Gregorian leap years included. */
 static int days_in_month(int year, int month) {
   static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
   if (month == 2 && ((year % 4 == 0 && year % 100 != 0) || year % 400 == 0)) return 29;

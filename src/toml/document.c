@@ -105,7 +105,9 @@ int tk_toml_parse(const char *text, size_t len, const char *name, tk_toml_doc **
 
 int tk_toml_parse_stream(FILE *fp, const tk_toml_options *opts, tk_toml_doc **out,
                          tk_err *err) {
-  const char *name = opts != NULL && opts->name != NULL ? opts->name : "input";
+  const char *name = opts != NULL && opts->name != NULL ? opts->name : NULL;
+  const char *sep = name != NULL ? ": " : "";
+  if (name == NULL) name = "";
   size_t max_input;
   unsigned max_depth;
   if (out != NULL) *out = NULL;
@@ -119,15 +121,15 @@ int tk_toml_parse_stream(FILE *fp, const tk_toml_options *opts, tk_toml_doc **ou
       /* One byte past the limit tells "too big" from "exactly the limit". */
       if (cap > max_input) {
         free(buf);
-        return tk_err_set(err, TK_ETOOBIG, "%s: input is more than the limit of %zu bytes", name,
-                          max_input);
+        return tk_err_set(err, TK_ETOOBIG, "%s%sinput is more than the limit of %zu bytes", name,
+                          sep, max_input);
       }
       size_t grown = cap ? cap * 2 : 64 * 1024;
       if (grown > max_input + 1) grown = max_input + 1;
       char *p = realloc(buf, grown);
       if (p == NULL) {
         free(buf);
-        return tk_err_set(err, TK_ENOMEM, "%s: out of memory reading the input", name);
+        return tk_err_set(err, TK_ENOMEM, "%s%sout of memory reading the input", name, sep);
       }
       buf = p;
       cap = grown;
@@ -139,7 +141,7 @@ int tk_toml_parse_stream(FILE *fp, const tk_toml_options *opts, tk_toml_doc **ou
   if (ferror(fp)) {
     int e = errno;
     free(buf);
-    return tk_err_set(err, TK_EIO, "%s: read error: %s", name, strerror(e));
+    return tk_err_set(err, TK_EIO, "%s%sread error: %s", name, sep, strerror(e));
   }
   int rc = tk_toml_parse_opts(buf, len, opts, out, err);
   free(buf);

@@ -72,6 +72,7 @@ typedef struct out_buf {
   size_t cap, len;
 } out_buf;
 
+/* Append n bytes, counting those past the end as snprintf does. */
 static void out_bytes(out_buf *o, const char *s, size_t n) {
   for (size_t i = 0; i < n; i++, o->len++)
     if (o->len + 1 < o->cap) o->buf[o->len] = s[i];

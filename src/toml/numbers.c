@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The value of digit c in `base` (2, 8, 10, 16), or -1. */
 static int digit_value(char c, int base) {
   int d;
   if (c >= '0' && c <= '9') d = c - '0';
@@ -61,6 +62,7 @@ static int bad_number(tk__toml_parser *P, const char *start, const char *at, con
                        n > 40 ? "..." : "", why);
 }
 
+/* Whether a scalar may end at p. */
 static int is_end(const tk__toml_parser *P, const char *p) {
   return p == P->end || tk__toml_is_delim((unsigned char)*p);
 }

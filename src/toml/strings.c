@@ -59,6 +59,7 @@ static int put_utf8(tk__toml_parser *P, uint32_t cp) {
   return put(P, b, n);
 }
 
+/* The value of hex digit c, or -1. */
 static int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;

@@ -7,6 +7,32 @@
 
 #define PATH_BUF 200
 
+/* The error for part i of a key (dotted key or header) whose entry e holds
+ * something that cannot be extended as a table. */
+static int cannot_extend(tk__toml_parser *P, const tk__toml_key *keys, size_t i,
+                         const tk__toml_entry *e, int in_header) {
+  const tk_toml_value *v = &e->val;
+  char path[PATH_BUF];
+  tk__toml_show_path(keys, i + 1, 1, path, sizeof path);
+  unsigned line = e->pub.key_pos.line, col = e->pub.key_pos.column;
+  if (v->type == TK_TOML_TABLE && (v->flags & TK__TOML_F_INLINE))
+    return tk__toml_fail(P, keys[i].at, TK_ESYNTAX,
+                         "cannot add to %s: it is an inline table (defined at line %u, column "
+                         "%u), complete as written",
+                         path, line, col);
+  if (v->type == TK_TOML_TABLE)
+    return tk__toml_fail(P, keys[i].at, TK_ESYNTAX,
+                         "cannot add to table %s with a dotted key: it was defined by a [header] "
+                         "at line %u, column %u",
+                         path, (unsigned)v->pos.line, (unsigned)v->pos.column);
+  return tk__toml_fail(P, keys[i].at, TK_ESYNTAX,
+                       "cannot use %s as a table: it is %s (defined at line %u, column %u)%s",
+                       path, tk__toml_kind(v), line, col,
+                       in_header && v->type == TK_TOML_ARRAY
+                           ? "; only arrays made with [[...]] can be extended"
+                           : "");
+}
+
 int tk__toml_dotted_step(tk__toml_parser *P, tk_toml_value *t, const tk__toml_key *keys,
                          size_t i, tk_toml_value **out) {
   const tk__toml_key *k = &keys[i];
@@ -18,26 +44,11 @@ int tk__toml_dotted_step(tk__toml_parser *P, tk_toml_value *t, const tk__toml_ke
     *out = v;
     return 0;
   }
-  char path[PATH_BUF];
-  tk__toml_show_path(keys, i + 1, 1, path, sizeof path);
-  unsigned line = e->pub.key_pos.line, col = e->pub.key_pos.column;
-  if (v->type == TK_TOML_TABLE && (v->flags & TK__TOML_F_INLINE))
-    return tk__toml_fail(P, k->at, TK_ESYNTAX,
-                         "cannot add to %s: it is an inline table (defined at line %u, column "
-                         "%u), complete as written",
-                         path, line, col);
-  if (v->type == TK_TOML_TABLE)
-    return tk__toml_fail(P, k->at, TK_ESYNTAX,
-                         "cannot add to table %s with a dotted key: it was defined by a [header] "
-                         "at line %u, column %u",
-                         path, (unsigned)v->pos.line, (unsigned)v->pos.column);
-  return tk__toml_fail(P, k->at, TK_ESYNTAX,
-                       "cannot use %s as a table: it is %s (defined at line %u, column %u)", path,
-                       tk__toml_kind(v), line, col);
+  return cannot_extend(P, keys, i, e, 0);
 }
 
-/* The table the parent part i of a header leads to: tables (not inline)
- * and the last element of arrays of tables; created when absent. */
+/* The table that the parent part i of a header leads to: tables (not
+ * inline) and the last element of arrays of tables; created when absent. */
 static int header_step(tk__toml_parser *P, tk_toml_value *t, const tk__toml_key *keys, size_t i,
                        tk_toml_value **out) {
   const tk__toml_key *k = &keys[i];
@@ -53,22 +64,7 @@ static int header_step(tk__toml_parser *P, tk_toml_value *t, const tk__toml_key 
     *out = &v->u.a.items[v->u.a.len - 1];
     return 0;
   }
-  char path[PATH_BUF];
-  tk__toml_show_path(keys, i + 1, 1, path, sizeof path);
-  unsigned line = e->pub.key_pos.line, col = e->pub.key_pos.column;
-  if (v->type == TK_TOML_TABLE)
-    return tk__toml_fail(P, k->at, TK_ESYNTAX,
-                         "cannot add to %s: it is an inline table (defined at line %u, column "
-                         "%u), complete as written",
-                         path, line, col);
-  if (v->type == TK_TOML_ARRAY)
-    return tk__toml_fail(P, k->at, TK_ESYNTAX,
-                         "cannot use %s as a table: it is a static array (defined at line %u, "
-                         "column %u); only arrays made with [[...]] can be extended",
-                         path, line, col);
-  return tk__toml_fail(P, k->at, TK_ESYNTAX,
-                       "cannot use %s as a table: it is %s (defined at line %u, column %u)", path,
-                       tk__toml_kind(v), line, col);
+  return cannot_extend(P, keys, i, e, 1);
 }
 
 /* [a.b.c]: define the last table, or fail when it is already defined. */

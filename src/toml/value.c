@@ -45,6 +45,7 @@ int tk__toml_add_container(tk__toml_parser *P, tk_toml_value *parent, const tk__
   return 0;
 }
 
+/* Whether c may appear in a bare key. */
 static int is_bare_char(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
          c == '-';

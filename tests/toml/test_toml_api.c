@@ -37,6 +37,7 @@ static void parse_fails(const char *text, int code, const char *msg) {
   assert_string_equal(err.msg, msg);
 }
 
+/* Fail unless pos is line:column. */
 static void assert_pos(tk_toml_pos pos, unsigned line, unsigned column) {
   if (pos.line != line || pos.column != column)
     fail_msg("position %u:%u, want %u:%u", (unsigned)pos.line, (unsigned)pos.column, line, column);

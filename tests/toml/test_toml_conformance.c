@@ -34,6 +34,7 @@ typedef struct suite {
   size_t ncases;
 } suite;
 
+/* Whether path is a regular file. */
 static int is_file(const char *path) {
   struct stat st;
   return stat(path, &st) == 0 && S_ISREG(st.st_mode);
@@ -42,9 +43,9 @@ static int is_file(const char *path) {
 /* Whether dir holds the suite; if so, remember it. */
 static int try_dir(suite *s, const char *dir) {
   char list[8192];
-  snprintf(list, sizeof list, "%s/%s", dir, LIST_NAME);
+  snprintf(list, sizeof list, "%.3000s/%s", dir, LIST_NAME);
   if (!is_file(list)) return 0;
-  snprintf(s->dir, sizeof s->dir, "%s", dir);
+  snprintf(s->dir, sizeof s->dir, "%.3000s", dir);
   return 1;
 }
 
@@ -67,6 +68,7 @@ static char *read_all(const char *path, size_t *len) {
   return buf;
 }
 
+/* Find the suite and read its list of cases (state: a suite). */
 static int setup(void **state) {
   suite *s = calloc(1, sizeof *s);
   char path[8192];
@@ -74,7 +76,7 @@ static int setup(void **state) {
   const char *top = getenv("TK_TOP");
   int found = (env != NULL && try_dir(s, env));
   if (!found && top != NULL) {
-    snprintf(path, sizeof path, "%s/../shared/toml-test", top);
+    snprintf(path, sizeof path, "%.3000s/../shared/toml-test", top);
     found = try_dir(s, path);
   }
   if (!found) found = try_dir(s, "../shared/toml-test");
@@ -94,6 +96,7 @@ static int setup(void **state) {
   return 0;
 }
 
+/* Free what setup made. */
 static int teardown(void **state) {
   suite *s = *state;
   for (size_t i = 0; i < s->ncases; i++) free(s->cases[i]);
@@ -111,6 +114,7 @@ static int is_tagged(json_t *j) {
          json_is_string(json_object_get(j, "type")) && json_is_string(json_object_get(j, "value"));
 }
 
+/* A whole decimal integer text; 0 if it is not one. */
 static int parse_int(const char *s, long long *out) {
   char *end;
   errno = 0;
@@ -118,6 +122,7 @@ static int parse_int(const char *s, long long *out) {
   return errno == 0 && end != s && *end == '\0';
 }
 
+/* A float text as toml-test writes it, inf and nan included. */
 static int parse_float(const char *s, double *out) {
   const char *t = (*s == '+' || *s == '-') ? s + 1 : s;
   if (strcmp(t, "nan") == 0) {
@@ -140,6 +145,7 @@ typedef struct moment {
   int off; /* minutes east of UTC */
 } moment;
 
+/* Exactly n digits at *p; advances *p. */
 static int digits(const char **p, int n, int *out) {
   *out = 0;
   for (int i = 0; i < n; i++) {
@@ -150,6 +156,7 @@ static int digits(const char **p, int n, int *out) {
   return 1;
 }
 
+/* The parts a date-time type has, in RFC 3339 form; 0 if malformed. */
 static int parse_moment(const char *p, int date, int time, int offset, moment *m) {
   memset(m, 0, sizeof *m);
   if (date) {
@@ -305,6 +312,7 @@ static json_t *load_without_nul(const char *text, json_error_t *jerr) {
   return j;
 }
 
+/* Fail the test, saying where the suite was looked for, if it was not found. */
 static void need_suite(const suite *s) {
   if (s->dir[0] == '\0')
     fail_msg("toml-test suite not found: set TOML_TEST_DIR, or put it at $TK_TOP/../shared/"
@@ -312,16 +320,21 @@ static void need_suite(const suite *s) {
              getenv("TK_TOP") ? getenv("TK_TOP") : "unset");
 }
 
+/* The text of case `name` (path gets its file name), or NULL after
+ * reporting the failure. */
+static char *read_case(const suite *s, const char *name, char *path, size_t cap, size_t *len) {
+  snprintf(path, cap, "%.3000s/tests/%.1000s", s->dir, name);
+  char *text = read_all(path, len);
+  if (text == NULL) printf("# FAIL %s: cannot read %s\n", name, path);
+  return text;
+}
+
 /* Run one valid case; 1 when it passes, else prints why. */
 static int run_valid(const suite *s, const char *name) {
   char path[8192], why[2048] = "";
   size_t len;
-  snprintf(path, sizeof path, "%s/tests/%s", s->dir, name);
-  char *text = read_all(path, &len);
-  if (text == NULL) {
-    printf("# FAIL %s: cannot read %s\n", name, path);
-    return 0;
-  }
+  char *text = read_case(s, name, path, sizeof path, &len);
+  if (text == NULL) return 0;
   snprintf(path + strlen(path) - 5, 6, ".json");
   json_error_t jerr;
   size_t jlen;
@@ -332,7 +345,7 @@ static int run_valid(const suite *s, const char *name) {
   json_t *tree = NULL, *got = NULL;
   char *got_text = NULL;
   int ok = 0;
-  if (want == NULL) snprintf(why, sizeof why, "cannot read %s", path);
+  if (want == NULL) snprintf(why, sizeof why, "cannot read %.1000s", path);
   else if (tk_toml_parse(text, len, name, &doc, &err) != 0)
     snprintf(why, sizeof why, "rejected: %s", err.msg);
   else if ((tree = tk__toml_to_tagged_json(tk_toml_root(doc))) == NULL ||
@@ -355,12 +368,8 @@ static int run_valid(const suite *s, const char *name) {
 static int run_invalid(const suite *s, const char *name) {
   char path[8192];
   size_t len;
-  snprintf(path, sizeof path, "%s/tests/%s", s->dir, name);
-  char *text = read_all(path, &len);
-  if (text == NULL) {
-    printf("# FAIL %s: cannot read %s\n", name, path);
-    return 0;
-  }
+  char *text = read_case(s, name, path, sizeof path, &len);
+  if (text == NULL) return 0;
   tk_toml_doc *doc = NULL;
   tk_err err;
   tk_err_clear(&err);
