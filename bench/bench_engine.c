@@ -115,8 +115,9 @@ static void throughput(void) {
   for (int k = 0; k < 2; k++) {
     char *t = noop_template(shapes[k].shape, shapes[k].steps, shapes[k].chain,
                             "{ kind = \"builtin\", name = \"noop\" }");
-    const int workers[] = {1, 4};
-    for (int w = 0; w < 2; w++) {
+    /* 0 workers: handlers run inline on the engine's thread. */
+    const int workers[] = {0, 1, 4};
+    for (int w = 0; w < 3; w++) {
       tk_store *s = fresh_store(shapes[k].shape, t, cfg);
       submit(s, cfg, shapes[k].shape, shapes[k].tasks);
       double secs = run_until_idle(s, cfg, workers[w], NULL, NULL);
