@@ -79,7 +79,9 @@ int cmd_submit(cli_globals *g, int argc, char **argv) {
   tk_err err;
   if (tk_task_submit(s, cfg, &req, tk_clock_now(&clock), &id, &existed, &err) != 0) {
     cli_error("submit", "%s", err.msg);
-    rc = err.code == TK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+    /* An unknown template or version is a usage error, as an unknown task
+     * is for show, why, retry, resolve and cancel. */
+    rc = err.code == TK_EINVAL || err.code == TK_ENOENT ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
   } else {
     printf("%lld\n", (long long)id);
     if (existed)

@@ -12,6 +12,7 @@
 #include <tasker/workflow.h>
 
 #include "store/store.h"
+#include "workflow/template.h"
 
 const char cmd_template_usage[] =
     "usage: tasker template add FILE...\n"
@@ -21,17 +22,38 @@ const char cmd_template_usage[] =
     "backoff profiles) and stores it; a changed template needs a new version.\n"
     "Nothing is stored unless every file is valid.\n";
 
+/* Print why a template cannot be added; returns the exit status. */
+static int add_failed(int rc, const tk_err *err) {
+  fprintf(stderr, "tasker template add: %s\n", err->msg);
+  return rc == TK_ECONFIG || rc == TK_ESYNTAX || rc == TK_ERANGE ? CLI_EXIT_CONFIG
+                                                                   : CLI_EXIT_FAILURE;
+}
+
+/* Parse and validate a template file without storing it. */
+static int validate(const tk_config *cfg, const char *file, tk_err *err) {
+  tk_toml_doc *doc;
+  int rc = tk_toml_parse_file(file, &doc, err);
+  if (rc) return rc;
+  tk__template t;
+  rc = tk__template_from_toml(doc, file, cfg, &t, err);
+  tk_toml_free(doc);
+  if (rc == 0) tk__template_free(&t);
+  return rc;
+}
+
 static int add(cli_globals *g, tk_config *cfg, tk_store *s, int n, const char **files) {
   tk_clock clock = tk_clock_system();
+  tk_err err;
+  /* Every file is validated before any is stored, so that a bad file in
+   * the list leaves the store unchanged (it used to keep the ones before). */
+  for (int i = 0; i < n; i++) {
+    int rc = validate(cfg, files[i], &err);
+    if (rc) return add_failed(rc, &err);
+  }
   for (int i = 0; i < n; i++) {
     tk_template_info info;
-    tk_err err;
     int rc = tk_template_add_file(s, cfg, files[i], tk_clock_now(&clock), &info, &err);
-    if (rc) {
-      fprintf(stderr, "tasker template add: %s\n", err.msg);
-      return rc == TK_ECONFIG || rc == TK_ESYNTAX || rc == TK_ERANGE ? CLI_EXIT_CONFIG
-                                                                       : CLI_EXIT_FAILURE;
-    }
+    if (rc) return add_failed(rc, &err);
     if (g->json)
       printf("{\"id\": %lld, \"namespace\": \"%s\", \"name\": \"%s\", \"version\": \"%s\","
              " \"steps\": %d, \"existed\": %s}\n",

@@ -59,12 +59,19 @@ static int check_keys(parse_ctx *c, const tk_toml_value *table, const char *wher
   return 0;
 }
 
+/* The type of v with its article: "a string", "an integer", "an array". */
+static const char *a_type(const tk_toml_value *v, char *buf, size_t len) {
+  const char *t = tk_toml_type_name(tk_toml_type_of(v));
+  snprintf(buf, len, "%s %s", strchr("aeiou", t[0]) ? "an" : "a", t);
+  return buf;
+}
+
 static int want_type(parse_ctx *c, const tk_toml_value *v, const char *key, tk_toml_type t,
                      const char *expected) {
   if (tk_toml_type_of(v) == t) return 0;
-  char buf[128];
-  return fail_at(c, v, key, "%s: expected %s, got a %s", show(v, buf, sizeof buf), expected,
-                 tk_toml_type_name(tk_toml_type_of(v)));
+  char buf[128], type[32];
+  return fail_at(c, v, key, "%s: expected %s, got %s", show(v, buf, sizeof buf), expected,
+                 a_type(v, type, sizeof type));
 }
 
 /* A non-empty string made of letters, digits, '_', '-', '.' (names that
@@ -102,9 +109,11 @@ static int get_duration(parse_ctx *c, const tk_toml_value *v, const char *key, i
     rc = tk_duration_from_seconds(f, ms, &e);
     break;
   }
-  default:
+  default: {
+    char type[32];
     return fail_at(c, v, key, "%s: expected a duration (\"150ms\", \"2s\", \"5m\") or seconds, "
-                   "got a %s", show(v, buf, sizeof buf), tk_toml_type_name(tk_toml_type_of(v)));
+                   "got %s", show(v, buf, sizeof buf), a_type(v, type, sizeof type));
+  }
   }
   if (rc) return fail_at(c, v, key, "%s", e.msg);
   return 0;

@@ -73,14 +73,22 @@ int tk_task_submit(tk_store *s, const tk_config *cfg, const tk_submit_request *r
                    int64_t *task_id, int *existed, tk_err *err) {
   json_error_t jerr;
   const char *ctx_text = req->context_json ? req->context_json : "{}";
-  json_t *ctx = json_loads(ctx_text, JSON_REJECT_DUPLICATES, &jerr);
+  /* Any JSON value parses, so that a valid non-object gets the clear
+   * "expected a JSON object" message. */
+  json_t *ctx = json_loads(ctx_text, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
   if (ctx == NULL)
     return tk_err_set(err, TK_EINVAL, "context: invalid JSON at line %d, column %d: %s",
                       jerr.line, jerr.column, jerr.text);
   if (!json_is_object(ctx)) {
+    /* Named before the value is freed (it used to be read after). */
+    const char *kind = json_is_array(ctx)     ? "an array"
+                       : json_is_string(ctx)  ? "a string"
+                       : json_is_number(ctx)  ? "a number"
+                       : json_is_boolean(ctx) ? "a boolean"
+                                              : "null";
     json_decref(ctx);
     return tk_err_set(err, TK_EINVAL, "context: expected a JSON object such as {\"order\": 42}, "
-                      "got %s", json_is_array(ctx) ? "an array" : "a scalar");
+                      "got %s", kind);
   }
   json_t *tmpl = NULL;
   int rc = s->ops->template_get(s, req->template_name, req->version, &tmpl, err);

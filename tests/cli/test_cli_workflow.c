@@ -1,0 +1,449 @@
+/* The workflow commands through the real tasker binary on a real SQLite
+ * file: every template error class and bad submission gets a clear error
+ * (FILE:LINE:COLUMN for templates), the documented exit status and an
+ * unchanged store; identities deduplicate; and `show`, `why` and `status`
+ * print the documented JSON shapes. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "common/engine_fixture.h"
+#include "common/run_cli.h"
+
+typedef struct cli {
+  char dir[256], db[320], url[340], cfg[400];
+} cli;
+
+/* Run tasker with this store and configuration. */
+#define CLI(c, r, ...)                                                                     \
+  do {                                                                                     \
+    const char *args_[] = {"--config", (c)->cfg, "--db", (c)->url, __VA_ARGS__, NULL};      \
+    assert_int_equal(run_cli((r), NULL, args_), 0);                                        \
+  } while (0)
+
+/* Run and expect exit status `status`, stdout `out` and stderr `err`. */
+#define EXPECT(c, status, out, err, ...)                                                   \
+  do {                                                                                     \
+    run_result r_;                                                                         \
+    CLI(c, &r_, __VA_ARGS__);                                                              \
+    expect_result(&r_, status, out, err);                                                  \
+  } while (0)
+
+static void expect_result(run_result *r, int status, const char *out, const char *err) {
+  if (r->status != status || strcmp(r->out, out) != 0 || strcmp(r->err, err) != 0)
+    fail_msg("exit %d (want %d)\nstdout: %s(want %s)\nstderr: %s(want %s)", r->status, status,
+             r->out, out, r->err, err);
+  run_result_free(r);
+}
+
+static const char config[] = "[backoff]\njitter = \"none\"\nbase = \"10ms\"\n"
+                             "[backoff.profiles.payments]\nschedule = [\"10ms\", \"20ms\"]\n";
+
+static const char order[] = "name = \"order\"\nnamespace = \"shop\"\nversion = \"1\"\n"
+                            "[[steps]]\nname = \"validate\"\n"
+                            "handler = { kind = \"builtin\", name = \"noop\" }\n"
+                            "[[steps]]\nname = \"charge\"\ndepends_on = [\"validate\"]\n"
+                            "handler = { kind = \"builtin\", name = \"fail\" }\n"
+                            "retry = { max_attempts = 3, backoff = \"payments\" }\n"
+                            "[[steps]]\nname = \"ship\"\ndepends_on = [\"charge\"]\n"
+                            "handler = { kind = \"builtin\", name = \"noop\" }\n"
+                            "[[steps]]\nname = \"notify\"\ndepends_on = [\"validate\"]\n"
+                            "handler = { kind = \"builtin\", name = \"noop\" }\n";
+
+static int setup(void **state) {
+  cli *c = calloc(1, sizeof *c);
+  efx_tmpdir(c->dir, sizeof c->dir);
+  snprintf(c->db, sizeof c->db, "%s/tasker.db", c->dir);
+  snprintf(c->url, sizeof c->url, "sqlite:%s", c->db);
+  efx_write(c->dir, "tasker.toml", config, c->cfg, sizeof c->cfg);
+  run_result r;
+  CLI(c, &r, "init");
+  assert_int_equal(r.status, 0);
+  run_result_free(&r);
+  *state = c;
+  return 0;
+}
+
+static int teardown(void **state) {
+  cli *c = *state;
+  efx_rmtree(c->dir);
+  free(c);
+  return 0;
+}
+
+/* Write a template file; its path goes to path. */
+static void write_template(cli *c, const char *name, const char *text, char *path, size_t len) {
+  efx_write(c->dir, name, text, path, len);
+}
+
+static void add_order(cli *c) {
+  char path[400];
+  write_template(c, "order.toml", order, path, sizeof path);
+  EXPECT(c, 0, "", "added shop/order version 1 (4 steps)\n", "template", "add", path);
+}
+
+typedef struct bad_template {
+  const char *text;
+  const char *where; /* "LINE:COLUMN" */
+  const char *message;
+} bad_template;
+
+#define HEAD "name = \"bad\"\nversion = \"1\"\n"
+#define NOOP "handler = { kind = \"builtin\", name = \"noop\" }\n"
+
+static const bad_template bad_templates[] = {
+    {HEAD "\n[[steps]]\nname = \"fetch\"\n" NOOP "\n[[steps]]\nname = \"store\"\n"
+          "depends_on = [\"fetch\", \"fetchh\"]\n" NOOP,
+     "10:24", "steps[2].depends_on: unknown step \"fetchh\" (did you mean \"fetch\"?)"},
+    {HEAD "\n[[steps]]\nname = \"a\"\n" NOOP "\n[[steps]]\nname = \"a\"\n" NOOP, "9:8",
+     "steps[2].name: duplicate step name \"a\" (first used at line 5)"},
+    {HEAD "[[steps]]\nname = \"a\"\ndepends_on = [\"c\"]\n" NOOP
+          "[[steps]]\nname = \"b\"\ndepends_on = [\"a\"]\n" NOOP
+          "[[steps]]\nname = \"c\"\ndepends_on = [\"b\"]\n" NOOP,
+     "3:1", "steps: the dependencies form a cycle: b -> c -> a -> b"},
+    {HEAD "[[steps]]\nname = \"a\"\ndepends_on = [\"a\"]\n" NOOP, "5:15",
+     "steps[1].depends_on: step \"a\" depends on itself"},
+    {HEAD "[[steps]]\nname = \"a\"\nhandler = { kind = \"comand\", argv = [\"true\"] }\n", "5:20",
+     "steps[1].handler.kind: unknown handler kind \"comand\": expected builtin, command or "
+     "function (did you mean \"command\"?)"},
+    {HEAD "[[steps]]\nname = \"a\"\n" NOOP "retry = { backoff = \"paymnts\" }\n", "6:21",
+     "steps[1].retry.backoff: unknown backoff profile \"paymnts\" (configured: default, "
+     "payments)"},
+    {HEAD "[[steps]]\nname = \"a\"\n" NOOP "retry = { max_attempts = \"three\" }\n", "6:26",
+     "steps[1].retry.max_attempts: \"three\": expected an integer from 1 to 1000000"},
+    {HEAD "[[steps]]\nname = \"a\"\ndepends_on = \"b\"\n" NOOP, "5:14",
+     "steps[1].depends_on: \"b\": expected an array of strings"},
+    {HEAD "[[steps]]\nname = \"a\"\nhandler = \"noop\"\n", "5:11",
+     "steps[1].handler: \"noop\": expected a table such as { kind = \"command\", argv = [...] }, "
+     "got a string"},
+    {"name = \"bad\"\nversion = 1\n[[steps]]\nname = \"a\"\n" NOOP, "2:11",
+     "version: 1: expected a string, got an integer"},
+    {HEAD "[[steps]]\nname = \"a\"\n" NOOP "timeout = true\n", "6:11",
+     "steps[1].timeout: true: expected a duration (\"150ms\", \"2s\", \"5m\") or seconds, got a "
+     "boolean"},
+    {HEAD "[[steps]]\nname = \"a\"\nhandler = { kind = \"builtin\", name = \"nop\" }\n", "5:38",
+     "steps[1].handler.name: unknown builtin \"nop\": expected noop, sleep, fail or flaky (did "
+     "you mean \"noop\"?)"},
+    {HEAD "[[steps]]\nname = \"a b\"\n" NOOP, "4:8",
+     "steps[1].name: \"a b\": expected 1 to 128 letters, digits, '_', '-' or '.'"},
+    {HEAD, "1:1", "steps: a template needs at least one step ([[steps]] with a name and a handler)"},
+};
+
+static void template_errors_name_the_place_and_store_nothing(void **state) {
+  cli *c = *state;
+  add_order(c);
+  char *before = efx_snapshot(c->db);
+  for (size_t i = 0; i < sizeof bad_templates / sizeof bad_templates[0]; i++) {
+    const bad_template *b = &bad_templates[i];
+    char name[32], path[400], want[1024];
+    snprintf(name, sizeof name, "bad%zu.toml", i);
+    write_template(c, name, b->text, path, sizeof path);
+    snprintf(want, sizeof want, "tasker template add: %s:%s: %s\n", path, b->where, b->message);
+    EXPECT(c, 78, "", want, "template", "add", path);
+  }
+  char *after = efx_snapshot(c->db);
+  assert_string_equal(before, after);
+  free(before);
+  free(after);
+}
+
+static void toml_syntax_errors_name_file_line_and_column(void **state) {
+  cli *c = *state;
+  char path[400];
+  write_template(c, "syntax.toml", HEAD "[[steps]]\nname = \"a\"\nhandler = { kind = \"builtin\"\n",
+                 path, sizeof path);
+  char *before = efx_snapshot(c->db);
+  run_result r;
+  CLI(c, &r, "template", "add", path);
+  assert_int_equal(r.status, 78);
+  assert_string_equal(r.out, "");
+  /* Either the FILE:5:29: form or the parser's "FILE: line 5, column 29:". */
+  char colon[480], words[480];
+  snprintf(colon, sizeof colon, "tasker template add: %s:5:29: ", path);
+  snprintf(words, sizeof words, "tasker template add: %s: line 5, column 29: ", path);
+  if (strncmp(r.err, colon, strlen(colon)) != 0 && strncmp(r.err, words, strlen(words)) != 0)
+    fail_msg("unexpected message: %s", r.err);
+  assert_non_null(strstr(r.err, "inline table"));
+  run_result_free(&r);
+  char missing[420];
+  snprintf(missing, sizeof missing, "%s/missing.toml", c->dir);
+  CLI(c, &r, "template", "add", missing);
+  assert_int_equal(r.status, 1);
+  assert_non_null(strstr(r.err, missing));
+  run_result_free(&r);
+  char *after = efx_snapshot(c->db);
+  assert_string_equal(before, after);
+  free(before);
+  free(after);
+}
+
+static void nothing_is_stored_unless_every_file_is_valid(void **state) {
+  cli *c = *state;
+  char good[400], bad[400], want[600];
+  write_template(c, "good.toml", order, good, sizeof good);
+  write_template(c, "bad.toml", bad_templates[0].text, bad, sizeof bad);
+  char *before = efx_snapshot(c->db);
+  snprintf(want, sizeof want, "tasker template add: %s:%s: %s\n", bad, bad_templates[0].where,
+           bad_templates[0].message);
+  EXPECT(c, 78, "", want, "template", "add", good, bad);
+  char *after = efx_snapshot(c->db);
+  assert_string_equal(before, after);
+  free(before);
+  free(after);
+  EXPECT(c, 0, "[]\n", "", "template", "list", "--json");
+}
+
+static void re_adding_is_idempotent_and_a_changed_definition_needs_a_new_version(void **state) {
+  cli *c = *state;
+  add_order(c);
+  char path[400];
+  write_template(c, "order.toml", order, path, sizeof path);
+  EXPECT(c, 0, "",
+         "unchanged shop/order version 1 (4 steps): the same definition is already stored\n",
+         "template", "add", path);
+  EXPECT(c, 0,
+         "{\"id\": 1, \"namespace\": \"shop\", \"name\": \"order\", \"version\": \"1\", "
+         "\"steps\": 4, \"existed\": true}\n",
+         "", "template", "add", path, "--json");
+  char changed[2048];
+  snprintf(changed, sizeof changed, "%s", order);
+  memcpy(strstr(changed, "name = \"fail\"") + 8, "noop", 4); /* charge no longer fails */
+  write_template(c, "order.toml", changed, path, sizeof path);
+  char *before = efx_snapshot(c->db);
+  EXPECT(c, 1, "",
+         "tasker template add: template shop/order version 1 already exists with a different "
+         "definition; give the changed template a new version\n",
+         "template", "add", path);
+  char *after = efx_snapshot(c->db);
+  assert_string_equal(before, after);
+  free(before);
+  free(after);
+}
+
+static void bad_submissions_are_refused_and_create_nothing(void **state) {
+  cli *c = *state;
+  add_order(c);
+  char *before = efx_snapshot(c->db);
+  EXPECT(c, 2, "",
+         "tasker submit: context: invalid JSON at line 1, column 5: unexpected token near end of "
+         "file\n",
+         "submit", "order", "--context", "{\"a\":");
+  EXPECT(c, 2, "",
+         "tasker submit: context: invalid JSON at line 1, column 10: duplicate object key near "
+         "'\"a\"'\n",
+         "submit", "order", "--context", "{\"a\":1,\"a\":2}");
+  static const char *const kinds[][2] = {{"[1]", "an array"}, {"42", "a number"},
+                                         {"\"x\"", "a string"}, {"true", "a boolean"},
+                                         {"null", "null"}};
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+    char want[256];
+    snprintf(want, sizeof want,
+             "tasker submit: context: expected a JSON object such as {\"order\": 42}, got %s\n",
+             kinds[i][1]);
+    EXPECT(c, 2, "", want, "submit", "order", "--context", kinds[i][0]);
+  }
+  char missing[420], at[430], want[512];
+  snprintf(missing, sizeof missing, "%s/missing.json", c->dir);
+  snprintf(at, sizeof at, "@%s", missing);
+  snprintf(want, sizeof want, "tasker submit: --context: cannot read \"%s\"\n", missing);
+  EXPECT(c, 2, "", want, "submit", "order", "--context", at);
+  EXPECT(c, 2, "", "tasker submit: no template \"nosuch\" (see tasker template list)\n", "submit",
+         "nosuch");
+  EXPECT(c, 2, "",
+         "tasker submit: no template \"order\" version \"9\" (see tasker template list)\n",
+         "submit", "order", "--version", "9");
+  EXPECT(c, 2, "", "tasker submit: expected the template's name (see tasker template list)\n",
+         "submit");
+  char *after = efx_snapshot(c->db);
+  assert_string_equal(before, after);
+  free(before);
+  free(after);
+  /* And a good one, from a file. */
+  char ctx[400];
+  efx_write(c->dir, "ctx.json", "{\"order\": 42}", ctx, sizeof ctx);
+  snprintf(at, sizeof at, "@%s", ctx);
+  EXPECT(c, 0, "1\n", "", "submit", "shop/order", "--context", at, "--version", "1");
+  efx_sql_expect(c->db, "{\"order\":42}", "SELECT context FROM tasks");
+}
+
+static void a_repeated_identity_returns_the_existing_task(void **state) {
+  cli *c = *state;
+  add_order(c);
+  EXPECT(c, 0, "1\n", "", "submit", "order", "--identity", "order-7", "--context", "{\"n\": 1}");
+  EXPECT(c, 0, "2\n", "", "submit", "order", "--identity", "order-8");
+  char *before = efx_snapshot(c->db);
+  EXPECT(c, 0, "1\n", "task 1 already exists with identity \"order-7\"; nothing submitted\n",
+         "submit", "order", "--identity", "order-7", "--context", "{\"n\": 2}");
+  char *after = efx_snapshot(c->db);
+  assert_string_equal(before, after);
+  free(before);
+  free(after);
+  efx_sql_expect(c->db, "1|order-7|{\"n\":1}\n2|order-8|{}",
+                 "SELECT id, identity, context FROM tasks ORDER BY id");
+}
+
+/* The JSON a command prints, parsed; fails on any other exit status. */
+static json_t *json_of(cli *c, const char *cmd, const char *a1, const char *a2) {
+  run_result r;
+  if (a2) CLI(c, &r, cmd, a1, a2, "--json");
+  else if (a1) CLI(c, &r, cmd, a1, "--json");
+  else CLI(c, &r, cmd, "--json");
+  if (r.status != 0) fail_msg("%s: exit %d: %s", cmd, r.status, r.err);
+  json_error_t e;
+  json_t *v = json_loads(r.out, 0, &e);
+  if (v == NULL) fail_msg("%s: not JSON (%s): %s", cmd, e.text, r.out);
+  run_result_free(&r);
+  return v;
+}
+
+/* The object's keys, in order, joined by ','. */
+static void expect_keys(json_t *o, const char *want) {
+  char got[512] = "";
+  size_t used = 0;
+  const char *k;
+  json_t *v;
+  json_object_foreach(o, k, v) used += (size_t)snprintf(got + used, sizeof got - used, "%s%s",
+                                                        used ? "," : "", k);
+  assert_string_equal(got, want);
+}
+
+static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
+static json_int_t num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
+
+static void show_why_and_status_print_their_json_shapes(void **state) {
+  cli *c = *state;
+  add_order(c);
+  EXPECT(c, 0, "1\n", "", "submit", "order", "--context", "{\"order\": 7}");
+  run_result r;
+  CLI(c, &r, "run", "--until-idle", "--workers", "1");
+  assert_int_equal(r.status, 0);
+  run_result_free(&r);
+
+  json_t *t = json_of(c, "show", "1", NULL);
+  /* Objects print in a fixed key order (JSON_PRESERVE_ORDER). */
+  expect_keys(t, "id,state,identity,created_at,updated_at,finished_at,steps_total,steps_done,"
+                 "steps_error,template,context,steps,execution_status,now");
+  assert_int_equal(num(t, "id"), 1);
+  assert_string_equal(str(t, "state"), "error");
+  assert_string_equal(str(t, "execution_status"), "blocked_by_failures");
+  assert_true(json_is_null(json_object_get(t, "identity")));
+  assert_int_equal(num(t, "steps_total"), 4);
+  assert_int_equal(num(t, "steps_done"), 2);
+  assert_int_equal(num(t, "steps_error"), 1);
+  assert_true(num(t, "finished_at") >= num(t, "created_at"));
+  expect_keys(json_object_get(t, "template"), "namespace,name,version");
+  assert_int_equal(num(json_object_get(t, "context"), "order"), 7);
+  json_t *steps = json_object_get(t, "steps");
+  assert_int_equal(json_array_size(steps), 4);
+  const char *names[] = {"validate", "charge", "ship", "notify"};
+  const char *states[] = {"complete", "error", "pending", "complete"};
+  for (size_t i = 0; i < 4; i++) {
+    json_t *s = json_array_get(steps, i);
+    expect_keys(s, "name,state,attempts,max_attempts,retryable,backoff,parents_remaining,run_at,"
+                   "lease_owner,lease_expires_at,last_delay_ms,last_error,results,id,depends_on,"
+                   "why");
+    assert_string_equal(str(s, "name"), names[i]);
+    assert_string_equal(str(s, "state"), states[i]);
+    assert_true(json_is_boolean(json_object_get(s, "retryable")));
+    assert_true(json_is_array(json_object_get(s, "depends_on")));
+  }
+  json_t *charge = json_array_get(steps, 1);
+  assert_int_equal(num(charge, "attempts"), 3);
+  assert_int_equal(num(charge, "max_attempts"), 3);
+  assert_string_equal(str(charge, "backoff"), "payments");
+  assert_int_equal(num(charge, "last_delay_ms"), 20);
+  assert_non_null(strstr(str(charge, "last_error"), "builtin fail"));
+  assert_string_equal(str(json_object_get(charge, "why"), "reason"), "error");
+
+  /* why prints the same object as show's step.why. */
+  json_t *why = json_of(c, "why", "1", "ship");
+  expect_keys(why, "reason,blocking,detail");
+  assert_true(json_equal(why, json_object_get(json_array_get(steps, 2), "why")));
+  assert_string_equal(str(why, "reason"), "waiting_for_dependencies");
+  json_t *blocking = json_array_get(json_object_get(why, "blocking"), 0);
+  assert_string_equal(str(blocking, "step"), "charge");
+  assert_string_equal(str(blocking, "state"), "error");
+  json_decref(why);
+  json_decref(t);
+
+  json_t *st = json_of(c, "status", NULL, NULL);
+  expect_keys(st, "tasks,steps,ready_now,next_due_at,counters,now");
+  assert_int_equal(num(json_object_get(st, "tasks"), "error"), 1);
+  json_t *by_state = json_object_get(st, "steps");
+  assert_int_equal(num(by_state, "complete"), 2);
+  assert_int_equal(num(by_state, "error"), 1);
+  assert_int_equal(num(by_state, "pending"), 1);
+  assert_int_equal(num(st, "ready_now"), 0);
+  assert_true(json_is_null(json_object_get(st, "next_due_at")));
+  assert_true(json_is_object(json_object_get(st, "counters")));
+  json_decref(st);
+
+  EXPECT(c, 2, "", "tasker show: no task 99\n", "show", "99");
+  EXPECT(c, 2, "", "tasker show: invalid task id \"x1\": expected a positive integer\n", "show",
+         "x1");
+  EXPECT(c, 2, "", "tasker why: task 1 has no step \"nosuch\"\n", "why", "1", "nosuch");
+}
+
+static void operator_commands_refuse_what_the_state_does_not_allow(void **state) {
+  cli *c = *state;
+  add_order(c);
+  EXPECT(c, 0, "1\n", "", "submit", "order");
+  run_result r;
+  CLI(c, &r, "run", "--until-idle", "--workers", "1");
+  assert_int_equal(r.status, 0);
+  run_result_free(&r);
+  char *before = efx_snapshot(c->db);
+  EXPECT(c, 2, "",
+         "tasker retry: step \"ship\" of task 1 is pending: only a step in error can be "
+         "retried\n",
+         "retry", "1", "ship");
+  EXPECT(c, 2, "",
+         "tasker resolve: step \"notify\" of task 1 is complete: only a step that is pending, "
+         "waiting for a retry or in error can be resolved\n",
+         "resolve", "1", "notify");
+  EXPECT(c, 2, "", "tasker retry: task 1 has no step \"nosuch\"\n", "retry", "1", "nosuch");
+  EXPECT(c, 2, "", "tasker cancel: no task 2\n", "cancel", "2");
+  char *after = efx_snapshot(c->db);
+  assert_string_equal(before, after);
+  free(before);
+  free(after);
+  EXPECT(c, 0, "", "task 1: step resolved manually; task is now in_progress\n", "resolve", "1",
+         "charge");
+  CLI(c, &r, "run", "--until-idle", "--workers", "1");
+  assert_int_equal(r.status, 0);
+  run_result_free(&r);
+  efx_sql_expect(c->db, "complete", "SELECT state FROM tasks");
+  efx_sql_expect(c->db, "validate|complete\ncharge|resolved_manually\nship|complete\n"
+                        "notify|complete",
+                 "SELECT name, state FROM steps ORDER BY idx");
+  EXPECT(c, 2, "", "tasker cancel: task 1 is already complete\n", "cancel", "1");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(template_errors_name_the_place_and_store_nothing, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(toml_syntax_errors_name_file_line_and_column, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(nothing_is_stored_unless_every_file_is_valid, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(
+          re_adding_is_idempotent_and_a_changed_definition_needs_a_new_version, setup, teardown),
+      cmocka_unit_test_setup_teardown(bad_submissions_are_refused_and_create_nothing, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(a_repeated_identity_returns_the_existing_task, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(show_why_and_status_print_their_json_shapes, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(operator_commands_refuse_what_the_state_does_not_allow,
+                                      setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
