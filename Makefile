@@ -30,6 +30,7 @@ CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 TEST_SRC  := $(shell find tests -name 'test_*.c' | sort)
 TEST_COMMON := $(sort $(wildcard tests/common/*.c))
 BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
+EXAMPLE_SRC := examples/embed.c
 
 SQLITE_MIGRATIONS := $(sort $(wildcard src/store/sqlite/migrations/*.sql))
 GEN_SRC   := $(BUILD)/gen/sqlite_migrations.c
@@ -38,13 +39,14 @@ CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_COMMON_OBJ := $(TEST_COMMON:%.c=$(BUILD)/obj/%.o)
 TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRC))
 
 STATIC_LIB := $(BUILD)/lib/libtasker.a
 SHARED_LIB := $(BUILD)/lib/libtasker.so.$(VERSION)
 PC_FILE    := $(BUILD)/lib/pkgconfig/tasker.pc
 TASKER     := $(BUILD)/bin/tasker
 
-.PHONY: all deps test test-asan check demo bench install clean tests fuzz fuzz-smoke
+.PHONY: all deps test test-asan check demo bench install clean tests examples fuzz fuzz-smoke
 all: $(STATIC_LIB) $(SHARED_LIB) $(PC_FILE) $(TASKER)
 
 deps:
@@ -90,7 +92,14 @@ $(BUILD)/bench/%: bench/%.c $(STATIC_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
 
-tests: $(TEST_BIN) $(TASKER)
+# The examples build against the installed-style public headers only.
+$(BUILD)/examples/%: examples/%.c $(STATIC_LIB)
+	@mkdir -p $(@D)
+	$(CC) -Iinclude $(WARN) $(OPTFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
+
+examples: $(EXAMPLE_BIN)
+
+tests: $(TEST_BIN) $(TASKER) $(EXAMPLE_BIN)
 
 # Build and run every unit and integration test; last line "N passed, N failed".
 test: deps
