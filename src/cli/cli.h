@@ -50,6 +50,17 @@ int cli_u64(const char *cmd, const cli_opt *o, uint64_t *out);
 int cli_double(const char *cmd, const cli_opt *o, double min, double max, double *out);
 int cli_duration(const char *cmd, const cli_opt *o, int64_t *out_ms);
 
+struct tk_store;
+struct tk_config;
+/* The store URL: --db, else $TASKER_DB, else the configuration's engine.db. */
+const char *cli_store_url(const cli_globals *g, const struct tk_config *cfg);
+/* Open the store; with need_schema, refuse one that `tasker init` has not
+ * set up. Prints the error and returns an exit status on failure. */
+int cli_open_store(const char *cmd, const cli_globals *g, const struct tk_config *cfg,
+                   int need_schema, struct tk_store **out);
+/* A task id argument; prints and returns CLI_EXIT_USAGE when invalid. */
+int cli_task_id(const char *cmd, const char *text, int64_t *id);
+
 /* Print "tasker CMD: message" on stderr. */
 void cli_error(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -75,6 +86,26 @@ int cmd_backoff(cli_globals *g, int argc, char **argv);
 extern const char cmd_backoff_usage[];
 int cmd_config(cli_globals *g, int argc, char **argv);
 extern const char cmd_config_usage[];
+int cmd_init(cli_globals *g, int argc, char **argv);
+extern const char cmd_init_usage[];
+int cmd_template(cli_globals *g, int argc, char **argv);
+extern const char cmd_template_usage[];
+int cmd_submit(cli_globals *g, int argc, char **argv);
+extern const char cmd_submit_usage[];
+int cmd_run(cli_globals *g, int argc, char **argv);
+extern const char cmd_run_usage[];
+int cmd_status(cli_globals *g, int argc, char **argv);
+extern const char cmd_status_usage[];
+int cmd_show(cli_globals *g, int argc, char **argv);
+extern const char cmd_show_usage[];
+int cmd_why(cli_globals *g, int argc, char **argv);
+extern const char cmd_why_usage[];
+int cmd_retry(cli_globals *g, int argc, char **argv);
+extern const char cmd_retry_usage[];
+int cmd_resolve(cli_globals *g, int argc, char **argv);
+extern const char cmd_resolve_usage[];
+int cmd_cancel(cli_globals *g, int argc, char **argv);
+extern const char cmd_cancel_usage[];
 int cmd_simulate(cli_globals *g, int argc, char **argv);
 extern const char cmd_simulate_usage[];
 int cmd_toml_decode(cli_globals *g, int argc, char **argv);

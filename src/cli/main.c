@@ -14,6 +14,16 @@ typedef struct cli_command {
 } cli_command;
 
 static const cli_command commands[] = {
+    {"init", cmd_init, "create the store or apply its missing migrations", cmd_init_usage},
+    {"template", cmd_template, "add or list workflow templates", cmd_template_usage},
+    {"submit", cmd_submit, "create a task from a template; prints its id", cmd_submit_usage},
+    {"run", cmd_run, "run as an orchestrator: claim, execute, record, retry", cmd_run_usage},
+    {"status", cmd_status, "tasks and steps by state", cmd_status_usage},
+    {"show", cmd_show, "a task and each of its steps", cmd_show_usage},
+    {"why", cmd_why, "why a step is not running, and until when", cmd_why_usage},
+    {"retry", cmd_retry, "retry a failed step with fresh attempts", cmd_retry_usage},
+    {"resolve", cmd_resolve, "mark a step as resolved by hand", cmd_resolve_usage},
+    {"cancel", cmd_cancel, "cancel a task", cmd_cancel_usage},
     {"backoff", cmd_backoff, "print the retry delays a backoff policy produces", cmd_backoff_usage},
     {"config", cmd_config, "check a configuration file or show the effective settings",
      cmd_config_usage},
