@@ -135,7 +135,7 @@ clean:
 # from the TOML sources directly (not the gcc objects); `make fuzz-smoke`
 # runs it for $(FUZZ_TIME) seconds on the toml-test valid documents.
 FUZZ_CC       ?= clang
-FUZZ_TIME     ?= 45
+FUZZ_TIME     ?= 40
 TOML_TEST_DIR ?= ../shared/toml-test
 FUZZ_BIN      := build-fuzz/fuzz_toml
 FUZZ_SRC      := fuzz/fuzz_toml.c $(sort $(wildcard src/toml/*.c)) src/core/error.c
