@@ -29,26 +29,16 @@ static int add_failed(int rc, const tk_err *err) {
                                                                    : CLI_EXIT_FAILURE;
 }
 
-/* Parse and validate a template file without storing it. */
-static int validate(const tk_config *cfg, const char *file, tk_err *err) {
-  tk_toml_doc *doc;
-  int rc = tk_toml_parse_file(file, &doc, err);
-  if (rc) return rc;
-  tk__template t;
-  rc = tk__template_from_toml(doc, file, cfg, &t, err);
-  tk_toml_free(doc);
-  if (rc == 0) tk__template_free(&t);
-  return rc;
-}
-
 static int add(cli_globals *g, tk_config *cfg, tk_store *s, int n, const char **files) {
   tk_clock clock = tk_clock_system();
   tk_err err;
   /* Every file is validated before any is stored, so that a bad file in
    * the list leaves the store unchanged (it used to keep the ones before). */
   for (int i = 0; i < n; i++) {
-    int rc = validate(cfg, files[i], &err);
+    tk__template t;
+    int rc = tk__template_from_file(files[i], cfg, &t, &err);
     if (rc) return add_failed(rc, &err);
+    tk__template_free(&t);
   }
   for (int i = 0; i < n; i++) {
     tk_template_info info;

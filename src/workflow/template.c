@@ -566,6 +566,16 @@ fail:
   return rc;
 }
 
+int tk__template_from_file(const char *path, const tk_config *cfg, tk__template *out,
+                           tk_err *err) {
+  tk_toml_doc *doc;
+  int rc = tk_toml_parse_file(path, &doc, err);
+  if (rc) return rc;
+  rc = tk__template_from_toml(doc, path, cfg, out, err);
+  tk_toml_free(doc);
+  return rc;
+}
+
 void tk__template_free(tk__template *t) {
   json_decref(t->definition);
   free(t->edges);

@@ -32,6 +32,10 @@ int tk__template_from_toml(const tk_toml_doc *doc, const char *file, const tk_co
 int tk__dag_check(int nsteps, const int *const *parents, const int *nparents,
                   const char *const *names, char *cycle, size_t cycle_len);
 
+/* Parse the TOML file at `path` and validate it as above. */
+int tk__template_from_file(const char *path, const tk_config *cfg, tk__template *out,
+                           tk_err *err);
+
 void tk__template_free(tk__template *t);
 
 #endif

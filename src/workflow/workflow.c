@@ -22,12 +22,8 @@ static void digest_of(const char *text, char out[17]) {
 
 int tk_template_add_file(tk_store *s, const tk_config *cfg, const char *path, int64_t now,
                          tk_template_info *out, tk_err *err) {
-  tk_toml_doc *doc;
-  int rc = tk_toml_parse_file(path, &doc, err);
-  if (rc) return rc;
   tk__template t;
-  rc = tk__template_from_toml(doc, path, cfg, &t, err);
-  tk_toml_free(doc);
+  int rc = tk__template_from_file(path, cfg, &t, err);
   if (rc) return rc;
   char *text = json_dumps(t.definition, JSON_COMPACT | JSON_SORT_KEYS);
   if (text == NULL) {

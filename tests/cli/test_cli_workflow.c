@@ -148,10 +148,7 @@ static void template_errors_name_the_place_and_store_nothing(void **state) {
     snprintf(want, sizeof want, "tasker template add: %s:%s: %s\n", path, b->where, b->message);
     EXPECT(c, 78, "", want, "template", "add", path);
   }
-  char *after = efx_snapshot(c->db);
-  assert_string_equal(before, after);
-  free(before);
-  free(after);
+  efx_unchanged(c->db, before);
 }
 
 static void toml_syntax_errors_name_file_line_and_column(void **state) {
@@ -178,10 +175,7 @@ static void toml_syntax_errors_name_file_line_and_column(void **state) {
   assert_int_equal(r.status, 1);
   assert_non_null(strstr(r.err, missing));
   run_result_free(&r);
-  char *after = efx_snapshot(c->db);
-  assert_string_equal(before, after);
-  free(before);
-  free(after);
+  efx_unchanged(c->db, before);
 }
 
 static void nothing_is_stored_unless_every_file_is_valid(void **state) {
@@ -193,10 +187,7 @@ static void nothing_is_stored_unless_every_file_is_valid(void **state) {
   snprintf(want, sizeof want, "tasker template add: %s:%s: %s\n", bad, bad_templates[0].where,
            bad_templates[0].message);
   EXPECT(c, 78, "", want, "template", "add", good, bad);
-  char *after = efx_snapshot(c->db);
-  assert_string_equal(before, after);
-  free(before);
-  free(after);
+  efx_unchanged(c->db, before);
   EXPECT(c, 0, "[]\n", "", "template", "list", "--json");
 }
 
@@ -221,10 +212,7 @@ static void re_adding_is_idempotent_and_a_changed_definition_needs_a_new_version
          "tasker template add: template shop/order version 1 already exists with a different "
          "definition; give the changed template a new version\n",
          "template", "add", path);
-  char *after = efx_snapshot(c->db);
-  assert_string_equal(before, after);
-  free(before);
-  free(after);
+  efx_unchanged(c->db, before);
 }
 
 static void bad_submissions_are_refused_and_create_nothing(void **state) {
@@ -261,10 +249,7 @@ static void bad_submissions_are_refused_and_create_nothing(void **state) {
          "submit", "order", "--version", "9");
   EXPECT(c, 2, "", "tasker submit: expected the template's name (see tasker template list)\n",
          "submit");
-  char *after = efx_snapshot(c->db);
-  assert_string_equal(before, after);
-  free(before);
-  free(after);
+  efx_unchanged(c->db, before);
   /* And a good one, from a file. */
   char ctx[400];
   efx_write(c->dir, "ctx.json", "{\"order\": 42}", ctx, sizeof ctx);
@@ -281,10 +266,7 @@ static void a_repeated_identity_returns_the_existing_task(void **state) {
   char *before = efx_snapshot(c->db);
   EXPECT(c, 0, "1\n", "task 1 already exists with identity \"order-7\"; nothing submitted\n",
          "submit", "order", "--identity", "order-7", "--context", "{\"n\": 2}");
-  char *after = efx_snapshot(c->db);
-  assert_string_equal(before, after);
-  free(before);
-  free(after);
+  efx_unchanged(c->db, before);
   efx_sql_expect(c->db, "1|order-7|{\"n\":1}\n2|order-8|{}",
                  "SELECT id, identity, context FROM tasks ORDER BY id");
 }
@@ -410,10 +392,7 @@ static void operator_commands_refuse_what_the_state_does_not_allow(void **state)
          "resolve", "1", "notify");
   EXPECT(c, 2, "", "tasker retry: task 1 has no step \"nosuch\"\n", "retry", "1", "nosuch");
   EXPECT(c, 2, "", "tasker cancel: no task 2\n", "cancel", "2");
-  char *after = efx_snapshot(c->db);
-  assert_string_equal(before, after);
-  free(before);
-  free(after);
+  efx_unchanged(c->db, before);
   EXPECT(c, 0, "", "task 1: step resolved manually; task is now in_progress\n", "resolve", "1",
          "charge");
   CLI(c, &r, "run", "--until-idle", "--workers", "1");
@@ -426,24 +405,19 @@ static void operator_commands_refuse_what_the_state_does_not_allow(void **state)
   EXPECT(c, 2, "", "tasker cancel: task 1 is already complete\n", "cancel", "1");
 }
 
+/* Each test gets a fresh, initialized store. */
+#define TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(template_errors_name_the_place_and_store_nothing, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(toml_syntax_errors_name_file_line_and_column, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(nothing_is_stored_unless_every_file_is_valid, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(
-          re_adding_is_idempotent_and_a_changed_definition_needs_a_new_version, setup, teardown),
-      cmocka_unit_test_setup_teardown(bad_submissions_are_refused_and_create_nothing, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(a_repeated_identity_returns_the_existing_task, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(show_why_and_status_print_their_json_shapes, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(operator_commands_refuse_what_the_state_does_not_allow,
-                                      setup, teardown),
+      TEST(template_errors_name_the_place_and_store_nothing),
+      TEST(toml_syntax_errors_name_file_line_and_column),
+      TEST(nothing_is_stored_unless_every_file_is_valid),
+      TEST(re_adding_is_idempotent_and_a_changed_definition_needs_a_new_version),
+      TEST(bad_submissions_are_refused_and_create_nothing),
+      TEST(a_repeated_identity_returns_the_existing_task),
+      TEST(show_why_and_status_print_their_json_shapes),
+      TEST(operator_commands_refuse_what_the_state_does_not_allow),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -88,6 +88,19 @@ void efx_close(efx *f) {
   memset(f, 0, sizeof *f);
 }
 
+efx *efx_new(const char *const *sets, const char *id) {
+  efx *f = calloc(1, sizeof *f);
+  efx_open(f, sets);
+  efx_engine(f, id);
+  return f;
+}
+
+int efx_teardown(void **state) {
+  efx_close(*state);
+  free(*state);
+  return 0;
+}
+
 static void on_event(const char *line, void *ud) {
   efx *f = ud;
   json_error_t e;
@@ -128,6 +141,13 @@ int64_t efx_template(efx *f, const char *toml) {
   if (tk_template_add_file(f->store, f->cfg, path, f->clock.now_ms, &info, &err) != 0)
     fail_msg("template: %s", err.msg);
   return info.id;
+}
+
+void efx_one_step(efx *f, const char *name, const char *handler, const char *retry) {
+  char toml[1024];
+  snprintf(toml, sizeof toml, "name = \"%s\"\nversion = \"1\"\n" EFX_STEP("s")
+           "handler = %s\nretry = %s\n", name, handler, retry);
+  efx_template(f, toml);
 }
 
 int64_t efx_submit(efx *f, const char *name, const char *context) {
@@ -241,38 +261,38 @@ static void query(const char *db, const char *sql, char **out, int64_t *first) {
   else free(buf);
 }
 
+/* query() with printf-style SQL. */
+static char *vquery(const char *db, int64_t *first, const char *fmt, va_list ap) {
+  char sql[2048], *out;
+  vsnprintf(sql, sizeof sql, fmt, ap);
+  query(db, sql, &out, first);
+  return out;
+}
+
 int64_t efx_sql_int(const char *db, const char *fmt, ...) {
-  char sql[2048];
+  int64_t v = -1;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(sql, sizeof sql, fmt, ap);
+  free(vquery(db, &v, fmt, ap));
   va_end(ap);
-  int64_t v = -1;
-  query(db, sql, NULL, &v);
   return v;
 }
 
 char *efx_sql_text(const char *db, const char *fmt, ...) {
-  char sql[2048];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(sql, sizeof sql, fmt, ap);
+  char *out = vquery(db, NULL, fmt, ap);
   va_end(ap);
-  char *out;
-  query(db, sql, &out, NULL);
   return out;
 }
 
 void efx_sql_expect(const char *db, const char *want, const char *fmt, ...) {
-  char sql[2048];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(sql, sizeof sql, fmt, ap);
+  char *got = vquery(db, NULL, fmt, ap);
   va_end(ap);
-  char *got;
-  query(db, sql, &got, NULL);
   if (strcmp(got, want) != 0) {
-    print_error("%s\ngot:\n%s\nwanted:\n%s\n", sql, got, want);
+    print_error("%s\ngot:\n%s\nwanted:\n%s\n", fmt, got, want);
     free(got);
     fail();
   }
@@ -294,6 +314,15 @@ char *efx_snapshot(const char *db) {
   }
   free(tables);
   return snap;
+}
+
+void efx_unchanged(const char *db, char *before) {
+  char *after = efx_snapshot(db);
+  int same = strcmp(before, after) == 0;
+  if (!same) print_error("the store changed:\n%s\n---- became ----\n%s\n", before, after);
+  free(before);
+  free(after);
+  assert_true(same);
 }
 
 pid_t efx_spawn(const char *const *args, const char *out_path, const char *err_path) {

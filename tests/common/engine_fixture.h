@@ -19,6 +19,10 @@
 #include <tasker/engine.h>
 #include <tasker/store.h>
 
+/* Pieces of template TOML. */
+#define EFX_STEP(name) "[[steps]]\nname = \"" name "\"\n"
+#define EFX_NOOP "handler = { kind = \"builtin\", name = \"noop\" }\n"
+
 /* The manual clock's start: a fixed, realistic epoch time in ms. */
 #define EFX_T0 INT64_C(1767225600000)
 
@@ -49,6 +53,10 @@ void efx_write(const char *dir, const char *name, const char *text, char *path, 
 void efx_open(efx *f, const char *const *sets);
 /* Free the engine, the store and the configuration; remove the directory. */
 void efx_close(efx *f);
+/* A heap fixture opened with `sets` and an engine named `id`; and a cmocka
+ * teardown that closes and frees the one in *state. */
+efx *efx_new(const char *const *sets, const char *id);
+int efx_teardown(void **state);
 
 /* Create the engine under orchestrator id `id`: manual clock, f->seed,
  * workers 0 (handlers run inline on the ticking thread), sinks into
@@ -61,6 +69,9 @@ tk_engine *efx_engine_on(efx *f, tk_store *s, const char *id);
 
 /* Store a template given as TOML text; returns its id. */
 int64_t efx_template(efx *f, const char *toml);
+/* Store template NAME with one step "s" running `handler` under `retry`
+ * (both TOML inline tables). */
+void efx_one_step(efx *f, const char *name, const char *handler, const char *retry);
 /* Submit a task of template `name` with context JSON (NULL: {}). */
 int64_t efx_submit(efx *f, const char *name, const char *context);
 
@@ -106,6 +117,8 @@ void efx_sql_expect(const char *db, const char *want, const char *fmt, ...)
 /* Every row of every table of the store at db, as text: equal snapshots
  * mean an unchanged store. Malloc'd. */
 char *efx_snapshot(const char *db);
+/* Assert that the store is as `before` (a snapshot, which is freed). */
+void efx_unchanged(const char *db, char *before);
 
 /* Start the tasker binary with NULL-terminated args, stdin from /dev/null,
  * stdout and stderr to the given files (NULL: /dev/null); returns its pid

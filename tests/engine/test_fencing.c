@@ -20,26 +20,27 @@ static const char *const sets[] = {"engine.lease=10s", "engine.heartbeat=2s",
                                    NULL};
 
 static int setup(void **state) {
-  efx *f = calloc(1, sizeof *f);
-  efx_open(f, sets);
-  efx_engine(f, "orch-A");
-  *state = f;
+  *state = efx_new(sets, "orch-A");
   return 0;
 }
 
-static int teardown(void **state) {
-  efx_close(*state);
-  free(*state);
-  return 0;
-}
-
+/* Template "one": step "s" running `handler` under profile x. */
 static void one_step(efx *f, const char *handler, int max_attempts) {
-  char toml[512];
-  snprintf(toml, sizeof toml,
-           "name = \"one\"\nversion = \"1\"\n[[steps]]\nname = \"s\"\nhandler = %s\n"
-           "retry = { max_attempts = %d, backoff = \"x\" }\n",
-           handler, max_attempts);
-  efx_template(f, toml);
+  char retry[64];
+  snprintf(retry, sizeof retry, "{ max_attempts = %d, backoff = \"x\" }", max_attempts);
+  efx_one_step(f, "one", handler, retry);
+}
+
+/* A task of "one" whose step an orchestrator "ghost" claimed (lease 10s at
+ * EFX_T0) before it died; *c is the claim. Returns the task id. */
+static int64_t ghost_claimed(efx *f, int max_attempts, tk__claimed *c) {
+  one_step(f, "{ kind = \"builtin\", name = \"noop\" }", max_attempts);
+  int64_t id = efx_submit(f, "one", NULL);
+  tk_err err;
+  int n;
+  assert_int_equal(f->store->ops->claim(f->store, "ghost", EFX_T0, 10000, 1, c, &n, &err), 0);
+  assert_int_equal(n, 1);
+  return id;
 }
 
 static int64_t fenced_counter(efx *f) {
@@ -267,14 +268,9 @@ static void an_outcome_after_cancel_is_fenced_out(void **state) {
 static void an_expired_lease_is_reaped_at_its_expiry_and_retried_after_the_backoff(void **state) {
   efx *f = *state;
   tk_store *s = f->store;
-  one_step(f, "{ kind = \"builtin\", name = \"noop\" }", 3);
-  int64_t id = efx_submit(f, "one", NULL);
-  /* An orchestrator claims the step and dies. */
   tk__claimed c;
   tk_err err;
-  int n;
-  assert_int_equal(s->ops->claim(s, "ghost", EFX_T0, 10000, 1, &c, &n, &err), 0);
-  assert_int_equal(n, 1);
+  int64_t id = ghost_claimed(f, 3, &c);
   assert_int_equal(efx_tick(f), EFX_T0 + 10000); /* the engine wakes at the expiry */
   f->clock.now_ms = EFX_T0 + 9999;
   efx_tick(f);
@@ -303,13 +299,8 @@ static void an_expired_lease_is_reaped_at_its_expiry_and_retried_after_the_backo
 
 static void an_expired_lease_spends_the_attempt_budget(void **state) {
   efx *f = *state;
-  tk_store *s = f->store;
-  one_step(f, "{ kind = \"builtin\", name = \"noop\" }", 1);
-  int64_t id = efx_submit(f, "one", NULL);
   tk__claimed c;
-  tk_err err;
-  int n;
-  assert_int_equal(s->ops->claim(s, "ghost", EFX_T0, 10000, 1, &c, &n, &err), 0);
+  int64_t id = ghost_claimed(f, 1, &c);
   efx_drive(f, 5);
   efx_expect(f, id, "error", "s", "error", NULL);
   tk_engine_stats st = tk_engine_stats_get(f->engine);
@@ -320,17 +311,17 @@ static void an_expired_lease_spends_the_attempt_budget(void **state) {
   assert_int_equal(efx_events(f, "task.failed", NULL), 1);
 }
 
+/* Each test gets a fresh store and engine. */
+#define TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, efx_teardown)
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(stale_lease_outcome_is_refused_and_counted, setup, teardown),
-      cmocka_unit_test_setup_teardown(stale_claim_unknown_claim_and_second_write_are_refused,
-                                      setup, teardown),
-      cmocka_unit_test_setup_teardown(a_lease_renewed_after_the_reapers_look_is_not_expired,
-                                      setup, teardown),
-      cmocka_unit_test_setup_teardown(an_outcome_after_cancel_is_fenced_out, setup, teardown),
-      cmocka_unit_test_setup_teardown(
-          an_expired_lease_is_reaped_at_its_expiry_and_retried_after_the_backoff, setup, teardown),
-      cmocka_unit_test_setup_teardown(an_expired_lease_spends_the_attempt_budget, setup, teardown),
+      TEST(stale_lease_outcome_is_refused_and_counted),
+      TEST(stale_claim_unknown_claim_and_second_write_are_refused),
+      TEST(a_lease_renewed_after_the_reapers_look_is_not_expired),
+      TEST(an_outcome_after_cancel_is_fenced_out),
+      TEST(an_expired_lease_is_reaped_at_its_expiry_and_retried_after_the_backoff),
+      TEST(an_expired_lease_spends_the_attempt_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

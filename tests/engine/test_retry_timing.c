@@ -14,26 +14,17 @@
 
 #include "common/engine_fixture.h"
 
-static int teardown(void **state) {
-  efx_close(*state);
-  free(*state);
-  return 0;
-}
-
-static efx *open_with(const char *const *sets) {
-  efx *f = calloc(1, sizeof *f);
-  efx_open(f, sets);
-  efx_engine(f, "orch-1");
-  return f;
-}
-
-/* A one-step template NAME whose step uses `handler` and `retry`. */
-static void one_step(efx *f, const char *name, const char *handler, const char *retry) {
-  char toml[1024];
-  snprintf(toml, sizeof toml,
-           "name = \"%s\"\nversion = \"1\"\n[[steps]]\nname = \"s\"\nhandler = %s\nretry = %s\n",
-           name, handler, retry);
-  efx_template(f, toml);
+/* A fixture with `sets` in *state, running one task of a one-step template
+ * (see efx_one_step) until nothing is scheduled; the step must end in
+ * `final`. Returns the task id. */
+static int64_t run_one(void **state, const char *const *sets, const char *handler,
+                       const char *retry, const char *final) {
+  efx *f = *state = efx_new(sets, "orch-1");
+  efx_one_step(f, "one", handler, retry);
+  int64_t id = efx_submit(f, "one", NULL);
+  efx_drive(f, 20);
+  efx_expect(f, id, strcmp(final, "error") == 0 ? "error" : "complete", "s", final, NULL);
+  return id;
 }
 
 static int64_t claims(efx *f) { return tk_engine_stats_get(f->engine).claimed; }
@@ -41,9 +32,9 @@ static int64_t claims(efx *f) { return tk_engine_stats_get(f->engine).claimed; }
 static void schedule_runs_at_exactly_t0_plus_1s_plus_3s(void **state) {
   static const char *const sets[] = {"backoff.profiles.x.schedule=[\"1s\", \"2s\"]",
                                      "backoff.jitter=none", NULL};
-  efx *f = *state = open_with(sets);
-  one_step(f, "twice", "{ kind = \"builtin\", name = \"fail\", times = 2 }",
-           "{ max_attempts = 3, backoff = \"x\" }");
+  efx *f = *state = efx_new(sets, "orch-1");
+  efx_one_step(f, "twice", "{ kind = \"builtin\", name = \"fail\", times = 2 }",
+               "{ max_attempts = 3, backoff = \"x\" }");
   int64_t id = efx_submit(f, "twice", NULL);
   efx_tick(f);
   assert_int_equal(claims(f), 1);
@@ -95,12 +86,9 @@ static void past_the_schedule_delays_grow_geometrically_to_the_cap(void **state)
                                      "backoff.profiles.x.multiplier=3",
                                      "backoff.profiles.x.max_delay=20s", "backoff.jitter=none",
                                      NULL};
-  efx *f = *state = open_with(sets);
-  one_step(f, "always", "{ kind = \"builtin\", name = \"fail\" }",
-           "{ max_attempts = 6, backoff = \"x\" }");
-  int64_t id = efx_submit(f, "always", NULL);
-  efx_drive(f, 20);
-  efx_expect(f, id, "error", "s", "error", NULL);
+  run_one(state, sets, "{ kind = \"builtin\", name = \"fail\" }",
+          "{ max_attempts = 6, backoff = \"x\" }", "error");
+  efx *f = *state;
   /* 1s, 2s from the schedule, then 2s * 3 = 6s, 18s, then the 20s cap. */
   efx_sql_expect(f->db, "1000,2000,6000,18000,20000",
                  "SELECT group_concat(delay_ms, ',') FROM (SELECT delay_ms FROM attempts"
@@ -111,11 +99,13 @@ static void past_the_schedule_delays_grow_geometrically_to_the_cap(void **state)
 
 static void server_hint_wins_unjittered_and_capped(void **state) {
   static const char *const sets[] = {"backoff.jitter=full", "backoff.max_server_delay=5s", NULL};
-  efx *f = *state = open_with(sets);
-  one_step(f, "hinted", "{ kind = \"builtin\", name = \"fail\", times = 1, retry_after = \"3s\" }",
-           "{ max_attempts = 3 }");
-  one_step(f, "greedy", "{ kind = \"builtin\", name = \"fail\", times = 1, retry_after = \"1h\" }",
-           "{ max_attempts = 3 }");
+  efx *f = *state = efx_new(sets, "orch-1");
+  efx_one_step(f, "hinted",
+               "{ kind = \"builtin\", name = \"fail\", times = 1, retry_after = \"3s\" }",
+               "{ max_attempts = 3 }");
+  efx_one_step(f, "greedy",
+               "{ kind = \"builtin\", name = \"fail\", times = 1, retry_after = \"1h\" }",
+               "{ max_attempts = 3 }");
   int64_t a = efx_submit(f, "hinted", NULL);
   int64_t b = efx_submit(f, "greedy", NULL);
   efx_drive(f, 10);
@@ -133,12 +123,10 @@ static void server_hint_wins_unjittered_and_capped(void **state) {
 
 static void a_timeout_is_a_retryable_failure_on_the_injected_clock(void **state) {
   static const char *const sets[] = {"backoff.jitter=none", "backoff.base=2s", NULL};
-  efx *f = *state = open_with(sets);
-  one_step(f, "slow", "{ kind = \"builtin\", name = \"sleep\", duration = \"1m\", timeout = \"5s\" }",
-           "{ max_attempts = 2 }");
-  int64_t id = efx_submit(f, "slow", NULL);
-  efx_drive(f, 10);
-  efx_expect(f, id, "error", "s", "error", NULL);
+  run_one(state, sets,
+          "{ kind = \"builtin\", name = \"sleep\", duration = \"1m\", timeout = \"5s\" }",
+          "{ max_attempts = 2 }", "error");
+  efx *f = *state;
   /* The handler slept on the manual clock until its deadline, no longer. */
   efx_sql_expect(f->db, "timeout|0|5000|2000\ntimeout|7000|12000|NULL",
                  "SELECT outcome, started_at - %1$lld, finished_at - %1$lld, delay_ms"
@@ -195,8 +183,8 @@ static void run_jitter_case(const jitter_case *jc) {
   efx f;
   efx_open(&f, sets);
   efx_engine(&f, "orch-1");
-  one_step(&f, "jittery", "{ kind = \"builtin\", name = \"fail\" }",
-           "{ max_attempts = 8, backoff = \"j\" }");
+  efx_one_step(&f, "jittery", "{ kind = \"builtin\", name = \"fail\" }",
+               "{ max_attempts = 8, backoff = \"j\" }");
   for (int t = 0; t < JITTER_TASKS; t++) efx_submit(&f, "jittery", NULL);
   efx_drive(&f, 200);
   int distinct = 0;
@@ -253,7 +241,7 @@ static char *jittered_run(uint64_t seed) {
   efx_open(&f, sets);
   f.seed = seed;
   efx_engine(&f, "orch-1");
-  one_step(&f, "seeded", "{ kind = \"builtin\", name = \"fail\" }", "{ max_attempts = 6 }");
+  efx_one_step(&f, "seeded", "{ kind = \"builtin\", name = \"fail\" }", "{ max_attempts = 6 }");
   efx_submit(&f, "seeded", NULL);
   efx_submit(&f, "seeded", NULL);
   efx_drive(&f, 50);
@@ -273,12 +261,15 @@ static void a_seed_reproduces_the_schedule(void **state) {
   free(c);
 }
 
+/* Tests that open their fixture in *state; it is closed after each. */
+#define TEST(fn) cmocka_unit_test_teardown(fn, efx_teardown)
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_teardown(schedule_runs_at_exactly_t0_plus_1s_plus_3s, teardown),
-      cmocka_unit_test_teardown(past_the_schedule_delays_grow_geometrically_to_the_cap, teardown),
-      cmocka_unit_test_teardown(server_hint_wins_unjittered_and_capped, teardown),
-      cmocka_unit_test_teardown(a_timeout_is_a_retryable_failure_on_the_injected_clock, teardown),
+      TEST(schedule_runs_at_exactly_t0_plus_1s_plus_3s),
+      TEST(past_the_schedule_delays_grow_geometrically_to_the_cap),
+      TEST(server_hint_wins_unjittered_and_capped),
+      TEST(a_timeout_is_a_retryable_failure_on_the_injected_clock),
       cmocka_unit_test(jittered_delays_stay_within_their_bounds),
       cmocka_unit_test(a_seed_reproduces_the_schedule),
   };
