@@ -43,6 +43,7 @@ int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
     snprintf(e->id, sizeof e->id, "%s-%d-%04x", host, (int)getpid(),
              (unsigned)(tk_rand_u64(&r) & 0xffff));
   }
+  e->reap_at = INT64_MIN; /* nothing known yet: look at the first pass */
   e->claims = calloc((size_t)e->claim_batch, sizeof *e->claims);
   e->expired = calloc(REAP_BATCH, sizeof *e->expired);
   pthread_mutex_init(&e->mu, NULL);
@@ -321,16 +322,26 @@ int tk_engine_tick(tk_engine *e, int64_t *next_due, tk_err *err) {
     if (rc) return rc;
   }
   int64_t now = tk_clock_now(&e->clock);
-  int rc = reap(e, now, err);
-  if (rc) return rc;
+  int rc;
+  /* Reap only when a known lease has run out; reaping refreshes what is
+   * known. Our own claims below bring reap_at forward to their expiry, so
+   * even a busy engine looks at every lease at least once a lease period. */
+  if (now >= e->reap_at) {
+    if ((rc = reap(e, now, err))) return rc;
+    if ((rc = e->store->ops->next_due(e->store, NULL, &e->reap_at, err))) return rc;
+  }
   record_done(e);
   int claimed = 0;
-  if ((rc = claim_and_start(e, tk_clock_now(&e->clock), &claimed, err))) return rc;
+  now = tk_clock_now(&e->clock);
+  if ((rc = claim_and_start(e, now, &claimed, err))) return rc;
+  if (claimed > 0 && now + e->lease_ms < e->reap_at) e->reap_at = now + e->lease_ms;
   if (next_due == NULL) return 0;
-  int64_t due = INT64_MAX;
-  if ((rc = e->store->ops->next_due(e->store, &due, err))) return rc;
-  /* A full claim may have left more ready work behind. */
-  if (claimed > 0 && e->workers == 0) due = now;
+  int64_t due = now; /* a claim that found work may have left more behind */
+  if (claimed == 0) {
+    int64_t ready;
+    if ((rc = e->store->ops->next_due(e->store, &ready, &e->reap_at, err))) return rc;
+    due = ready < e->reap_at ? ready : e->reap_at;
+  }
   heartbeat(e, tk_clock_now(&e->clock), &due);
   *next_due = due;
   return 0;

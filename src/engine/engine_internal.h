@@ -68,6 +68,7 @@ struct tk_engine {
   registered_fn *fns;
   int nfns;
 
+  int64_t reap_at;     /* earliest lease expiry known to this engine */
   tk__claimed *claims; /* claim_batch slots */
   tk__expired *expired;
 

@@ -56,15 +56,27 @@ static void decide(tk_engine *e, const tk__finish *f, int64_t now, tk__outcome *
   }
 }
 
+/* The engine's counters for one recorded (or refused) outcome. */
+static void count(tk_engine *e, const tk__outcome *o, int exhausted, int rc) {
+  if (rc == TK_EFENCED) e->stats.fenced++;
+  if (rc != 0) return;
+  switch (o->next) {
+  case TK__NEXT_COMPLETE: e->stats.completed++; break;
+  case TK__NEXT_RETRY: e->stats.retried++; break;
+  case TK__NEXT_ERROR: *(exhausted ? &e->stats.exhausted : &e->stats.failed) += 1; break;
+  }
+}
+
 /* Events, log lines and counters for one recorded (or refused) outcome. */
 static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int exhausted,
                    int rc, const tk__effects *fx, const tk_err *err) {
   const tk__claimed *c = f->claim;
   int64_t now = o->now;
+  count(e, o, exhausted, rc);
+  if (e->on_event == NULL && e->on_log == NULL) return; /* nobody listens */
   json_t *base = json_pack("{s:I, s:s, s:i}", "task", (json_int_t)c->task_id, "step",
                            f->step_name, "attempt", c->attempt);
   if (rc == TK_EFENCED) {
-    e->stats.fenced++;
     tk__engine_log(e, TK_LOG_WARN, "task %lld step %s attempt %d: %s", (long long)c->task_id,
                    f->step_name, c->attempt, err->msg);
     json_object_set_new(base, "outcome", json_string(o->attempt_outcome));
@@ -81,12 +93,10 @@ static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int 
   }
   switch (o->next) {
   case TK__NEXT_COMPLETE:
-    e->stats.completed++;
     json_object_set_new(base, "children_released", json_integer(fx->children_released));
     tk__engine_event(e, "step.completed", now, base);
     break;
   case TK__NEXT_RETRY: {
-    e->stats.retried++;
     json_t *failed = json_deep_copy(base);
     json_object_set_new(failed, "error", json_string(o->error));
     json_object_set_new(failed, "outcome", json_string(o->attempt_outcome));
@@ -103,8 +113,6 @@ static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int 
     break;
   }
   case TK__NEXT_ERROR:
-    if (exhausted) e->stats.exhausted++;
-    else e->stats.failed++;
     json_object_set_new(base, "error", json_string(o->error));
     json_object_set_new(base, "outcome", json_string(o->attempt_outcome));
     tk__engine_event(e, exhausted ? "step.exhausted" : "step.failed", now, base);

@@ -16,7 +16,7 @@
 #include <tasker/backoff.h>
 #include <tasker/store.h>
 
-#define TK__STORE_OPS_VERSION 1
+#define TK__STORE_OPS_VERSION 2 /* 2: the batch-step members at the end */
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 
@@ -35,6 +35,11 @@
 #define TK__TASK_ERROR "error"
 #define TK__TASK_CANCELLED "cancelled"
 
+/* Item states of a batch step (DESIGN §9). */
+#define TK__ITEM_PENDING "pending"
+#define TK__ITEM_ACKED "acked"
+#define TK__ITEM_GAVE_UP "gave_up"
+
 /* A template as stored: identity plus its normalized JSON definition and
  * the DAG's edges by step position. */
 typedef struct tk__template_row {
@@ -47,6 +52,12 @@ typedef struct tk__template_row {
   int64_t created_at;
 } tk__template_row;
 
+/* One item of a new batch step. */
+typedef struct tk__new_item {
+  const char *key;  /* unique within the step */
+  const char *data; /* the element as JSON text when it was an object, else NULL */
+} tk__new_item;
+
 /* One step of a new task, resolved from its template and the configuration. */
 typedef struct tk__new_step {
   const char *name;
@@ -54,6 +65,12 @@ typedef struct tk__new_step {
   int max_attempts;
   int retryable;
   const char *backoff;
+  /* Batch steps only (batch = 1): settings resolved at submit, and the
+   * items, stored in the task's transaction in this order. */
+  int batch;
+  int max_in_call_retries, max_item_attempts, fail_if_any_gave_up;
+  const tk__new_item *items;
+  int nitems;
 } tk__new_step;
 
 typedef struct tk__new_task {
@@ -103,7 +120,44 @@ typedef struct tk__outcome {
   int64_t delay_ms;    /* RETRY only */
   tk_delay_source source;
   int64_t run_at;
+  /* Batch steps: item results written with the outcome, if it is not
+   * fenced out (see tk__item_result). */
+  const struct tk__item_result *items;
+  int nitems;
 } tk__outcome;
+
+/* What one batch write changes of one item: its new state, and how many
+ * deliveries to add to its attempts (an increment, so the write is the
+ * same whoever counted before). Written only while the step is held by the
+ * writer's claim, and only to an item still pending: an acked or given-up
+ * item never changes again. */
+typedef struct tk__item_result {
+  int64_t seq;       /* the item's position in its step */
+  const char *state; /* TK__ITEM_* after this write */
+  int32_t delta;     /* deliveries since the last write */
+  const char *error; /* the last rejection's reason; NULL keeps the stored one */
+  /* Not written; for the engine's events after the commit. */
+  const char *key;
+  int32_t attempts; /* the item's attempts after this write */
+} tk__item_result;
+
+/* A batch step as a claim finds it: its settings, counts of all its items
+ * by state, and the pending ones in submission order. items and text are
+ * malloc'd (free both); the strings point into text. */
+typedef struct tk__pending_item {
+  int64_t seq;
+  const char *key;
+  const char *data; /* NULL when the element was a plain key */
+  int32_t attempts; /* deliveries recorded so far (all of them rejected) */
+} tk__pending_item;
+
+typedef struct tk__batch_load {
+  int max_in_call_retries, max_item_attempts, fail_if_any_gave_up;
+  int64_t total, acked, gave_up;
+  tk__pending_item *items; /* the pending ones */
+  int64_t npending;
+  char *text;
+} tk__batch_load;
 
 /* What recording an outcome changed beyond the step, for events. */
 typedef struct tk__effects {
@@ -167,9 +221,10 @@ typedef struct tk__store_ops {
                    tk_err *err);
   /* Up to `limit` in-progress steps whose lease expired before now. */
   int (*expired)(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);
-  /* The earliest time something becomes due: a ready step's run_at or a
-   * lease expiry; INT64_MAX when nothing is scheduled. */
-  int (*next_due)(tk_store *s, int64_t *at, tk_err *err);
+  /* When something becomes due: *ready_at the earliest run_at of a step
+   * whose parents are done, *lease_at the earliest lease expiry; INT64_MAX
+   * for none. Either pointer may be NULL. */
+  int (*next_due)(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *err);
   /* Whether any task has work left: a step pending with no parents left,
    * waiting for a retry, or in progress. */
   int (*has_work)(tk_store *s, int *yes, tk_err *err);
@@ -191,6 +246,17 @@ typedef struct tk__store_ops {
    * the backend has none; `drain` consumes what made it readable. */
   int (*change_fd)(tk_store *s);
   void (*drain_changes)(tk_store *s);
+
+  /* Batch steps (DESIGN §9). Load the step's settings and pending items
+   * (TK_ENOENT when the step is not a batch step). Read-only: a claim
+   * calls it right after claiming the step. */
+  int (*items_load)(tk_store *s, int64_t step_id, tk__batch_load *out, tk_err *err);
+  /* Write item results between two handler calls of one claim, in one
+   * transaction fenced like record: TK_EFENCED (nothing written) when the
+   * claim no longer holds the step. So a crash between calls loses no
+   * ack. */
+  int (*items_checkpoint)(tk_store *s, int64_t step_id, int64_t claim_id,
+                          const tk__item_result *r, int n, tk_err *err);
 } tk__store_ops;
 
 /* Every backend's store struct starts with this. */

@@ -13,7 +13,8 @@ enum {
   SQ_RECORD_STEP, SQ_ATTEMPT_FINISH, SQ_RELEASE_CHILDREN, SQ_TASK_DONE, SQ_TASK_ERROR,
   SQ_TASK_PROGRESS, SQ_TASK_FINISH, SQ_COUNT, SQ_HEARTBEAT, SQ_EXPIRED, SQ_NEXT_READY,
   SQ_NEXT_LEASE, SQ_HAS_WORK, SQ_STEP_INSERT, SQ_SAVEPOINT, SQ_RELEASE, SQ_ROLLBACK_TO,
-  SQ_CHILDREN, SQ_RELEASE_CHILD,
+  SQ_CHILDREN, SQ_RELEASE_CHILD, SQ_TASK_CAN_PROGRESS,
+  SQ_BATCH_INSERT, SQ_ITEM_INSERT, SQ_ITEM_UPDATE, SQ_BATCH_GET, SQ_ITEMS_GET, SQ_STEP_HELD,
   SQ__COUNT
 };
 
@@ -65,6 +66,13 @@ int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id,
 
 int tk__sq_count(tk_store *s, const char *name, int64_t delta, tk_err *err);
 
+/* Batch steps (sqlite_items.c), inside the caller's transaction: store the
+ * settings and items of new step step_id; apply item results of an
+ * outcome whose fence already held. */
+int tk__sq_items_insert(tk__sqlite *q, int64_t step_id, const tk__new_step *ns, tk_err *err);
+int tk__sq_items_apply(tk__sqlite *q, int64_t step_id, const tk__item_result *r, int n,
+                       tk_err *err);
+
 /* Operations implemented in the backend's files. */
 int tk__sq_template_put(tk_store *s, tk__template_row *row, int *existed, tk_err *err);
 int tk__sq_template_get(tk_store *s, const char *name, const char *version, json_t **out,
@@ -80,12 +88,15 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int
 int tk__sq_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
                      tk_err *err);
 int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);
-int tk__sq_next_due(tk_store *s, int64_t *at, tk_err *err);
+int tk__sq_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *err);
 int tk__sq_has_work(tk_store *s, int *yes, tk_err *err);
 int tk__sq_step_input(tk_store *s, int64_t step_id, json_t **out, tk_err *err);
 int tk__sq_operator(tk_store *s, tk__operator_action action, int64_t task_id, const char *step,
                     int64_t now, tk__effects *fx, tk_err *err);
 int tk__sq_task_show(tk_store *s, int64_t task_id, json_t **out, tk_err *err);
 int tk__sq_status(tk_store *s, int64_t now, json_t **out, tk_err *err);
+int tk__sq_items_load(tk_store *s, int64_t step_id, tk__batch_load *out, tk_err *err);
+int tk__sq_items_checkpoint(tk_store *s, int64_t step_id, int64_t claim_id,
+                            const tk__item_result *r, int n, tk_err *err);
 
 #endif

@@ -282,8 +282,9 @@ int tk__sq_status(tk_store *s, int64_t now, json_t **out, tk_err *err) {
   sqlite3_bind_int64(st, 1, now);
   if (sqlite3_step(st) == SQLITE_ROW) ready = sqlite3_column_int64(st, 0);
   sqlite3_finalize(st);
-  int64_t due = INT64_MAX;
-  int rc = tk__sq_next_due(s, &due, err);
+  int64_t due = INT64_MAX, lease = INT64_MAX;
+  int rc = tk__sq_next_due(s, &due, &lease, err);
+  if (lease < due) due = lease;
   if (rc) {
     json_decref(tasks);
     json_decref(steps);

@@ -67,6 +67,9 @@ int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
     sqlite3_bind_int(st, 7, ns->nparents);
     sqlite3_bind_int64(st, 8, t->now);
     if ((rc = tk__sq_done(q, st, err))) goto fail;
+    if (ns->batch &&
+        (rc = tk__sq_items_insert(q, sqlite3_last_insert_rowid(q->db), ns, err)))
+      goto fail;
   }
   return tk__sq_commit(q, err);
 fail:
@@ -226,13 +229,7 @@ int tk__sq_settle_task(tk__sqlite *q, int64_t task_id, int64_t now, const char *
   *state = NULL;
   sqlite3_stmt *st = tk__sq_stmt(
       q, SQ_TASK_PROGRESS,
-      "SELECT t.state, t.steps_done, t.steps_total, t.steps_error,"
-      /* Only a task with a step in error needs the scan of its steps. */
-      " (t.steps_error > 0 OR t.state = 'error') AND t.steps_done < t.steps_total AND EXISTS (SELECT 1 FROM steps s"
-      " WHERE s.task_id = t.id AND (s.state IN ('in_progress', 'waiting_for_retry') OR"
-      " (s.state = 'pending' AND s.parents_remaining = 0)))"
-      " FROM tasks t WHERE t.id = ?",
-      err);
+      "SELECT state, steps_done, steps_total, steps_error FROM tasks WHERE id = ?", err);
   if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, task_id);
   if (sqlite3_step(st) != SQLITE_ROW) {
@@ -242,8 +239,23 @@ int tk__sq_settle_task(tk__sqlite *q, int64_t task_id, int64_t now, const char *
   char from[24];
   snprintf(from, sizeof from, "%s", tk__sq_text(st, 0));
   int done = sqlite3_column_int(st, 1), total = sqlite3_column_int(st, 2);
-  int errors = sqlite3_column_int(st, 3), can_progress = sqlite3_column_int(st, 4);
+  int errors = sqlite3_column_int(st, 3), can_progress = 0;
   sqlite3_reset(st);
+  /* Only a task with a step in error needs the scan of its steps (a
+   * separate query: SQLite evaluates both sides of AND in a result column). */
+  if ((errors > 0 || strcmp(from, TK__TASK_ERROR) == 0) && done < total) {
+    st = tk__sq_stmt(q, SQ_TASK_CAN_PROGRESS,
+                     "SELECT EXISTS (SELECT 1 FROM steps WHERE task_id = ? AND (state IN"
+                     " ('in_progress', 'waiting_for_retry') OR (state = 'pending' AND"
+                     " parents_remaining = 0)))",
+                     err);
+    if (st == NULL) return TK_ESTORE;
+    sqlite3_bind_int64(st, 1, task_id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) can_progress = sqlite3_column_int(st, 0);
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW) return tk__sq_fail(q, "settle task", err);
+  }
   const char *to = NULL;
   if (strcmp(from, TK__TASK_CANCELLED) == 0 || strcmp(from, TK__TASK_COMPLETE) == 0) return 0;
   if (done == total) to = TK__TASK_COMPLETE;
@@ -354,6 +366,9 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
   int64_t task_id = o->task_id, template_id = o->template_id;
   int idx = o->idx;
   fx->task_id = task_id;
+  /* The fence held: a batch step's item results go in with the outcome. */
+  if (o->nitems > 0 && (rc = tk__sq_items_apply(q, o->step_id, o->items, o->nitems, err)))
+    return rc;
 
   st = tk__sq_stmt(q, SQ_ATTEMPT_FINISH,
                    "UPDATE attempts SET finished_at = ?, outcome = ?, error = ?, delay_ms = ?,"
@@ -487,20 +502,19 @@ static int scalar(tk__sqlite *q, int id, const char *sql, int64_t none, int64_t 
   return rc == SQLITE_ROW ? 0 : tk__sq_fail(q, "query", err);
 }
 
-int tk__sq_next_due(tk_store *s, int64_t *at, tk_err *err) {
+int tk__sq_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
-  int64_t ready, lease;
-  int rc = scalar(q, SQ_NEXT_READY,
-                  "SELECT MIN(run_at) FROM steps WHERE state IN ('pending', 'waiting_for_retry')"
-                  " AND parents_remaining = 0",
-                  INT64_MAX, &ready, err);
-  if (rc) return rc;
-  rc = scalar(q, SQ_NEXT_LEASE,
-              "SELECT MIN(lease_expires_at) FROM steps WHERE state = 'in_progress'", INT64_MAX,
-              &lease, err);
-  if (rc) return rc;
-  *at = ready < lease ? ready : lease;
-  return 0;
+  int rc = 0;
+  if (ready_at)
+    rc = scalar(q, SQ_NEXT_READY,
+                "SELECT MIN(run_at) FROM steps WHERE state IN ('pending', 'waiting_for_retry')"
+                " AND parents_remaining = 0",
+                INT64_MAX, ready_at, err);
+  if (rc == 0 && lease_at)
+    rc = scalar(q, SQ_NEXT_LEASE,
+                "SELECT MIN(lease_expires_at) FROM steps WHERE state = 'in_progress'", INT64_MAX,
+                lease_at, err);
+  return rc;
 }
 
 int tk__sq_has_work(tk_store *s, int *yes, tk_err *err) {

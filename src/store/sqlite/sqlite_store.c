@@ -264,4 +264,6 @@ const tk__store_ops tk__sqlite_store_ops = {
     .count = tk__sq_count,
     .change_fd = sq_change_fd,
     .drain_changes = sq_drain_changes,
+    .items_load = tk__sq_items_load,
+    .items_checkpoint = tk__sq_items_checkpoint,
 };
