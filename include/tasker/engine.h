@@ -9,11 +9,13 @@
 #ifndef TASKER_ENGINE_H
 #define TASKER_ENGINE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <tasker/clock.h>
 #include <tasker/config.h>
 #include <tasker/error.h>
+#include <tasker/retry.h>
 #include <tasker/store.h>
 
 #ifdef __cplusplus
@@ -84,6 +86,49 @@ void tk_engine_free(tk_engine *e);
 /* Register an in-process handler, used by steps whose handler is
  * { kind = "function", name = NAME }. Call before running. */
 int tk_engine_register(tk_engine *e, const char *name, tk_handler_fn fn, void *ud, tk_err *err);
+
+/* ---- batch steps (DESIGN §9, docs/batch.md) -----------------------------
+ *
+ * A batch step owns items. Each call of its handler offers only the items
+ * still pending; the handler acks or rejects each one. Within one attempt
+ * the engine calls again, after the step's backoff delay, for the items
+ * left, up to max_in_call_retries times; an item rejected
+ * max_item_attempts times gives up and is never offered again. */
+
+/* One item offered to a batch handler. */
+typedef struct tk_batch_item {
+  const char *key;  /* unique within the step */
+  const char *data; /* the submitted element as JSON text when it was an
+                       object, else NULL (the element was the key) */
+  int64_t index;    /* position in the submitted array, from 0 */
+  int attempt;      /* this delivery of the item: 1 the first time */
+} tk_batch_item;
+
+/* One call of a batch handler. Strings live until the handler returns. */
+typedef struct tk_batch_call {
+  const tk_handler_call *step; /* the step's attempt: task, step, input, spec */
+  const tk_batch_item *items;  /* the pending items, in submission order */
+  size_t n;                    /* >= 1 */
+  int call;                    /* 1 for the attempt's first call, then 2, ... */
+} tk_batch_call;
+
+/* A batch handler; runs on a worker thread and must be thread-safe.
+ * `out` is zeroed with status SUCCESS and retry_after_ms -1. On SUCCESS it
+ * fills reports[i] for every items[i]: TK_ITEM_ACKED, or TK_ITEM_REJECTED
+ * with an optional reason (valid until the handler is called again); an
+ * item left without a verdict fails the call. retry_after_ms >= 0 asks for
+ * that delay before the next call. A failure of the whole call (the
+ * service is down) sets status RETRY or PERMANENT and error instead; no
+ * report is read then. out->results is not used (the step's results are
+ * the item counts). */
+typedef void (*tk_batch_fn)(const tk_batch_call *call, tk_item_report *reports,
+                            tk_handler_result *out, void *ud);
+
+/* Register an in-process batch handler, used by batch steps whose handler
+ * is { kind = "function", name = NAME }. Names are shared with
+ * tk_engine_register. Call before running. */
+int tk_engine_register_batch(tk_engine *e, const char *name, tk_batch_fn fn, void *ud,
+                             tk_err *err);
 
 /* One pass: reap expired leases, record finished attempts, claim and start
  * ready steps (running them to completion when workers = 0). *next_due

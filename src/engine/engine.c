@@ -69,6 +69,7 @@ void tk_engine_free(tk_engine *e) {
   free(e->fns);
   free(e->claims);
   free(e->expired);
+  tk__batch_engine_free(e);
   if (e->wake_pipe[0] >= 0) close(e->wake_pipe[0]);
   if (e->wake_pipe[1] >= 0) close(e->wake_pipe[1]);
   pthread_mutex_destroy(&e->mu);
@@ -83,7 +84,7 @@ int tk_engine_register(tk_engine *e, const char *name, tk_handler_fn fn, void *u
   registered_fn *f = realloc(e->fns, ((size_t)e->nfns + 1) * sizeof *f);
   if (f == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory registering \"%s\"", name);
   e->fns = f;
-  f[e->nfns] = (registered_fn){strdup(name), fn, ud};
+  f[e->nfns] = (registered_fn){strdup(name), fn, ud, NULL};
   if (f[e->nfns].name == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory");
   e->nfns++;
   return 0;
@@ -120,6 +121,7 @@ const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err)
     d->spec_text = json_dumps(d->spec, JSON_COMPACT);
     json_t *t_ms = json_object_get(d->spec, "timeout_ms");
     d->timeout_ms = json_is_integer(t_ms) ? json_integer_value(t_ms) : 0;
+    d->batch = json_object_get(st, "batch");
   }
   e->ntemplates++;
   return te;
@@ -138,6 +140,10 @@ void tk__engine_execute(tk_engine *e, job *j) {
       .spec = j->def->spec_text,
       .deadline_ms = j->def->timeout_ms > 0 ? now + j->def->timeout_ms : 0,
   };
+  if (j->def->batch != NULL) {
+    tk__batch_run(e, j, &call);
+    return;
+  }
   switch (j->def->kind) {
   case KIND_BUILTIN: tk__builtin_run(&call, j->def->spec, &e->clock, &j->result); break;
   case KIND_COMMAND: tk__command_run(&call, j->def->spec, &e->clock, &j->result); break;
@@ -146,6 +152,10 @@ void tk__engine_execute(tk_engine *e, job *j) {
       tk__handler_fail(&j->result, TK_HANDLER_PERMANENT,
                        "no in-process handler is registered as \"%s\" in this orchestrator",
                        json_string_value(json_object_get(j->def->spec, "name")));
+    else if (j->fn->fn == NULL)
+      tk__handler_fail(&j->result, TK_HANDLER_PERMANENT,
+                       "\"%s\" is a batch handler: its step needs batch = { items_from = ... }",
+                       j->fn->name);
     else
       j->fn->fn(&call, &j->result, j->fn->ud);
     break;
@@ -174,6 +184,7 @@ static const char *job_outcome(const job *j) {
 }
 
 static void free_job(job *j) {
+  tk__batch_free(j->batch);
   free(j->result.results);
   free(j->input);
   free(j);
@@ -187,7 +198,7 @@ static void complete_jobs(tk_engine *e, job *list) {
   tk__finish *items = calloc((size_t)n, sizeof *items);
   int i = 0;
   for (job *j = list; j && items; j = j->next, i++)
-    items[i] = (tk__finish){&j->claim, j->def->name, e->id, job_outcome(j), &j->result};
+    items[i] = (tk__finish){&j->claim, j->def->name, e->id, job_outcome(j), &j->result, j->batch};
   if (items) tk__engine_finish(e, items, n);
   else tk__engine_log(e, TK_LOG_ERROR, "out of memory recording %d outcomes", n);
   free(items);
@@ -221,7 +232,7 @@ static int reap(tk_engine *e, int64_t now, tk_err *err) {
     tk__engine_event(e, "step.lease_expired", now,
                      json_pack("{s:I, s:s, s:i, s:s}", "task", (json_int_t)x->step.task_id, "step",
                                name, "attempt", x->step.attempt, "owner", x->owner));
-    items[i] = (tk__finish){&x->step, name, x->owner, "lease_expired", &results[i]};
+    items[i] = (tk__finish){&x->step, name, x->owner, "lease_expired", &results[i], NULL};
   }
   tk__engine_finish(e, items, n);
   free(results);
@@ -269,6 +280,7 @@ static int claim_and_start(tk_engine *e, int64_t now, int *claimed, tk_err *err)
       for (int k = 0; k < e->nfns; k++)
         if (strcmp(e->fns[k].name, fname) == 0) j->fn = &e->fns[k];
     }
+    if (j->def->batch != NULL) tk__batch_prepare(e, j);
     if (j->def->kind != KIND_BUILTIN) {
       json_t *input = NULL;
       if (e->store->ops->step_input(e->store, c->step_id, &input, err) == 0) {
@@ -311,6 +323,7 @@ static void heartbeat(tk_engine *e, int64_t now, int64_t *next) {
 }
 
 static void record_done(tk_engine *e) {
+  tk__batch_flush(e); /* workers waiting between batch calls come first */
   job *list = tk__pool_take_done(e);
   for (job *j = list; j; j = j->next) flight_remove(e, j);
   complete_jobs(e, list);

@@ -22,6 +22,7 @@ typedef struct step_def {
   json_t *spec;     /* the handler table */
   char *spec_text;  /* the same, as JSON text for C handlers */
   int64_t timeout_ms;
+  json_t *batch;    /* the step's batch table, or NULL: not a batch step */
 } step_def;
 
 typedef struct template_entry {
@@ -33,9 +34,13 @@ typedef struct template_entry {
 
 typedef struct registered_fn {
   char *name;
-  tk_handler_fn fn;
+  tk_handler_fn fn; /* NULL for a batch handler */
   void *ud;
+  tk_batch_fn batch; /* a batch handler (tk_engine_register_batch), or NULL */
 } registered_fn;
+
+struct tk__batch_job;
+struct tk__batch_queue;
 
 /* One claimed attempt on its way through a worker. */
 typedef struct job {
@@ -45,6 +50,7 @@ typedef struct job {
   char *input;
   int64_t next_heartbeat;
   tk_handler_result result;
+  struct tk__batch_job *batch;          /* a batch step's items and results, or NULL */
   struct job *next;                     /* pool queues */
   struct job *flight_prev, *flight_next; /* the engine's in-flight list */
 } job;
@@ -87,6 +93,10 @@ struct tk_engine {
   int wake_pipe[2];
   volatile sig_atomic_t stop;
 
+  /* Batch item results that workers hand to the engine thread between
+   * calls (batch.c); NULL until a batch step runs on workers. */
+  struct tk__batch_queue *batchq;
+
   tk_engine_stats stats;
 };
 
@@ -103,6 +113,10 @@ void tk__engine_event(tk_engine *e, const char *type, int64_t now, json_t *field
 /* The run-time view of a template, loaded once per engine. */
 const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err);
 
+/* The backoff policy of profile `profile`; a profile no longer configured
+ * falls back to "default" with a warning (engine thread: it may log). */
+const tk_backoff_policy *tk__engine_policy(tk_engine *e, const char *profile);
+
 /* One finished attempt on its way to the store. */
 typedef struct tk__finish {
   const tk__claimed *claim;
@@ -110,6 +124,7 @@ typedef struct tk__finish {
   const char *owner;           /* the claim's owner */
   const char *attempt_outcome; /* success, failure, timeout, lease_expired */
   const tk_handler_result *result;
+  const struct tk__batch_job *batch; /* a batch step's item results, or NULL */
 } tk__finish;
 
 /* Decide each attempt's next state (DESIGN §5), taking retry delays from
@@ -120,6 +135,22 @@ void tk__engine_finish(tk_engine *e, const tk__finish *items, int n);
 
 /* Run the handler of job j (on any thread). */
 void tk__engine_execute(tk_engine *e, job *j);
+
+/* Batch steps (batch.c, DESIGN §9). On the engine thread: load a claimed
+ * batch step's settings and pending items into j->batch (a failure is
+ * kept there and fails the attempt when it runs). On any thread: run the
+ * attempt's calls through tk_batch_retry into j->result. */
+void tk__batch_prepare(tk_engine *e, job *j);
+void tk__batch_run(tk_engine *e, job *j, const tk_handler_call *call);
+/* Before an outcome is recorded: add the item results to *o and, when the
+ * in-call budget ran out, take the delay tk_batch_retry chose (source
+ * budget). After it is committed: item.gave_up events and log lines. */
+void tk__batch_decide(const struct tk__batch_job *b, tk__outcome *o);
+void tk__batch_report(tk_engine *e, const struct tk__batch_job *b, int64_t now);
+/* Engine thread: write the item results workers handed over between calls. */
+void tk__batch_flush(tk_engine *e);
+void tk__batch_free(struct tk__batch_job *b);
+void tk__batch_engine_free(tk_engine *e);
 
 /* Start and stop the worker threads. */
 int tk__pool_start(tk_engine *e, tk_err *err);

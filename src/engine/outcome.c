@@ -11,7 +11,7 @@
 /* The step's policy. A profile that vanished from the configuration since
  * the task was submitted falls back to the default profile, with a
  * warning: the delay still comes from tk_backoff_delay. */
-static const tk_backoff_policy *policy_for(tk_engine *e, const char *profile) {
+const tk_backoff_policy *tk__engine_policy(tk_engine *e, const char *profile) {
   const tk_backoff_policy *p = tk_config_profile(e->config, profile);
   if (p != NULL) return p;
   tk__engine_log(e, TK_LOG_WARN, "backoff profile \"%s\" is not configured; using \"default\"",
@@ -49,7 +49,7 @@ static void decide(tk_engine *e, const tk__finish *f, int64_t now, tk__outcome *
   } else {
     tk_backoff_result br;
     o->next = TK__NEXT_RETRY;
-    o->delay_ms = tk_backoff_delay(policy_for(e, c->backoff), c->attempt, c->last_delay_ms,
+    o->delay_ms = tk_backoff_delay(tk__engine_policy(e, c->backoff), c->attempt, c->last_delay_ms,
                                    r->retry_after_ms, &e->rng, &br);
     o->source = br.source;
     o->run_at = now + o->delay_ms;
@@ -143,7 +143,10 @@ void tk__engine_finish(tk_engine *e, const tk__finish *items, int n) {
     return;
   }
   int64_t now = tk_clock_now(&e->clock);
-  for (int i = 0; i < n; i++) decide(e, &items[i], now, &o[i], &exhausted[i]);
+  for (int i = 0; i < n; i++) {
+    decide(e, &items[i], now, &o[i], &exhausted[i]);
+    if (items[i].batch) tk__batch_decide(items[i].batch, &o[i]);
+  }
   tk_err err;
   tk_err_clear(&err);
   int rc = e->store->ops->record(e->store, o, n, fx, rcs, &err);
@@ -151,6 +154,8 @@ void tk__engine_finish(tk_engine *e, const tk__finish *items, int n) {
     tk_err one = err;
     if (rc == 0 && rcs[i] == TK_EFENCED)
       tk_err_set(&one, TK_EFENCED, "outcome refused: the lease was lost or the attempt superseded");
+    /* Items that gave up are named before the step's own events. */
+    if (rc == 0 && rcs[i] == 0 && items[i].batch) tk__batch_report(e, items[i].batch, now);
     report(e, &items[i], &o[i], exhausted[i], rc ? rc : rcs[i], &fx[i], &one);
   }
   free(o), free(fx), free(rcs), free(exhausted);

@@ -81,5 +81,8 @@ void tk__builtin_run(const tk_handler_call *call, json_t *spec, const tk_clock *
   if (strcmp(name, "sleep") == 0) run_sleep(call, spec, clock, out);
   else if (strcmp(name, "fail") == 0) run_fail(call, spec, out);
   else if (strcmp(name, "flaky") == 0) run_flaky(call, spec, out);
+  else if (strcmp(name, "batch") == 0)
+    tk__handler_fail(out, TK_HANDLER_PERMANENT,
+                     "builtin batch runs only in a batch step (batch = { items_from = ... })");
   else tk__handler_fail(out, TK_HANDLER_PERMANENT, "unknown builtin handler \"%s\"", name);
 }

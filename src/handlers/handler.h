@@ -12,6 +12,12 @@
 void tk__builtin_run(const tk_handler_call *call, json_t *spec, const tk_clock *clock,
                      tk_handler_result *out);
 
+/* builtin "batch" (docs/batch.md): acks or rejects each offered item by
+ * the rule in `spec` (reject_every, reject_times, poison, retry_after);
+ * deterministic, for tests and benchmarks. */
+void tk__builtin_batch_run(const tk_batch_call *call, json_t *spec, tk_item_report *reports,
+                           tk_handler_result *out);
+
 /* command: argv without a shell (unless shell = true), the input on stdin,
  * a JSON object on stdout as results, exit codes mapped to outcomes, the
  * timeout enforced by killing the whole process group. */

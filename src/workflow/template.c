@@ -129,6 +129,20 @@ static int get_int(parse_ctx *c, const tk_toml_value *v, const char *key, int64_
   return 0;
 }
 
+/* Copy the optional boolean `name` of `table` (at `where`) into out. */
+static int copy_bool(parse_ctx *c, const tk_toml_value *table, const char *where,
+                     const char *name, json_t *out) {
+  const tk_toml_value *v = tk_toml_get(table, name);
+  if (v == NULL) return 0;
+  char key[160];
+  int b, rc;
+  snprintf(key, sizeof key, "%s.%s", where, name);
+  if ((rc = want_type(c, v, key, TK_TOML_BOOLEAN, "true or false"))) return rc;
+  tk_toml_bool(v, &b);
+  json_object_set_new(out, name, json_boolean(b));
+  return 0;
+}
+
 /* The [retry] table of the template or of a step, into JSON. */
 static int parse_retry(parse_ctx *c, const tk_toml_value *t, const char *where, json_t **out) {
   static const char *const keys[] = {"max_attempts", "backoff", "retryable"};
@@ -162,13 +176,7 @@ static int parse_retry(parse_ctx *c, const tk_toml_value *t, const char *where, 
     }
     json_object_set_new(r, "backoff", json_string(name));
   }
-  if ((v = tk_toml_get(t, "retryable"))) {
-    int b;
-    snprintf(key, sizeof key, "%s.retryable", where);
-    if ((rc = want_type(c, v, key, TK_TOML_BOOLEAN, "true or false"))) goto fail;
-    tk_toml_bool(v, &b);
-    json_object_set_new(r, "retryable", json_boolean(b));
-  }
+  if ((rc = copy_bool(c, t, where, "retryable", r))) goto fail;
   *out = r;
   return 0;
 fail:
@@ -197,23 +205,54 @@ static int string_array(parse_ctx *c, const tk_toml_value *v, const char *key, i
   return 0;
 }
 
+/* The batch builtin's rule (docs/batch.md): reject_every, reject_times,
+ * poison. */
+static int parse_batch_rule(parse_ctx *c, const tk_toml_value *h, const char *where,
+                            json_t *out) {
+  char key[160];
+  int64_t n;
+  int rc;
+  const tk_toml_value *v;
+  if ((v = tk_toml_get(h, "reject_every"))) {
+    snprintf(key, sizeof key, "%s.reject_every", where);
+    if ((rc = get_int(c, v, key, 1, INT32_MAX, &n))) return rc;
+    json_object_set_new(out, "reject_every", json_integer(n));
+  }
+  if ((v = tk_toml_get(h, "reject_times"))) {
+    snprintf(key, sizeof key, "%s.reject_times", where);
+    if ((rc = get_int(c, v, key, 0, INT32_MAX, &n))) return rc;
+    json_object_set_new(out, "reject_times", json_integer(n));
+  }
+  if ((v = tk_toml_get(h, "poison"))) {
+    json_t *keys = NULL;
+    snprintf(key, sizeof key, "%s.poison", where);
+    if ((rc = string_array(c, v, key, 0, &keys))) return rc;
+    json_object_set_new(out, "poison", keys);
+  }
+  return 0;
+}
+
 static int parse_builtin(parse_ctx *c, const tk_toml_value *h, const char *where, json_t *out) {
   static const char *const keys[] = {"kind", "name", "duration", "times", "retry_after",
-                                     "permanent", "probability", "seed", "timeout"};
-  static const char *const names[] = {"noop", "sleep", "fail", "flaky"};
+                                     "permanent", "probability", "seed", "timeout",
+                                     "reject_every", "reject_times", "poison"};
+  static const char *const names[] = {"noop", "sleep", "fail", "flaky", "batch"};
   char key[160], buf[128];
   int rc = check_keys(c, h, where, keys, sizeof keys / sizeof keys[0]);
   if (rc) return rc;
   const tk_toml_value *v = tk_toml_get(h, "name");
   snprintf(key, sizeof key, "%s.name", where);
-  if (v == NULL) return fail_at(c, h, key, "missing: a builtin handler needs a name (noop, sleep, fail or flaky)");
+  if (v == NULL)
+    return fail_at(c, h, key,
+                   "missing: a builtin handler needs a name (noop, sleep, fail, flaky or batch)");
   if ((rc = want_type(c, v, key, TK_TOML_STRING, "a string"))) return rc;
   const char *name = tk_toml_string(v, NULL);
   int known = 0;
-  for (size_t i = 0; i < 4; i++) known |= strcmp(name, names[i]) == 0;
+  for (size_t i = 0; i < 5; i++) known |= strcmp(name, names[i]) == 0;
   if (!known) {
-    const char *near = tk__suggest(name, names, 4);
-    return fail_at(c, v, key, "unknown builtin \"%s\": expected noop, sleep, fail or flaky%s%s%s",
+    const char *near = tk__suggest(name, names, 5);
+    return fail_at(c, v, key,
+                   "unknown builtin \"%s\": expected noop, sleep, fail, flaky or batch%s%s%s",
                    name, near ? " (did you mean \"" : "", near ? near : "", near ? "\"?)" : "");
   }
   json_object_set_new(out, "name", json_string(name));
@@ -236,13 +275,7 @@ static int parse_builtin(parse_ctx *c, const tk_toml_value *h, const char *where
     if ((rc = get_duration(c, v, key, &ms))) return rc;
     json_object_set_new(out, "retry_after_ms", json_integer(ms));
   }
-  if ((v = tk_toml_get(h, "permanent"))) {
-    int b;
-    snprintf(key, sizeof key, "%s.permanent", where);
-    if ((rc = want_type(c, v, key, TK_TOML_BOOLEAN, "true or false"))) return rc;
-    tk_toml_bool(v, &b);
-    json_object_set_new(out, "permanent", json_boolean(b));
-  }
+  if ((rc = copy_bool(c, h, where, "permanent", out))) return rc;
   if ((v = tk_toml_get(h, "probability"))) {
     double p = -1;
     int64_t i;
@@ -257,7 +290,7 @@ static int parse_builtin(parse_ctx *c, const tk_toml_value *h, const char *where
     if ((rc = get_int(c, v, key, 0, INT64_MAX, &n))) return rc;
     json_object_set_new(out, "seed", json_integer(n));
   }
-  return 0;
+  return parse_batch_rule(c, h, where, out);
 }
 
 static int parse_command(parse_ctx *c, const tk_toml_value *h, const char *where, json_t *out) {
@@ -272,13 +305,7 @@ static int parse_command(parse_ctx *c, const tk_toml_value *h, const char *where
   json_t *argv = NULL;
   if ((rc = string_array(c, v, key, 1, &argv))) return rc;
   json_object_set_new(out, "argv", argv);
-  if ((v = tk_toml_get(h, "shell"))) {
-    int b;
-    snprintf(key, sizeof key, "%s.shell", where);
-    if ((rc = want_type(c, v, key, TK_TOML_BOOLEAN, "true or false"))) return rc;
-    tk_toml_bool(v, &b);
-    json_object_set_new(out, "shell", json_boolean(b));
-  }
+  if ((rc = copy_bool(c, h, where, "shell", out))) return rc;
   if ((v = tk_toml_get(h, "cwd"))) {
     snprintf(key, sizeof key, "%s.cwd", where);
     if ((rc = want_type(c, v, key, TK_TOML_STRING, "a directory path"))) return rc;
@@ -376,9 +403,75 @@ static int parse_handler(parse_ctx *c, const tk_toml_value *h, const char *where
   return 0;
 }
 
+/* A step's batch table (DESIGN §9, docs/batch.md) into JSON. Settings it
+ * leaves out come from the configuration's [batch] table at submit. */
+static int parse_batch(parse_ctx *c, const tk_toml_value *b, const char *where, json_t **out) {
+  static const char *const keys[] = {"items_from", "max_in_call_retries", "max_item_attempts",
+                                     "fail_if_any_gave_up"};
+  char key[160];
+  int rc = want_type(c, b, where, TK_TOML_TABLE, "a table such as { items_from = \"items\" }");
+  if (!rc) rc = check_keys(c, b, where, keys, sizeof keys / sizeof keys[0]);
+  if (rc) return rc;
+  json_t *batch = json_object();
+  const tk_toml_value *v = tk_toml_get(b, "items_from");
+  snprintf(key, sizeof key, "%s.items_from", where);
+  if (v == NULL) {
+    rc = fail_at(c, b, key, "missing: a batch step needs items_from = \"KEY\", the context key "
+                 "whose array holds its items");
+    goto fail;
+  }
+  if ((rc = want_type(c, v, key, TK_TOML_STRING, "a context key"))) goto fail;
+  if (tk_toml_string(v, NULL)[0] == '\0') {
+    rc = fail_at(c, v, key, "\"\": expected a non-empty context key");
+    goto fail;
+  }
+  json_object_set_new(batch, "items_from", json_string(tk_toml_string(v, NULL)));
+  /* The same ranges as the [batch] configuration table. */
+  static const struct { const char *name; int64_t lo, hi; } ints[] = {
+      {"max_in_call_retries", 0, 1000}, {"max_item_attempts", 1, INT32_MAX}};
+  for (size_t k = 0; k < 2; k++) {
+    int64_t n;
+    if ((v = tk_toml_get(b, ints[k].name)) == NULL) continue;
+    snprintf(key, sizeof key, "%s.%s", where, ints[k].name);
+    if ((rc = get_int(c, v, key, ints[k].lo, ints[k].hi, &n))) goto fail;
+    json_object_set_new(batch, ints[k].name, json_integer(n));
+  }
+  if ((rc = copy_bool(c, b, where, "fail_if_any_gave_up", batch))) goto fail;
+  *out = batch;
+  return 0;
+fail:
+  json_decref(batch);
+  return rc;
+}
+
+/* A batch step needs a handler that takes batches (the builtin "batch" or
+ * a function), and the builtin "batch" needs a batch step. */
+static int check_batch_handler(parse_ctx *c, const tk_toml_value *s, const char *where,
+                               json_t *step) {
+  json_t *h = json_object_get(step, "handler");
+  const char *kind = json_string_value(json_object_get(h, "kind"));
+  const char *name = json_string_value(json_object_get(h, "name"));
+  int batch_builtin = strcmp(kind, "builtin") == 0 && strcmp(name, "batch") == 0;
+  const tk_toml_value *b = tk_toml_get(s, "batch");
+  char key[96];
+  if (b == NULL && batch_builtin) {
+    snprintf(key, sizeof key, "%s.handler.name", where);
+    return fail_at(c, tk_toml_get(tk_toml_get(s, "handler"), "name"), key,
+                   "the builtin \"batch\" runs only in a batch step: add "
+                   "batch = { items_from = \"KEY\" }");
+  }
+  if (b == NULL || batch_builtin || strcmp(kind, "function") == 0) return 0;
+  snprintf(key, sizeof key, "%s.batch", where);
+  if (strcmp(kind, "command") == 0)
+    return fail_at(c, b, key, "a command handler does not take batches yet: use the builtin "
+                   "\"batch\" or a function handler (tk_engine_register_batch)");
+  return fail_at(c, b, key, "the builtin \"%s\" does not take batches: use the builtin "
+                 "\"batch\" or a function handler (tk_engine_register_batch)", name);
+}
+
 static int parse_step(parse_ctx *c, const tk_toml_value *s, size_t i, json_t **out) {
   static const char *const keys[] = {"name", "handler", "depends_on", "retry", "timeout",
-                                     "description"};
+                                     "description", "batch"};
   char where[64], key[96];
   snprintf(where, sizeof where, "steps[%zu]", i + 1);
   int rc = want_type(c, s, where, TK_TOML_TABLE, "a table ([[steps]])");
@@ -423,6 +516,13 @@ static int parse_step(parse_ctx *c, const tk_toml_value *s, size_t i, json_t **o
     if ((rc = want_type(c, v, key, TK_TOML_STRING, "a string"))) goto fail;
     json_object_set_new(step, "description", json_string(tk_toml_string(v, NULL)));
   }
+  if ((v = tk_toml_get(s, "batch"))) {
+    snprintf(key, sizeof key, "%s.batch", where);
+    json_t *b = NULL;
+    if ((rc = parse_batch(c, v, key, &b))) goto fail;
+    json_object_set_new(step, "batch", b);
+  }
+  if ((rc = check_batch_handler(c, s, where, step))) goto fail;
   *out = step;
   return 0;
 fail:

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "store/store.h"
+#include "workflow/batch_items.h"
 #include "workflow/template.h"
 
 /* FNV-1a over the canonical JSON text: enough to tell a re-add of the
@@ -113,6 +114,7 @@ int tk_task_submit(tk_store *s, const tk_config *cfg, const tk_submit_request *r
     ns[i].retryable = v ? json_is_true(v) : 1;
     v = retry_setting(def, step, "backoff");
     ns[i].backoff = v ? json_string_value(v) : "default";
+    if ((rc = tk__batch_step_resolve(step, ctx, cfg, &ns[i], err))) goto done;
   }
   tk__new_task t = {
       .template_id = json_integer_value(json_object_get(tmpl, "id")),
@@ -124,6 +126,7 @@ int tk_task_submit(tk_store *s, const tk_config *cfg, const tk_submit_request *r
   };
   rc = s->ops->task_create(s, &t, task_id, existed, err);
 done:
+  for (size_t i = 0; ns && i < n; i++) tk__batch_step_free(&ns[i]);
   free(canonical);
   free(ns);
   json_decref(tmpl);

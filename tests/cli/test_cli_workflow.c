@@ -129,8 +129,8 @@ static const bad_template bad_templates[] = {
      "steps[1].timeout: true: expected a duration (\"150ms\", \"2s\", \"5m\") or seconds, got a "
      "boolean"},
     {HEAD "[[steps]]\nname = \"a\"\nhandler = { kind = \"builtin\", name = \"nop\" }\n", "5:38",
-     "steps[1].handler.name: unknown builtin \"nop\": expected noop, sleep, fail or flaky (did "
-     "you mean \"noop\"?)"},
+     "steps[1].handler.name: unknown builtin \"nop\": expected noop, sleep, fail, flaky or "
+     "batch (did you mean \"noop\"?)"},
     {HEAD "[[steps]]\nname = \"a b\"\n" NOOP, "4:8",
      "steps[1].name: \"a b\": expected 1 to 128 letters, digits, '_', '-' or '.'"},
     {HEAD, "1:1", "steps: a template needs at least one step ([[steps]] with a name and a handler)"},
