@@ -333,6 +333,7 @@ static void scale(const char *tasker) {
 }
 
 int main(int argc, char **argv) {
+  tk_store_process_init(); /* as the CLI does */
   quick = getenv("BENCH_QUICK") != NULL;
   snprintf(dir, sizeof dir, "%s/tasker-bench-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (mkdtemp(dir) == NULL) die("mkdtemp", NULL);

@@ -18,6 +18,13 @@ extern "C" {
 
 typedef struct tk_store tk_store;
 
+/* Optional process-wide tuning of the embedded backends, for programs that
+ * own their process (the tasker CLI calls it): SQLite stops keeping memory
+ * statistics, which cost a global mutex per allocation (about a tenth of
+ * the engine's instructions). Call once, before any store is opened and
+ * before other threads use SQLite; later calls do nothing. */
+void tk_store_process_init(void);
+
 /* Open the store at `url`. It must have been initialized (tk_store_migrate)
  * before tasks are stored; opening does not change it. */
 int tk_store_open(const char *url, tk_store **out, tk_err *err);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <tasker/store.h>
 #include <tasker/version.h>
 
 typedef struct cli_command {
@@ -99,6 +100,7 @@ static int take_global(cli_globals *g, int argc, char **argv, int *i) {
 }
 
 int main(int argc, char **argv) {
+  tk_store_process_init();
   cli_globals g;
   memset(&g, 0, sizeof g);
   const cli_command *cmd = NULL;

@@ -32,6 +32,8 @@ int tk_store_open(const char *url, tk_store **out, tk_err *err) {
   return ops->open(location, out, err);
 }
 
+void tk_store_process_init(void) { tk__sqlite_process_init(); }
+
 void tk_store_close(tk_store *s) {
   if (s) s->ops->close(s);
 }

@@ -208,12 +208,13 @@ typedef struct tk__store_ops {
   /* Claim up to `limit` ready steps (DESIGN §4) for `owner`. */
   int (*claim)(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
                tk__claimed *out, int *n, tk_err *err);
-  /* Record n outcomes in one transaction (group commit), each under its
-   * own savepoint and fenced by its claim: rcs[i] is 0, TK_EFENCED when the
-   * step is no longer held by that claim (nothing changes but the
-   * fenced-writes counter), or an error that undid outcome i alone, with
-   * the message of the last such error in err. The return value is nonzero
-   * only when the transaction itself failed: then nothing was recorded. */
+  /* Record n outcomes, each atomic and fenced by its claim, in as few
+   * transactions as the backend can (group commit): rcs[i] is 0,
+   * TK_EFENCED when the step is no longer held by that claim (nothing
+   * changes but the fenced-writes counter and the claim's attempt row), or
+   * an error that undid outcome i alone, with the message of the last such
+   * error in err. The return value is nonzero only when nothing could be
+   * recorded at all. */
   int (*record)(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int *rcs,
                 tk_err *err);
   /* Extend a lease, fenced like record. */
@@ -265,5 +266,8 @@ struct tk_store {
 };
 
 extern const tk__store_ops tk__sqlite_store_ops;
+
+/* Process-wide SQLite settings (see tk_store_process_init). */
+void tk__sqlite_process_init(void);
 
 #endif

@@ -412,25 +412,34 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
 int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int *rcs,
                   tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
-  int rc;
+  int rc, failed = -1;
+  tk_err one;
+  /* Fast path: the whole group in one transaction. */
   if ((rc = tk__sq_begin(q, err))) return rc;
-  for (int i = 0; i < n; i++) {
-    /* A savepoint per outcome: one that fails leaves the others intact. */
-    if ((rc = tk__sq_run(q, SQ_SAVEPOINT, "SAVEPOINT outcome", err))) goto fail;
-    tk_err one;
+  for (int i = 0; i < n && failed < 0; i++) {
     rcs[i] = record_one(q, &o[i], &fx[i], &one);
+    if (rcs[i] == TK_EFENCED && err != NULL) *err = one;
+    else if (rcs[i] != 0) failed = i;
+  }
+  if (failed < 0) {
+    if ((rc = tk__sq_commit(q, err)) == 0) return 0;
+  }
+  tk__sq_rollback(q);
+  /* A store error in one outcome (rare) undid the group: record them one
+   * per transaction, so that only the failing one is lost (its lease then
+   * expires and the reaper retries it). */
+  for (int i = 0; i < n; i++) {
+    if ((rc = tk__sq_begin(q, err))) return rc;
+    rcs[i] = record_one(q, &o[i], &fx[i], &one);
+    if (rcs[i] == 0 || rcs[i] == TK_EFENCED) rc = tk__sq_commit(q, &one);
+    if (rcs[i] == 0 && rc != 0) rcs[i] = rc;
     if (rcs[i] != 0 && rcs[i] != TK_EFENCED) {
-      tk__sq_run(q, SQ_ROLLBACK_TO, "ROLLBACK TO outcome", NULL);
+      tk__sq_rollback(q);
       memset(&fx[i], 0, sizeof fx[i]);
     }
     if (rcs[i] != 0 && err != NULL) *err = one;
-    if ((rc = tk__sq_run(q, SQ_RELEASE, "RELEASE outcome", err))) goto fail;
   }
-  if ((rc = tk__sq_commit(q, err))) goto fail;
   return 0;
-fail:
-  tk__sq_rollback(q);
-  return rc;
 }
 
 int tk__sq_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,

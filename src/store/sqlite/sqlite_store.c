@@ -127,6 +127,11 @@ static void sq_drain_changes(tk_store *s) {
   }
 }
 
+void tk__sqlite_process_init(void) {
+  /* SQLITE_MISUSE once SQLite is initialized: then the call changes nothing. */
+  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 static void sq_close(tk_store *s) {
   tk__sqlite *q = (tk__sqlite *)s;
   if (q == NULL) return;
