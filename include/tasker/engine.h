@@ -126,7 +126,8 @@ typedef void (*tk_batch_fn)(const tk_batch_call *call, tk_item_report *reports,
 
 /* Register an in-process batch handler, used by batch steps whose handler
  * is { kind = "function", name = NAME }. Names are shared with
- * tk_engine_register. Call before running. */
+ * tk_engine_register: TK_EEXIST when taken, TK_EINVAL without fn. Call
+ * before running. */
 int tk_engine_register_batch(tk_engine *e, const char *name, tk_batch_fn fn, void *ud,
                              tk_err *err);
 

@@ -61,6 +61,7 @@ struct tk__batch_job {
   char first_gave_up[320];  /* for fail_if_any_gave_up's message */
 };
 
+/* An item state as the store spells it. */
 static const char *state_name(tk_item_state s) {
   return s == TK_ITEM_ACKED ? TK__ITEM_ACKED : s == TK_ITEM_GAVE_UP ? TK__ITEM_GAVE_UP
                                                                      : TK__ITEM_PENDING;
@@ -68,6 +69,8 @@ static const char *state_name(tk_item_state s) {
 
 /* ---- claim time (engine thread) --------------------------------------- */
 
+/* The per-item arrays for the loaded pending items; each item starts with
+ * its stored attempts. 0, or TK_ENOMEM kept in b->load_err. */
 static int alloc_items(struct tk__batch_job *b) {
   size_t n = (size_t)b->load.npending + 1; /* + 1: never a zero-size malloc */
   b->states = calloc(n, sizeof *b->states);
@@ -84,6 +87,7 @@ static int alloc_items(struct tk__batch_job *b) {
   return 0;
 }
 
+/* The engine's hand-over queue; 0 or TK_ENOMEM. */
 static int make_queue(tk_engine *e) {
   struct tk__batch_queue *q = calloc(1, sizeof *q);
   if (q == NULL) return TK_ENOMEM;
@@ -250,6 +254,7 @@ void tk__batch_flush(tk_engine *e) {
 
 /* ---- the calls (worker) ------------------------------------------------- */
 
+/* The clock tk_batch_retry reads: the engine's. */
 static int64_t batch_now(void *ud) {
   struct tk__batch_job *b = ud;
   return tk_clock_now(&b->e->clock);
@@ -264,6 +269,9 @@ static void batch_sleep(void *ud, int64_t ms) {
   tk_clock_sleep(&b->e->clock, ms);
 }
 
+/* tk_batch_ops.call: offer the items at idx[0..n-1] to the step's handler
+ * (the builtin or the registered function). A whole-call failure is kept
+ * in b->failed and returned as TK_EHANDLER with the handler's message. */
 static int do_call(void *ud, const size_t *idx, size_t n, tk_item_report *reports,
                    int64_t *hint_ms, tk_err *err) {
   struct tk__batch_job *b = ud;
@@ -290,6 +298,8 @@ static int do_call(void *ud, const size_t *idx, size_t n, tk_item_report *report
   return 0;
 }
 
+/* tk_batch_ops.rejected: count the delivery and keep the reason for the
+ * next write. */
 static int on_rejected(void *ud, size_t item, const char *reason, int32_t *attempts,
                        tk_err *err) {
   struct tk__batch_job *b = ud;
@@ -303,6 +313,7 @@ static int on_rejected(void *ud, size_t item, const char *reason, int32_t *attem
   return 0;
 }
 
+/* tk_batch_ops.acked: count the delivery. */
 static int on_acked(void *ud, size_t item, tk_err *err) {
   (void)err;
   struct tk__batch_job *b = ud;
@@ -310,6 +321,8 @@ static int on_acked(void *ud, size_t item, tk_err *err) {
   return 0;
 }
 
+/* tk_batch_ops.gave_up: remember the first for fail_if_any_gave_up's
+ * message (the event waits for the write to commit). */
 static int on_gave_up(void *ud, size_t item, int32_t attempts, const char *reason, tk_err *err) {
   (void)err;
   struct tk__batch_job *b = ud;
@@ -354,7 +367,7 @@ static void conclude(struct tk__batch_job *b, int rc, const tk_batch_result *run
   }
 }
 
-void tk__batch_run(tk_engine *e, job *j, const tk_handler_call *call) {
+void tk__batch_run(job *j, const tk_handler_call *call) {
   struct tk__batch_job *b = j->batch;
   tk_handler_result *r = &j->result;
   if (b == NULL) {
@@ -375,7 +388,6 @@ void tk__batch_run(tk_engine *e, job *j, const tk_handler_call *call) {
                      name);
     return;
   }
-  (void)e;
   b->call = call;
   b->clock = (tk_clock){batch_now, batch_sleep, b};
   tk_batch_limits limits = {b->load.max_in_call_retries, b->load.max_item_attempts};

@@ -141,7 +141,7 @@ void tk__engine_execute(tk_engine *e, job *j) {
       .deadline_ms = j->def->timeout_ms > 0 ? now + j->def->timeout_ms : 0,
   };
   if (j->def->batch != NULL) {
-    tk__batch_run(e, j, &call);
+    tk__batch_run(j, &call);
     return;
   }
   switch (j->def->kind) {

@@ -141,7 +141,7 @@ void tk__engine_execute(tk_engine *e, job *j);
  * kept there and fails the attempt when it runs). On any thread: run the
  * attempt's calls through tk_batch_retry into j->result. */
 void tk__batch_prepare(tk_engine *e, job *j);
-void tk__batch_run(tk_engine *e, job *j, const tk_handler_call *call);
+void tk__batch_run(job *j, const tk_handler_call *call);
 /* Before an outcome is recorded: add the item results to *o and, when the
  * in-call budget ran out, take the delay tk_batch_retry chose (source
  * budget). After it is committed: item.gave_up events and log lines. */

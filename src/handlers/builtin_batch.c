@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+/* Whether `key` is listed in the poison array. */
 static int is_poison(json_t *poison, const char *key) {
   size_t i;
   json_t *v;

@@ -20,6 +20,7 @@ typedef struct keyed {
   size_t at;
 } keyed;
 
+/* qsort order: by key, then by position in the array. */
 static int by_key_then_position(const void *a, const void *b) {
   const keyed *x = a, *y = b;
   int c = strcmp(x->key, y->key);
