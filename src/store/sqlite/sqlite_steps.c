@@ -337,8 +337,7 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
       " WHERE id = ?6 AND state = 'in_progress' AND claim_id = ?7"
       /* A reaper's lease_expired outcome (?8 = now) is refused if a heartbeat
        * renewed the lease after the reaper looked. */
-      " AND (?8 IS NULL OR lease_expires_at <= ?8)"
-      " RETURNING task_id, idx, (SELECT template_id FROM tasks WHERE id = task_id)",
+      " AND (?8 IS NULL OR lease_expires_at <= ?8)",
       err);
   if (st == NULL) return TK_ESTORE;
   sqlite3_bind_text(st, 1, to, -1, SQLITE_STATIC);
