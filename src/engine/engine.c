@@ -190,16 +190,18 @@ static void free_job(job *j) {
   free(j);
 }
 
-/* Record a list of finished jobs (linked by `next`) and free them. */
-static void complete_jobs(tk_engine *e, job *list) {
+/* Record a list of finished jobs (linked by `next`) and free them; with
+ * `next`, claim in the same transaction. */
+static void complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
   int n = 0;
   for (job *j = list; j; j = j->next) n++;
+  if (next) next->n = 0;
   if (n == 0) return;
   tk__finish *items = calloc((size_t)n, sizeof *items);
   int i = 0;
   for (job *j = list; j && items; j = j->next, i++)
     items[i] = (tk__finish){&j->claim, j->def->name, e->id, job_outcome(j), &j->result, j->batch};
-  if (items) tk__engine_finish(e, items, n);
+  if (items) tk__engine_finish(e, items, n, next);
   else tk__engine_log(e, TK_LOG_ERROR, "out of memory recording %d outcomes", n);
   free(items);
   while (list) {
@@ -234,7 +236,7 @@ static int reap(tk_engine *e, int64_t now, tk_err *err) {
                                name, "attempt", x->step.attempt, "owner", x->owner));
     items[i] = (tk__finish){&x->step, name, x->owner, "lease_expired", &results[i], NULL};
   }
-  tk__engine_finish(e, items, n);
+  tk__engine_finish(e, items, n, NULL);
   free(results);
   free(items);
   return 0;
@@ -247,28 +249,26 @@ static int max_in_flight(const tk_engine *e) {
   return e->workers * 2 > e->claim_batch ? e->workers * 2 : e->claim_batch;
 }
 
-/* Claim up to the free capacity and start the claimed attempts. */
-static int claim_and_start(tk_engine *e, int64_t now, int *claimed, tk_err *err) {
-  int capacity = e->workers > 0 ? max_in_flight(e) - e->in_flight : e->claim_batch;
-  if (capacity > e->claim_batch) capacity = e->claim_batch;
-  *claimed = 0;
-  if (capacity <= 0) return 0;
-  int n = 0;
-  int64_t t0 = tk_monotonic_ns();
-  int rc = e->store->ops->claim(e->store, e->id, now, e->lease_ms, capacity, e->claims, &n, err);
-  if (rc) return rc;
-  int64_t claim_us = (tk_monotonic_ns() - t0) / 1000;
-  job *inline_done = NULL;
-  *claimed = n;
+/* How many more attempts this engine takes on now. */
+static int capacity(const tk_engine *e) {
+  int cap = e->workers > 0 ? max_in_flight(e) - e->in_flight : e->claim_batch;
+  return cap > e->claim_batch ? e->claim_batch : cap;
+}
+
+/* Start the n attempts claimed into e->claims: hand them to the workers,
+ * or run them here when there are none (returned in *inline_done). */
+static void start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us, job **inline_done) {
+  tk_err err;
+  *inline_done = NULL;
   e->stats.claimed += n;
   for (int i = 0; i < n; i++) {
     tk__claimed *c = &e->claims[i];
-    const template_entry *t = tk__engine_template(e, c->template_id, err);
+    const template_entry *t = tk__engine_template(e, c->template_id, &err);
     job *j = calloc(1, sizeof *j);
     if (t == NULL || j == NULL || c->idx >= t->nsteps) {
       /* Leave the claim to expire: the reaper retries it. */
       tk__engine_log(e, TK_LOG_ERROR, "cannot start step %lld: %s", (long long)c->step_id,
-                     t ? "out of memory" : err->msg);
+                     t ? "out of memory" : err.msg);
       free(j);
       continue;
     }
@@ -283,7 +283,7 @@ static int claim_and_start(tk_engine *e, int64_t now, int *claimed, tk_err *err)
     if (j->def->batch != NULL) tk__batch_prepare(e, j);
     if (j->def->kind != KIND_BUILTIN) {
       json_t *input = NULL;
-      if (e->store->ops->step_input(e->store, c->step_id, &input, err) == 0) {
+      if (e->store->ops->step_input(e->store, c->step_id, &input, &err) == 0) {
         j->input = json_dumps(input, JSON_COMPACT);
         json_decref(input);
       }
@@ -298,13 +298,49 @@ static int claim_and_start(tk_engine *e, int64_t now, int *claimed, tk_err *err)
       flight_add(e, j);
       tk__pool_submit(e, j);
     } else {
-      /* Inline: run now, record the whole batch together below. */
       tk__engine_execute(e, j);
-      j->next = inline_done;
-      inline_done = j;
+      j->next = *inline_done;
+      *inline_done = j;
     }
   }
-  complete_jobs(e, inline_done);
+}
+
+/* Rounds of record-then-claim a pass of tk_engine_run makes when handlers
+ * run inline, so that reaping and due times are looked at between bursts.
+ * tk_engine_tick makes one, so tests can watch each claim. */
+#define INLINE_ROUNDS 16
+
+/* Record what finished and claim what is ready, in one transaction each
+ * round: a finished step's released children start without another
+ * commit. With workers, one round; inline, up to `rounds` while claims
+ * find work. */
+static int record_and_claim(tk_engine *e, int rounds, int *claimed, tk_err *err) {
+  job *done = NULL;
+  tk__batch_flush(e); /* workers waiting between batch calls come first */
+  if (e->workers > 0) {
+    done = tk__pool_take_done(e);
+    for (job *j = done; j; j = j->next) flight_remove(e, j);
+  }
+  *claimed = 0;
+  for (int round = 0; round < rounds; round++) {
+    int64_t now = tk_clock_now(&e->clock);
+    tk__claim_request next = {.owner = e->id, .now = now, .lease_ms = e->lease_ms,
+                              .limit = capacity(e), .out = e->claims};
+    int64_t t0 = tk_monotonic_ns();
+    if (done != NULL) {
+      complete_jobs(e, done, &next);
+      now = next.now;
+    } else if (next.limit > 0) {
+      int rc = e->store->ops->claim(e->store, e->id, now, e->lease_ms, next.limit, e->claims,
+                                    &next.n, err);
+      if (rc) return rc;
+    }
+    *claimed += next.n;
+    start_claimed(e, next.n, now, (tk_monotonic_ns() - t0) / 1000, &done);
+    if (done == NULL) break;
+  }
+  /* Inline work left over from the last round is recorded now. */
+  complete_jobs(e, done, NULL);
   return 0;
 }
 
@@ -326,10 +362,12 @@ static void record_done(tk_engine *e) {
   tk__batch_flush(e); /* workers waiting between batch calls come first */
   job *list = tk__pool_take_done(e);
   for (job *j = list; j; j = j->next) flight_remove(e, j);
-  complete_jobs(e, list);
+  complete_jobs(e, list, NULL);
 }
 
-int tk_engine_tick(tk_engine *e, int64_t *next_due, tk_err *err) {
+/* One pass of the engine (see tk_engine_tick) with up to `rounds` rounds
+ * of record-and-claim. */
+static int pass(tk_engine *e, int rounds, int64_t *next_due, tk_err *err) {
   if (e->workers > 0 && e->nthreads == 0) {
     int rc = tk__pool_start(e, err);
     if (rc) return rc;
@@ -343,10 +381,9 @@ int tk_engine_tick(tk_engine *e, int64_t *next_due, tk_err *err) {
     if ((rc = reap(e, now, err))) return rc;
     if ((rc = e->store->ops->next_due(e->store, NULL, &e->reap_at, err))) return rc;
   }
-  record_done(e);
   int claimed = 0;
+  if ((rc = record_and_claim(e, rounds, &claimed, err))) return rc;
   now = tk_clock_now(&e->clock);
-  if ((rc = claim_and_start(e, now, &claimed, err))) return rc;
   if (claimed > 0 && now + e->lease_ms < e->reap_at) e->reap_at = now + e->lease_ms;
   if (next_due == NULL) return 0;
   int64_t due = now; /* a claim that found work may have left more behind */
@@ -358,6 +395,10 @@ int tk_engine_tick(tk_engine *e, int64_t *next_due, tk_err *err) {
   heartbeat(e, tk_clock_now(&e->clock), &due);
   *next_due = due;
   return 0;
+}
+
+int tk_engine_tick(tk_engine *e, int64_t *next_due, tk_err *err) {
+  return pass(e, 1, next_due, err);
 }
 
 /* Sleep until `due` (engine clock), until something writes the wake pipe
@@ -384,7 +425,7 @@ int tk_engine_run(tk_engine *e, int until_idle, tk_err *err) {
     /* Forget change notices before looking: what this pass reads covers
      * them, and only changes made after it should wake the sleep. */
     e->store->ops->drain_changes(e->store);
-    if ((rc = tk_engine_tick(e, &due, err))) break;
+    if ((rc = pass(e, INLINE_ROUNDS, &due, err))) break;
     if (until_idle && e->in_flight == 0) {
       int work = 0;
       if ((rc = e->store->ops->has_work(e->store, &work, err))) break;

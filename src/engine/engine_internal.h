@@ -130,8 +130,9 @@ typedef struct tk__finish {
 /* Decide each attempt's next state (DESIGN §5), taking retry delays from
  * the one backoff function, record them all in one store call (group
  * commit; each outcome fenced and atomic on its own), then emit the events
- * and log lines. */
-void tk__engine_finish(tk_engine *e, const tk__finish *items, int n);
+ * and log lines. With `next` (may be NULL) the same transaction claims the
+ * next ready steps (its `now` is set here). */
+void tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_request *next);
 
 /* Run the handler of job j (on any thread). */
 void tk__engine_execute(tk_engine *e, job *j);

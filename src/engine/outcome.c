@@ -130,7 +130,8 @@ static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int 
   }
 }
 
-void tk__engine_finish(tk_engine *e, const tk__finish *items, int n) {
+void tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_request *next) {
+  if (next) next->n = 0;
   if (n <= 0) return;
   tk__outcome *o = calloc((size_t)n, sizeof *o);
   tk__effects *fx = calloc((size_t)n, sizeof *fx);
@@ -149,7 +150,8 @@ void tk__engine_finish(tk_engine *e, const tk__finish *items, int n) {
   }
   tk_err err;
   tk_err_clear(&err);
-  int rc = e->store->ops->record(e->store, o, n, fx, rcs, &err);
+  if (next) next->now = now;
+  int rc = e->store->ops->record(e->store, o, n, fx, rcs, next, &err);
   for (int i = 0; i < n; i++) {
     tk_err one = err;
     if (rc == 0 && rcs[i] == TK_EFENCED)

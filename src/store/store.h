@@ -98,6 +98,15 @@ typedef struct tk__claimed {
   int task_was_pending;
 } tk__claimed;
 
+/* A claim to make in the same transaction as recording outcomes. */
+typedef struct tk__claim_request {
+  const char *owner;
+  int64_t now, lease_ms;
+  int limit;
+  tk__claimed *out; /* limit slots */
+  int n;            /* out: how many were claimed */
+} tk__claim_request;
+
 /* What the engine decided for a claimed attempt. */
 typedef enum tk__next_state {
   TK__NEXT_COMPLETE = 1,
@@ -213,10 +222,13 @@ typedef struct tk__store_ops {
    * TK_EFENCED when the step is no longer held by that claim (nothing
    * changes but the fenced-writes counter and the claim's attempt row), or
    * an error that undid outcome i alone, with the message of the last such
-   * error in err. The return value is nonzero only when nothing could be
-   * recorded at all. */
+   * error in err. With `next` (may be NULL) the same transaction then
+   * claims up to next->limit ready steps as `claim` would, so a finished
+   * step's released children start without another commit; next->n gets
+   * how many (0 if that part failed). The return value is nonzero only
+   * when nothing could be recorded at all. */
   int (*record)(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int *rcs,
-                tk_err *err);
+                tk__claim_request *next, tk_err *err);
   /* Extend a lease, fenced like record. */
   int (*heartbeat)(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
                    tk_err *err);

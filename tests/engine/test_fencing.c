@@ -148,7 +148,7 @@ static tk__outcome outcome(const tk__claimed *c, const char *owner, int64_t now,
 /* Record one outcome: its own result code, or the transaction's. */
 static int record1(tk_store *s, const tk__outcome *o, tk__effects *fx, tk_err *err) {
   int one = 0;
-  int rc = s->ops->record(s, o, 1, fx, &one, err);
+  int rc = s->ops->record(s, o, 1, fx, &one, NULL, err);
   return rc ? rc : one;
 }
 

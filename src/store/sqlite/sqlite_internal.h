@@ -84,7 +84,7 @@ int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
 int tk__sq_claim(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
                  tk__claimed *out, int *n, tk_err *err);
 int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int *rcs,
-                  tk_err *err);
+                  tk__claim_request *next, tk_err *err);
 int tk__sq_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
                      tk_err *err);
 int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);

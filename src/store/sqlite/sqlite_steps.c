@@ -77,12 +77,11 @@ fail:
   return rc;
 }
 
-int tk__sq_claim(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
-                 tk__claimed *out, int *n, tk_err *err) {
-  tk__sqlite *q = (tk__sqlite *)s;
+/* Claim inside the caller's transaction (DESIGN §4). */
+static int claim_in_txn(tk__sqlite *q, const char *owner, int64_t now, int64_t lease_ms,
+                        int limit, tk__claimed *out, int *n, tk_err *err) {
   int rc, count = 0;
   *n = 0;
-  if ((rc = tk__sq_begin(q, err))) return rc;
   /* The WHERE clause repeats the partial index's condition word for word,
    * so SQLite uses steps_ready: a range scan on run_at. */
   sqlite3_stmt *st = tk__sq_stmt(
@@ -160,11 +159,23 @@ int tk__sq_claim(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, 
         goto fail;
     }
   }
-  if ((rc = tk__sq_commit(q, err))) goto fail;
   *n = count;
   return 0;
 fail:
-  tk__sq_rollback(q);
+  return rc;
+}
+
+int tk__sq_claim(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
+                 tk__claimed *out, int *n, tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  int rc;
+  *n = 0;
+  if ((rc = tk__sq_begin(q, err))) return rc;
+  if ((rc = claim_in_txn(q, owner, now, lease_ms, limit, out, n, err)) ||
+      (rc = tk__sq_commit(q, err))) {
+    *n = 0;
+    tk__sq_rollback(q);
+  }
   return rc;
 }
 
@@ -409,21 +420,27 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
 }
 
 int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int *rcs,
-                  tk_err *err) {
+                  tk__claim_request *next, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   int rc, failed = -1;
   tk_err one;
-  /* Fast path: the whole group in one transaction. */
+  if (next) next->n = 0;
+  /* Fast path: the whole group, and the next claim, in one transaction. */
   if ((rc = tk__sq_begin(q, err))) return rc;
   for (int i = 0; i < n && failed < 0; i++) {
     rcs[i] = record_one(q, &o[i], &fx[i], &one);
     if (rcs[i] == TK_EFENCED && err != NULL) *err = one;
     else if (rcs[i] != 0) failed = i;
   }
+  if (failed < 0 && next && next->limit > 0 &&
+      claim_in_txn(q, next->owner, next->now, next->lease_ms, next->limit, next->out, &next->n,
+                   &one) != 0)
+    failed = n; /* retry without the claim below */
   if (failed < 0) {
     if ((rc = tk__sq_commit(q, err)) == 0) return 0;
   }
   tk__sq_rollback(q);
+  if (next) next->n = 0;
   /* A store error in one outcome (rare) undid the group: record them one
    * per transaction, so that only the failing one is lost (its lease then
    * expires and the reaper retries it). */
