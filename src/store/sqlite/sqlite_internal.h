@@ -24,6 +24,7 @@ typedef struct tk__sqlite {
   char *path;
   sqlite3_stmt *stmts[SQ__COUNT];
   int inotify_fd; /* watches the WAL file for other processes' commits */
+  int64_t busy_since_ns; /* when the current wait for the write lock began */
 } tk__sqlite;
 
 /* The cached statement `id`, prepared from `sql` on first use and reset and

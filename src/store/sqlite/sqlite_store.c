@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <tasker/clock.h>
 
 #include "store/migration.h"
 
@@ -101,6 +104,22 @@ int tk__sq_count(tk_store *s, const char *name, int64_t delta, tk_err *err) {
   return tk__sq_done(q, st, err);
 }
 
+/* Waiting for another connection's write lock. SQLite's own busy timeout
+ * sleeps 1, 2, 5, 10 ... ms between tries, which alone makes a claim that
+ * meets a `tasker submit` several milliseconds late; transactions here last
+ * tens of microseconds, so try again after 50 us, backing off to 1 ms, and
+ * give up (SQLITE_BUSY) after 10 s. */
+static int wait_for_writer(void *ud, int tries) {
+  tk__sqlite *q = ud;
+  int64_t now = tk_monotonic_ns();
+  if (tries == 0) q->busy_since_ns = now;
+  if (now - q->busy_since_ns > (int64_t)10 * 1000000000) return 0;
+  long ns = tries < 20 ? 50000L : tries < 200 ? 200000L : 1000000L;
+  struct timespec ts = {0, ns};
+  nanosleep(&ts, NULL);
+  return 1;
+}
+
 /* SQLite has no LISTEN/NOTIFY; every commit in WAL mode appends to the
  * -wal file, so watching it tells a sleeping engine that another process
  * (tasker submit, tasker retry, another orchestrator) changed something. */
@@ -166,7 +185,7 @@ static int sq_open(const char *location, tk_store **out, tk_err *err) {
    * fail, and let WAL keep readers off the writer's back. NORMAL sync is
    * durable across process crashes; a power loss may drop the last commits
    * but never corrupts (SQLite's documented WAL guarantee). */
-  sqlite3_busy_timeout(q->db, 10000);
+  sqlite3_busy_handler(q->db, wait_for_writer, q);
   int rc = tk__sq_exec(q,
                        "PRAGMA journal_mode = WAL;"
                        "PRAGMA synchronous = NORMAL;"
