@@ -7,7 +7,8 @@
  *   scale       claiming 100 ready steps with 10^4..10^6 steps stored, 90%
  *               waiting for a retry in the future; peak RSS of `tasker run`
  * Usage: bench_engine [throughput|latency|precision|scale]... (default all)
- * Set BENCH_QUICK=1 for a tenth of the sizes. */
+ * Set BENCH_QUICK=1 for a tenth of the sizes, BENCH_SHAPE=chain or
+ * independent for one throughput shape. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -113,7 +114,9 @@ static void throughput(void) {
       {"independent", total / 100, 100, 0}, {"chain", total / 10, 10, 1}};
   printf("\n%-12s %7s %7s %8s %10s %12s\n", "throughput", "tasks", "steps", "workers", "seconds",
          "steps/s");
+  const char *only = getenv("BENCH_SHAPE"); /* e.g. "chain", for profiling */
   for (int k = 0; k < 2; k++) {
+    if (only && strcmp(only, shapes[k].shape) != 0) continue;
     char *t = noop_template(shapes[k].shape, shapes[k].steps, shapes[k].chain,
                             "{ kind = \"builtin\", name = \"noop\" }");
     /* 0 workers: handlers run inline on the engine's thread. */
