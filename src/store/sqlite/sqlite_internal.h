@@ -2,6 +2,7 @@
 #ifndef TASKER_STORE_SQLITE_INTERNAL_H
 #define TASKER_STORE_SQLITE_INTERNAL_H
 
+#include <pthread.h>
 #include <sqlite3.h>
 
 #include "store/store.h"
@@ -25,6 +26,11 @@ typedef struct tk__sqlite {
   sqlite3_stmt *stmts[SQ__COUNT];
   int inotify_fd; /* watches the WAL file for other processes' commits */
   int64_t busy_since_ns; /* when the current wait for the write lock began */
+  /* The background checkpointer (sqlite_checkpoint.c). */
+  pthread_t ckpt_thread;
+  pthread_mutex_t ckpt_mu;
+  pthread_cond_t ckpt_cv;
+  int ckpt_started, ckpt_wanted, ckpt_stop, ckpt_ready;
 } tk__sqlite;
 
 /* The cached statement `id`, prepared from `sql` on first use and reset and
@@ -47,6 +53,11 @@ int tk__sq_fail(tk__sqlite *q, const char *what, tk_err *err);
 int tk__sq_begin(tk__sqlite *q, tk_err *err);
 int tk__sq_commit(tk__sqlite *q, tk_err *err);
 void tk__sq_rollback(tk__sqlite *q);
+
+/* Move checkpoints off the committing thread (init after the connection is
+ * open and in WAL mode; stop before closing it). */
+void tk__sq_checkpointer_init(tk__sqlite *q);
+void tk__sq_checkpointer_stop(tk__sqlite *q);
 
 /* Column helpers: text or NULL, and text as a new json_t (null for NULL). */
 const char *tk__sq_text(sqlite3_stmt *st, int col);

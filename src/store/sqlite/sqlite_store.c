@@ -155,6 +155,7 @@ static void sq_close(tk_store *s) {
   tk__sqlite *q = (tk__sqlite *)s;
   if (q == NULL) return;
   if (q->inotify_fd >= 0) close(q->inotify_fd);
+  if (q->ckpt_ready) tk__sq_checkpointer_stop(q);
   for (int i = 0; i < SQ__COUNT; i++) sqlite3_finalize(q->stmts[i]);
   sqlite3_close(q->db);
   free(q->path);
@@ -185,23 +186,22 @@ static int sq_open(const char *location, tk_store **out, tk_err *err) {
    * fail, and let WAL keep readers off the writer's back. NORMAL sync is
    * durable across process crashes; a power loss may drop the last commits
    * but never corrupts (SQLite's documented WAL guarantee). An 8 MiB page
-   * cache keeps `tasker run` small with a million steps stored; checkpoints
-   * every 8000 pages (32 MiB of WAL) instead of 1000 write each hot page
-   * back once instead of eight times, which nearly doubles the throughput
-   * of workflows whose ready steps are spread over many tasks. */
+   * cache keeps `tasker run` small with a million steps stored.
+   * Checkpoints run on a thread of their own (sqlite_checkpoint.c). */
   sqlite3_busy_handler(q->db, wait_for_writer, q);
   int rc = tk__sq_exec(q,
                        "PRAGMA journal_mode = WAL;"
                        "PRAGMA synchronous = NORMAL;"
                        "PRAGMA foreign_keys = ON;"
                        "PRAGMA temp_store = MEMORY;"
-                       "PRAGMA cache_size = -8192;"
-                       "PRAGMA wal_autocheckpoint = 8000;",
+                       "PRAGMA cache_size = -8192;",
                        err);
   if (rc != 0) {
     sq_close(&q->base);
     return rc;
   }
+  tk__sq_checkpointer_init(q);
+  q->ckpt_ready = 1;
   *out = &q->base;
   return 0;
 }
