@@ -9,22 +9,7 @@
 
 #include <jansson.h>
 
-#include "common/run_cli.h"
-
-#define RUN(r, ...)                                                  \
-  do {                                                               \
-    const char *args_[] = {__VA_ARGS__, NULL};                       \
-    assert_int_equal(run_cli((r), NULL, args_), 0);                  \
-  } while (0)
-
-static void expect_usage_error(const char *want, const char *const *args) {
-  run_result r;
-  assert_int_equal(run_cli(&r, NULL, args), 0);
-  assert_int_equal(r.status, 2);
-  assert_string_equal(r.out, "");
-  assert_string_equal(r.err, want);
-  run_result_free(&r);
-}
+#include "common/cli_expect.h"
 
 static void bad_flags_exit_2_with_one_line(void **state) {
   (void)state;

@@ -13,13 +13,7 @@
 
 #include <jansson.h>
 
-#include "common/run_cli.h"
-
-#define RUN(r, ...)                                                  \
-  do {                                                               \
-    const char *args_[] = {__VA_ARGS__, NULL};                       \
-    assert_int_equal(run_cli((r), NULL, args_), 0);                  \
-  } while (0)
+#include "common/cli_expect.h"
 
 static void same_seed_same_output(void **state) {
   (void)state;
@@ -124,15 +118,6 @@ static void svg_has_two_charts_and_a_legend(void **state) {
   /* The table lists only the chosen policies, in the order given. */
   assert_non_null(strstr(r.out, "full   exponential        linear"));
   assert_null(strstr(r.out, "decorrelated"));
-  run_result_free(&r);
-}
-
-static void expect_usage_error(const char *want, const char *const *args) {
-  run_result r;
-  assert_int_equal(run_cli(&r, NULL, args), 0);
-  assert_int_equal(r.status, 2);
-  assert_string_equal(r.out, "");
-  assert_string_equal(r.err, want);
   run_result_free(&r);
 }
 
