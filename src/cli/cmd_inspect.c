@@ -112,6 +112,34 @@ int cmd_status(cli_globals *g, int argc, char **argv) {
   return 0;
 }
 
+/* The attempts of every step that did not succeed at once: what failed,
+ * and which delay was chosen, from where. */
+static void print_retries(json_t *steps) {
+  size_t i, k;
+  json_t *s, *a;
+  int header = 0;
+  json_array_foreach(steps, i, s) {
+    json_t *history = json_object_get(s, "history");
+    if (json_array_size(history) < 2 && json_integer_value(json_object_get(s, "attempts")) < 2 &&
+        !json_is_string(json_object_get(s, "last_error")))
+      continue;
+    if (!header++) printf("\nattempts:\n");
+    json_array_foreach(history, k, a) {
+      const char *outcome = json_is_string(json_object_get(a, "outcome")) ? str(a, "outcome")
+                                                                           : "running";
+      printf("  %-18s #%-3lld %-14s", str(s, "name"),
+             (long long)json_integer_value(json_object_get(a, "attempt")), outcome);
+      if (json_is_integer(json_object_get(a, "delay_ms"))) {
+        char d[32];
+        tk_duration_format(json_integer_value(json_object_get(a, "delay_ms")), d, sizeof d);
+        printf(" retry after %s (%s)", d, str(a, "delay_source"));
+      }
+      if (json_is_string(json_object_get(a, "error"))) printf(": %s", str(a, "error"));
+      printf("\n");
+    }
+  }
+}
+
 int cmd_show(cli_globals *g, int argc, char **argv) {
   const char *pos[1];
   int npos, rc = cli_parse("show", NULL, 0, argc, argv, pos, &npos, 1);
@@ -147,6 +175,7 @@ int cmd_show(cli_globals *g, int argc, char **argv) {
     if (schedulable && json_integer_value(json_object_get(s, "run_at")) <= now) next = "now";
     printf("%-20s %-18s %9s  %-12s %s\n", str(s, "name"), state, att, next, str(s, "last_error"));
   }
+  print_retries(json_object_get(t, "steps"));
   json_decref(t);
   return 0;
 }

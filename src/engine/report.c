@@ -83,7 +83,13 @@ int tk_engine_task_json(tk_store *s, int64_t task_id, int64_t now, char **out, t
   int rc = s->ops->task_show(s, task_id, &task, err);
   if (rc) return rc;
   json_t *steps = json_object_get(task, "steps");
-  json_object_set_new(task, "execution_status", json_string(execution_status(steps, now)));
+  /* A cancelled task has nothing left to wait for; say so rather than
+   * calling its unfinished steps complete. */
+  const char *state = json_string_value(json_object_get(task, "state"));
+  json_object_set_new(task, "execution_status",
+                      json_string(state && strcmp(state, TK__TASK_CANCELLED) == 0
+                                      ? "cancelled"
+                                      : execution_status(steps, now)));
   json_object_set_new(task, "now", json_integer(now));
   size_t i;
   json_t *st;

@@ -330,7 +330,7 @@ static void show_why_and_status_print_their_json_shapes(void **state) {
     json_t *s = json_array_get(steps, i);
     expect_keys(s, "name,state,attempts,max_attempts,retryable,backoff,parents_remaining,run_at,"
                    "lease_owner,lease_expires_at,last_delay_ms,last_error,results,id,depends_on,"
-                   "why");
+                   "history,why");
     assert_string_equal(str(s, "name"), names[i]);
     assert_string_equal(str(s, "state"), states[i]);
     assert_true(json_is_boolean(json_object_get(s, "retryable")));
@@ -343,6 +343,24 @@ static void show_why_and_status_print_their_json_shapes(void **state) {
   assert_int_equal(num(charge, "last_delay_ms"), 20);
   assert_non_null(strstr(str(charge, "last_error"), "builtin fail"));
   assert_string_equal(str(json_object_get(charge, "why"), "reason"), "error");
+  /* Every claim of charge is in its history: two retries with their
+   * delays, then the failure that exhausted it. */
+  json_t *history = json_object_get(charge, "history");
+  assert_int_equal(json_array_size(history), 3);
+  for (size_t i = 0; i < 3; i++) {
+    json_t *a = json_array_get(history, i);
+    expect_keys(a, "attempt,owner,started_at,finished_at,outcome,error,delay_ms,delay_source,"
+                   "next_run_at");
+    assert_int_equal(num(a, "attempt"), (json_int_t)i + 1);
+    assert_string_equal(str(a, "outcome"), "failure");
+    if (i < 2) {
+      assert_string_equal(str(a, "delay_source"), "computed");
+      assert_int_equal(num(a, "next_run_at"), num(a, "finished_at") + num(a, "delay_ms"));
+    } else {
+      assert_true(json_is_null(json_object_get(a, "delay_ms")));
+    }
+  }
+  assert_int_equal(num(json_array_get(history, 1), "delay_ms"), 20);
 
   /* why prints the same object as show's step.why. */
   json_t *why = json_of(c, "why", "1", "ship");

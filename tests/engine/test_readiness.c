@@ -443,6 +443,9 @@ static void cancel_stops_every_unfinished_step(void **state) {
   tk_err err;
   assert_int_equal(op(f, TK__OP_CANCEL, id, NULL, &err), 0);
   efx_expect(f, id, "cancelled", "a", "cancelled", "b", "cancelled", "c", "complete", NULL);
+  json_t *t = efx_task(f, id);
+  assert_string_equal(json_string_value(json_object_get(t, "execution_status")), "cancelled");
+  json_decref(t);
   assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM transitions WHERE to_state ="
                                       " 'cancelled' AND step_id IS NOT NULL"),
                    2);

@@ -194,8 +194,41 @@ int tk__sq_operator(tk_store *s, tk__operator_action action, int64_t task_id, co
   return rc;
 }
 
+/* Each step's claims, oldest first, as "history": [{attempt, owner,
+ * started_at, finished_at, outcome, error, delay_ms, delay_source,
+ * next_run_at}]. Steps are matched by id. */
+static int attempt_history(tk__sqlite *q, int64_t task_id, json_t *steps, tk_err *err) {
+  static const char *const keys[] = {"attempt", "owner", "started_at", "finished_at", "outcome",
+                                     "error", "delay_ms", "delay_source", "next_run_at"};
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(q->db,
+                         "SELECT a.step_id, a.attempt, a.owner, a.started_at, a.finished_at,"
+                         " a.outcome, a.error, a.delay_ms, a.delay_source, a.next_run_at"
+                         " FROM attempts a JOIN steps s ON s.id = a.step_id"
+                         " WHERE s.task_id = ? ORDER BY a.id",
+                         -1, &st, NULL))
+    return tk__sq_fail(q, "attempt history", err);
+  sqlite3_bind_int64(st, 1, task_id);
+  size_t i;
+  json_t *step;
+  json_array_foreach(steps, i, step) json_object_set_new(step, "history", json_array());
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    json_int_t step_id = sqlite3_column_int64(st, 0);
+    json_array_foreach(steps, i, step) {
+      if (json_integer_value(json_object_get(step, "id")) != step_id) continue;
+      json_t *row = json_object();
+      for (int k = 0; k < 9; k++) json_object_set_new(row, keys[k], column_json(st, k + 1));
+      json_array_append_new(json_object_get(step, "history"), row);
+      break;
+    }
+  }
+  sqlite3_finalize(st);
+  return 0;
+}
+
 int tk__sq_task_show(tk_store *s, int64_t task_id, json_t **out, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
+  int rc;
   sqlite3_stmt *st;
   *out = NULL;
   if (sqlite3_prepare_v2(q->db,
@@ -253,6 +286,10 @@ int tk__sq_task_show(tk_store *s, int64_t task_id, json_t **out, tk_err *err) {
   sqlite3_finalize(st);
   json_decref(def);
   json_object_set_new(task, "steps", steps);
+  if ((rc = attempt_history(q, task_id, steps, err))) {
+    json_decref(task);
+    return rc;
+  }
   *out = task;
   return 0;
 }
