@@ -5,17 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include <tasker/clock.h>
 #include <tasker/config.h>
 #include <tasker/workflow.h>
 
 const char cmd_submit_usage[] =
     "usage: tasker submit NAME [--version V] [--context JSON|@FILE] [--identity KEY]\n"
+    "                          [--events FILE]\n"
     "\n"
     "Create a task from template NAME (or NAMESPACE/NAME), newest version unless\n"
     "--version is given, and print its id on stdout. With --identity, submitting\n"
     "the same key again prints the existing task's id instead (and says so on\n"
-    "stderr).\n";
+    "stderr). --events FILE appends a task.created event (JSON line) to FILE.\n";
 
 /* Read a whole file for --context @FILE. */
 static char *read_file(const char *path) {
@@ -37,10 +40,25 @@ static char *read_file(const char *path) {
   return buf;
 }
 
+/* Append the task.created event (DESIGN §11) as one JSON line. */
+static int append_created(const char *path, int64_t id, const tk_submit_request *req,
+                          int64_t now) {
+  json_t *ev = json_pack("{s:s, s:I, s:I, s:s, s:s?, s:s?}", "type", "task.created", "at",
+                         (json_int_t)now, "task", (json_int_t)id, "template",
+                         req->template_name, "version", req->version, "identity", req->identity);
+  char *line = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+  json_decref(ev);
+  FILE *f = line ? fopen(path, "a") : NULL;
+  int rc = f && fprintf(f, "%s\n", line) > 0 ? 0 : -1;
+  if (f && fclose(f) != 0) rc = -1;
+  free(line);
+  return rc;
+}
+
 int cmd_submit(cli_globals *g, int argc, char **argv) {
-  enum { O_VERSION, O_CONTEXT, O_IDENTITY, O_N };
+  enum { O_VERSION, O_CONTEXT, O_IDENTITY, O_EVENTS, O_N };
   cli_opt o[O_N] = {{"version", "V", NULL, 0}, {"context", "JSON", NULL, 0},
-                    {"identity", "KEY", NULL, 0}};
+                    {"identity", "KEY", NULL, 0}, {"events", "FILE", NULL, 0}};
   const char *pos[1];
   int npos, rc = cli_parse("submit", o, O_N, argc, argv, pos, &npos, 1);
   if (rc) return rc;
@@ -74,10 +92,10 @@ int cmd_submit(cli_globals *g, int argc, char **argv) {
       .identity = o[O_IDENTITY].value,
   };
   tk_clock clock = tk_clock_system();
-  int64_t id = 0;
+  int64_t id = 0, now = tk_clock_now(&clock);
   int existed = 0;
   tk_err err;
-  if (tk_task_submit(s, cfg, &req, tk_clock_now(&clock), &id, &existed, &err) != 0) {
+  if (tk_task_submit(s, cfg, &req, now, &id, &existed, &err) != 0) {
     cli_error("submit", "%s", err.msg);
     /* An unknown template or version is a usage error, as an unknown task
      * is for show, why, retry, resolve and cancel. */
@@ -87,6 +105,9 @@ int cmd_submit(cli_globals *g, int argc, char **argv) {
     if (existed)
       fprintf(stderr, "task %lld already exists with identity \"%s\"; nothing submitted\n",
               (long long)id, req.identity);
+    else if (o[O_EVENTS].seen && append_created(o[O_EVENTS].value, id, &req, now) != 0)
+      fprintf(stderr, "tasker submit: --events: cannot append to \"%s\" (task %lld was created)\n",
+              o[O_EVENTS].value, (long long)id);
   }
   tk_store_close(s);
   tk_config_free(cfg);

@@ -261,12 +261,29 @@ static void bad_submissions_are_refused_and_create_nothing(void **state) {
 static void a_repeated_identity_returns_the_existing_task(void **state) {
   cli *c = *state;
   add_order(c);
-  EXPECT(c, 0, "1\n", "", "submit", "order", "--identity", "order-7", "--context", "{\"n\": 1}");
+  char events[400];
+  snprintf(events, sizeof events, "%s/events.jsonl", c->dir);
+  EXPECT(c, 0, "1\n", "", "submit", "order", "--identity", "order-7", "--context", "{\"n\": 1}",
+         "--events", events);
   EXPECT(c, 0, "2\n", "", "submit", "order", "--identity", "order-8");
   char *before = efx_snapshot(c->db);
   EXPECT(c, 0, "1\n", "task 1 already exists with identity \"order-7\"; nothing submitted\n",
-         "submit", "order", "--identity", "order-7", "--context", "{\"n\": 2}");
+         "submit", "order", "--identity", "order-7", "--context", "{\"n\": 2}", "--events",
+         events);
   efx_unchanged(c->db, before);
+  /* One task.created event: the repeated identity created nothing. */
+  FILE *f = fopen(events, "r");
+  assert_non_null(f);
+  char line[512], extra[512];
+  assert_non_null(fgets(line, sizeof line, f));
+  assert_null(fgets(extra, sizeof extra, f));
+  fclose(f);
+  json_t *ev = json_loads(line, 0, NULL);
+  assert_non_null(ev);
+  assert_string_equal(json_string_value(json_object_get(ev, "type")), "task.created");
+  assert_int_equal(json_integer_value(json_object_get(ev, "task")), 1);
+  assert_string_equal(json_string_value(json_object_get(ev, "identity")), "order-7");
+  json_decref(ev);
   efx_sql_expect(c->db, "1|order-7|{\"n\":1}\n2|order-8|{}",
                  "SELECT id, identity, context FROM tasks ORDER BY id");
 }
