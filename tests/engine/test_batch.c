@@ -247,6 +247,30 @@ static void fail_if_any_gave_up_makes_the_step_an_error(void **state) {
   assert_int_equal(efx_events(f, "task.failed", NULL), 1);
 }
 
+/* An operator's retry gives the step fresh attempts and its given-up items
+ * a fresh budget; acked items are still never re-sent. */
+static void an_operator_retry_re_offers_items_that_gave_up(void **state) {
+  efx *f = *state = efx_new(sets, "orch-1");
+  batch_template(f, "b", "{ kind = \"builtin\", name = \"batch\", poison = [\"item-7\"] }",
+                 "{ items_from = \"items\", max_item_attempts = 2, fail_if_any_gave_up = true }",
+                 3);
+  int64_t id = submit_items(f, "b", 10);
+  efx_drive(f, 10);
+  efx_expect(f, id, "error", "s", "error", NULL);
+  tk__effects fx;
+  tk_err err;
+  assert_int_equal(f->store->ops->operator(f->store, TK__OP_RETRY, id, "s", f->clock.now_ms, &fx,
+                                           &err),
+                   0);
+  efx_sql_expect(f->db, "item-7|pending|0", "SELECT key, state, attempts FROM items WHERE key = 'item-7'");
+  efx_drive(f, 10);
+  efx_expect(f, id, "error", "s", "error", NULL);
+  /* Only the poison item was offered again, and it gave up again. */
+  efx_sql_expect(f->db, "acked|9|1\ngave_up|1|2",
+                 "SELECT state, COUNT(*), MAX(attempts) FROM items GROUP BY state");
+  assert_int_equal(efx_events(f, "item.gave_up", NULL), 2);
+}
+
 static void the_steps_attempts_bound_the_retries_of_pending_items(void **state) {
   efx *f = *state = efx_new(sets, "orch-1");
   batch_template(f, "b",
@@ -434,6 +458,7 @@ int main(void) {
       cmocka_unit_test_teardown(a_poison_item_gives_up_once_and_the_step_completes, efx_teardown),
       cmocka_unit_test_teardown(a_poison_item_gives_up_across_claims, efx_teardown),
       cmocka_unit_test_teardown(fail_if_any_gave_up_makes_the_step_an_error, efx_teardown),
+      cmocka_unit_test_teardown(an_operator_retry_re_offers_items_that_gave_up, efx_teardown),
       cmocka_unit_test_teardown(the_steps_attempts_bound_the_retries_of_pending_items,
                                 efx_teardown),
       cmocka_unit_test_teardown(defaults_come_from_the_batch_configuration, efx_teardown),

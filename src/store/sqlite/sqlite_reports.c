@@ -108,6 +108,12 @@ static int op_retry(tk__sqlite *q, int64_t task_id, const char *step, int64_t st
                       "UPDATE steps SET state = 'waiting_for_retry', attempts = 0, run_at = ?1,"
                       " last_delay_ms = 0 WHERE id = ?2",
                       now, step_id, 0, err);
+  /* A batch step's given-up items get a fresh budget with the step: the
+   * operator asked for another go. Acked items stay acked. */
+  if (!rc) rc = exec_bound(q,
+                           "UPDATE items SET state = 'pending', attempts = 0"
+                           " WHERE step_id = ?1 AND state = 'gave_up'",
+                           step_id, 0, 0, err);
   if (!rc) rc = exec_bound(q,
                            "UPDATE tasks SET steps_error = steps_error - 1, updated_at = ?1"
                            " WHERE id = ?2",
