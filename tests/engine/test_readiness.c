@@ -206,6 +206,38 @@ static void diamond_claims_both_branches_together_and_fans_in(void **state) {
   assert_int_equal(efx_events(f, "task.completed", NULL), 1);
 }
 
+/* One step with 300 children: every child is released by the one parent's
+ * completion, and the task completes once they all ran. */
+static void a_wide_fan_out_releases_every_child(void **state) {
+  efx *f = *state;
+  size_t cap = 64 * 1024, len = 0;
+  char *t = malloc(cap);
+  assert_non_null(t);
+  len += (size_t)snprintf(t + len, cap - len, "name = \"wide\"\nversion = \"1\"\n" EFX_STEP("root")
+                          EFX_NOOP);
+  for (int i = 0; i < 300; i++)
+    len += (size_t)snprintf(t + len, cap - len,
+                            "[[steps]]\nname = \"c%d\"\ndepends_on = [\"root\"]\n" EFX_NOOP, i);
+  efx_template(f, t);
+  free(t);
+  int64_t id = efx_submit(f, "wide", "{}");
+  efx_tick(f);
+  assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM steps WHERE parents_remaining = 0"
+                                      " AND state = 'pending'"),
+                   300);
+  json_t *root_done = NULL;
+  size_t i;
+  json_t *e;
+  json_array_foreach(f->events, i, e) if (strcmp(json_string_value(json_object_get(e, "type")),
+                                                 "step.completed") == 0) root_done = e;
+  assert_non_null(root_done);
+  assert_int_equal(json_integer_value(json_object_get(root_done, "children_released")), 300);
+  for (int k = 0; k < 10; k++) efx_tick(f);
+  json_t *task = efx_task(f, id);
+  assert_string_equal(json_string_value(json_object_get(task, "state")), "complete");
+  json_decref(task);
+}
+
 static void tree_fans_in_only_after_every_leaf(void **state) {
   efx *f = *state;
   efx_template(f, "name = \"tree\"\nversion = \"1\"\n"
@@ -468,6 +500,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       TEST(linear_chain_runs_one_step_per_pass),
       TEST(diamond_claims_both_branches_together_and_fans_in),
+      TEST(a_wide_fan_out_releases_every_child),
       TEST(tree_fans_in_only_after_every_leaf),
       TEST(failed_branch_blocks_its_descendants_while_the_other_finishes),
       TEST(exhaustion_errors_after_max_attempts),

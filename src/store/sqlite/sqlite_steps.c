@@ -179,59 +179,59 @@ int tk__sq_claim(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, 
   return rc;
 }
 
-int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id, int idx,
-                            int64_t now, int *released, tk_err *err) {
-  /* Edges first (a primary-key range), then each child by its unique
-   * (task_id, idx): a step with no children costs one index probe. */
-  int children[256], n = 0, rc;
-  sqlite3_stmt *st = tk__sq_stmt(q, SQ_CHILDREN,
-                                 "SELECT child_idx FROM template_edges"
-                                 " WHERE template_id = ? AND parent_idx = ?",
+/* Count one finished parent off child `child` of task_id; *ready gets 1
+ * when that was its last parent (it is due now). Two statements instead of
+ * RETURNING, which costs SQLite an ephemeral table per call. */
+static int release_child(tk__sqlite *q, int64_t task_id, int child, int64_t now, int *ready,
+                         tk_err *err) {
+  sqlite3_stmt *st = tk__sq_stmt(q, SQ_RELEASE_CHILD,
+                                 "UPDATE steps SET parents_remaining = 0, run_at = ?1"
+                                 " WHERE task_id = ?2 AND idx = ?3 AND parents_remaining = 1",
                                  err);
   if (st == NULL) return TK_ESTORE;
-  sqlite3_bind_int64(st, 1, template_id);
-  sqlite3_bind_int(st, 2, idx);
-  int more = 0;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (n == (int)(sizeof children / sizeof children[0])) {
-      more = 1;
-      break;
+  sqlite3_bind_int64(st, 1, now);
+  sqlite3_bind_int64(st, 2, task_id);
+  sqlite3_bind_int(st, 3, child);
+  int rc = tk__sq_done(q, st, err);
+  if (rc) return rc;
+  *ready = sqlite3_changes(q->db) == 1;
+  if (*ready) return 0;
+  st = tk__sq_stmt(q, SQ_RELEASE_CHILDREN,
+                   "UPDATE steps SET parents_remaining = parents_remaining - 1"
+                   " WHERE task_id = ?1 AND idx = ?2 AND parents_remaining > 1",
+                   err);
+  if (st == NULL) return TK_ESTORE;
+  sqlite3_bind_int64(st, 1, task_id);
+  sqlite3_bind_int(st, 2, child);
+  return tk__sq_done(q, st, err);
+}
+
+int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id, int idx,
+                            int64_t now, int *released, tk_err *err) {
+  /* Walk the edges (a primary-key range of template_edges) and update each
+   * child by its unique (task_id, idx) as we go: the two statements touch
+   * different tables, so the walk is not disturbed, and a step with no
+   * children costs one index probe. */
+  sqlite3_stmt *edges = tk__sq_stmt(q, SQ_CHILDREN,
+                                    "SELECT child_idx FROM template_edges"
+                                    " WHERE template_id = ? AND parent_idx = ?",
+                                    err);
+  if (edges == NULL) return TK_ESTORE;
+  sqlite3_bind_int64(edges, 1, template_id);
+  sqlite3_bind_int(edges, 2, idx);
+  int rc, total = 0;
+  while ((rc = sqlite3_step(edges)) == SQLITE_ROW) {
+    int ready = 0;
+    int r = release_child(q, task_id, sqlite3_column_int(edges, 0), now, &ready, err);
+    if (r) {
+      sqlite3_reset(edges);
+      return r;
     }
-    children[n++] = sqlite3_column_int(st, 0);
+    total += ready;
   }
-  sqlite3_reset(st);
-  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return tk__sq_fail(q, "children", err);
-  if (more)
-    return tk_err_set(err, TK_EUNSUPPORTED, "step %d of template %lld has more than %d children",
-                      idx, (long long)template_id, (int)(sizeof children / sizeof children[0]));
-  int ready = 0;
-  for (int i = 0; i < n; i++) {
-    /* The last parent releases the child (due now); any other one just
-     * counts down. Two statements instead of RETURNING, which costs SQLite
-     * an ephemeral table per call. */
-    st = tk__sq_stmt(q, SQ_RELEASE_CHILD,
-                     "UPDATE steps SET parents_remaining = 0, run_at = ?1"
-                     " WHERE task_id = ?2 AND idx = ?3 AND parents_remaining = 1",
-                     err);
-    if (st == NULL) return TK_ESTORE;
-    sqlite3_bind_int64(st, 1, now);
-    sqlite3_bind_int64(st, 2, task_id);
-    sqlite3_bind_int(st, 3, children[i]);
-    if ((rc = tk__sq_done(q, st, err))) return rc;
-    if (sqlite3_changes(q->db) == 1) {
-      ready++;
-      continue;
-    }
-    st = tk__sq_stmt(q, SQ_RELEASE_CHILDREN,
-                     "UPDATE steps SET parents_remaining = parents_remaining - 1"
-                     " WHERE task_id = ?1 AND idx = ?2 AND parents_remaining > 1",
-                     err);
-    if (st == NULL) return TK_ESTORE;
-    sqlite3_bind_int64(st, 1, task_id);
-    sqlite3_bind_int(st, 2, children[i]);
-    if ((rc = tk__sq_done(q, st, err))) return rc;
-  }
-  if (released) *released = ready;
+  sqlite3_reset(edges);
+  if (rc != SQLITE_DONE) return tk__sq_fail(q, "children", err);
+  if (released) *released = total;
   return 0;
 }
 
