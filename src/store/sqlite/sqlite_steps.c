@@ -11,9 +11,10 @@ int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
   *existed = 0;
   if ((rc = tk__sq_begin(q, err))) return rc;
   if (t->identity != NULL) {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(q->db, "SELECT id FROM tasks WHERE identity = ?", -1, &st, NULL)) {
-      rc = tk__sq_fail(q, "task lookup", err);
+    sqlite3_stmt *st =
+        tk__sq_stmt(q, SQ_TASK_BY_IDENTITY, "SELECT id FROM tasks WHERE identity = ?", err);
+    if (st == NULL) {
+      rc = TK_ESTORE;
       goto fail;
     }
     sqlite3_bind_text(st, 1, t->identity, -1, SQLITE_STATIC);
@@ -21,18 +22,19 @@ int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
       *task_id = sqlite3_column_int64(st, 0);
       *existed = 1;
     }
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     if (*existed) {
       tk__sq_rollback(q);
       return 0;
     }
   }
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(q->db,
-                         "INSERT INTO tasks (template_id, identity, context, state, steps_total,"
-                         " created_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?)",
-                         -1, &st, NULL)) {
-    rc = tk__sq_fail(q, "task insert", err);
+  sqlite3_stmt *st = tk__sq_stmt(q, SQ_TASK_INSERT,
+                                 "INSERT INTO tasks (template_id, identity, context, state,"
+                                 " steps_total, created_at, updated_at)"
+                                 " VALUES (?, ?, ?, 'pending', ?, ?, ?)",
+                                 err);
+  if (st == NULL) {
+    rc = TK_ESTORE;
     goto fail;
   }
   sqlite3_bind_int64(st, 1, t->template_id);
@@ -41,9 +43,7 @@ int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
   sqlite3_bind_int(st, 4, t->nsteps);
   sqlite3_bind_int64(st, 5, t->now);
   sqlite3_bind_int64(st, 6, t->now);
-  rc = sqlite3_step(st) == SQLITE_DONE ? 0 : tk__sq_fail(q, "task insert", err);
-  sqlite3_finalize(st);
-  if (rc) goto fail;
+  if ((rc = tk__sq_done(q, st, err))) goto fail;
   *task_id = sqlite3_last_insert_rowid(q->db);
   if ((rc = tk__sq_transition(q, *task_id, 0, NULL, TK__TASK_PENDING, t->now, "created", 0, err)))
     goto fail;
