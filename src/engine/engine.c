@@ -109,7 +109,12 @@ const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err)
   json_t *steps = json_object_get(te->definition, "steps");
   te->nsteps = (int)json_array_size(steps);
   te->steps = calloc((size_t)te->nsteps + 1, sizeof *te->steps);
-  for (int k = 0; k < te->nsteps && te->steps; k++) {
+  if (te->steps == NULL) {
+    json_decref(te->definition);
+    tk_err_set(err, TK_ENOMEM, "out of memory loading template %lld", (long long)id);
+    return NULL;
+  }
+  for (int k = 0; k < te->nsteps; k++) {
     json_t *st = json_array_get(steps, (size_t)k);
     step_def *d = &te->steps[k];
     d->name = json_string_value(json_object_get(st, "name"));
@@ -205,10 +210,20 @@ static void complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
   else tk__engine_log(e, TK_LOG_ERROR, "out of memory recording %d outcomes", n);
   free(items);
   while (list) {
-    job *next = list->next;
+    job *following = list->next;
     free_job(list);
-    list = next;
+    list = following;
   }
+}
+
+/* The jobs the workers finished, off the in-flight list. Batch writes
+ * that workers wait for between calls go first. */
+static job *take_finished(tk_engine *e) {
+  tk__batch_flush(e);
+  if (e->workers == 0) return NULL;
+  job *list = tk__pool_take_done(e);
+  for (job *j = list; j; j = j->next) flight_remove(e, j);
+  return list;
 }
 
 /* Turn expired leases into lease_expired failures (DESIGN §4). */
@@ -315,12 +330,7 @@ static void start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us, jo
  * commit. With workers, one round; inline, up to `rounds` while claims
  * find work. */
 static int record_and_claim(tk_engine *e, int rounds, int *claimed, tk_err *err) {
-  job *done = NULL;
-  tk__batch_flush(e); /* workers waiting between batch calls come first */
-  if (e->workers > 0) {
-    done = tk__pool_take_done(e);
-    for (job *j = done; j; j = j->next) flight_remove(e, j);
-  }
+  job *done = take_finished(e);
   *claimed = 0;
   for (int round = 0; round < rounds; round++) {
     int64_t now = tk_clock_now(&e->clock);
@@ -356,13 +366,6 @@ static void heartbeat(tk_engine *e, int64_t now, int64_t *next) {
     }
     if (j->next_heartbeat < *next) *next = j->next_heartbeat;
   }
-}
-
-static void record_done(tk_engine *e) {
-  tk__batch_flush(e); /* workers waiting between batch calls come first */
-  job *list = tk__pool_take_done(e);
-  for (job *j = list; j; j = j->next) flight_remove(e, j);
-  complete_jobs(e, list, NULL);
 }
 
 /* One pass of the engine (see tk_engine_tick) with up to `rounds` rounds
@@ -442,7 +445,7 @@ int tk_engine_run(tk_engine *e, int until_idle, tk_err *err) {
   /* Finish what is running, so no attempt is left to the reaper. */
   while (e->in_flight > 0) {
     wait_until(e, tk_clock_now(&e->clock) + 1000);
-    record_done(e);
+    complete_jobs(e, take_finished(e), NULL);
   }
   tk__pool_stop(e);
   return rc;

@@ -80,7 +80,7 @@ fail:
 /* Claim inside the caller's transaction (DESIGN §4). */
 static int claim_in_txn(tk__sqlite *q, const char *owner, int64_t now, int64_t lease_ms,
                         int limit, tk__claimed *out, int *n, tk_err *err) {
-  int rc, count = 0;
+  int rc = SQLITE_DONE, count = 0;
   *n = 0;
   /* The WHERE clause repeats the partial index's condition word for word,
    * so SQLite uses steps_ready: a range scan on run_at. */
@@ -118,6 +118,10 @@ static int claim_in_txn(tk__sqlite *q, const char *owner, int64_t now, int64_t l
     count++;
   }
   sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    rc = tk__sq_fail(q, "claim", err);
+    goto fail;
+  }
   for (int i = 0; i < count; i++) {
     tk__claimed *c = &out[i];
     st = tk__sq_stmt(q, SQ_ATTEMPT_INSERT,
