@@ -1,12 +1,12 @@
 /* Reading, copying and printing one schema field of a settings struct. */
 #include "config/internal.h"
 
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <tasker/duration.h>
+
+#include "toml/format.h"
 
 #define FIELD(obj, k, T) ((T *)((char *)(obj) + (k)->offset))
 #define CFIELD(obj, k, T) ((const T *)((const char *)(obj) + (k)->offset))
@@ -36,35 +36,14 @@ static size_t append(char *buf, size_t len, size_t used, const char *fmt, const 
   return n < 0 ? used : used + (size_t)n;
 }
 
-int tk__toml_quote(const char *s, char *buf, size_t len) {
-  size_t used = append(buf, len, 0, "%s", "\"");
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    char esc[8];
-    if (*p == '"' || *p == '\\') snprintf(esc, sizeof esc, "\\%c", *p);
-    else if (*p < 0x20 || *p == 0x7f) snprintf(esc, sizeof esc, "\\u%04x", *p);
-    else snprintf(esc, sizeof esc, "%c", *p);
-    used = append(buf, len, used, "%s", esc);
-  }
-  return (int)append(buf, len, used, "%s", "\"");
+static int quote(const char *s, char *buf, size_t len) {
+  return tk__toml_format_string(s, strlen(s), buf, len);
 }
 
 static int format_duration(int64_t ms, char *buf, size_t len) {
   char d[48];
   tk_duration_format(ms, d, sizeof d);
   return snprintf(buf, len, "\"%s\"", d);
-}
-
-/* Shortest round-trip float, with ".0" so TOML reads it back as a float. */
-static int format_number(double v, char *buf, size_t len) {
-  char t[40];
-  for (int prec = 1; prec <= 17; prec++) {
-    snprintf(t, sizeof t, "%.*g", prec, v);
-    if (strtod(t, NULL) == v) break;
-  }
-  if (isinf(v)) snprintf(t, sizeof t, "%s", v < 0 ? "-inf" : "inf");
-  else if (isnan(v)) snprintf(t, sizeof t, "nan");
-  else if (strpbrk(t, ".e") == NULL) strcat(t, ".0");
-  return snprintf(buf, len, "%s", t);
 }
 
 int tk__field_format(const tk__key *k, const void *obj, char *buf, size_t len) {
@@ -82,9 +61,9 @@ int tk__field_format(const tk__key *k, const void *obj, char *buf, size_t len) {
   }
   case TK__K_DURATION: return format_duration(*CFIELD(obj, k, int64_t), buf, len);
   case TK__K_INT: return snprintf(buf, len, "%lld", (long long)*CFIELD(obj, k, int64_t));
-  case TK__K_NUMBER: return format_number(*CFIELD(obj, k, double), buf, len);
-  case TK__K_JITTER: return tk__toml_quote(tk_jitter_name(*CFIELD(obj, k, tk_jitter)), buf, len);
-  case TK__K_STRING: return tk__toml_quote(*CFIELD(obj, k, const char *), buf, len);
+  case TK__K_NUMBER: return tk__toml_format_float(*CFIELD(obj, k, double), buf, len);
+  case TK__K_JITTER: return quote(tk_jitter_name(*CFIELD(obj, k, tk_jitter)), buf, len);
+  case TK__K_STRING: return quote(*CFIELD(obj, k, const char *), buf, len);
   }
   return snprintf(buf, len, "?");
 }

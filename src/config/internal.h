@@ -62,10 +62,6 @@ void tk__field_copy(const tk__key *k, void *dst, const void *src);
  * snprintf. */
 int tk__field_format(const tk__key *k, const void *obj, char *buf, size_t len);
 
-/* s as a TOML basic string: quoted, with " \ and control characters
- * escaped, like snprintf. 6 * strlen(s) + 3 bytes always suffice. */
-int tk__toml_quote(const char *s, char *buf, size_t len);
-
 /* What is wrong with a value, for the loader to place and word:
  * `at` is the offending value (an element of a schedule, with its 1-based
  * `index`; else index 0) and `what` the phrase after "KEY = VALUE: ". */

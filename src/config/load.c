@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "toml/format.h"
+
 enum { LAYER_FILE = 1, LAYER_OVERLAY = 2, LAYER_SETS = 3 };
 
 /* Apply a parsed layer, whose values come from `name` (a path or a --set
@@ -105,7 +107,7 @@ static int parse_set(const char *arg, size_t key_len, tk_toml_doc **doc, tk_err 
     rc = tk_toml_parse(text, head + vlen, NULL, doc, err);
   }
   if (rc == TK_ESYNTAX) {
-    int n = tk__toml_quote(value, text + head, 6 * vlen + 4);
+    int n = tk__toml_format_string(value, vlen, text + head, 6 * vlen + 4);
     rc = tk_toml_parse(text, head + (size_t)n, NULL, doc, NULL);
   }
   free(text);

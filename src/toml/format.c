@@ -105,12 +105,24 @@ static void out_quoted(out_buf *o, const char *s, size_t n) {
   out_bytes(o, "\"", 1);
 }
 
+/* Close a snprintf-style buffer: NUL-terminate what fits, return the
+ * length the whole text needs. */
+static int out_end(out_buf *o) {
+  if (o->cap > 0) o->buf[o->len < o->cap ? o->len : o->cap - 1] = '\0';
+  return (int)o->len;
+}
+
+int tk__toml_format_string(const char *s, size_t n, char *buf, size_t len) {
+  out_buf o = {buf, len, 0};
+  out_quoted(&o, s, n);
+  return out_end(&o);
+}
+
 int tk_toml_format_value(const tk_toml_value *v, char *buf, size_t len) {
   char text[64];
   tk_toml_datetime dt;
-  out_buf o = {buf, len, 0};
   switch (tk_toml_type_of(v)) {
-  case TK_TOML_STRING: out_quoted(&o, v->u.s.ptr, v->u.s.len); break;
+  case TK_TOML_STRING: return tk__toml_format_string(v->u.s.ptr, v->u.s.len, buf, len);
   case TK_TOML_INTEGER: snprintf(text, sizeof text, "%" PRId64, v->u.i); break;
   case TK_TOML_FLOAT: tk__toml_format_float(v->u.f, text, sizeof text); break;
   case TK_TOML_BOOLEAN: snprintf(text, sizeof text, "%s", v->u.b ? "true" : "false"); break;
@@ -125,7 +137,5 @@ int tk_toml_format_value(const tk_toml_value *v, char *buf, size_t len) {
   case TK_TOML_TABLE: snprintf(text, sizeof text, "{...}"); break;
   default: snprintf(text, sizeof text, "(none)"); break;
   }
-  if (tk_toml_type_of(v) != TK_TOML_STRING) out_bytes(&o, text, strlen(text));
-  if (o.cap > 0) o.buf[o.len < o.cap ? o.len : o.cap - 1] = '\0';
-  return (int)o.len;
+  return snprintf(buf, len, "%s", text);
 }

@@ -17,4 +17,8 @@ int tk__toml_format_float(double d, char *buf, size_t len);
 int tk__toml_format_datetime(const tk_toml_datetime *dt, tk_toml_type type, char *buf,
                              size_t len);
 
+/* s (n bytes, may hold NUL) as a TOML basic string: quoted, with " \\ and
+ * control characters escaped. At most 6 * n + 2 characters. */
+int tk__toml_format_string(const char *s, size_t n, char *buf, size_t len);
+
 #endif
