@@ -1,11 +1,7 @@
 /* Document tree to tagged JSON (see json.h). */
 #include "toml/json.h"
 
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
-
-#include "toml/format.h"
 
 const char *tk__toml_json_tag(tk_toml_type type) {
   switch (type) {
@@ -60,14 +56,8 @@ json_t *tk__toml_to_tagged_json(const tk_toml_value *v) {
   size_t len;
   const char *s = tk_toml_string(v, &len);
   if (s != NULL) return tagged(type, s, len);
-  int64_t i;
-  double d;
-  int b;
-  tk_toml_datetime dt;
-  if (tk_toml_int(v, &i) == 0) snprintf(text, sizeof text, "%" PRId64, i);
-  else if (tk_toml_float(v, &d) == 0) tk__toml_format_float(d, text, sizeof text);
-  else if (tk_toml_bool(v, &b) == 0) snprintf(text, sizeof text, "%s", b ? "true" : "false");
-  else if (tk_toml_datetime_of(v, &dt) == 0) tk__toml_format_datetime(&dt, type, text, sizeof text);
-  else return NULL;
+  if (tk__toml_json_tag(type) == NULL) return NULL;
+  /* Every other scalar is tagged with its TOML spelling. */
+  tk_toml_format_value(v, text, sizeof text);
   return tagged(type, text, strlen(text));
 }
