@@ -30,6 +30,13 @@ typedef struct tk_template_info {
 int tk_template_add_file(tk_store *s, const tk_config *cfg, const char *path, int64_t now,
                          tk_template_info *out, tk_err *err);
 
+/* tk_template_add_file for n files at once: every file is validated
+ * before anything is stored, and they are stored in one transaction, so a
+ * bad file or a conflicting version anywhere in the list stores nothing.
+ * out (may be NULL) has n slots. */
+int tk_template_add_files(tk_store *s, const tk_config *cfg, const char *const *paths, int n,
+                          int64_t now, tk_template_info *out, tk_err *err);
+
 typedef struct tk_submit_request {
   const char *template_name; /* "name" or "namespace/name" */
   const char *version;       /* NULL: the newest version */

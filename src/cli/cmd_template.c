@@ -12,7 +12,6 @@
 #include <tasker/workflow.h>
 
 #include "store/store.h"
-#include "workflow/template.h"
 
 const char cmd_template_usage[] =
     "usage: tasker template add FILE...\n"
@@ -32,28 +31,31 @@ static int add_failed(int rc, const tk_err *err) {
 static int add(cli_globals *g, tk_config *cfg, tk_store *s, int n, const char **files) {
   tk_clock clock = tk_clock_system();
   tk_err err;
-  /* Every file is validated before any is stored, so that a bad file in
-   * the list leaves the store unchanged (it used to keep the ones before). */
-  for (int i = 0; i < n; i++) {
-    tk__template t;
-    int rc = tk__template_from_file(files[i], cfg, &t, &err);
-    if (rc) return add_failed(rc, &err);
-    tk__template_free(&t);
+  tk_template_info *infos = calloc((size_t)n, sizeof *infos);
+  if (infos == NULL) {
+    cli_error("template add", "out of memory for %d templates", n);
+    return CLI_EXIT_FAILURE;
+  }
+  /* All files are validated, then stored together: a bad file anywhere in
+   * the list leaves the store unchanged. */
+  int rc = tk_template_add_files(s, cfg, files, n, tk_clock_now(&clock), infos, &err);
+  if (rc) {
+    free(infos);
+    return add_failed(rc, &err);
   }
   for (int i = 0; i < n; i++) {
-    tk_template_info info;
-    int rc = tk_template_add_file(s, cfg, files[i], tk_clock_now(&clock), &info, &err);
-    if (rc) return add_failed(rc, &err);
+    const tk_template_info *info = &infos[i];
     if (g->json)
       printf("{\"id\": %lld, \"namespace\": \"%s\", \"name\": \"%s\", \"version\": \"%s\","
              " \"steps\": %d, \"existed\": %s}\n",
-             (long long)info.id, info.namespace_, info.name, info.version, info.steps,
-             info.existed ? "true" : "false");
+             (long long)info->id, info->namespace_, info->name, info->version, info->steps,
+             info->existed ? "true" : "false");
     else
-      fprintf(stderr, "%s %s/%s version %s (%d steps)%s\n", info.existed ? "unchanged" : "added",
-              info.namespace_, info.name, info.version, info.steps,
-              info.existed ? ": the same definition is already stored" : "");
+      fprintf(stderr, "%s %s/%s version %s (%d steps)%s\n", info->existed ? "unchanged" : "added",
+              info->namespace_, info->name, info->version, info->steps,
+              info->existed ? ": the same definition is already stored" : "");
   }
+  free(infos);
   return 0;
 }
 

@@ -50,6 +50,7 @@ typedef struct tk__template_row {
   const int *edges; /* pairs (parent_idx, child_idx) */
   int nedges;
   int64_t created_at;
+  int existed; /* out: the same definition was already stored */
 } tk__template_row;
 
 /* One item of a new batch step. */
@@ -196,10 +197,11 @@ typedef struct tk__store_ops {
   int (*migrate)(tk_store *s, int *applied, int *version, tk_err *err);
   int (*schema_version)(tk_store *s, int *version, tk_err *err);
 
-  /* Store a template and its edges. If namespace/name/version exists with
-   * the same digest, *existed = 1 and nothing changes; with another
-   * digest, TK_EEXIST. */
-  int (*template_put)(tk_store *s, tk__template_row *row, int *existed, tk_err *err);
+  /* Store n templates and their edges in one transaction: all or none.
+   * A namespace/name/version that exists with the same digest sets the
+   * row's `existed` and changes nothing; with another digest, TK_EEXIST
+   * and nothing is stored. Each row's id is filled in. */
+  int (*template_put)(tk_store *s, tk__template_row *rows, int n, tk_err *err);
   /* Find a template by name ("ns/name" or "name") and version (NULL for
    * the newest); fills a json object {id, namespace, name, version,
    * definition (parsed)}. TK_ENOENT when missing. */

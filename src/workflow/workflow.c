@@ -21,43 +21,65 @@ static void digest_of(const char *text, char out[17]) {
   snprintf(out, 17, "%016llx", (unsigned long long)h);
 }
 
+int tk_template_add_files(tk_store *s, const tk_config *cfg, const char *const *paths, int n,
+                          int64_t now, tk_template_info *out, tk_err *err) {
+  tk__template *t = calloc((size_t)n + 1, sizeof *t);
+  tk__template_row *rows = calloc((size_t)n + 1, sizeof *rows);
+  char **texts = calloc((size_t)n + 1, sizeof *texts);
+  char(*digests)[17] = calloc((size_t)n + 1, sizeof *digests);
+  int rc = 0, parsed = 0;
+  if (!t || !rows || !texts || !digests) {
+    rc = tk_err_set(err, TK_ENOMEM, "out of memory adding %d templates", n);
+    goto done;
+  }
+  for (; parsed < n && rc == 0; parsed++) {
+    if ((rc = tk__template_from_file(paths[parsed], cfg, &t[parsed], err))) break;
+    json_t *def = t[parsed].definition;
+    texts[parsed] = json_dumps(def, JSON_COMPACT | JSON_SORT_KEYS);
+    if (texts[parsed] == NULL) {
+      rc = tk_err_set(err, TK_ENOMEM, "out of memory storing template %s", paths[parsed]);
+      parsed++;
+      break;
+    }
+    digest_of(texts[parsed], digests[parsed]);
+    rows[parsed] = (tk__template_row){
+        .namespace_ = json_string_value(json_object_get(def, "namespace")),
+        .name = json_string_value(json_object_get(def, "name")),
+        .version = json_string_value(json_object_get(def, "version")),
+        .description = json_string_value(json_object_get(def, "description")),
+        .definition = texts[parsed],
+        .digest = digests[parsed],
+        .edges = t[parsed].edges,
+        .nedges = t[parsed].nedges,
+        .created_at = now,
+    };
+  }
+  if (rc == 0) rc = s->ops->template_put(s, rows, n, err);
+  for (int i = 0; rc == 0 && out != NULL && i < n; i++) {
+    tk_template_info *info = &out[i];
+    memset(info, 0, sizeof *info);
+    info->id = rows[i].id;
+    snprintf(info->namespace_, sizeof info->namespace_, "%s", rows[i].namespace_);
+    snprintf(info->name, sizeof info->name, "%s", rows[i].name);
+    snprintf(info->version, sizeof info->version, "%s", rows[i].version);
+    info->steps = (int)json_array_size(json_object_get(t[i].definition, "steps"));
+    info->existed = rows[i].existed;
+  }
+done:
+  for (int i = 0; i < parsed; i++) {
+    free(texts ? texts[i] : NULL);
+    tk__template_free(&t[i]);
+  }
+  free(t);
+  free(rows);
+  free(texts);
+  free(digests);
+  return rc;
+}
+
 int tk_template_add_file(tk_store *s, const tk_config *cfg, const char *path, int64_t now,
                          tk_template_info *out, tk_err *err) {
-  tk__template t;
-  int rc = tk__template_from_file(path, cfg, &t, err);
-  if (rc) return rc;
-  char *text = json_dumps(t.definition, JSON_COMPACT | JSON_SORT_KEYS);
-  if (text == NULL) {
-    tk__template_free(&t);
-    return tk_err_set(err, TK_ENOMEM, "out of memory storing template %s", path);
-  }
-  char digest[17];
-  digest_of(text, digest);
-  tk__template_row row = {
-      .namespace_ = json_string_value(json_object_get(t.definition, "namespace")),
-      .name = json_string_value(json_object_get(t.definition, "name")),
-      .version = json_string_value(json_object_get(t.definition, "version")),
-      .description = json_string_value(json_object_get(t.definition, "description")),
-      .definition = text,
-      .digest = digest,
-      .edges = t.edges,
-      .nedges = t.nedges,
-      .created_at = now,
-  };
-  int existed = 0;
-  rc = s->ops->template_put(s, &row, &existed, err);
-  if (rc == 0 && out != NULL) {
-    memset(out, 0, sizeof *out);
-    out->id = row.id;
-    snprintf(out->namespace_, sizeof out->namespace_, "%s", row.namespace_);
-    snprintf(out->name, sizeof out->name, "%s", row.name);
-    snprintf(out->version, sizeof out->version, "%s", row.version);
-    out->steps = (int)json_array_size(json_object_get(t.definition, "steps"));
-    out->existed = existed;
-  }
-  free(text);
-  tk__template_free(&t);
-  return rc;
+  return tk_template_add_files(s, cfg, &path, 1, now, out, err);
 }
 
 /* A retry setting of the step, else of the template, else NULL. */

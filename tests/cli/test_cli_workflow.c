@@ -213,6 +213,17 @@ static void re_adding_is_idempotent_and_a_changed_definition_needs_a_new_version
          "definition; give the changed template a new version\n",
          "template", "add", path);
   efx_unchanged(c->db, before);
+  /* A valid new template listed before the conflicting one is not stored
+   * either: the files go in together or not at all. */
+  char other[2048], other_path[400];
+  snprintf(other, sizeof other, "%s", order);
+  memcpy(strstr(other, "name = \"order\"") + 8, "other", 5);
+  write_template(c, "other.toml", other, other_path, sizeof other_path);
+  EXPECT(c, 1, "",
+         "tasker template add: template shop/order version 1 already exists with a different "
+         "definition; give the changed template a new version\n",
+         "template", "add", other_path, path);
+  efx_unchanged(c->db, before);
 }
 
 static void bad_submissions_are_refused_and_create_nothing(void **state) {

@@ -86,7 +86,7 @@ int tk__sq_items_apply(tk__sqlite *q, int64_t step_id, const tk__item_result *r,
                        tk_err *err);
 
 /* Operations implemented in the backend's files. */
-int tk__sq_template_put(tk_store *s, tk__template_row *row, int *existed, tk_err *err);
+int tk__sq_template_put(tk_store *s, tk__template_row *rows, int n, tk_err *err);
 int tk__sq_template_get(tk_store *s, const char *name, const char *version, json_t **out,
                         tk_err *err);
 int tk__sq_template_get_by_id(tk_store *s, int64_t id, json_t **out, tk_err *err);

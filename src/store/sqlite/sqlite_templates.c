@@ -3,27 +3,29 @@
 
 #include <string.h>
 
-int tk__sq_template_put(tk_store *s, tk__template_row *row, int *existed, tk_err *err) {
-  tk__sqlite *q = (tk__sqlite *)s;
-  int rc;
+/* Bind a template's namespace, name and version to parameters 1-3. */
+static void bind_identity(sqlite3_stmt *st, const tk__template_row *row) {
+  sqlite3_bind_text(st, 1, row->namespace_, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, row->name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, row->version, -1, SQLITE_STATIC);
+}
+
+/* Store one template inside the caller's transaction. */
+static int put_one(tk__sqlite *q, tk__template_row *row, tk_err *err) {
+  row->existed = 0;
   sqlite3_stmt *st = NULL;
-  *existed = 0;
-  if ((rc = tk__sq_begin(q, err))) return rc;
   if (sqlite3_prepare_v2(q->db,
                          "SELECT id, digest FROM templates WHERE namespace = ? AND name = ?"
                          " AND version = ?",
                          -1, &st, NULL))
     goto sqlfail;
-  sqlite3_bind_text(st, 1, row->namespace_, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, row->name, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 3, row->version, -1, SQLITE_STATIC);
+  bind_identity(st, row);
   if (sqlite3_step(st) == SQLITE_ROW) {
     int same = strcmp(tk__sq_text(st, 1), row->digest) == 0;
     row->id = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
-    tk__sq_rollback(q);
     if (same) {
-      *existed = 1;
+      row->existed = 1;
       return 0;
     }
     return tk_err_set(err, TK_EEXIST,
@@ -37,9 +39,7 @@ int tk__sq_template_put(tk_store *s, tk__template_row *row, int *existed, tk_err
                          " definition, digest, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                          -1, &st, NULL))
     goto sqlfail;
-  sqlite3_bind_text(st, 1, row->namespace_, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, row->name, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 3, row->version, -1, SQLITE_STATIC);
+  bind_identity(st, row);
   sqlite3_bind_text(st, 4, row->description ? row->description : "", -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 5, row->definition, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 6, row->digest, -1, SQLITE_STATIC);
@@ -60,11 +60,19 @@ int tk__sq_template_put(tk_store *s, tk__template_row *row, int *existed, tk_err
     if (sqlite3_step(st) != SQLITE_DONE) goto sqlfail;
   }
   sqlite3_finalize(st);
-  return tk__sq_commit(q, err);
-sqlfail:
-  rc = tk__sq_fail(q, "store template", err);
+  return 0;
+sqlfail:;
+  int rc = tk__sq_fail(q, "store template", err);
   sqlite3_finalize(st);
-  tk__sq_rollback(q);
+  return rc;
+}
+
+int tk__sq_template_put(tk_store *s, tk__template_row *rows, int n, tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  int rc = tk__sq_begin(q, err);
+  for (int i = 0; i < n && rc == 0; i++) rc = put_one(q, &rows[i], err);
+  if (rc == 0) rc = tk__sq_commit(q, err);
+  if (rc) tk__sq_rollback(q);
   return rc;
 }
 
