@@ -109,7 +109,7 @@ static int apply_key(const tk__layer *L, const target *t, const tk_toml_entry *e
   }
   if (k->kind == TK__K_STRING) {
     /* The document dies after this layer; keep a copy. */
-    const char **s = (const char **)((char *)t->obj + k->offset);
+    const char **s = TK__FIELD(t->obj, k, const char *);
     if ((*s = tk__config_strdup(L->c, *s, strlen(*s))) == NULL)
       return tk_err_set(L->err, TK_ENOMEM, "out of memory reading the configuration");
   }

@@ -5,16 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FIELD(obj, k, T) ((T *)((char *)(obj) + (k)->offset))
-
 void tk__field_default(const tk__key *k, void *obj) {
   switch (k->kind) {
-  case TK__K_DURATIONS: *(int *)((char *)obj + k->len_offset) = 0; break;
+  case TK__K_DURATIONS: *TK__LEN(obj, k) = 0; break;
   case TK__K_DURATION:
-  case TK__K_INT: *FIELD(obj, k, int64_t) = k->def_i; break;
-  case TK__K_NUMBER: *FIELD(obj, k, double) = k->def_f; break;
-  case TK__K_JITTER: *FIELD(obj, k, tk_jitter) = (tk_jitter)k->def_i; break;
-  case TK__K_STRING: *FIELD(obj, k, const char *) = k->def_s; break;
+  case TK__K_INT: *TK__FIELD(obj, k, int64_t) = k->def_i; break;
+  case TK__K_NUMBER: *TK__FIELD(obj, k, double) = k->def_f; break;
+  case TK__K_JITTER: *TK__FIELD(obj, k, tk_jitter) = (tk_jitter)k->def_i; break;
+  case TK__K_STRING: *TK__FIELD(obj, k, const char *) = k->def_s; break;
   }
 }
 

@@ -8,23 +8,18 @@
 
 #include "toml/format.h"
 
-#define FIELD(obj, k, T) ((T *)((char *)(obj) + (k)->offset))
-#define CFIELD(obj, k, T) ((const T *)((const char *)(obj) + (k)->offset))
-#define LEN_FIELD(obj, k) ((int *)((char *)(obj) + (k)->len_offset))
-#define CLEN_FIELD(obj, k) ((const int *)((const char *)(obj) + (k)->len_offset))
-
 void tk__field_copy(const tk__key *k, void *dst, const void *src) {
   switch (k->kind) {
   case TK__K_DURATIONS:
-    *LEN_FIELD(dst, k) = *CLEN_FIELD(src, k);
-    memcpy(FIELD(dst, k, int64_t), CFIELD(src, k, int64_t),
+    *TK__LEN(dst, k) = *TK__CLEN(src, k);
+    memcpy(TK__FIELD(dst, k, int64_t), TK__CFIELD(src, k, int64_t),
            (size_t)k->max * sizeof(int64_t));
     break;
   case TK__K_DURATION:
-  case TK__K_INT: *FIELD(dst, k, int64_t) = *CFIELD(src, k, int64_t); break;
-  case TK__K_NUMBER: *FIELD(dst, k, double) = *CFIELD(src, k, double); break;
-  case TK__K_JITTER: *FIELD(dst, k, tk_jitter) = *CFIELD(src, k, tk_jitter); break;
-  case TK__K_STRING: *FIELD(dst, k, const char *) = *CFIELD(src, k, const char *); break;
+  case TK__K_INT: *TK__FIELD(dst, k, int64_t) = *TK__CFIELD(src, k, int64_t); break;
+  case TK__K_NUMBER: *TK__FIELD(dst, k, double) = *TK__CFIELD(src, k, double); break;
+  case TK__K_JITTER: *TK__FIELD(dst, k, tk_jitter) = *TK__CFIELD(src, k, tk_jitter); break;
+  case TK__K_STRING: *TK__FIELD(dst, k, const char *) = *TK__CFIELD(src, k, const char *); break;
   }
 }
 
@@ -49,8 +44,8 @@ static int format_duration(int64_t ms, char *buf, size_t len) {
 int tk__field_format(const tk__key *k, const void *obj, char *buf, size_t len) {
   switch (k->kind) {
   case TK__K_DURATIONS: {
-    int n = *CLEN_FIELD(obj, k);
-    const int64_t *list = CFIELD(obj, k, int64_t);
+    int n = *TK__CLEN(obj, k);
+    const int64_t *list = TK__CFIELD(obj, k, int64_t);
     size_t used = append(buf, len, 0, "%s", "[");
     for (int i = 0; i < n; i++) {
       char d[64];
@@ -59,11 +54,11 @@ int tk__field_format(const tk__key *k, const void *obj, char *buf, size_t len) {
     }
     return (int)append(buf, len, used, "%s", "]");
   }
-  case TK__K_DURATION: return format_duration(*CFIELD(obj, k, int64_t), buf, len);
-  case TK__K_INT: return snprintf(buf, len, "%lld", (long long)*CFIELD(obj, k, int64_t));
-  case TK__K_NUMBER: return tk__toml_format_float(*CFIELD(obj, k, double), buf, len);
-  case TK__K_JITTER: return quote(tk_jitter_name(*CFIELD(obj, k, tk_jitter)), buf, len);
-  case TK__K_STRING: return quote(*CFIELD(obj, k, const char *), buf, len);
+  case TK__K_DURATION: return format_duration(*TK__CFIELD(obj, k, int64_t), buf, len);
+  case TK__K_INT: return snprintf(buf, len, "%lld", (long long)*TK__CFIELD(obj, k, int64_t));
+  case TK__K_NUMBER: return tk__toml_format_float(*TK__CFIELD(obj, k, double), buf, len);
+  case TK__K_JITTER: return quote(tk_jitter_name(*TK__CFIELD(obj, k, tk_jitter)), buf, len);
+  case TK__K_STRING: return quote(*TK__CFIELD(obj, k, const char *), buf, len);
   }
   return snprintf(buf, len, "?");
 }

@@ -31,8 +31,8 @@ typedef struct view {
 static int check_order(const view *v, const order_rule *r, tk_err *err) {
   const tk__key *lo = tk__schema_find(v->schema, r->low, strlen(r->low));
   const tk__key *hi = tk__schema_find(v->schema, r->high, strlen(r->high));
-  int64_t a = *(const int64_t *)((const char *)v->obj + lo->offset);
-  int64_t b = *(const int64_t *)((const char *)v->obj + hi->offset);
+  int64_t a = *TK__CFIELD(v->obj, lo, int64_t);
+  int64_t b = *TK__CFIELD(v->obj, hi, int64_t);
   if (r->strict ? a < b : a <= b) return 0;
   size_t il = tk__schema_index(v->schema, lo), ih = tk__schema_index(v->schema, hi);
   /* Blame the value a profile set itself over one it inherited, else the
@@ -103,21 +103,26 @@ static int add_settings(tk_config *c, const view *v, const char *const *inherite
     if ((s->key = tk__config_strdup(c, key, strlen(key))) == NULL ||
         (s->text = tk__config_strdup(c, text, strlen(text))) == NULL)
       return TK_ENOMEM;
-    const void *field = (const char *)v->obj + k->offset;
     switch (k->kind) {
     case TK__K_DURATIONS:
       s->kind = TK_CONFIG_DURATIONS;
-      s->list = field;
-      s->list_len = *(const int *)((const char *)v->obj + k->len_offset);
+      s->list = TK__CFIELD(v->obj, k, int64_t);
+      s->list_len = *TK__CLEN(v->obj, k);
       break;
-    case TK__K_DURATION: s->kind = TK_CONFIG_DURATION; s->i = *(const int64_t *)field; break;
-    case TK__K_INT: s->kind = TK_CONFIG_INTEGER; s->i = *(const int64_t *)field; break;
-    case TK__K_NUMBER: s->kind = TK_CONFIG_NUMBER; s->f = *(const double *)field; break;
+    case TK__K_DURATION:
+    case TK__K_INT:
+      s->kind = k->kind == TK__K_INT ? TK_CONFIG_INTEGER : TK_CONFIG_DURATION;
+      s->i = *TK__CFIELD(v->obj, k, int64_t);
+      break;
+    case TK__K_NUMBER: s->kind = TK_CONFIG_NUMBER; s->f = *TK__CFIELD(v->obj, k, double); break;
     case TK__K_JITTER:
       s->kind = TK_CONFIG_STRING;
-      s->s = tk_jitter_name(*(const tk_jitter *)field);
+      s->s = tk_jitter_name(*TK__CFIELD(v->obj, k, tk_jitter));
       break;
-    case TK__K_STRING: s->kind = TK_CONFIG_STRING; s->s = *(const char *const *)field; break;
+    case TK__K_STRING:
+      s->kind = TK_CONFIG_STRING;
+      s->s = *TK__CFIELD(v->obj, k, const char *);
+      break;
     }
     s->origin = v->origin[i];
     if (inherited && !((v->own >> i) & 1)) s->inherited_from = inherited[i];

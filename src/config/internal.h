@@ -54,6 +54,13 @@ const tk__key *tk__schema_find(const tk__schema *s, const char *name, size_t len
 /* Index of k in s. */
 size_t tk__schema_index(const tk__schema *s, const tk__key *k);
 
+/* k's field in obj (a settings struct), as a T lvalue; the entry count
+ * of a DURATIONS field. */
+#define TK__FIELD(obj, k, T) ((T *)((char *)(obj) + (k)->offset))
+#define TK__CFIELD(obj, k, T) ((const T *)((const char *)(obj) + (k)->offset))
+#define TK__LEN(obj, k) ((int *)((char *)(obj) + (k)->len_offset))
+#define TK__CLEN(obj, k) ((const int *)((const char *)(obj) + (k)->len_offset))
+
 /* Store k's built-in default into obj; copy k's field from src to dst. */
 void tk__field_default(const tk__key *k, void *obj);
 void tk__field_copy(const tk__key *k, void *dst, const void *src);

@@ -8,8 +8,6 @@
 
 #include <tasker/duration.h>
 
-#define FIELD(obj, k, T) ((T *)((char *)(obj) + (k)->offset))
-
 #define DURATION_FORMS \
   "a duration such as \"150ms\", \"2s\", \"5m\", \"1h\" or a number of seconds"
 
@@ -75,8 +73,8 @@ static int read_durations(const tk__key *k, const tk_toml_value *v, void *obj,
       return rc;
     }
   }
-  memcpy(FIELD(obj, k, int64_t), list, n * sizeof list[0]);
-  *(int *)((char *)obj + k->len_offset) = (int)n;
+  memcpy(TK__FIELD(obj, k, int64_t), list, n * sizeof list[0]);
+  *TK__LEN(obj, k) = (int)n;
   return 0;
 }
 
@@ -87,14 +85,14 @@ int tk__convert(const tk__key *k, const tk_toml_value *v, void *obj, tk__complai
   case TK__K_DURATION: {
     int64_t ms;
     int rc = read_duration(k, v, &ms, why);
-    if (rc == 0) *FIELD(obj, k, int64_t) = ms;
+    if (rc == 0) *TK__FIELD(obj, k, int64_t) = ms;
     return rc;
   }
   case TK__K_INT: {
     int64_t i;
     if (tk_toml_int(v, &i) != 0) return wrong_type(why, v, k->allowed);
     if (i < k->min || i > k->max) return complain(why, v, "must be %s", k->allowed);
-    *FIELD(obj, k, int64_t) = i;
+    *TK__FIELD(obj, k, int64_t) = i;
     return 0;
   }
   case TK__K_NUMBER: {
@@ -104,13 +102,13 @@ int tk__convert(const tk__key *k, const tk_toml_value *v, void *obj, tk__complai
     else if (tk_toml_float(v, &f) != 0) return wrong_type(why, v, k->allowed);
     if (!isfinite(f) || f < k->fmin || f > k->fmax)
       return complain(why, v, "must be %s", k->allowed);
-    *FIELD(obj, k, double) = f;
+    *TK__FIELD(obj, k, double) = f;
     return 0;
   }
   case TK__K_JITTER: {
     const char *s = tk_toml_string(v, NULL);
     if (s == NULL) return wrong_type(why, v, k->allowed);
-    if (tk_jitter_parse(s, FIELD(obj, k, tk_jitter)) != 0)
+    if (tk_jitter_parse(s, TK__FIELD(obj, k, tk_jitter)) != 0)
       return complain(why, v, "expected %s", k->allowed);
     return 0;
   }
@@ -119,7 +117,7 @@ int tk__convert(const tk__key *k, const tk_toml_value *v, void *obj, tk__complai
     const char *s = tk_toml_string(v, &len);
     if (s == NULL) return wrong_type(why, v, k->allowed);
     if (len == 0 || strlen(s) != len) return complain(why, v, "must be %s", k->allowed);
-    *FIELD(obj, k, const char *) = s;
+    *TK__FIELD(obj, k, const char *) = s;
     return 0;
   }
   }
