@@ -24,9 +24,10 @@
 extern "C" {
 #endif
 
-/* What a client does after a failed write. All but NONE and LINEAR are
- * tasker policies (tk_backoff_delay with base, multiplier, cap and the
- * named jitter); EXPONENTIAL is the one without jitter. */
+/* What a client does after a failed write. Every mode is a tasker policy
+ * whose delays come from tk_backoff_delay: base, multiplier, cap and the
+ * named jitter; EXPONENTIAL is the one without jitter, NONE has base 0 and
+ * LINEAR is the explicit schedule base, 2 base, 3 base. */
 typedef enum tk_sim_policy {
   TK_SIM_NONE = 0,      /* retry at once, no sleep */
   TK_SIM_EXPONENTIAL,   /* base * multiplier^(n-1), capped, no jitter */

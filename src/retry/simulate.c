@@ -49,19 +49,27 @@ void tk_sim_config_default(tk_sim_config *c) {
   c->seed = 1;
 }
 
-/* The tasker policy a simulated client runs, for the modes that have one. */
+/* The policy a simulated client runs. Every mode is a tk_backoff_policy,
+ * so every delay comes from tk_backoff_delay: NONE is a zero base; LINEAR,
+ * the naive client that hand-rolls base * n without jitter, is the
+ * schedule base, 2 base, 3 base (its budget allows no more retries). */
 static void backoff_policy(const tk_sim_config *c, tk_sim_policy p, tk_backoff_policy *bp) {
   static const tk_jitter jitter_of[TK_SIM_POLICY_COUNT] = {
       [TK_SIM_EXPONENTIAL] = TK_JITTER_NONE,         [TK_SIM_FULL] = TK_JITTER_FULL,
       [TK_SIM_EQUAL] = TK_JITTER_EQUAL,              [TK_SIM_DECORRELATED] = TK_JITTER_DECORRELATED,
       [TK_SIM_PROPORTIONAL] = TK_JITTER_PROPORTIONAL};
   tk_backoff_policy_default(bp);
-  bp->base_ms = c->base_ms;
+  bp->base_ms = p == TK_SIM_NONE ? 0 : c->base_ms;
   bp->multiplier = c->multiplier;
   bp->max_delay_ms = c->cap_ms;
   bp->min_delay_ms = 0;
   bp->jitter = jitter_of[p];
   bp->jitter_fraction = c->jitter_fraction;
+  if (p == TK_SIM_LINEAR) {
+    for (int n = 1; n < LINEAR_MAX_ATTEMPTS; n++) bp->schedule_ms[n - 1] = c->base_ms * n;
+    bp->schedule_len = LINEAR_MAX_ATTEMPTS - 1;
+    bp->max_delay_ms = c->base_ms * (LINEAR_MAX_ATTEMPTS - 1); /* uncapped by --cap */
+  }
 }
 
 int tk_sim_config_validate(const tk_sim_config *c, tk_err *err) {
@@ -143,21 +151,9 @@ static int64_t latency_us(sim *s) {
 
 /* The sleep after a client's n-th failed write, in ms. */
 static int64_t backoff_ms(sim *s, int32_t who, int32_t n) {
-  switch (s->policy) {
-  case TK_SIM_NONE:
-    return 0;
-  case TK_SIM_LINEAR:
-    /* Deliberately not tk_backoff_delay: this models a client that does
-     * not use tasker and hand-rolls base * (retry + 1) without jitter, the
-     * yardstick the tasker policies are measured against. It is the one
-     * delay formula outside the policy, and it never reaches the engine. */
-    return s->cfg->base_ms * n;
-  default: {
-    int64_t d = tk_backoff_delay(&s->bp, n, s->prev_delay[who], -1, &s->jitter, NULL);
-    s->prev_delay[who] = d;
-    return d;
-  }
-  }
+  int64_t d = tk_backoff_delay(&s->bp, n, s->prev_delay[who], -1, &s->jitter, NULL);
+  s->prev_delay[who] = d;
+  return d;
 }
 
 static void seed_trial(sim *s, int32_t trial) {
