@@ -154,12 +154,8 @@ const char *tk__toml_show_key(const char *key, size_t len, char *buf, size_t cap
 /* Whether a key can be written bare. */
 static int is_bare(const char *k, size_t len) {
   if (len == 0) return 0;
-  for (size_t i = 0; i < len; i++) {
-    char c = k[i];
-    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-          c == '_' || c == '-'))
-      return 0;
-  }
+  for (size_t i = 0; i < len; i++)
+    if (!tk__toml_is_bare_char(k[i])) return 0;
   return 1;
 }
 

@@ -10,16 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The value of digit c in `base` (2, 8, 10, 16), or -1. */
-static int digit_value(char c, int base) {
-  int d;
-  if (c >= '0' && c <= '9') d = c - '0';
-  else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-  else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-  else return -1;
-  return d < base ? d : -1;
-}
-
 /* Digits of `base` from p with single underscores between digits. Returns
  * where the run ends; *count gets the digits; *bad the first misplaced
  * underscore, or NULL. */
@@ -29,11 +19,11 @@ static const char *scan_digits(const char *p, const char *end, int base, size_t 
   *count = 0;
   *bad = NULL;
   while (p < end) {
-    if (digit_value(*p, base) >= 0) {
+    if (tk__toml_digit(*p, base) >= 0) {
       ++*count;
       prev_digit = 1;
     } else if (*p == '_') {
-      if (!prev_digit || p + 1 >= end || digit_value(p[1], base) < 0) {
+      if (!prev_digit || p + 1 >= end || tk__toml_digit(p[1], base) < 0) {
         *bad = p;
         return p;
       }
@@ -84,7 +74,7 @@ static int prefixed_int(tk__toml_parser *P, const char *start, tk_toml_value *v)
   uint64_t acc = 0;
   for (; p < stop; p++) {
     if (*p == '_') continue;
-    uint64_t d = (uint64_t)digit_value(*p, base);
+    uint64_t d = (uint64_t)tk__toml_digit(*p, base);
     if (acc > ((uint64_t)INT64_MAX - d) / (uint64_t)base)
       return tk__toml_fail(P, start, TK_ERANGE,
                            "integer %.*s does not fit in a 64-bit signed integer",

@@ -91,6 +91,22 @@ static inline int tk__toml_is_delim(int c) {
          c == '}';
 }
 
+/* Whether c may appear in a bare key: A-Z a-z 0-9 _ -. */
+static inline int tk__toml_is_bare_char(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-';
+}
+
+/* The value of digit c in `base` (2, 8, 10, 16; either case), or -1. */
+static inline int tk__toml_digit(char c, int base) {
+  int d;
+  if (c >= '0' && c <= '9') d = c - '0';
+  else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+  else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+  else return -1;
+  return d < base ? d : -1;
+}
+
 /* Skip spaces and tabs. */
 static inline void tk__toml_skip_ws(tk__toml_parser *P) {
   const char *p = P->p, *end = P->end;
@@ -155,6 +171,9 @@ int tk__toml_parse_keyval(tk__toml_parser *P, tk_toml_value *table);
  * stored in *out; fails with TK_ETOODEEP past the depth limit. */
 int tk__toml_add_container(tk__toml_parser *P, tk_toml_value *parent, const tk__toml_key *k,
                            int type, int flags, tk_toml_pos pos, tk_toml_value **out);
+
+/* The error for a table or array that would sit deeper than the limit. */
+int tk__toml_too_deep(tk__toml_parser *P, const char *at);
 
 /* The "table"-or-type word for messages about an existing value. */
 const char *tk__toml_kind(const tk_toml_value *v);

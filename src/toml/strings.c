@@ -59,14 +59,6 @@ static int put_utf8(tk__toml_parser *P, uint32_t cp) {
   return put(P, b, n);
 }
 
-/* The value of hex digit c, or -1. */
-static int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 /* \uXXXX or \UXXXXXXXX at p (the backslash): decode, check it is a Unicode
  * scalar value, append; *next gets the byte after it. */
 static int unicode_escape(tk__toml_parser *P, const char *p, const char **next) {
@@ -74,7 +66,7 @@ static int unicode_escape(tk__toml_parser *P, const char *p, const char **next) 
   uint32_t cp = 0;
   for (int i = 0; i < digits; i++) {
     const char *d = p + 2 + i;
-    int h = d < P->end ? hex_value(*d) : -1;
+    int h = d < P->end ? tk__toml_digit(*d, 16) : -1;
     if (h < 0)
       return tk__toml_fail(P, p, TK_ESYNTAX,
                            "invalid escape sequence: \\%c must be followed by %d hex digits",

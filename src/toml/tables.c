@@ -127,10 +127,7 @@ static int append_table(tk__toml_parser *P, tk_toml_value *t, const tk__toml_key
                            "(line %u, column %u)",
                            path, tk__toml_kind(arr), line, col);
   }
-  if (arr->depth + 1u > P->max_depth)
-    return tk__toml_fail(P, open, TK_ETOODEEP,
-                         "nesting too deep: more than %u levels of tables and arrays",
-                         P->max_depth);
+  if (arr->depth + 1u > P->max_depth) return tk__toml_too_deep(P, open);
   tk_toml_value *elem = tk__toml_array_push(P->mem, arr);
   if (elem == NULL) return tk__toml_nomem(P);
   elem->type = TK_TOML_TABLE;

@@ -22,8 +22,7 @@ const char *tk__toml_kind(const tk_toml_value *v) {
   }
 }
 
-/* The error for a container that would sit deeper than the limit. */
-static int too_deep(tk__toml_parser *P, const char *at) {
+int tk__toml_too_deep(tk__toml_parser *P, const char *at) {
   return tk__toml_fail(P, at, TK_ETOODEEP,
                        "nesting too deep: more than %u levels of tables and arrays",
                        P->max_depth);
@@ -32,7 +31,7 @@ static int too_deep(tk__toml_parser *P, const char *at) {
 int tk__toml_add_container(tk__toml_parser *P, tk_toml_value *parent, const tk__toml_key *k,
                            int type, int flags, tk_toml_pos pos, tk_toml_value **out) {
   unsigned depth = parent->depth + 1u;
-  if (depth > P->max_depth) return too_deep(P, k->at);
+  if (depth > P->max_depth) return tk__toml_too_deep(P, k->at);
   tk_toml_value v;
   memset(&v, 0, sizeof v);
   v.type = (uint8_t)type;
@@ -43,12 +42,6 @@ int tk__toml_add_container(tk__toml_parser *P, tk_toml_value *parent, const tk__
   if (e == NULL) return tk__toml_nomem(P);
   *out = tk__toml_entry_value(e);
   return 0;
-}
-
-/* Whether c may appear in a bare key. */
-static int is_bare_char(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '-';
 }
 
 /* Make room for one more key part. */
@@ -78,7 +71,7 @@ int tk__toml_parse_key(tk__toml_parser *P, size_t *n) {
       if ((rc = tk__toml_parse_quoted_key(P, k)) != 0) return rc;
     } else {
       const char *q = p;
-      while (q < P->end && is_bare_char(*q)) q++;
+      while (q < P->end && tk__toml_is_bare_char(*q)) q++;
       if (q == p) {
         char buf[48];
         const char *found = tk__toml_found(P, p, buf, sizeof buf);
@@ -288,10 +281,10 @@ int tk__toml_parse_value(tk__toml_parser *P, tk_toml_value *v, unsigned depth) {
   case '"':
   case '\'': return tk__toml_parse_string(P, v);
   case '[':
-    if (depth > P->max_depth) return too_deep(P, p);
+    if (depth > P->max_depth) return tk__toml_too_deep(P, p);
     return parse_array(P, v, depth);
   case '{':
-    if (depth > P->max_depth) return too_deep(P, p);
+    if (depth > P->max_depth) return tk__toml_too_deep(P, p);
     return parse_inline_table(P, v);
   case 't':
   case 'f': return parse_bool(P, v);
