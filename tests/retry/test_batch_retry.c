@@ -12,6 +12,8 @@
 
 #include <tasker/retry.h>
 
+#include "rec_clock.h"
+
 #define NITEMS 4
 
 /* A fake downstream: item i is acked from call ack_on[i] on (0: never).
@@ -82,20 +84,6 @@ static int fake_acked(void *ud, size_t item, tk_err *err) {
 
 static const tk_batch_ops ops = {fake_call, fake_rejected, fake_gave_up, fake_acked};
 
-/* A clock that records each sleep. */
-typedef struct rec_clock {
-  int64_t now;
-  int64_t sleeps[32];
-  int n;
-} rec_clock;
-static int64_t rec_now(void *ud) { return ((rec_clock *)ud)->now; }
-static void rec_sleep(void *ud, int64_t ms) {
-  rec_clock *c = ud;
-  if (c->n < 32) c->sleeps[c->n] = ms;
-  c->n++;
-  c->now += ms;
-}
-
 typedef struct fixture {
   tk_backoff_policy policy;
   tk_batch_limits limits;
@@ -114,8 +102,7 @@ static void setup(fixture *x, tk_jitter j) {
   x->policy.base_ms = 10;
   x->policy.max_delay_ms = 1000;
   x->limits = (tk_batch_limits){.max_in_call_retries = 3, .max_item_attempts = 100};
-  x->rc.now = 5000;
-  x->clock = (tk_clock){rec_now, rec_sleep, &x->rc};
+  x->clock = rec_clock_start(&x->rc, 5000);
   x->f.hint = -1;
   for (int i = 0; i < NITEMS; i++) x->f.ack_on[i] = 1;
 }
@@ -197,7 +184,7 @@ static void persistent_partial_jittered_delays_follow_the_policy(void **state) {
     else assert_int_equal(x.res.next_delay_ms, want);
     prev = want;
   }
-  assert_int_equal(x.res.next_retry_at_ms, x.rc.now + x.res.next_delay_ms);
+  assert_int_equal(x.res.next_retry_at_ms, x.rc.m.now_ms + x.res.next_delay_ms);
 }
 
 static void zero_in_call_retries_calls_once(void **state) {

@@ -11,25 +11,7 @@
 
 #include <tasker/retry.h>
 
-/* A clock that records each sleep, so tests see the whole sequence. */
-typedef struct rec_clock {
-  int64_t now;
-  int64_t sleeps[64];
-  int n;
-} rec_clock;
-
-static int64_t rec_now(void *ud) { return ((rec_clock *)ud)->now; }
-static void rec_sleep(void *ud, int64_t ms) {
-  rec_clock *c = ud;
-  if (c->n < 64) c->sleeps[c->n] = ms;
-  c->n++;
-  c->now += ms;
-}
-static tk_clock rec_clock_of(rec_clock *c) {
-  memset(c, 0, sizeof *c);
-  c->now = 1000000;
-  return (tk_clock){rec_now, rec_sleep, c};
-}
+#include "rec_clock.h"
 
 /* Full jitter, base 10 ms, cap 1 s, seed 42: failures 1..8. */
 #define FULL_JITTER_SEED42 {0, 15, 30, 41, 158, 312, 484, 910}
@@ -211,7 +193,7 @@ typedef struct call_fixture {
 static void call_setup(call_fixture *x, tk_jitter j, uint64_t seed) {
   memset(x, 0, sizeof *x);
   x->p = policy(j, 10, 1000);
-  x->c = rec_clock_of(&x->rc);
+  x->c = rec_clock_start(&x->rc, 1000000);
   x->s.hint = -1;
   tk_rand_seed(&x->r, seed);
 }
@@ -244,7 +226,7 @@ static void call_sleeps_the_policy_between_tries(void **state) {
   assert_int_equal(x.rc.sleeps[0], 10);
   assert_int_equal(x.rc.sleeps[1], 20);
   assert_int_equal(x.rc.sleeps[2], 40);
-  assert_int_equal(x.rc.now, 1000000 + 70);
+  assert_int_equal(x.rc.m.now_ms, 1000000 + 70);
 }
 
 static void call_full_jitter_sleeps_match_the_iterator(void **state) {
@@ -271,7 +253,7 @@ static void call_exhaustion_says_attempts_backoff_and_last_error(void **state) {
                                  "error: version 7 is stale");
   assert_int_equal(x.s.calls, 7);
   assert_int_equal(x.rc.n, 6); /* no sleep after the last try */
-  assert_int_equal(x.rc.now - 1000000, 1230);
+  assert_int_equal(x.rc.m.now_ms - 1000000, 1230);
 }
 
 static void call_with_one_attempt_tries_once_and_never_sleeps(void **state) {
