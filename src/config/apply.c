@@ -135,9 +135,7 @@ static int apply_table(const tk__layer *L, const target *t, const tk_toml_value 
 static int valid_name(const char *s, size_t len) {
   if (len == 0 || len > 64) return 0;
   for (size_t i = 0; i < len; i++)
-    if (!(s[i] == '_' || s[i] == '-' || (s[i] >= '0' && s[i] <= '9') ||
-          (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')))
-      return 0;
+    if (!tk__is_name_char(s[i])) return 0;
   return 1;
 }
 

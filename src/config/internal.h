@@ -54,6 +54,13 @@ const tk__key *tk__schema_find(const tk__schema *s, const char *name, size_t len
 /* Index of k in s. */
 size_t tk__schema_index(const tk__schema *s, const tk__key *k);
 
+/* Whether c may appear in a bare TOML key (and so in a profile name, a
+ * --set key or an environment name): A-Z a-z 0-9 _ -. */
+static inline int tk__is_name_char(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-';
+}
+
 /* k's field in obj (a settings struct), as a T lvalue; the entry count
  * of a DURATIONS field. */
 #define TK__FIELD(obj, k, T) ((T *)((char *)(obj) + (k)->offset))

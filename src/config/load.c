@@ -40,9 +40,7 @@ static int apply_file(tk_config *c, const char *path, unsigned layer, int *found
 static int valid_env(const char *s) {
   if (s[0] == '.') return 0;
   for (; *s; s++)
-    if (!(*s == '_' || *s == '-' || *s == '.' || (*s >= '0' && *s <= '9') ||
-          (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
-      return 0;
+    if (*s != '.' && !tk__is_name_char(*s)) return 0;
   return 1;
 }
 
@@ -79,13 +77,8 @@ static int apply_overlay(tk_config *c, const char *main, const char *env, tk_err
 /* A dotted run of bare keys: "backoff.profiles.payments.max_delay". */
 static int valid_set_key(const char *k, size_t len) {
   if (len == 0 || k[0] == '.' || k[len - 1] == '.') return 0;
-  for (size_t i = 0; i < len; i++) {
-    char ch = k[i];
-    if (ch == '.' ? k[i + 1] == '.'
-                  : !(ch == '_' || ch == '-' || (ch >= '0' && ch <= '9') ||
-                      (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')))
-      return 0;
-  }
+  for (size_t i = 0; i < len; i++)
+    if (k[i] == '.' ? k[i + 1] == '.' : !tk__is_name_char(k[i])) return 0;
   return 1;
 }
 
