@@ -7,10 +7,13 @@
 static int check_args(const tk_batch_limits *limits, const tk_batch_ops *ops,
                       const tk_item_state *states, size_t n_items, const tk_clock *clock,
                       tk_err *err) {
-  if (limits == NULL || ops == NULL || clock == NULL || (states == NULL && n_items > 0))
-    return tk_err_set(err, TK_EINVAL, "tk_batch_retry needs limits, ops, a clock and states");
+  const char *missing = limits == NULL ? "limits" : ops == NULL ? "ops" : clock == NULL ? "clock"
+                        : states == NULL && n_items > 0 ? "states" : NULL;
+  if (missing != NULL)
+    return tk_err_set(err, TK_EINVAL, "tk_batch_retry: %s is NULL", missing);
   if (ops->call == NULL || ops->rejected == NULL)
-    return tk_err_set(err, TK_EINVAL, "tk_batch_ops: call and rejected are required");
+    return tk_err_set(err, TK_EINVAL, "tk_batch_ops: %s is NULL: call and rejected are required",
+                      ops->call == NULL ? "call" : "rejected");
   if (limits->max_in_call_retries < 0)
     return tk_err_set(err, TK_EINVAL, "max_in_call_retries is %d: must be >= 0",
                       (int)limits->max_in_call_retries);

@@ -4,7 +4,7 @@
 int tk_retry_call(const tk_backoff_policy *policy, int32_t max_attempts, tk_retry_fn fn,
                   void *ctx, const tk_clock *clock, tk_rand *rng, tk_err *err) {
   if (fn == NULL || clock == NULL)
-    return tk_err_set(err, TK_EINVAL, "tk_retry_call needs a function and a clock");
+    return tk_err_set(err, TK_EINVAL, "tk_retry_call: %s is NULL", fn == NULL ? "fn" : "clock");
   tk_retry it;
   int rc = tk_retry_init(&it, policy, max_attempts, rng, err);
   if (rc != 0) return rc;

@@ -319,8 +319,19 @@ static void bad_arguments_are_refused_before_any_call(void **state) {
   x.states[1] = TK_ITEM_REJECTED;
   assert_int_equal(run(&x, NULL), TK_EINVAL);
   assert_string_equal(x.err.msg, "item 1 has state 2: expected pending, acked or gave up");
+  setup(&x, TK_JITTER_NONE);
+  tk_batch_ops no_rejected = {fake_call, NULL, NULL, NULL};
+  assert_int_equal(tk_batch_retry(&x.policy, &x.limits, &no_rejected, &x.f, x.states, NITEMS,
+                                  NULL, NULL, &x.res, &x.err),
+                   TK_EINVAL);
+  assert_string_equal(x.err.msg, "tk_batch_retry: clock is NULL");
+  assert_int_equal(tk_batch_retry(&x.policy, &x.limits, &no_rejected, &x.f, x.states, NITEMS,
+                                  &x.clock, NULL, &x.res, &x.err),
+                   TK_EINVAL);
+  assert_string_equal(x.err.msg, "tk_batch_ops: rejected is NULL: call and rejected are required");
   setup(&x, TK_JITTER_FULL);
-  assert_int_equal(run(&x, NULL), TK_EINVAL); /* jitter without a random source */
+  assert_int_equal(run(&x, NULL), TK_EINVAL);
+  assert_string_equal(x.err.msg, "jitter \"full\" needs a random source, got none");
   assert_int_equal(x.f.calls, 0);
 }
 

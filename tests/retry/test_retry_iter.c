@@ -317,7 +317,9 @@ static void call_rejects_bad_arguments_without_trying(void **state) {
   tk_err err;
   assert_int_equal(tk_retry_call(&p, 0, scripted, &s, &c, NULL, &err), TK_EINVAL);
   assert_int_equal(tk_retry_call(&p, 3, NULL, &s, &c, NULL, &err), TK_EINVAL);
+  assert_string_equal(err.msg, "tk_retry_call: fn is NULL");
   assert_int_equal(tk_retry_call(&p, 3, scripted, &s, NULL, NULL, &err), TK_EINVAL);
+  assert_string_equal(err.msg, "tk_retry_call: clock is NULL");
   assert_int_equal(s.calls, 0);
 }
 
