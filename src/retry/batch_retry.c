@@ -108,34 +108,24 @@ int tk_batch_retry(const tk_backoff_policy *policy, const tk_batch_limits *limit
   if (rc != 0) return rc;
 
   /* Pending items only ever become fewer, so the first count sizes both. */
-  size_t first = collect_pending(states, n_items, NULL);
-  if (first == 0) {
-    tally(states, n_items, out);
-    return 0;
-  }
-  size_t *idx = malloc(first * sizeof *idx);
-  tk_item_report *rep = malloc(first * sizeof *rep);
+  size_t n = collect_pending(states, n_items, NULL);
+  size_t *idx = malloc((n + 1) * sizeof *idx); /* + 1: never a zero-size malloc */
+  tk_item_report *rep = malloc((n + 1) * sizeof *rep);
   if (idx == NULL || rep == NULL) {
     free(idx);
     free(rep);
-    return tk_err_set(err, TK_ENOMEM, "no memory for a batch of %zu items", first);
+    return tk_err_set(err, TK_ENOMEM, "no memory for a batch of %zu items", n);
   }
   int64_t prev = 0;
-  for (;;) {
-    size_t n = collect_pending(states, n_items, idx);
-    if (n == 0) {
-      rc = 0;
-      break;
-    }
+  n = collect_pending(states, n_items, idx);
+  while (n > 0) {
     int64_t hint;
     out->calls++;
     if ((rc = call_handler(ops, ud, idx, n, rep, &hint, err)) != 0) break;
     if ((rc = check_reports(idx, rep, n, err)) != 0) break;
     if ((rc = record_reports(limits, ops, ud, states, idx, rep, n, err)) != 0) break;
-    if (collect_pending(states, n_items, NULL) == 0) {
-      rc = 0;
-      break;
-    }
+    /* What is still pending is what the next call offers. */
+    if ((n = collect_pending(states, n_items, idx)) == 0) break;
     /* This call was in-call failure number `calls`. */
     int32_t failure = out->calls > INT32_MAX ? INT32_MAX : (int32_t)out->calls;
     tk_backoff_result r;
