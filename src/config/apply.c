@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "toml/format.h"
+
 #define KEY_MAX 256
 
 static const char *const sections[] = {"backoff", "engine", "batch"};
@@ -159,11 +161,15 @@ static tk__profile *find_or_add_profile(tk_config *c, const char *name, size_t l
 static int apply_profiles(const tk__layer *L, const tk_toml_value *profiles) {
   for (size_t i = 0; i < tk_toml_table_len(profiles); i++) {
     const tk_toml_entry *e = tk_toml_table_at(profiles, i);
-    if (!valid_name(e->key, e->key_len))
+    if (!valid_name(e->key, e->key_len)) {
+      char name[6 * KEY_MAX + 3];
+      tk__toml_format_string(e->key, e->key_len < KEY_MAX ? e->key_len : KEY_MAX, name,
+                             sizeof name);
       return fail(L, e->key_pos,
-                  "backoff.profiles.\"%s\": a profile name must be 1 to 64 letters, digits, "
+                  "backoff.profiles.%s: a profile name must be 1 to 64 letters, digits, "
                   "\"_\" or \"-\"",
-                  e->key);
+                  name);
+    }
     if (strcmp(e->key, "default") == 0)
       return fail(L, e->key_pos,
                   "backoff.profiles.default: the default profile is [backoff]; set its keys "

@@ -33,6 +33,13 @@ static int wrong_type(tk__complaint *why, const tk_toml_value *v, const char *ex
                   strchr("aeiou", name[0]) ? "an" : "a", name);
 }
 
+/* The complaint for a duration past what 64-bit milliseconds hold. */
+static int too_large(const tk__key *k, const tk_toml_value *v, tk__complaint *why) {
+  char max[48];
+  tk_duration_format(k->max, max, sizeof max);
+  return complain(why, v, "is too large: must be at most \"%s\"", max);
+}
+
 /* A duration string or a number of seconds, checked against k's range. */
 static int read_duration(const tk__key *k, const tk_toml_value *v, int64_t *ms,
                          tk__complaint *why) {
@@ -43,13 +50,13 @@ static int read_duration(const tk__key *k, const tk_toml_value *v, int64_t *ms,
   if ((s = tk_toml_string(v, NULL)) != NULL) {
     rc = tk_duration_parse(s, ms, NULL);
     if (rc == TK_ESYNTAX) return complain(why, v, "expected " DURATION_FORMS);
-    if (rc != 0 && s[0] != '-') return complain(why, v, "is too large");
+    if (rc != 0 && s[0] != '-') return too_large(k, v, why);
   } else if (tk_toml_int(v, &i) == 0) {
     rc = i < 0 ? TK_ERANGE : tk_duration_from_seconds((double)i, ms, NULL);
-    if (rc != 0 && i >= 0) return complain(why, v, "is too large");
+    if (rc != 0 && i >= 0) return too_large(k, v, why);
   } else if (tk_toml_float(v, &f) == 0) {
     rc = tk_duration_from_seconds(f, ms, NULL);
-    if (rc != 0 && f > 0) return complain(why, v, "is too large");
+    if (rc != 0 && f > 0) return too_large(k, v, why);
   } else {
     return wrong_type(why, v, DURATION_FORMS);
   }

@@ -140,7 +140,12 @@ static void bad_duration(void **state) {
   expect("[backoff]\nschedule = [\"1s\", \"soon\"]\n",
          "x.toml:2:19: backoff.schedule[2] = \"soon\": expected a duration such as \"150ms\", "
          "\"2s\", \"5m\", \"1h\" or a number of seconds");
-  expect("[backoff]\nmax_delay = 1e300\n", "x.toml:2:13: backoff.max_delay = 1e+300: is too large");
+  expect("[backoff]\nmax_delay = 1e300\n",
+         "x.toml:2:13: backoff.max_delay = 1e+300: is too large: must be at most "
+         "\"2562047788015h12m55.807s\"");
+  expect("[engine]\nlease = \"9999999999999999h\"\n",
+         "x.toml:2:9: engine.lease = \"9999999999999999h\": is too large: must be at most "
+         "\"2562047788015h12m55.807s\"");
 }
 
 static void multiplier_below_one(void **state) {
@@ -224,6 +229,10 @@ static void profile_names(void **state) {
   expect("[backoff.profiles.\"a b\"]\nbase = \"1s\"\n",
          "x.toml:1:19: backoff.profiles.\"a b\": a profile name must be 1 to 64 letters, digits, "
          "\"_\" or \"-\"");
+  /* The name is shown escaped, whatever it holds. */
+  expect("[backoff.profiles.\"a\\\"b\\u0000\"]\nbase = \"1s\"\n",
+         "x.toml:1:19: backoff.profiles.\"a\\\"b\\u0000\": a profile name must be 1 to 64 "
+         "letters, digits, \"_\" or \"-\"");
 }
 
 static void syntax_error_names_the_file(void **state) {
