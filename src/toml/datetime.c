@@ -112,25 +112,28 @@ static int parse_time(tk__toml_parser *P, const char **pp, tk_toml_datetime *dt)
   return 0;
 }
 
-/* Z or +HH:MM / -HH:MM at *pp, if any; returns 1 when there was one. */
-static int parse_offset(tk__toml_parser *P, const char **pp, tk_toml_datetime *dt, int *rc) {
+/* Z or +HH:MM / -HH:MM at *pp, if any: then *type becomes
+ * TK_TOML_OFFSET_DATETIME. */
+static int parse_offset(tk__toml_parser *P, const char **pp, tk_toml_datetime *dt, int *type) {
   const char *p = *pp;
-  *rc = 0;
+  int rc, h = 0, m = 0;
   if (p < P->end && (*p == 'Z' || *p == 'z')) {
     *pp = p + 1;
-    return 1;
+    *type = TK_TOML_OFFSET_DATETIME;
+    return 0;
   }
   if (!(p < P->end && (*p == '+' || *p == '-'))) return 0;
-  int h = 0, m = 0;
   const char *q = p + 1;
-  if ((*rc = fixed_digits(P, &q, 2, &h, "offset hour")) != 0) return 1;
-  if ((*rc = separator(P, &q, ':', "offset minute")) != 0) return 1;
-  if ((*rc = fixed_digits(P, &q, 2, &m, "offset minute")) != 0) return 1;
-  if ((*rc = in_range(P, p + 1, h, 0, 23, "offset hour")) != 0) return 1;
-  if ((*rc = in_range(P, p + 4, m, 0, 59, "offset minute")) != 0) return 1;
+  if ((rc = fixed_digits(P, &q, 2, &h, "offset hour")) != 0 ||
+      (rc = separator(P, &q, ':', "offset minute")) != 0 ||
+      (rc = fixed_digits(P, &q, 2, &m, "offset minute")) != 0 ||
+      (rc = in_range(P, p + 1, h, 0, 23, "offset hour")) != 0 ||
+      (rc = in_range(P, p + 4, m, 0, 59, "offset minute")) != 0)
+    return rc;
   dt->offset_minutes = (*p == '-' ? -1 : 1) * (h * 60 + m);
   *pp = q;
-  return 1;
+  *type = TK_TOML_OFFSET_DATETIME;
+  return 0;
 }
 
 int tk__toml_parse_datetime(tk__toml_parser *P, tk_toml_value *v) {
@@ -150,10 +153,7 @@ int tk__toml_parse_datetime(tk__toml_parser *P, tk_toml_value *v) {
       p++;
       if ((rc = parse_time(P, &p, &dt)) != 0) return rc;
       type = TK_TOML_LOCAL_DATETIME;
-      if (parse_offset(P, &p, &dt, &rc)) {
-        if (rc != 0) return rc;
-        type = TK_TOML_OFFSET_DATETIME;
-      }
+      if ((rc = parse_offset(P, &p, &dt, &type)) != 0) return rc;
     }
   }
   if (p < end && !tk__toml_is_delim((unsigned char)*p)) {
