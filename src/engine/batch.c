@@ -55,9 +55,9 @@ struct tk__batch_job {
   /* How the attempt ended. */
   tk_handler_status failed; /* a whole-call failure, or SUCCESS */
   int64_t failed_hint;
-  int budget;               /* items left when the in-call budget ran out */
-  int64_t next_delay_ms;
-  tk_delay_source next_source;
+  int budget_spent;         /* items remained after the in-call budget: */
+  int64_t next_delay_ms;    /* the delay tk_batch_retry chose, and */
+  tk_delay_source next_source; /* its source (budget or server) */
   char first_gave_up[320];  /* for fail_if_any_gave_up's message */
 };
 
@@ -353,7 +353,7 @@ static void conclude(struct tk__batch_job *b, int rc, const tk_batch_result *run
                      run->calls == 1 ? "" : "s", l->max_in_call_retries);
     /* The delay after the last call, which tk_batch_retry took from the
      * policy (or the handler's hint); decide() keeps it as it is. */
-    b->budget = 1;
+    b->budget_spent = 1;
     b->next_delay_ms = run->next_delay_ms;
     b->next_source = run->next_source;
     r->retry_after_ms = run->next_delay_ms;
@@ -413,7 +413,7 @@ void tk__batch_run(job *j, const tk_handler_call *call) {
 void tk__batch_decide(const struct tk__batch_job *b, tk__outcome *o) {
   o->items = b->results;
   o->nitems = b->nresults;
-  if (b->budget && o->next == TK__NEXT_RETRY) {
+  if (b->budget_spent && o->next == TK__NEXT_RETRY) {
     o->delay_ms = b->next_delay_ms;
     o->source = b->next_source;
     o->run_at = o->now + o->delay_ms;
