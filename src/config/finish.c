@@ -75,18 +75,14 @@ static view profile_view(tk_config *c, size_t i, char *path, tk_config_origin *o
   return v;
 }
 
-static int check_profiles(tk_config *c, tk_err *err) {
-  for (size_t i = 0; i < c->nprofiles; i++) {
-    char path[PATH_MAX_LEN];
-    tk_config_origin origin[TK__BACKOFF_NKEYS];
-    view v = profile_view(c, i, path, origin);
-    int rc = check_order(&v, &delay_rule, err);
-    if (rc) return rc;
-    /* The per-key checks cover every invariant; this is a backstop. */
-    tk_err why;
-    if (tk_backoff_policy_validate(v.obj, &why) != 0)
-      return tk_err_set(err, TK_ECONFIG, "%s: %s", path, why.msg);
-  }
+/* The cross-field checks of one resolved profile. */
+static int check_profile(const view *v, tk_err *err) {
+  int rc = check_order(v, &delay_rule, err);
+  if (rc) return rc;
+  /* The per-key checks cover every invariant; this is a backstop. */
+  tk_err why;
+  if (tk_backoff_policy_validate(v->obj, &why) != 0)
+    return tk_err_set(err, TK_ECONFIG, "%s: %s", v->path, why.msg);
   return 0;
 }
 
@@ -131,32 +127,28 @@ static int add_settings(tk_config *c, const view *v, const char *const *inherite
   return 0;
 }
 
-static int build_settings(tk_config *c) {
+/* Each profile is resolved once, checked and listed; then [engine] and
+ * [batch]. */
+int tk__config_finish(tk_config *c, tk_err *err) {
   size_t total = c->nprofiles * TK__BACKOFF_NKEYS + TK__ENGINE_NKEYS + TK__BATCH_NKEYS;
-  if ((c->settings = calloc(total, sizeof *c->settings)) == NULL) return TK_ENOMEM;
-  int rc = 0;
-  const tk_config_setting *defaults = c->settings; /* the first table shown */
-  const char *inherited[TK__BACKOFF_NKEYS];
-  for (size_t i = 0; i < c->nprofiles && rc == 0; i++) {
+  if ((c->settings = calloc(total, sizeof *c->settings)) == NULL)
+    return tk_err_set(err, TK_ENOMEM, "out of memory");
+  const char *inherited[TK__BACKOFF_NKEYS]; /* the default profile's keys */
+  int rc;
+  for (size_t i = 0; i < c->nprofiles; i++) {
     char path[PATH_MAX_LEN];
     tk_config_origin origin[TK__BACKOFF_NKEYS];
     view v = profile_view(c, i, path, origin);
-    rc = add_settings(c, &v, i == 0 ? NULL : inherited);
+    if ((rc = check_profile(&v, err))) return rc;
+    if (add_settings(c, &v, i == 0 ? NULL : inherited) != 0)
+      return tk_err_set(err, TK_ENOMEM, "out of memory");
     if (i == 0)
-      for (size_t k = 0; k < TK__BACKOFF_NKEYS; k++) inherited[k] = defaults[k].key;
+      for (size_t k = 0; k < TK__BACKOFF_NKEYS; k++) inherited[k] = c->settings[k].key;
   }
   view engine = {"engine", &tk__engine_schema, &c->engine, c->engine_origin, 0};
   view batch = {"batch", &tk__batch_schema, &c->batch, c->batch_origin, 0};
-  if (rc == 0) rc = add_settings(c, &engine, NULL);
-  if (rc == 0) rc = add_settings(c, &batch, NULL);
-  return rc;
-}
-
-int tk__config_finish(tk_config *c, tk_err *err) {
-  int rc = check_profiles(c, err);
-  if (rc) return rc;
-  view engine = {"engine", &tk__engine_schema, &c->engine, c->engine_origin, 0};
   if ((rc = check_order(&engine, &beat_rule, err))) return rc;
-  if (build_settings(c) != 0) return tk_err_set(err, TK_ENOMEM, "out of memory");
+  if (add_settings(c, &engine, NULL) != 0 || add_settings(c, &batch, NULL) != 0)
+    return tk_err_set(err, TK_ENOMEM, "out of memory");
   return 0;
 }
