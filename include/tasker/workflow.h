@@ -52,6 +52,24 @@ typedef struct tk_submit_request {
 int tk_task_submit(tk_store *s, const tk_config *cfg, const tk_submit_request *req, int64_t now,
                    int64_t *task_id, int *existed, tk_err *err);
 
+/* JSON text (malloc'd) of every stored template: an array of
+ * {id, namespace, name, version, created_at, steps, description}. */
+int tk_template_list_json(tk_store *s, char **json, tk_err *err);
+
+/* Operator actions, each one transaction (DESIGN §3). */
+typedef enum tk_operator_action {
+  TK_OP_RETRY = 1, /* a step in error: attempts reset, due now */
+  TK_OP_RESOLVE,   /* a pending, waiting or failed step: resolved_manually */
+  TK_OP_CANCEL     /* the task: every unfinished step cancelled */
+} tk_operator_action;
+
+/* Apply `action` to `step` of task `task_id` (step is ignored for
+ * TK_OP_CANCEL). *task_state (may be NULL) gets the task's new state when
+ * it changed, else NULL. TK_ENOENT for an unknown task or step, TK_ESTATE
+ * when the state does not allow the action; nothing changes on error. */
+int tk_task_operate(tk_store *s, tk_operator_action action, int64_t task_id, const char *step,
+                    int64_t now, const char **task_state, tk_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,8 +7,8 @@
 
 #include <tasker/clock.h>
 #include <tasker/config.h>
+#include <tasker/workflow.h>
 
-#include "store/store.h"
 
 const char cmd_retry_usage[] =
     "usage: tasker retry TASK STEP\n\n"
@@ -19,9 +19,9 @@ const char cmd_resolve_usage[] =
 const char cmd_cancel_usage[] =
     "usage: tasker cancel TASK\n\nCancel every unfinished step of the task.\n";
 
-static int act(const char *cmd, cli_globals *g, int argc, char **argv, tk__operator_action a) {
+static int act(const char *cmd, cli_globals *g, int argc, char **argv, tk_operator_action a) {
   const char *pos[2];
-  int want = a == TK__OP_CANCEL ? 1 : 2;
+  int want = a == TK_OP_CANCEL ? 1 : 2;
   int npos, rc = cli_parse(cmd, NULL, 0, argc, argv, pos, &npos, 2);
   if (rc) return rc;
   if (npos != want) {
@@ -38,17 +38,18 @@ static int act(const char *cmd, cli_globals *g, int argc, char **argv, tk__opera
     return rc;
   }
   tk_clock clock = tk_clock_system();
-  tk__effects fx;
+  const char *task_state = NULL;
   tk_err err;
-  if (s->ops->operator(s, a, id, want == 2 ? pos[1] : NULL, tk_clock_now(&clock), &fx, &err) != 0) {
+  if (tk_task_operate(s, a, id, want == 2 ? pos[1] : NULL, tk_clock_now(&clock), &task_state,
+                      &err) != 0) {
     cli_error(cmd, "%s", err.msg);
     rc = err.code == TK_ENOENT || err.code == TK_ESTATE ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
   } else {
     fprintf(stderr, "task %lld: %s%s%s\n", (long long)id,
-            a == TK__OP_RETRY ? "step will be retried now"
-            : a == TK__OP_RESOLVE ? "step resolved manually"
+            a == TK_OP_RETRY ? "step will be retried now"
+            : a == TK_OP_RESOLVE ? "step resolved manually"
                                   : "cancelled",
-            fx.task_state ? "; task is now " : "", fx.task_state ? fx.task_state : "");
+            task_state ? "; task is now " : "", task_state ? task_state : "");
   }
   tk_store_close(s);
   tk_config_free(cfg);
@@ -56,11 +57,11 @@ static int act(const char *cmd, cli_globals *g, int argc, char **argv, tk__opera
 }
 
 int cmd_retry(cli_globals *g, int argc, char **argv) {
-  return act("retry", g, argc, argv, TK__OP_RETRY);
+  return act("retry", g, argc, argv, TK_OP_RETRY);
 }
 int cmd_resolve(cli_globals *g, int argc, char **argv) {
-  return act("resolve", g, argc, argv, TK__OP_RESOLVE);
+  return act("resolve", g, argc, argv, TK_OP_RESOLVE);
 }
 int cmd_cancel(cli_globals *g, int argc, char **argv) {
-  return act("cancel", g, argc, argv, TK__OP_CANCEL);
+  return act("cancel", g, argc, argv, TK_OP_CANCEL);
 }

@@ -11,7 +11,6 @@
 #include <tasker/config.h>
 #include <tasker/workflow.h>
 
-#include "store/store.h"
 
 const char cmd_template_usage[] =
     "usage: tasker template add FILE...\n"
@@ -60,16 +59,15 @@ static int add(cli_globals *g, tk_config *cfg, tk_store *s, int n, const char **
 }
 
 static int list(cli_globals *g, tk_store *s) {
-  json_t *all;
+  char *text;
   tk_err err;
-  if (s->ops->template_list(s, &all, &err) != 0) {
+  if (tk_template_list_json(s, &text, &err) != 0) {
     cli_error("template list", "%s", err.msg);
     return CLI_EXIT_FAILURE;
   }
+  json_t *all = json_loads(text, 0, NULL);
   if (g->json) {
-    char *text = json_dumps(all, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    puts(text ? text : "[]");
-    free(text);
+    puts(text);
   } else {
     printf("%-30s %-10s %5s  %s\n", "TEMPLATE", "VERSION", "STEPS", "DESCRIPTION");
     size_t i;
@@ -84,6 +82,7 @@ static int list(cli_globals *g, tk_store *s) {
     }
   }
   json_decref(all);
+  free(text);
   return 0;
 }
 

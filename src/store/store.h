@@ -15,6 +15,7 @@
 
 #include <tasker/backoff.h>
 #include <tasker/store.h>
+#include <tasker/workflow.h>
 
 #define TK__STORE_OPS_VERSION 2 /* 2: the batch-step members at the end */
 #define TK__OWNER_MAX 64
@@ -182,12 +183,11 @@ typedef struct tk__expired {
   char owner[TK__OWNER_MAX];
 } tk__expired;
 
-/* Operator actions on one step or task. */
-typedef enum tk__operator_action {
-  TK__OP_RETRY = 1, /* error -> waiting_for_retry, attempts reset */
-  TK__OP_RESOLVE,   /* error/pending/waiting -> resolved_manually */
-  TK__OP_CANCEL     /* the whole task -> cancelled */
-} tk__operator_action;
+/* Operator actions on one step or task: the public tk_operator_action. */
+typedef tk_operator_action tk__operator_action;
+#define TK__OP_RETRY TK_OP_RETRY
+#define TK__OP_RESOLVE TK_OP_RESOLVE
+#define TK__OP_CANCEL TK_OP_CANCEL
 
 typedef struct tk__store_ops {
   int version; /* TK__STORE_OPS_VERSION */

@@ -155,3 +155,24 @@ done:
   json_decref(ctx);
   return rc;
 }
+
+int tk_template_list_json(tk_store *s, char **json, tk_err *err) {
+  json_t *all;
+  int rc = s->ops->template_list(s, &all, err);
+  if (rc) return rc;
+  *json = json_dumps(all, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  json_decref(all);
+  return *json ? 0 : tk_err_set(err, TK_ENOMEM, "out of memory listing templates");
+}
+
+int tk_task_operate(tk_store *s, tk_operator_action action, int64_t task_id, const char *step,
+                    int64_t now, const char **task_state, tk_err *err) {
+  if (action != TK_OP_CANCEL && (step == NULL || *step == '\0'))
+    return tk_err_set(err, TK_EINVAL, "task %lld: which step? retry and resolve need a step name",
+                      (long long)task_id);
+  tk__effects fx;
+  int rc = s->ops->operator(s, action, task_id, action == TK_OP_CANCEL ? NULL : step, now, &fx,
+                            err);
+  if (task_state) *task_state = rc == 0 ? fx.task_state : NULL;
+  return rc;
+}

@@ -219,6 +219,7 @@ static void re_adding_is_idempotent_and_a_changed_definition_needs_a_new_version
   snprintf(other, sizeof other, "%s", order);
   memcpy(strstr(other, "name = \"order\"") + 8, "other", 5);
   write_template(c, "other.toml", other, other_path, sizeof other_path);
+  before = efx_snapshot(c->db);
   EXPECT(c, 1, "",
          "tasker template add: template shop/order version 1 already exists with a different "
          "definition; give the changed template a new version\n",
