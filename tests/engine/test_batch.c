@@ -229,14 +229,24 @@ static void a_poison_item_gives_up_across_claims(void **state) {
   assert_int_equal(json_integer_value(json_object_get(event(f, "item.gave_up", 0), "attempt")), 2);
 }
 
-static void fail_if_any_gave_up_makes_the_step_an_error(void **state) {
-  efx *f = *state = efx_new(sets, "orch-1");
-  batch_template(f, "b", "{ kind = \"builtin\", name = \"batch\", poison = [\"item-7\"] }",
-                 "{ items_from = \"items\", max_item_attempts = 1, fail_if_any_gave_up = true }",
+/* A task of 10 items whose poison item-7 gives up after `max_item_attempts`
+ * under fail_if_any_gave_up, driven until the step is an error. */
+static int64_t poisoned_task_in_error(efx *f, int max_item_attempts) {
+  char batch[128];
+  snprintf(batch, sizeof batch,
+           "{ items_from = \"items\", max_item_attempts = %d, fail_if_any_gave_up = true }",
+           max_item_attempts);
+  batch_template(f, "b", "{ kind = \"builtin\", name = \"batch\", poison = [\"item-7\"] }", batch,
                  3);
   int64_t id = submit_items(f, "b", 10);
   efx_drive(f, 10);
   efx_expect(f, id, "error", "s", "error", NULL);
+  return id;
+}
+
+static void fail_if_any_gave_up_makes_the_step_an_error(void **state) {
+  efx *f = *state = efx_new(sets, "orch-1");
+  poisoned_task_in_error(f, 1);
   efx_sql_expect(f->db,
                  "1|failure|1 of 10 items gave up (fail_if_any_gave_up); first \"item-7\" after 1 "
                  "attempts: builtin batch: poison item, always rejected",
@@ -251,18 +261,14 @@ static void fail_if_any_gave_up_makes_the_step_an_error(void **state) {
  * a fresh budget; acked items are still never re-sent. */
 static void an_operator_retry_re_offers_items_that_gave_up(void **state) {
   efx *f = *state = efx_new(sets, "orch-1");
-  batch_template(f, "b", "{ kind = \"builtin\", name = \"batch\", poison = [\"item-7\"] }",
-                 "{ items_from = \"items\", max_item_attempts = 2, fail_if_any_gave_up = true }",
-                 3);
-  int64_t id = submit_items(f, "b", 10);
-  efx_drive(f, 10);
-  efx_expect(f, id, "error", "s", "error", NULL);
+  int64_t id = poisoned_task_in_error(f, 2);
   tk__effects fx;
   tk_err err;
   assert_int_equal(f->store->ops->operator(f->store, TK__OP_RETRY, id, "s", f->clock.now_ms, &fx,
                                            &err),
                    0);
-  efx_sql_expect(f->db, "item-7|pending|0", "SELECT key, state, attempts FROM items WHERE key = 'item-7'");
+  efx_sql_expect(f->db, "item-7|pending|0",
+                 "SELECT key, state, attempts FROM items WHERE key = 'item-7'");
   efx_drive(f, 10);
   efx_expect(f, id, "error", "s", "error", NULL);
   /* Only the poison item was offered again, and it gave up again. */
