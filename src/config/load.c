@@ -82,27 +82,24 @@ static int valid_set_key(const char *k, size_t len) {
   return 1;
 }
 
-/* "KEY = VALUE" as a one-line document: VALUE as TOML when it is a TOML
- * value, else as a string, so that `--set backoff.jitter=full` needs no
- * quotes. A value with a line break is always a string, so a flag can
- * never set a second key. */
+/* The flag "KEY=VALUE" read as a one-line document, so that positions in
+ * messages are columns of the flag: VALUE as TOML when it is a TOML value,
+ * else as a string, so that `--set backoff.jitter=full` needs no quotes.
+ * A value with a line break is always a string, so a flag can never set a
+ * second key. */
 static int parse_set(const char *arg, size_t key_len, tk_toml_doc **doc, tk_err *err) {
-  const char *value = arg + key_len + 1;
+  size_t head = key_len + 1; /* "KEY=" */
+  const char *value = arg + head;
   size_t vlen = strlen(value);
-  char *text = malloc(key_len + 3 + 6 * vlen + 3 + 1);
-  if (text == NULL) return TK_ENOMEM;
-  memcpy(text, arg, key_len);
-  strcpy(text + key_len, " = ");
-  size_t head = key_len + 3;
   int rc = TK_ESYNTAX;
-  if (strpbrk(value, "\r\n") == NULL) {
-    strcpy(text + head, value);
-    rc = tk_toml_parse(text, head + vlen, NULL, doc, err);
-  }
-  if (rc == TK_ESYNTAX) {
-    int n = tk__toml_format_string(value, vlen, text + head, 6 * vlen + 4);
-    rc = tk_toml_parse(text, head + (size_t)n, NULL, doc, NULL);
-  }
+  if (strpbrk(value, "\r\n") == NULL) rc = tk_toml_parse(arg, head + vlen, NULL, doc, err);
+  if (rc != TK_ESYNTAX) return rc;
+  size_t cap = head + 6 * vlen + 3;
+  char *text = malloc(cap);
+  if (text == NULL) return TK_ENOMEM;
+  memcpy(text, arg, head);
+  int n = tk__toml_format_string(value, vlen, text + head, cap - head);
+  rc = tk_toml_parse(text, head + (size_t)n, NULL, doc, NULL);
   free(text);
   return rc;
 }

@@ -267,6 +267,11 @@ static void set_errors(void **state) {
   expect_set("engine workers=4", "--set engine workers=4: invalid key \"engine workers\": "
                                  "expected a dotted name such as backoff.max_delay");
   expect_set("engine.workers", "--set engine.workers: expected KEY=VALUE");
+  /* A value the parser refuses is located by its column in the flag. */
+  expect_set("engine.workers=99999999999999999999",
+             "--set engine.workers=99999999999999999999: invalid value: line 1, column 16: "
+             "integer 99999999999999999999 does not fit in a 64-bit signed integer "
+             "(9223372036854775807 is the largest)");
   expect_set("backoff.profiles.default.base=1s",
              "--set backoff.profiles.default.base=1s: backoff.profiles.default: the default "
              "profile is [backoff]; set its keys there");
