@@ -77,6 +77,7 @@ typedef struct tk_engine_stats {
   int64_t claimed, completed, retried, failed, exhausted;
   int64_t fenced;        /* outcomes refused by the fence */
   int64_t lease_expired; /* leases this engine's reaper expired */
+  int64_t tasks_completed, tasks_failed; /* tasks this engine's outcomes finished */
   int64_t in_flight;
 } tk_engine_stats;
 

@@ -35,7 +35,6 @@ typedef struct run_view {
   int tty;
   tk_engine *engine;
   int64_t last_draw_ns;
-  long tasks_done, tasks_failed;
 } run_view;
 
 static void draw(run_view *v, int force) {
@@ -45,16 +44,15 @@ static void draw(run_view *v, int force) {
   tk_engine_stats s = tk_engine_stats_get(v->engine);
   fprintf(stderr,
           "\r\033[K%lld claimed  %lld done  %lld retrying  %lld failed  %lld exhausted  "
-          "%lld running  tasks: %ld complete, %ld failed",
+          "%lld running  tasks: %lld complete, %lld failed",
           (long long)s.claimed, (long long)s.completed, (long long)s.retried, (long long)s.failed,
-          (long long)s.exhausted, (long long)s.in_flight, v->tasks_done, v->tasks_failed);
+          (long long)s.exhausted, (long long)s.in_flight, (long long)s.tasks_completed,
+          (long long)s.tasks_failed);
   fflush(stderr);
 }
 
 static void on_event(const char *line, void *ud) {
   run_view *v = ud;
-  if (strstr(line, "\"type\":\"task.completed\"")) v->tasks_done++;
-  else if (strstr(line, "\"type\":\"task.failed\"")) v->tasks_failed++;
   if (v->events) {
     fputs(line, v->events);
     fputc('\n', v->events);
@@ -135,10 +133,12 @@ int cmd_run(cli_globals *g, int argc, char **argv) {
       tk_engine_stats st = tk_engine_stats_get(e);
       fprintf(stderr,
               "run finished: %lld claimed, %lld completed, %lld retries scheduled, %lld failed, "
-              "%lld exhausted, %lld fenced, %lld leases expired\n",
+              "%lld exhausted, %lld fenced, %lld leases expired; tasks: %lld complete, "
+              "%lld failed\n",
               (long long)st.claimed, (long long)st.completed, (long long)st.retried,
               (long long)st.failed, (long long)st.exhausted, (long long)st.fenced,
-              (long long)st.lease_expired);
+              (long long)st.lease_expired, (long long)st.tasks_completed,
+              (long long)st.tasks_failed);
     }
     running_engine = NULL;
     tk_engine_free(e);

@@ -57,9 +57,14 @@ static void decide(tk_engine *e, const tk__finish *f, int64_t now, tk__outcome *
 }
 
 /* The engine's counters for one recorded (or refused) outcome. */
-static void count(tk_engine *e, const tk__outcome *o, int exhausted, int rc) {
+static void count(tk_engine *e, const tk__outcome *o, int exhausted, int rc,
+                  const tk__effects *fx) {
   if (rc == TK_EFENCED) e->stats.fenced++;
   if (rc != 0) return;
+  if (fx->task_state != NULL) {
+    if (strcmp(fx->task_state, TK__TASK_COMPLETE) == 0) e->stats.tasks_completed++;
+    else e->stats.tasks_failed++;
+  }
   switch (o->next) {
   case TK__NEXT_COMPLETE: e->stats.completed++; break;
   case TK__NEXT_RETRY: e->stats.retried++; break;
@@ -72,7 +77,7 @@ static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int 
                    int rc, const tk__effects *fx, const tk_err *err) {
   const tk__claimed *c = f->claim;
   int64_t now = o->now;
-  count(e, o, exhausted, rc);
+  count(e, o, exhausted, rc, fx);
   if (e->on_event == NULL && e->on_log == NULL) return; /* nobody listens */
   json_t *base = json_pack("{s:I, s:s, s:i}", "task", (json_int_t)c->task_id, "step",
                            f->step_name, "attempt", c->attempt);

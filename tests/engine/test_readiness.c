@@ -133,6 +133,8 @@ static void linear_chain_runs_one_step_per_pass(void **state) {
   tk_engine_stats st = tk_engine_stats_get(f->engine);
   assert_int_equal(st.claimed, 3);
   assert_int_equal(st.completed, 3);
+  assert_int_equal(st.tasks_completed, 1);
+  assert_int_equal(st.tasks_failed, 0);
 }
 
 /* A function handler returning {"from": STEP} and keeping its input. */
