@@ -40,8 +40,10 @@ int tk__toml_format_float(double d, char *buf, size_t len) {
   return snprintf(buf, len, "%s", text);
 }
 
-int tk__toml_format_datetime(const tk_toml_datetime *dt, tk_toml_type type, char *buf,
-                             size_t len) {
+/* RFC 3339 text of a date-time of the given kind, with as many fraction
+ * digits as were written; offsets as "Z" or "+HH:MM". */
+static int format_datetime(const tk_toml_datetime *dt, tk_toml_type type, char *buf,
+                           size_t len) {
   char text[64];
   size_t o = 0;
   if (type != TK_TOML_LOCAL_TIME)
@@ -131,7 +133,7 @@ int tk_toml_format_value(const tk_toml_value *v, char *buf, size_t len) {
   case TK_TOML_LOCAL_DATE:
   case TK_TOML_LOCAL_TIME:
     tk_toml_datetime_of(v, &dt);
-    tk__toml_format_datetime(&dt, (tk_toml_type)v->type, text, sizeof text);
+    format_datetime(&dt, (tk_toml_type)v->type, text, sizeof text);
     break;
   case TK_TOML_ARRAY: snprintf(text, sizeof text, "[...]"); break;
   case TK_TOML_TABLE: snprintf(text, sizeof text, "{...}"); break;

@@ -12,11 +12,6 @@
  * the same in every locale. */
 int tk__toml_format_float(double d, char *buf, size_t len);
 
-/* RFC 3339 text of a date-time of the given kind, with as many fraction
- * digits as were written; offsets as "Z" or "+HH:MM". */
-int tk__toml_format_datetime(const tk_toml_datetime *dt, tk_toml_type type, char *buf,
-                             size_t len);
-
 /* s (n bytes, may hold NUL) as a TOML basic string: quoted, with " \\ and
  * control characters escaped. At most 6 * n + 2 characters. */
 int tk__toml_format_string(const char *s, size_t n, char *buf, size_t len);

@@ -3,7 +3,8 @@
 
 #include <string.h>
 
-const char *tk__toml_json_tag(tk_toml_type type) {
+/* The toml-test type tag of a scalar type, or NULL for containers. */
+static const char *json_tag(tk_toml_type type) {
   switch (type) {
   case TK_TOML_STRING: return "string";
   case TK_TOML_INTEGER: return "integer";
@@ -21,7 +22,7 @@ const char *tk__toml_json_tag(tk_toml_type type) {
 static json_t *tagged(tk_toml_type type, const char *text, size_t len) {
   json_t *obj = json_object();
   if (obj == NULL) return NULL;
-  if (json_object_set_new(obj, "type", json_string(tk__toml_json_tag(type))) != 0 ||
+  if (json_object_set_new(obj, "type", json_string(json_tag(type))) != 0 ||
       json_object_set_new(obj, "value", json_stringn(text, len)) != 0) {
     json_decref(obj);
     return NULL;
@@ -56,7 +57,7 @@ json_t *tk__toml_to_tagged_json(const tk_toml_value *v) {
   size_t len;
   const char *s = tk_toml_string(v, &len);
   if (s != NULL) return tagged(type, s, len);
-  if (tk__toml_json_tag(type) == NULL) return NULL;
+  if (json_tag(type) == NULL) return NULL;
   /* Every other scalar is tagged with its TOML spelling. */
   tk_toml_format_value(v, text, sizeof text);
   return tagged(type, text, strlen(text));

@@ -13,7 +13,4 @@
  * NULL when out of memory. */
 json_t *tk__toml_to_tagged_json(const tk_toml_value *v);
 
-/* The toml-test type tag of a scalar type, or NULL for containers. */
-const char *tk__toml_json_tag(tk_toml_type type);
-
 #endif

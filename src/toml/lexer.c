@@ -113,7 +113,8 @@ const char *tk__toml_found(const tk__toml_parser *P, const char *at, char *buf, 
 /* Longest key shown in messages, in input bytes. */
 #define SHOW_MAX 60
 
-const char *tk__toml_show_key(const char *key, size_t len, char *buf, size_t cap) {
+/* `key` quoted for messages ("name", "a\nb"), shortened when very long. */
+static const char *show_key(const char *key, size_t len, char *buf, size_t cap) {
   size_t o = 0;
   /* Room for one escape (6), the closing quote, "..." and the NUL. */
   if (cap < 16) {
@@ -180,7 +181,7 @@ const char *tk__toml_show_path(const tk__toml_key *keys, size_t n, int quote_bar
       if (len > SHOW_MAX) len = SHOW_MAX;
       snprintf(part, sizeof part, "%.*s%s", (int)len, s, len < keys[i].len ? "..." : "");
     } else {
-      tk__toml_show_key(s, len, part, sizeof part);
+      show_key(s, len, part, sizeof part);
     }
     size_t need = strlen(part) + (i > 0);
     if (o + need + 5 >= cap) {

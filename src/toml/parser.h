@@ -73,9 +73,6 @@ int tk__toml_nomem(tk__toml_parser *P);
  * "end of input", "end of line", "'x'", "U+00A0", "byte 0xFF". */
 const char *tk__toml_found(const tk__toml_parser *P, const char *at, char *buf, size_t cap);
 
-/* `key` quoted for messages ("name", "a\nb"), shortened when very long. */
-const char *tk__toml_show_key(const char *key, size_t len, char *buf, size_t cap);
-
 /* A dotted key as TOML would write it (a."b.c".d), shortened when long;
  * with quote_bare, a key of bare parts only is quoted whole ("a.b"). */
 const char *tk__toml_show_path(const tk__toml_key *keys, size_t n, int quote_bare, char *buf,
