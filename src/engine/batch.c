@@ -352,11 +352,10 @@ static void conclude(struct tk__batch_job *b, int rc, const tk_batch_result *run
                      run->pending, (long long)l->total, (long long)run->calls,
                      run->calls == 1 ? "" : "s", l->max_in_call_retries);
     /* The delay after the last call, which tk_batch_retry took from the
-     * policy (or the handler's hint); decide() keeps it as it is. */
+     * policy (or the handler's hint): decide() uses it as it is. */
     b->budget_spent = 1;
     b->next_delay_ms = run->next_delay_ms;
     b->next_source = run->next_source;
-    r->retry_after_ms = run->next_delay_ms;
   } else if (b->failed != TK_HANDLER_SUCCESS) {
     tk__handler_fail(r, b->failed, "%s", err->msg);
     r->retry_after_ms = b->failed_hint;
@@ -413,11 +412,14 @@ void tk__batch_run(job *j, const tk_handler_call *call) {
 void tk__batch_decide(const struct tk__batch_job *b, tk__outcome *o) {
   o->items = b->results;
   o->nitems = b->nresults;
-  if (b->budget_spent && o->next == TK__NEXT_RETRY) {
-    o->delay_ms = b->next_delay_ms;
-    o->source = b->next_source;
-    o->run_at = o->now + o->delay_ms;
-  }
+}
+
+int tk__batch_chosen_delay(const struct tk__batch_job *b, int64_t *delay_ms,
+                           tk_delay_source *source) {
+  if (!b->budget_spent) return 0;
+  *delay_ms = b->next_delay_ms;
+  *source = b->next_source;
+  return 1;
 }
 
 void tk__batch_report(tk_engine *e, const struct tk__batch_job *b, int64_t now) {

@@ -143,10 +143,14 @@ void tk__engine_execute(tk_engine *e, job *j);
  * attempt's calls through tk_batch_retry into j->result. */
 void tk__batch_prepare(tk_engine *e, job *j);
 void tk__batch_run(job *j, const tk_handler_call *call);
-/* Before an outcome is recorded: add the item results to *o and, when the
- * in-call budget ran out, take the delay tk_batch_retry chose (source
- * budget). After it is committed: item.gave_up events and log lines. */
+/* Before an outcome is recorded: add the item results to *o. When the
+ * in-call budget ran out, chosen_delay gives the delay tk_batch_retry
+ * already took from the policy (source budget, or server for a handler's
+ * hint) and returns 1, so decide() does not compute another. After the
+ * outcome is committed: item.gave_up events and log lines. */
 void tk__batch_decide(const struct tk__batch_job *b, tk__outcome *o);
+int tk__batch_chosen_delay(const struct tk__batch_job *b, int64_t *delay_ms,
+                           tk_delay_source *source);
 void tk__batch_report(tk_engine *e, const struct tk__batch_job *b, int64_t now);
 /* Engine thread: write the item results workers handed over between calls. */
 void tk__batch_flush(tk_engine *e);

@@ -47,11 +47,13 @@ static void decide(tk_engine *e, const tk__finish *f, int64_t now, tk__outcome *
     o->next = TK__NEXT_ERROR;
     *exhausted = 1;
   } else {
-    tk_backoff_result br;
     o->next = TK__NEXT_RETRY;
-    o->delay_ms = tk_backoff_delay(tk__engine_policy(e, c->backoff), c->attempt, c->last_delay_ms,
-                                   r->retry_after_ms, &e->rng, &br);
-    o->source = br.source;
+    if (f->batch == NULL || !tk__batch_chosen_delay(f->batch, &o->delay_ms, &o->source)) {
+      tk_backoff_result br;
+      o->delay_ms = tk_backoff_delay(tk__engine_policy(e, c->backoff), c->attempt,
+                                     c->last_delay_ms, r->retry_after_ms, &e->rng, &br);
+      o->source = br.source;
+    }
     o->run_at = now + o->delay_ms;
   }
 }
