@@ -316,6 +316,17 @@ char *efx_snapshot(const char *db) {
   return snap;
 }
 
+char *efx_items_context(const char *prefix, int n) {
+  size_t cap = (size_t)n * (strlen(prefix) + 16) + 32, len = 0;
+  char *s = malloc(cap);
+  if (s == NULL) fail_msg("out of memory");
+  len += (size_t)snprintf(s, cap, "{\"items\": [");
+  for (int i = 0; i < n; i++)
+    len += (size_t)snprintf(s + len, cap - len, "%s\"%s-%d\"", i ? ", " : "", prefix, i);
+  snprintf(s + len, cap - len, "]}");
+  return s;
+}
+
 void efx_unchanged(const char *db, char *before) {
   char *after = efx_snapshot(db);
   int same = strcmp(before, after) == 0;

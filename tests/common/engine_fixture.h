@@ -117,6 +117,10 @@ void efx_sql_expect(const char *db, const char *want, const char *fmt, ...)
 /* Every row of every table of the store at db, as text: equal snapshots
  * mean an unchanged store. Malloc'd. */
 char *efx_snapshot(const char *db);
+
+/* A task context {"items": ["PREFIX-0", ..., "PREFIX-(n-1)"]} for batch
+ * steps; malloc'd. */
+char *efx_items_context(const char *prefix, int n);
 /* Assert that the store is as `before` (a snapshot, which is freed). */
 void efx_unchanged(const char *db, char *before);
 

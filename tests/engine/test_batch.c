@@ -22,15 +22,6 @@
 static const char *const sets[] = {"backoff.jitter=none", "backoff.base=100ms", NULL};
 
 /* {"items": ["item-0", ..., "item-(n-1)"]}, malloc'd. */
-static char *items_context(int n) {
-  size_t cap = (size_t)n * 16 + 32, len = 0;
-  char *s = malloc(cap);
-  len += (size_t)snprintf(s, cap, "{\"items\": [");
-  for (int i = 0; i < n; i++)
-    len += (size_t)snprintf(s + len, cap - len, "%s\"item-%d\"", i ? ", " : "", i);
-  snprintf(s + len, cap - len, "]}");
-  return s;
-}
 
 /* Template NAME: one batch step "s" with `handler` and `batch` (inline
  * TOML tables) and max_attempts. */
@@ -46,7 +37,7 @@ static void batch_template(efx *f, const char *name, const char *handler, const 
 
 /* Submit a task of `name` with n items. */
 static int64_t submit_items(efx *f, const char *name, int n) {
-  char *ctx = items_context(n);
+  char *ctx = efx_items_context("item", n);
   int64_t id = efx_submit(f, name, ctx);
   free(ctx);
   return id;

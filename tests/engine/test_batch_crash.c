@@ -67,12 +67,7 @@ static void a_crash_between_calls_resends_only_unacked_items(void **state) {
   efx_write(c.dir, "tasker.toml", config, c.cfg, sizeof c.cfg);
   char tpath[400], ctx_path[400];
   efx_write(c.dir, "deliveries.toml", template_toml, tpath, sizeof tpath);
-  size_t cap = NITEMS * 16 + 32, len = 0;
-  char *ctx = malloc(cap);
-  len += (size_t)snprintf(ctx, cap, "{\"items\": [");
-  for (int i = 0; i < NITEMS; i++)
-    len += (size_t)snprintf(ctx + len, cap - len, "%s\"parcel-%d\"", i ? ", " : "", i);
-  snprintf(ctx + len, cap - len, "]}");
+  char *ctx = efx_items_context("parcel", NITEMS);
   efx_write(c.dir, "context.json", ctx, ctx_path, sizeof ctx_path);
   free(ctx);
   char at_ctx[410];
