@@ -138,7 +138,7 @@ FUZZ_CC       ?= clang
 FUZZ_TIME     ?= 40
 TOML_TEST_DIR ?= ../shared/toml-test
 FUZZ_BIN      := build-fuzz/fuzz_toml
-FUZZ_SRC      := fuzz/fuzz_toml.c $(sort $(wildcard src/toml/*.c)) src/core/error.c
+FUZZ_SRC      := fuzz/fuzz_toml.c $(sort $(wildcard src/toml/*.c)) src/core/error.c src/core/civil.c
 
 fuzz: $(FUZZ_BIN)
 

@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "core/civil.h"
+
 typedef struct cursor {
   const char *p, *end;
 } cursor;
@@ -58,35 +60,6 @@ static int time_of_day(cursor *c, civil *t) {
          digits(c, 2, &t->second);
 }
 
-static int is_leap(int y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
-
-static int days_in_month(int y, int m) {
-  static const int d[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  return m == 2 && is_leap(y) ? 29 : d[m - 1];
-}
-
-/* Days since 1970-01-01 of a proleptic Gregorian date (Hinnant's method). */
-static int64_t days_from_civil(int y, int m, int d) {
-  y -= m <= 2;
-  int64_t era = (y >= 0 ? y : y - 399) / 400;
-  int64_t yoe = y - era * 400;
-  int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
-}
-
-/* The Gregorian year containing `ms` since the epoch. */
-static int year_of(int64_t ms) {
-  int64_t z = (ms >= 0 ? ms : ms - 86399999) / 86400000 + 719468;
-  int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  int64_t doe = z - era * 146097;
-  int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  int64_t mp = (5 * doy + 2) / 153;
-  int64_t month = mp < 10 ? mp + 3 : mp - 9;
-  return (int)(yoe + era * 400 + (month <= 2));
-}
-
 /* IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT" */
 static int imf_fixdate(cursor c, civil *t) {
   if (name_of(&c, short_days, 7) < 0 || !lit(&c, ", ") || !digits(&c, 2, &t->day) ||
@@ -113,7 +86,7 @@ static int rfc850_date(cursor c, civil *t, int64_t now_ms) {
   t->month = m + 1;
   /* A two-digit year more than 50 years ahead is the most recent past year
    * with those digits (RFC 9110 §5.6.7). */
-  int now_year = year_of(now_ms);
+  int now_year = tk__year_of_ms(now_ms);
   int year = now_year - (now_year % 100) + yy;
   if (year > now_year + 50) year -= 100;
   t->year = year;
@@ -172,11 +145,11 @@ int tk_retry_after_parse(const char *text, size_t len, int64_t now_ms, int64_t *
   cursor c = {p, end};
   if (!imf_fixdate(c, &t) && !rfc850_date(c, &t, now_ms) && !asctime_date(c, &t))
     return no_hint(err, p, n, "malformed; " EXPECTED);
-  if (t.month < 1 || t.month > 12 || t.day < 1 || t.day > days_in_month(t.year, t.month))
+  if (t.month < 1 || t.month > 12 || t.day < 1 || t.day > tk__days_in_month(t.year, t.month))
     return no_hint(err, p, n, "no such day");
   if (t.hour > 23 || t.minute > 59 || t.second > 60) /* 60: a leap second */
     return no_hint(err, p, n, "time of day out of range (hour 0-23, minute 0-59, second 0-60)");
-  int64_t at = (days_from_civil(t.year, t.month, t.day) * 86400 + t.hour * 3600 +
+  int64_t at = (tk__days_from_civil(t.year, t.month, t.day) * 86400 + t.hour * 3600 +
                 t.minute * 60 + t.second) * 1000;
   *delay_ms = at > now_ms ? at - now_ms : 0;
   return 0;

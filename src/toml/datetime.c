@@ -1,6 +1,7 @@
 /* The four date-time kinds of TOML (RFC 3339 with optional parts): offset
  * date-time, local date-time, local date and local time, with every field
  * range-checked, including days per month and leap years. */
+#include "core/civil.h"
 #include "toml/parser.h"
 
 #include <string.h>
@@ -15,12 +16,6 @@ int tk__toml_looks_datetime(const char *p, const char *end) {
   return end - p >= 3 && is_digit(p[0]) && is_digit(p[1]) && p[2] == ':';
 }
 
-/* Days in `month` (1-12) of `year`, Gregorian leap years included. */
-static int days_in_month(int year, int month) {
-  static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  if (month == 2 && ((year % 4 == 0 && year % 100 != 0) || year % 400 == 0)) return 29;
-  return days[month - 1];
-}
 
 /* Exactly n digits at *pp into *out; advances *pp. */
 static int fixed_digits(tk__toml_parser *P, const char **pp, int n, int *out, const char *what) {
@@ -68,7 +63,7 @@ static int parse_date(tk__toml_parser *P, const char **pp, tk_toml_datetime *dt)
   at_day = *pp;
   if ((rc = fixed_digits(P, pp, 2, &dt->day, "day")) != 0) return rc;
   if ((rc = in_range(P, at_month, dt->month, 1, 12, "month")) != 0) return rc;
-  int days = days_in_month(dt->year, dt->month);
+  int days = tk__days_in_month(dt->year, dt->month);
   if (dt->day < 1 || dt->day > days)
     return tk__toml_fail(P, at_day, TK_ESYNTAX, "invalid day %02d: %04d-%02d has %d days", dt->day,
                          dt->year, dt->month, days);
