@@ -40,7 +40,7 @@ static void decide(tk_engine *e, const tk__finish *f, int64_t now, tk__outcome *
     o->results = r->results;
     return;
   }
-  o->error = r->error[0] ? r->error : "failed";
+  o->error = r->error[0] ? r->error : "the handler reported a failure without a message";
   if (r->status == TK_HANDLER_PERMANENT || !c->retryable) {
     o->next = TK__NEXT_ERROR;
   } else if (c->attempt >= c->max_attempts) {
