@@ -13,6 +13,8 @@
 #include "handlers/handler.h"
 
 #define REAP_BATCH 64
+/* The fewest steps a pass claims when a retry is near (see fresh_budget). */
+#define MIN_PASS 8
 
 int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
   *out = NULL;
@@ -24,6 +26,7 @@ int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
   e->store = opts->store;
   e->config = opts->config;
   e->clock = opts->clock.now_ms ? opts->clock : tk_clock_system();
+  e->system_clock = opts->clock.now_ms == NULL;
   tk_rand_seed(&e->rng, opts->seed ? opts->seed : tk_rand_entropy_seed());
   e->workers = opts->workers >= 0 ? opts->workers : (int)s->workers;
   e->lease_ms = s->lease_ms;
@@ -44,6 +47,8 @@ int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
              (unsigned)(tk_rand_u64(&r) & 0xffff));
   }
   e->reap_at = INT64_MIN; /* nothing known yet: look at the first pass */
+  e->next_retry_at = INT64_MAX; /* none known: full passes until a claim says */
+  e->ns_per_step = 20000; /* a first guess; passes measure it */
   e->claims = calloc((size_t)e->claim_batch, sizeof *e->claims);
   e->expired = calloc(REAP_BATCH, sizeof *e->expired);
   pthread_mutex_init(&e->mu, NULL);
@@ -136,6 +141,7 @@ void tk__engine_execute(tk_engine *e, job *j) {
   memset(&j->result, 0, sizeof j->result);
   j->result.retry_after_ms = -1;
   int64_t now = tk_clock_now(&e->clock);
+  j->started_at = now;
   tk_handler_call call = {
       .task_id = j->claim.task_id,
       .step = j->def->name,
@@ -205,7 +211,8 @@ static void complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
   tk__finish *items = calloc((size_t)n, sizeof *items);
   int i = 0;
   for (job *j = list; j && items; j = j->next, i++)
-    items[i] = (tk__finish){&j->claim, j->def->name, e->id, job_outcome(j), &j->result, j->batch};
+    items[i] = (tk__finish){&j->claim,  j->def->name, e->id,        job_outcome(j),
+                            &j->result, j->batch,     j->started_at};
   if (items) tk__engine_finish(e, items, n, next);
   else tk__engine_log(e, TK_LOG_ERROR, "out of memory recording %d outcomes", n);
   free(items);
@@ -249,7 +256,7 @@ static int reap(tk_engine *e, int64_t now, tk_err *err) {
     tk__engine_event(e, "step.lease_expired", now,
                      json_pack("{s:I, s:s, s:i, s:s}", "task", (json_int_t)x->step.task_id, "step",
                                name, "attempt", x->step.attempt, "owner", x->owner));
-    items[i] = (tk__finish){&x->step, name, x->owner, "lease_expired", &results[i], NULL};
+    items[i] = (tk__finish){&x->step, name, x->owner, "lease_expired", &results[i], NULL, 0};
   }
   tk__engine_finish(e, items, n, NULL);
   free(results);
@@ -274,6 +281,7 @@ static int capacity(const tk_engine *e) {
  * or run them here when there are none (returned in *inline_done). */
 static void start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us, job **inline_done) {
   tk_err err;
+  job *queued = NULL, **queued_end = &queued; /* for the workers, in claim order */
   *inline_done = NULL;
   e->stats.claimed += n;
   for (int i = 0; i < n; i++) {
@@ -290,6 +298,7 @@ static void start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us, jo
     j->claim = *c;
     j->def = &t->steps[c->idx];
     j->next_heartbeat = now + e->heartbeat_ms;
+    j->not_before = c->run_at > now ? c->run_at : 0; /* a retry claimed ahead */
     if (j->def->kind == KIND_FUNCTION) {
       const char *fname = json_string_value(json_object_get(j->def->spec, "name"));
       for (int k = 0; k < e->nfns; k++)
@@ -311,19 +320,45 @@ static void start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us, jo
                                  "claim_us", (json_int_t)claim_us));
     if (e->workers > 0) {
       flight_add(e, j);
-      tk__pool_submit(e, j);
+      j->next = NULL;
+      *queued_end = j;
+      queued_end = &j->next;
     } else {
       tk__engine_execute(e, j);
       j->next = *inline_done;
       *inline_done = j;
     }
   }
+  if (queued != NULL) tk__pool_submit(e, queued);
 }
 
 /* Rounds of record-then-claim a pass of tk_engine_run makes when handlers
  * run inline, so that reaping and due times are looked at between bursts.
  * tk_engine_tick makes one, so tests can watch each claim. */
 #define INLINE_ROUNDS 16
+
+/* Steps a pass claims at most that are not retries. A pass holds up the
+ * claim of a retry that comes due while it runs (the next pass takes it),
+ * so when one is near, passes shrink to end before it: the retry starts on
+ * time, and throughput is only given up while retries are due. The next
+ * pass records what this one claims, hence the 2. */
+static int fresh_budget(const tk_engine *e, int64_t now, int limit) {
+  if (e->next_retry_at == INT64_MAX) return limit;
+  double steps = ((double)e->next_retry_at - (double)now) * 1e6 / (2 * e->ns_per_step);
+  if (steps >= limit) return limit;
+  return steps < MIN_PASS ? MIN_PASS : (int)steps;
+}
+
+/* How far ahead of its run_at this engine claims a retry: about two
+ * passes, so that a retry that comes due while a pass runs is claimed
+ * already and waits among the workers for its time (pool.c). Only with
+ * workers, which do the waiting, and the system clock, which their timed
+ * waits count in; never more than a quarter of the lease. */
+static int64_t retry_ahead_ms(const tk_engine *e) {
+  if (e->workers == 0 || !e->system_clock) return 0;
+  int64_t ms = (int64_t)(8.0 * e->claim_batch * e->ns_per_step / 1e6) + 1;
+  return ms < e->lease_ms / 4 ? ms : e->lease_ms / 4;
+}
 
 /* Record what finished and claim what is ready, in one transaction each
  * round: a finished step's released children start without another
@@ -334,19 +369,27 @@ static int record_and_claim(tk_engine *e, int rounds, int *claimed, tk_err *err)
   *claimed = 0;
   for (int round = 0; round < rounds; round++) {
     int64_t now = tk_clock_now(&e->clock);
+    int limit = capacity(e), recorded = 0;
     tk__claim_request next = {.owner = e->id, .now = now, .lease_ms = e->lease_ms,
-                              .limit = capacity(e), .out = e->claims};
+                              .clock = &e->clock, .limit = limit,
+                              .fresh_limit = fresh_budget(e, now, limit),
+                              .retry_ahead_ms = retry_ahead_ms(e), .out = e->claims,
+                              .next_retry_at = INT64_MIN};
     int64_t t0 = tk_monotonic_ns();
     if (done != NULL) {
+      for (job *j = done; j; j = j->next) recorded++;
       complete_jobs(e, done, &next);
-      now = next.now;
-    } else if (next.limit > 0) {
-      int rc = e->store->ops->claim(e->store, e->id, now, e->lease_ms, next.limit, e->claims,
-                                    &next.n, err);
+    } else {
+      int rc = e->store->ops->record(e->store, NULL, 0, NULL, NULL, &next, err);
       if (rc) return rc;
     }
+    now = next.now;
+    e->next_retry_at = next.next_retry_at;
+    int64_t took = tk_monotonic_ns() - t0;
+    if (recorded + next.n >= MIN_PASS)
+      e->ns_per_step = (7 * e->ns_per_step + (double)took / (recorded + next.n)) / 8;
     *claimed += next.n;
-    start_claimed(e, next.n, now, (tk_monotonic_ns() - t0) / 1000, &done);
+    start_claimed(e, next.n, now, took / 1000, &done);
     if (done == NULL) break;
   }
   /* Inline work left over from the last round is recorded now. */

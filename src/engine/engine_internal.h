@@ -49,6 +49,8 @@ typedef struct job {
   const registered_fn *fn;
   char *input;
   int64_t next_heartbeat;
+  int64_t started_at; /* engine clock, when its handler was called */
+  int64_t not_before; /* a retry claimed ahead: its run_at; else 0 */
   tk_handler_result result;
   struct tk__batch_job *batch;          /* a batch step's items and results, or NULL */
   struct job *next;                     /* pool queues */
@@ -75,6 +77,9 @@ struct tk_engine {
   int nfns;
 
   int64_t reap_at;     /* earliest lease expiry known to this engine */
+  int64_t next_retry_at; /* earliest retry's run_at, as the last claim saw it */
+  double ns_per_step;    /* what recording or claiming one step costs a pass */
+  int system_clock;      /* the clock is the system's: retries may be held */
   tk__claimed *claims; /* claim_batch slots */
   tk__expired *expired;
 
@@ -84,6 +89,8 @@ struct tk_engine {
   pthread_mutex_t mu;
   pthread_cond_t have_todo;
   job *todo_head, *todo_tail;
+  job *todo_retries_end; /* the last retry at the head of the queue, or NULL */
+  job *held_head;        /* retries claimed ahead of run_at, earliest first */
   job *done_head;
   job *running; /* in flight: claimed and not yet recorded (engine thread only) */
   int in_flight;
@@ -125,6 +132,7 @@ typedef struct tk__finish {
   const char *attempt_outcome; /* success, failure, timeout, lease_expired */
   const tk_handler_result *result;
   const struct tk__batch_job *batch; /* a batch step's item results, or NULL */
+  int64_t started_at;                 /* when the handler was called; 0: it was not */
 } tk__finish;
 
 /* Decide each attempt's next state (DESIGN §5), taking retry delays from
@@ -160,7 +168,8 @@ void tk__batch_engine_free(tk_engine *e);
 /* Start and stop the worker threads. */
 int tk__pool_start(tk_engine *e, tk_err *err);
 void tk__pool_stop(tk_engine *e);
-void tk__pool_submit(tk_engine *e, job *j);
+/* Queue claimed attempts (a list linked by next) for the workers. */
+void tk__pool_submit(tk_engine *e, job *list);
 /* Take every finished job (engine thread). */
 job *tk__pool_take_done(tk_engine *e);
 

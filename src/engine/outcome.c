@@ -83,6 +83,10 @@ static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int 
   if (e->on_event == NULL && e->on_log == NULL) return; /* nobody listens */
   json_t *base = json_pack("{s:I, s:s, s:i}", "task", (json_int_t)c->task_id, "step",
                            f->step_name, "attempt", c->attempt);
+  /* How late after its run_at the handler was called: the retry precision
+   * users feel, queueing in this orchestrator included. */
+  if (f->started_at > 0)
+    json_object_set_new(base, "late_ms", json_integer(f->started_at - c->run_at));
   if (rc == TK_EFENCED) {
     tk__engine_log(e, TK_LOG_WARN, "task %lld step %s attempt %d: %s", (long long)c->task_id,
                    f->step_name, c->attempt, err->msg);

@@ -3,17 +3,50 @@
 #include "engine/engine_internal.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+/* The next job for a worker, or NULL to wait: a held retry whose run_at
+ * has come, then the queue. *wake_at gets when the earliest held retry is
+ * due (0: none held). Called with e->mu held. */
+static job *next_job(tk_engine *e, int64_t *wake_at) {
+  *wake_at = 0;
+  job *j = e->held_head;
+  if (j != NULL) {
+    if (j->not_before <= tk_clock_now(&e->clock)) {
+      e->held_head = j->next;
+      return j;
+    }
+    *wake_at = j->not_before;
+  }
+  j = e->todo_head;
+  if (j == NULL) return NULL;
+  e->todo_head = j->next;
+  if (e->todo_head == NULL) e->todo_tail = NULL;
+  if (e->todo_retries_end == j) e->todo_retries_end = NULL;
+  return j;
+}
 
 static void *worker_main(void *arg) {
   tk_engine *e = arg;
   pthread_mutex_lock(&e->mu);
   for (;;) {
-    while (e->todo_head == NULL && !e->shutting_down) pthread_cond_wait(&e->have_todo, &e->mu);
-    if (e->todo_head == NULL) break;
-    job *j = e->todo_head;
-    e->todo_head = j->next;
-    if (e->todo_head == NULL) e->todo_tail = NULL;
+    int64_t wake_at;
+    job *j = next_job(e, &wake_at);
+    if (j == NULL) {
+      if (e->shutting_down && wake_at == 0) break;
+      if (wake_at == 0) {
+        pthread_cond_wait(&e->have_todo, &e->mu);
+      } else {
+        /* Held retries are only taken with the system clock (ms since the
+         * epoch), which is what a timed wait counts in. */
+        struct timespec until = {.tv_sec = (time_t)(wake_at / 1000),
+                                 .tv_nsec = (long)(wake_at % 1000) * 1000000L};
+        pthread_cond_timedwait(&e->have_todo, &e->mu, &until);
+      }
+      continue;
+    }
     pthread_mutex_unlock(&e->mu);
     tk__engine_execute(e, j);
     pthread_mutex_lock(&e->mu);
@@ -56,13 +89,46 @@ void tk__pool_stop(tk_engine *e) {
   e->nthreads = 0;
 }
 
-void tk__pool_submit(tk_engine *e, job *j) {
-  j->next = NULL;
+/* Queue one claimed attempt (e->mu held); 1 when it became the earliest
+ * held retry, which waiting workers must know of. */
+static int enqueue(tk_engine *e, job *j) {
+  if (j->not_before > 0) {
+    job **at = &e->held_head;
+    while (*at != NULL && (*at)->not_before <= j->not_before) at = &(*at)->next;
+    j->next = *at;
+    *at = j;
+    return at == &e->held_head;
+  }
+  if (strcmp(j->claim.prev_state, TK__STEP_WAITING) == 0) {
+    job **at = e->todo_retries_end ? &e->todo_retries_end->next : &e->todo_head;
+    j->next = *at;
+    *at = j;
+    e->todo_retries_end = j;
+    if (j->next == NULL) e->todo_tail = j;
+  } else {
+    j->next = NULL;
+    if (e->todo_tail) e->todo_tail->next = j;
+    else e->todo_head = j;
+    e->todo_tail = j;
+  }
+  return 1;
+}
+
+/* Queue the claimed attempts `list` (linked by next) under one lock, with
+ * one wake-up of the workers. A retry claimed ahead of its run_at is held
+ * until then (in run_at order) and goes before anything queued; other
+ * retries go ahead of the attempts waiting for a worker (in the order they
+ * came), as the claim takes them first: a retry has a promised time, work
+ * claimed earlier does not. */
+void tk__pool_submit(tk_engine *e, job *list) {
+  int wake = 0;
   pthread_mutex_lock(&e->mu);
-  if (e->todo_tail) e->todo_tail->next = j;
-  else e->todo_head = j;
-  e->todo_tail = j;
-  pthread_cond_signal(&e->have_todo);
+  while (list != NULL) {
+    job *j = list;
+    list = j->next;
+    wake |= enqueue(e, j);
+  }
+  if (wake) pthread_cond_broadcast(&e->have_todo);
   pthread_mutex_unlock(&e->mu);
 }
 

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include <tasker/backoff.h>
+#include <tasker/clock.h>
 #include <tasker/store.h>
 #include <tasker/workflow.h>
 
@@ -104,9 +105,16 @@ typedef struct tk__claimed {
 typedef struct tk__claim_request {
   const char *owner;
   int64_t now, lease_ms;
+  /* When set, `now` is read from it just before the claim (recording a
+   * group takes time; a retry due meanwhile is found) and returned in now. */
+  const tk_clock *clock;
   int limit;
+  int fresh_limit;  /* at most this many of them not retries (limit if larger) */
+  int64_t retry_ahead_ms; /* also claim retries due up to this long after now */
   tk__claimed *out; /* limit slots */
   int n;            /* out: how many were claimed */
+  int64_t next_retry_at; /* out: the earliest run_at of a step waiting for a
+                            retry after the claim; INT64_MAX: none */
 } tk__claim_request;
 
 /* What the engine decided for a claimed attempt. */
@@ -216,7 +224,9 @@ typedef struct tk__store_ops {
   int (*task_create)(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
                      tk_err *err);
 
-  /* Claim up to `limit` ready steps (DESIGN §4) for `owner`. */
+  /* Claim up to `limit` ready steps (DESIGN §4) for `owner`: due retries
+   * first, earliest run_at first, then ready pending steps, oldest task
+   * first. */
   int (*claim)(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
                tk__claimed *out, int *n, tk_err *err);
   /* Record n outcomes, each atomic and fenced by its claim, in as few
@@ -227,8 +237,9 @@ typedef struct tk__store_ops {
    * error in err. With `next` (may be NULL) the same transaction then
    * claims up to next->limit ready steps as `claim` would, so a finished
    * step's released children start without another commit; next->n gets
-   * how many (0 if that part failed). The return value is nonzero only
-   * when nothing could be recorded at all. */
+   * how many (0 if that part failed). n may be 0: a claim alone, with
+   * next->next_retry_at. The return value is nonzero only when nothing
+   * could be recorded at all. */
   int (*record)(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int *rcs,
                 tk__claim_request *next, tk_err *err);
   /* Extend a lease, fenced like record. */

@@ -318,8 +318,10 @@ int tk__sq_status(tk_store *s, int64_t now, json_t **out, tk_err *err) {
   sqlite3_finalize(st);
   int64_t ready = 0;
   if (sqlite3_prepare_v2(q->db,
-                         "SELECT COUNT(*) FROM steps WHERE state IN ('pending',"
-                         " 'waiting_for_retry') AND parents_remaining = 0 AND run_at <= ?",
+                         "SELECT (SELECT COUNT(*) FROM steps INDEXED BY steps_fresh"
+                         " WHERE state = 'pending' AND parents_remaining = 0 AND run_at <= ?1)"
+                         " + (SELECT COUNT(*) FROM steps INDEXED BY steps_retry_due"
+                         " WHERE state = 'waiting_for_retry' AND run_at <= ?1)",
                          -1, &st, NULL))
     goto fail;
   sqlite3_bind_int64(st, 1, now);

@@ -77,31 +77,24 @@ fail:
   return rc;
 }
 
-/* Claim inside the caller's transaction (DESIGN §4). */
-static int claim_in_txn(tk__sqlite *q, const char *owner, int64_t now, int64_t lease_ms,
-                        int limit, tk__claimed *out, int *n, tk_err *err) {
-  int rc = SQLITE_DONE, count = 0;
-  *n = 0;
-  /* The WHERE clause repeats the partial index's condition word for word,
-   * so SQLite uses steps_ready: a range scan on run_at. */
-  sqlite3_stmt *st = tk__sq_stmt(
-      q, SQ_CLAIM_SELECT,
-      "SELECT s.id, s.task_id, t.template_id, s.idx, s.attempts, s.max_attempts, s.retryable,"
-      " s.run_at, s.last_delay_ms, s.backoff, s.state, t.state"
-      " FROM steps s JOIN tasks t ON t.id = s.task_id"
-      " WHERE s.state IN ('pending', 'waiting_for_retry') AND s.parents_remaining = 0"
-      " AND s.run_at <= ? ORDER BY s.run_at LIMIT ?",
-      err);
-  if (st == NULL) {
-    rc = TK_ESTORE;
-    goto fail;
-  }
+/* The columns a claim reads, from steps s joined with their task t. */
+#define CLAIM_COLUMNS                                                                       \
+  "SELECT s.id, s.task_id, t.template_id, s.idx, s.attempts, s.max_attempts, s.retryable," \
+  " s.run_at, s.last_delay_ms, s.backoff, s.state, t.state"                                \
+  " FROM steps s"
+
+/* Append to out[*count] the rows of the cached claim query `id` (parameters
+ * ?1 now, ?2 limit) until *count reaches limit. Every row is read before
+ * any is changed: the claim's updates take rows out of the index scanned. */
+static int claim_scan(tk__sqlite *q, int id, const char *sql, int64_t now, int64_t lease_ms,
+                      int limit, tk__claimed *out, int *count, tk_err *err) {
+  sqlite3_stmt *st = tk__sq_stmt(q, id, sql, err);
+  if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, now);
-  sqlite3_bind_int(st, 2, limit);
-  /* Read every row before changing any: the updates take rows out of the
-   * index being scanned. */
-  while (count < limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-    tk__claimed *c = &out[count];
+  sqlite3_bind_int(st, 2, limit - *count);
+  int rc = SQLITE_DONE;
+  while (*count < limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    tk__claimed *c = &out[(*count)++];
     c->step_id = sqlite3_column_int64(st, 0);
     c->task_id = sqlite3_column_int64(st, 1);
     c->template_id = sqlite3_column_int64(st, 2);
@@ -115,13 +108,39 @@ static int claim_in_txn(tk__sqlite *q, const char *owner, int64_t now, int64_t l
     snprintf(c->prev_state, sizeof c->prev_state, "%s", tk__sq_text(st, 10));
     c->task_was_pending = strcmp(tk__sq_text(st, 11), TK__TASK_PENDING) == 0;
     c->lease_expires_at = now + lease_ms;
-    count++;
   }
   sqlite3_reset(st);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-    rc = tk__sq_fail(q, "claim", err);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return tk__sq_fail(q, "claim", err);
+  return 0;
+}
+
+/* Claim inside the caller's transaction (DESIGN §4): the retries that are
+ * due, earliest first, then ready pending steps, oldest task first (see
+ * migration 0005). A retry has a promised time and fresh work has none, so
+ * a backlog of new tasks does not make retries late; and a started task
+ * goes on before new ones start, which keeps the pages being written few. */
+static int claim_in_txn(tk__sqlite *q, const char *owner, int64_t now, int64_t lease_ms,
+                        int limit, int fresh_limit, int64_t retry_ahead_ms, tk__claimed *out,
+                        int *n, tk_err *err) {
+  int rc, count = 0;
+  sqlite3_stmt *st;
+  *n = 0;
+  /* INDEXED BY: each query must be a range scan of its partial index (and
+   * fails to prepare if a schema change ever makes that impossible). */
+  if ((rc = claim_scan(q, SQ_CLAIM_RETRY,
+                       CLAIM_COLUMNS " INDEXED BY steps_retry_due JOIN tasks t ON t.id = s.task_id"
+                       " WHERE s.state = 'waiting_for_retry' AND s.run_at <= ?1"
+                       " AND s.parents_remaining = 0 ORDER BY s.run_at LIMIT ?2",
+                       now + retry_ahead_ms, lease_ms, limit, out, &count, err)))
     goto fail;
-  }
+  int fresh_end = fresh_limit < limit - count ? count + fresh_limit : limit;
+  if (count < fresh_end &&
+      (rc = claim_scan(q, SQ_CLAIM_FRESH,
+                       CLAIM_COLUMNS " INDEXED BY steps_fresh JOIN tasks t ON t.id = s.task_id"
+                       " WHERE s.state = 'pending' AND s.parents_remaining = 0"
+                       " AND s.run_at <= ?1 ORDER BY s.task_id, s.id LIMIT ?2",
+                       now, lease_ms, fresh_end, out, &count, err)))
+    goto fail;
   for (int i = 0; i < count; i++) {
     tk__claimed *c = &out[i];
     st = tk__sq_stmt(q, SQ_ATTEMPT_INSERT,
@@ -175,7 +194,7 @@ int tk__sq_claim(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, 
   int rc;
   *n = 0;
   if ((rc = tk__sq_begin(q, err))) return rc;
-  if ((rc = claim_in_txn(q, owner, now, lease_ms, limit, out, n, err)) ||
+  if ((rc = claim_in_txn(q, owner, now, lease_ms, limit, limit, 0, out, n, err)) ||
       (rc = tk__sq_commit(q, err))) {
     *n = 0;
     tk__sq_rollback(q);
@@ -337,6 +356,17 @@ static int fenced_out(tk__sqlite *q, const tk__outcome *o, tk_err *err) {
   return rc;
 }
 
+static int scalar(tk__sqlite *q, int id, const char *sql, int64_t none, int64_t *out,
+                  tk_err *err);
+
+/* The earliest run_at of a step waiting for a retry; INT64_MAX: none. */
+static int next_retry(tk__sqlite *q, int64_t *at, tk_err *err) {
+  return scalar(q, SQ_NEXT_RETRY,
+                "SELECT MIN(run_at) FROM steps INDEXED BY steps_retry_due"
+                " WHERE state = 'waiting_for_retry'",
+                INT64_MAX, at, err);
+}
+
 /* Record one outcome inside the caller's transaction. TK_EFENCED when the
  * claim no longer holds the step. */
 static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_err *err) {
@@ -436,15 +466,22 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int
     if (rcs[i] == TK_EFENCED && err != NULL) *err = one;
     else if (rcs[i] != 0) failed = i;
   }
-  if (failed < 0 && next && next->limit > 0 &&
-      claim_in_txn(q, next->owner, next->now, next->lease_ms, next->limit, next->out, &next->n,
-                   &one) != 0)
-    failed = n; /* retry without the claim below */
+  if (failed < 0 && next) {
+    if (next->clock) next->now = tk_clock_now(next->clock);
+    if ((next->limit > 0 &&
+         claim_in_txn(q, next->owner, next->now, next->lease_ms, next->limit, next->fresh_limit,
+                      next->retry_ahead_ms, next->out, &next->n, &one) != 0) ||
+        next_retry(q, &next->next_retry_at, &one) != 0)
+      failed = n; /* retry without the claim below */
+  }
   if (failed < 0) {
     if ((rc = tk__sq_commit(q, err)) == 0) return 0;
   }
   tk__sq_rollback(q);
-  if (next) next->n = 0;
+  if (next) {
+    next->n = 0;
+    next->next_retry_at = INT64_MIN; /* unknown: look again soon */
+  }
   /* A store error in one outcome (rare) undid the group: record them one
    * per transaction, so that only the failing one is lost (its lease then
    * expires and the reaper retries it). */
@@ -534,11 +571,18 @@ static int scalar(tk__sqlite *q, int id, const char *sql, int64_t none, int64_t 
 int tk__sq_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   int rc = 0;
-  if (ready_at)
-    rc = scalar(q, SQ_NEXT_READY,
-                "SELECT MIN(run_at) FROM steps WHERE state IN ('pending', 'waiting_for_retry')"
-                " AND parents_remaining = 0",
-                INT64_MAX, ready_at, err);
+  if (ready_at) {
+    /* A ready pending step is due since it became ready: the first one in
+     * claim order stands for them all, without a scan of every one. */
+    int64_t retry = INT64_MAX, fresh = INT64_MAX;
+    rc = next_retry(q, &retry, err);
+    if (rc == 0)
+      rc = scalar(q, SQ_NEXT_READY,
+                  "SELECT (SELECT run_at FROM steps INDEXED BY steps_fresh WHERE state = 'pending'"
+                  " AND parents_remaining = 0 ORDER BY task_id, id LIMIT 1)",
+                  INT64_MAX, &fresh, err);
+    *ready_at = retry < fresh ? retry : fresh;
+  }
   if (rc == 0 && lease_at)
     rc = scalar(q, SQ_NEXT_LEASE,
                 "SELECT MIN(lease_expires_at) FROM steps WHERE state = 'in_progress'", INT64_MAX,
@@ -550,8 +594,10 @@ int tk__sq_has_work(tk_store *s, int *yes, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   int64_t v = 0;
   int rc = scalar(q, SQ_HAS_WORK,
-                  "SELECT EXISTS (SELECT 1 FROM steps WHERE state IN ('pending',"
-                  " 'waiting_for_retry') AND parents_remaining = 0)"
+                  "SELECT EXISTS (SELECT 1 FROM steps INDEXED BY steps_fresh WHERE"
+                  " state = 'pending' AND parents_remaining = 0)"
+                  " OR EXISTS (SELECT 1 FROM steps INDEXED BY steps_retry_due WHERE"
+                  " state = 'waiting_for_retry')"
                   " OR EXISTS (SELECT 1 FROM steps WHERE state = 'in_progress')",
                   0, &v, err);
   *yes = v != 0;

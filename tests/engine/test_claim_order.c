@@ -1,0 +1,185 @@
+/* Claim order (DESIGN §4, migration 0005): a claim takes the retries that
+ * are due first, earliest run_at first, then ready pending steps of the
+ * oldest task first; fresh_limit bounds only the latter, retry_ahead_ms
+ * lets an orchestrator claim a retry shortly before its run_at, and the
+ * claim reports the next retry's run_at. With workers on the system clock,
+ * a retry claimed ahead is held until its run_at: no attempt ever starts
+ * before its run_at. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/engine_fixture.h"
+#include "store/store.h"
+
+static const char *const sets[] = {"backoff.jitter=none",
+                                   "backoff.profiles.x.schedule=[\"1s\"]", NULL};
+
+#define FAIL_ONCE "{ kind = \"builtin\", name = \"fail\", times = 1 }"
+#define RETRY_X "{ max_attempts = 3, backoff = \"x\" }"
+
+static int setup(void **state) {
+  *state = efx_new(sets, "orch-1");
+  return 0;
+}
+
+/* A claim alone (record with no outcomes) at `now`. */
+static tk__claim_request claim(efx *f, int64_t now, int limit, int fresh_limit, int64_t ahead,
+                               tk__claimed *out) {
+  tk__claim_request r = {.owner = "orch-2", .now = now, .lease_ms = 60000, .limit = limit,
+                         .fresh_limit = fresh_limit, .retry_ahead_ms = ahead, .out = out};
+  tk_err err;
+  assert_int_equal(f->store->ops->record(f->store, NULL, 0, NULL, NULL, &r, &err), 0);
+  return r;
+}
+
+/* Tasks of template "flaky" (one step failing once, retried after 1 s)
+ * run their first attempts at EFX_T0; then `fresh` noop tasks are
+ * submitted at EFX_T0 + 500. */
+static void retries_and_fresh_work(efx *f, int flaky, int fresh) {
+  efx_one_step(f, "flaky", FAIL_ONCE, RETRY_X);
+  efx_one_step(f, "plain", "{ kind = \"builtin\", name = \"noop\" }", RETRY_X);
+  for (int i = 0; i < flaky; i++) efx_submit(f, "flaky", NULL);
+  efx_tick(f);
+  assert_int_equal(efx_events(f, "step.retry_scheduled", NULL), flaky);
+  f->clock.now_ms = EFX_T0 + 500;
+  for (int i = 0; i < fresh; i++) efx_submit(f, "plain", NULL);
+}
+
+static void due_retries_go_before_older_fresh_work(void **state) {
+  efx *f = *state;
+  retries_and_fresh_work(f, 2, 5);
+  tk__claimed c[8];
+  /* Before the retries are due: fresh work only, and the retries' time. */
+  tk__claim_request r = claim(f, EFX_T0 + 999, 1, 1, 0, c);
+  assert_int_equal(r.n, 1);
+  assert_string_equal(c[0].prev_state, "pending");
+  assert_int_equal(r.next_retry_at, EFX_T0 + 1000);
+  /* Due: both retries come first although the fresh steps became ready
+   * at EFX_T0 + 500, before them. */
+  r = claim(f, EFX_T0 + 1000, 3, 3, 0, c);
+  assert_int_equal(r.n, 3);
+  assert_string_equal(c[0].prev_state, "waiting_for_retry");
+  assert_string_equal(c[1].prev_state, "waiting_for_retry");
+  assert_string_equal(c[2].prev_state, "pending");
+  assert_true(c[0].task_id < c[1].task_id); /* same run_at: in step order */
+  assert_int_equal(r.next_retry_at, INT64_MAX);
+}
+
+static void fresh_limit_bounds_fresh_work_but_not_retries(void **state) {
+  efx *f = *state;
+  retries_and_fresh_work(f, 3, 5);
+  tk__claimed c[8];
+  tk__claim_request r = claim(f, EFX_T0 + 1000, 8, 1, 0, c);
+  assert_int_equal(r.n, 4); /* the 3 retries and 1 fresh step */
+  for (int i = 0; i < 3; i++) assert_string_equal(c[i].prev_state, "waiting_for_retry");
+  assert_string_equal(c[3].prev_state, "pending");
+  /* A zero fresh limit claims no fresh work at all. */
+  r = claim(f, EFX_T0 + 1000, 8, 0, 0, c);
+  assert_int_equal(r.n, 0);
+}
+
+static void retry_ahead_claims_a_retry_before_its_run_at(void **state) {
+  efx *f = *state;
+  retries_and_fresh_work(f, 1, 0);
+  tk__claimed c[2];
+  tk__claim_request r = claim(f, EFX_T0 + 899, 2, 2, 100, c);
+  assert_int_equal(r.n, 0); /* 101 ms early: outside the window */
+  r = claim(f, EFX_T0 + 900, 2, 2, 100, c);
+  assert_int_equal(r.n, 1);
+  assert_int_equal(c[0].run_at, EFX_T0 + 1000); /* the engine holds it until then */
+  /* The claim itself happened at its own time, and the attempt says so. */
+  efx_sql_expect(f->db, "2|900", "SELECT attempt, started_at - %lld FROM attempts"
+                 " ORDER BY id DESC LIMIT 1", (long long)EFX_T0);
+}
+
+/* A template of a chain a -> b. */
+static void chain(efx *f) {
+  efx_template(f, "name = \"chain\"\nversion = \"1\"\n" EFX_STEP("a") EFX_NOOP
+               EFX_STEP("b") "depends_on = [\"a\"]\n" EFX_NOOP);
+}
+
+static void a_started_task_goes_on_before_a_newer_one_starts(void **state) {
+  static const char *const one[] = {"engine.claim_batch=1", NULL};
+  efx *f = *state = efx_new(one, "orch-1");
+  chain(f);
+  int64_t first = efx_submit(f, "chain", NULL);
+  f->clock.now_ms = EFX_T0 + 1;
+  int64_t second = efx_submit(f, "chain", NULL);
+  /* Step b of the first task becomes ready at EFX_T0 + 2, after step a of
+   * the second: it still goes first, as its task is older. */
+  f->clock.now_ms = EFX_T0 + 2;
+  efx_drive(f, 20);
+  char want[128];
+  snprintf(want, sizeof want, "%lld|a\n%lld|b\n%lld|a\n%lld|b", (long long)first,
+           (long long)first, (long long)second, (long long)second);
+  efx_sql_expect(f->db, want,
+                 "SELECT s.task_id, s.name FROM attempts a JOIN steps s ON s.id = a.step_id"
+                 " ORDER BY a.id");
+}
+
+/* Events of a real-clock engine: from its thread only, into f->events. */
+static void collect(const char *line, void *ud) {
+  efx *f = ud;
+  json_array_append_new(f->events, json_loads(line, 0, NULL));
+}
+
+static void no_attempt_starts_before_its_run_at(void **state) {
+  static const char *const fast[] = {"backoff.jitter=none", "engine.claim_batch=16",
+                                     "backoff.profiles.x.schedule=[\"30ms\"]", NULL};
+  efx *f = *state = efx_new(fast, "orch-1");
+  efx_one_step(f, "flaky", FAIL_ONCE, RETRY_X);
+  efx_one_step(f, "plain", "{ kind = \"builtin\", name = \"sleep\", duration = \"1ms\" }",
+               RETRY_X);
+  /* Fresh work keeps the orchestrator claiming while the retries come
+   * due, which is when it claims them ahead. */
+  for (int i = 0; i < 150; i++) {
+    efx_submit(f, "flaky", NULL);
+    efx_submit(f, "plain", NULL);
+  }
+  tk_engine_options o = {.store = f->store, .config = f->cfg, .workers = 2, .seed = 7,
+                         .on_event = collect, .event_ud = f};
+  tk_engine *e;
+  tk_err err;
+  assert_int_equal(tk_engine_new(&o, &e, &err), 0);
+  assert_int_equal(tk_engine_run(e, 1, &err), 0);
+  tk_engine_free(e);
+  size_t i;
+  json_t *ev;
+  int retries = 0;
+  json_array_foreach(f->events, i, ev) {
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    json_t *late = json_object_get(ev, "late_ms");
+    if (strcmp(type, "step.completed") == 0 || strcmp(type, "step.retry_scheduled") == 0) {
+      assert_true(json_is_integer(late));
+      if (json_integer_value(late) < 0)
+        fail_msg("%s started %lld ms before its run_at", json_dumps(ev, 0),
+                 (long long)-json_integer_value(late));
+    }
+    if (strcmp(type, "step.completed") == 0 &&
+        json_integer_value(json_object_get(ev, "attempt")) == 2)
+      retries++;
+  }
+  assert_int_equal(retries, 150);
+  assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM steps WHERE state = 'complete'"),
+                   300);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(due_retries_go_before_older_fresh_work, setup,
+                                      efx_teardown),
+      cmocka_unit_test_setup_teardown(fresh_limit_bounds_fresh_work_but_not_retries, setup,
+                                      efx_teardown),
+      cmocka_unit_test_setup_teardown(retry_ahead_claims_a_retry_before_its_run_at, setup,
+                                      efx_teardown),
+      cmocka_unit_test_teardown(a_started_task_goes_on_before_a_newer_one_starts, efx_teardown),
+      cmocka_unit_test_teardown(no_attempt_starts_before_its_run_at, efx_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
