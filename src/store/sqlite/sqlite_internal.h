@@ -11,13 +11,15 @@
 enum {
   SQ_BEGIN, SQ_COMMIT, SQ_ROLLBACK,
   SQ_CLAIM_RETRY, SQ_CLAIM_FRESH, SQ_CLAIM_STEP, SQ_ATTEMPT_INSERT, SQ_TRANSITION, SQ_TASK_START,
-  SQ_RECORD_STEP, SQ_ATTEMPT_FINISH, SQ_RELEASE_CHILDREN, SQ_TASK_DONE, SQ_TASK_ERROR,
+  SQ_RECORD_STEP, SQ_ATTEMPT_FINISH, SQ_RELEASE_CHILDREN, SQ_TASK_DONE, SQ_TASK_DONE_QUIET, SQ_TASK_ERROR,
   SQ_TASK_PROGRESS, SQ_TASK_FINISH, SQ_COUNT, SQ_HEARTBEAT, SQ_EXPIRED, SQ_NEXT_READY, SQ_NEXT_RETRY,
   SQ_NEXT_LEASE, SQ_HAS_WORK, SQ_STEP_INSERT,
   SQ_CHILDREN, SQ_RELEASE_CHILD, SQ_TASK_CAN_PROGRESS, SQ_TASK_BY_IDENTITY, SQ_TASK_INSERT,
   SQ_BATCH_INSERT, SQ_ITEM_INSERT, SQ_ITEM_UPDATE, SQ_BATCH_GET, SQ_ITEMS_GET, SQ_STEP_HELD,
   SQ__COUNT
 };
+
+typedef struct tk__sq_dag tk__sq_dag; /* sqlite_edges.c */
 
 typedef struct tk__sqlite {
   tk_store base; /* first: a tk__sqlite is a tk_store */
@@ -31,6 +33,9 @@ typedef struct tk__sqlite {
   pthread_mutex_t ckpt_mu;
   pthread_cond_t ckpt_cv;
   int ckpt_started, ckpt_wanted, ckpt_stop, ckpt_ready;
+  /* Templates' edges read so far (sqlite_edges.c). */
+  tk__sq_dag *dags;
+  int ndags;
 } tk__sqlite;
 
 /* The cached statement `id`, prepared from `sql` on first use and reset and
@@ -75,6 +80,13 @@ int tk__sq_settle_task(tk__sqlite *q, int64_t task_id, int64_t now, const char *
  * gets how many became ready. Inside the caller's transaction. */
 int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id, int idx,
                             int64_t now, int *released, tk_err *err);
+
+/* The children of step idx of template_id (*n of them at *children, valid
+ * until the connection closes), from memory after the template's first
+ * look; and the release of that memory. */
+int tk__sq_children(tk__sqlite *q, int64_t template_id, int idx, const int **children, int *n,
+                    tk_err *err);
+void tk__sq_edges_free(tk__sqlite *q);
 
 int tk__sq_count(tk_store *s, const char *name, int64_t delta, tk_err *err);
 

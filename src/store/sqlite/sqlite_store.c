@@ -157,6 +157,7 @@ static void sq_close(tk_store *s) {
   if (q->inotify_fd >= 0) close(q->inotify_fd);
   if (q->ckpt_ready) tk__sq_checkpointer_stop(q);
   for (int i = 0; i < SQ__COUNT; i++) sqlite3_finalize(q->stmts[i]);
+  tk__sq_edges_free(q);
   sqlite3_close(q->db);
   free(q->path);
   free(q);
