@@ -8,8 +8,8 @@
  *               waiting for a retry in the future; peak RSS of `tasker run`
  * Usage: bench_engine [throughput|latency|precision|scale]... (default all)
  * Set BENCH_QUICK=1 for a tenth of the sizes, BENCH_SHAPE=chain or
- * independent for one throughput shape, BENCH_REPEAT=N for the median of N
- * runs of each throughput row. */
+ * independent for one throughput shape, BENCH_WORKERS=N for its rows with N
+ * workers only, BENCH_REPEAT=N for the median of N runs of each row. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -159,6 +159,8 @@ static void throughput(void) {
     /* 0 workers: handlers run inline on the engine's thread. */
     const int workers[] = {0, 1, 4};
     for (int w = 0; w < 3; w++) {
+      /* BENCH_WORKERS=N runs only the rows with N workers. */
+      if (getenv("BENCH_WORKERS") && atoi(getenv("BENCH_WORKERS")) != workers[w]) continue;
       double secs[15], cpu[15];
       for (int r = 0; r < repeat; r++) {
         copy_file(seed, path);

@@ -10,7 +10,7 @@
 /* Prepared statements, cached by these ids for the life of the connection. */
 enum {
   SQ_BEGIN, SQ_COMMIT, SQ_ROLLBACK,
-  SQ_CLAIM_RETRY, SQ_CLAIM_FRESH, SQ_CLAIM_STEP, SQ_ATTEMPT_INSERT, SQ_TRANSITION, SQ_TASK_START,
+  SQ_CLAIM_RETRY, SQ_CLAIM_FRESH, SQ_CLAIM_STEP, SQ_ATTEMPT_INSERT, SQ_TRANSITION, SQ_TRANSITIONS_MANY, SQ_TASK_START,
   SQ_RECORD_STEP, SQ_ATTEMPT_FINISH, SQ_RELEASE_CHILDREN, SQ_TASK_DONE, SQ_TASK_DONE_QUIET, SQ_TASK_ERROR,
   SQ_TASK_PROGRESS, SQ_TASK_FINISH, SQ_COUNT, SQ_HEARTBEAT, SQ_EXPIRED, SQ_NEXT_READY, SQ_NEXT_RETRY,
   SQ_NEXT_LEASE, SQ_HAS_WORK, SQ_STEP_INSERT,
@@ -20,6 +20,7 @@ enum {
 };
 
 typedef struct tk__sq_dag tk__sq_dag; /* sqlite_edges.c */
+typedef struct tk__sq_transition_row tk__sq_transition_row; /* sqlite_transitions.c */
 
 typedef struct tk__sqlite {
   tk_store base; /* first: a tk__sqlite is a tk_store */
@@ -36,6 +37,9 @@ typedef struct tk__sqlite {
   /* Templates' edges read so far (sqlite_edges.c). */
   tk__sq_dag *dags;
   int ndags;
+  /* Transition rows of the open transaction (sqlite_transitions.c). */
+  tk__sq_transition_row *trans;
+  int ntrans, trans_cap;
 } tk__sqlite;
 
 /* The cached statement `id`, prepared from `sql` on first use and reset and
@@ -67,8 +71,15 @@ void tk__sq_checkpointer_stop(tk__sqlite *q);
 /* Column helpers: text or NULL, and text as a new json_t (null for NULL). */
 const char *tk__sq_text(sqlite3_stmt *st, int col);
 
+/* Add a transition row to the open transaction (from may be NULL, step_id
+ * and attempt 0 for none). Rows are written when the transaction commits;
+ * tk__sq_transitions_flush writes them earlier (before a statement that
+ * inserts transitions itself, so ids stay in order). */
 int tk__sq_transition(tk__sqlite *q, int64_t task_id, int64_t step_id, const char *from,
                       const char *to, int64_t at, const char *reason, int attempt, tk_err *err);
+int tk__sq_transitions_flush(tk__sqlite *q, tk_err *err);
+void tk__sq_transitions_drop(tk__sqlite *q);
+void tk__sq_transitions_free(tk__sqlite *q);
 
 /* After a step of task_id ended (complete, resolved or error): complete or
  * fail the task when nothing else can progress. *state gets the task's new

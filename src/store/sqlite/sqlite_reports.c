@@ -152,11 +152,12 @@ static int op_cancel(tk__sqlite *q, int64_t task_id, const char *task_state, int
                      tk__effects *fx, tk_err *err) {
   if (strcmp(task_state, TK__TASK_COMPLETE) == 0 || strcmp(task_state, TK__TASK_CANCELLED) == 0)
     return tk_err_set(err, TK_ESTATE, "task %lld is already %s", (long long)task_id, task_state);
-  int rc = exec_bound(q,
-                      "INSERT INTO transitions (task_id, step_id, from_state, to_state, at,"
-                      " reason) SELECT task_id, id, state, 'cancelled', ?1, 'task cancelled'"
-                      " FROM steps WHERE task_id = ?2 AND state IN ('pending', 'in_progress',"
-                      " 'waiting_for_retry')",
+  int rc = tk__sq_transitions_flush(q, err);
+  if (!rc) rc = exec_bound(q,
+                           "INSERT INTO transitions (task_id, step_id, from_state, to_state,"
+                           " at, reason) SELECT task_id, id, state, 'cancelled', ?1,"
+                           " 'task cancelled' FROM steps WHERE task_id = ?2 AND state IN"
+                           " ('pending', 'in_progress', 'waiting_for_retry')",
                       now, task_id, 0, err);
   if (!rc) rc = exec_bound(q,
                            "UPDATE steps SET state = 'cancelled', lease_owner = NULL,"

@@ -64,32 +64,17 @@ int tk__sq_begin(tk__sqlite *q, tk_err *err) {
 }
 
 int tk__sq_commit(tk__sqlite *q, tk_err *err) {
-  return tk__sq_run(q, SQ_COMMIT, "COMMIT", err);
+  int rc = tk__sq_transitions_flush(q, err);
+  return rc ? rc : tk__sq_run(q, SQ_COMMIT, "COMMIT", err);
 }
 
 void tk__sq_rollback(tk__sqlite *q) {
+  tk__sq_transitions_drop(q);
   if (!sqlite3_get_autocommit(q->db)) tk__sq_run(q, SQ_ROLLBACK, "ROLLBACK", NULL);
 }
 
 const char *tk__sq_text(sqlite3_stmt *st, int col) {
   return (const char *)sqlite3_column_text(st, col);
-}
-
-int tk__sq_transition(tk__sqlite *q, int64_t task_id, int64_t step_id, const char *from,
-                      const char *to, int64_t at, const char *reason, int attempt, tk_err *err) {
-  sqlite3_stmt *st = tk__sq_stmt(q, SQ_TRANSITION,
-                                 "INSERT INTO transitions (task_id, step_id, from_state, to_state,"
-                                 " at, reason, attempt) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                 err);
-  if (st == NULL) return TK_ESTORE;
-  sqlite3_bind_int64(st, 1, task_id);
-  if (step_id > 0) sqlite3_bind_int64(st, 2, step_id);
-  if (from) sqlite3_bind_text(st, 3, from, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 4, to, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(st, 5, at);
-  sqlite3_bind_text(st, 6, reason, -1, SQLITE_STATIC);
-  if (attempt > 0) sqlite3_bind_int(st, 7, attempt);
-  return tk__sq_done(q, st, err);
 }
 
 int tk__sq_count(tk_store *s, const char *name, int64_t delta, tk_err *err) {
@@ -158,6 +143,7 @@ static void sq_close(tk_store *s) {
   if (q->ckpt_ready) tk__sq_checkpointer_stop(q);
   for (int i = 0; i < SQ__COUNT; i++) sqlite3_finalize(q->stmts[i]);
   tk__sq_edges_free(q);
+  tk__sq_transitions_free(q);
   sqlite3_close(q->db);
   free(q->path);
   free(q);

@@ -1,0 +1,94 @@
+/* Transition rows (the audit trail of DESIGN §2) wait in memory until their
+ * transaction commits and are then written by multi-row INSERTs. A group of
+ * outcomes writes two per step, and a statement per row was a fifth of what
+ * recording an outcome cost. The rows are part of the same transaction as
+ * the state change they describe: tk__sq_commit writes them before COMMIT,
+ * tk__sq_rollback drops them with everything else. */
+#include "store/sqlite/sqlite_internal.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Rows per multi-row INSERT; fewer are written one by one. */
+#define ROWS_PER_INSERT 32
+#define COLUMNS 7
+
+struct tk__sq_transition_row {
+  int64_t task_id, step_id, at; /* step_id 0: a task transition */
+  int attempt;                  /* 0: none */
+  char from[24], to[24], reason[64]; /* from "": none (a new task) */
+};
+
+int tk__sq_transition(tk__sqlite *q, int64_t task_id, int64_t step_id, const char *from,
+                      const char *to, int64_t at, const char *reason, int attempt, tk_err *err) {
+  if (q->ntrans == q->trans_cap) {
+    int cap = q->trans_cap ? 2 * q->trans_cap : 256;
+    tk__sq_transition_row *grown = realloc(q->trans, (size_t)cap * sizeof *grown);
+    if (grown == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory for transition rows");
+    q->trans = grown;
+    q->trans_cap = cap;
+  }
+  /* States and reasons are the store's own short names. */
+  assert(strlen(to) < sizeof q->trans->to && strlen(reason) < sizeof q->trans->reason);
+  assert(from == NULL || strlen(from) < sizeof q->trans->from);
+  tk__sq_transition_row *r = &q->trans[q->ntrans++];
+  r->task_id = task_id;
+  r->step_id = step_id;
+  r->at = at;
+  r->attempt = attempt;
+  snprintf(r->from, sizeof r->from, "%s", from ? from : "");
+  snprintf(r->to, sizeof r->to, "%s", to);
+  snprintf(r->reason, sizeof r->reason, "%s", reason);
+  return 0;
+}
+
+/* Bind row r to parameters first.. of st. */
+static void bind_row(sqlite3_stmt *st, int first, const tk__sq_transition_row *r) {
+  sqlite3_bind_int64(st, first, r->task_id);
+  if (r->step_id > 0) sqlite3_bind_int64(st, first + 1, r->step_id);
+  if (r->from[0]) sqlite3_bind_text(st, first + 2, r->from, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, first + 3, r->to, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, first + 4, r->at);
+  sqlite3_bind_text(st, first + 5, r->reason, -1, SQLITE_STATIC);
+  if (r->attempt > 0) sqlite3_bind_int(st, first + 6, r->attempt);
+}
+
+/* The cached INSERT of `rows` rows (1 or ROWS_PER_INSERT). */
+static sqlite3_stmt *insert_stmt(tk__sqlite *q, int rows, tk_err *err) {
+  int id = rows == 1 ? SQ_TRANSITION : SQ_TRANSITIONS_MANY;
+  if (q->stmts[id] != NULL) return tk__sq_stmt(q, id, NULL, err);
+  char sql[96 + ROWS_PER_INSERT * 24];
+  size_t len = (size_t)snprintf(sql, sizeof sql,
+                                "INSERT INTO transitions (task_id, step_id, from_state,"
+                                " to_state, at, reason, attempt) VALUES ");
+  for (int i = 0; i < rows; i++)
+    len += (size_t)snprintf(sql + len, sizeof sql - len, "%s(?,?,?,?,?,?,?)", i ? "," : "");
+  return tk__sq_stmt(q, id, sql, err);
+}
+
+int tk__sq_transitions_flush(tk__sqlite *q, tk_err *err) {
+  int done = 0, rc = 0;
+  while (rc == 0 && done < q->ntrans) {
+    int rows = q->ntrans - done >= ROWS_PER_INSERT ? ROWS_PER_INSERT : 1;
+    sqlite3_stmt *st = insert_stmt(q, rows, err);
+    if (st == NULL) {
+      rc = TK_ESTORE;
+      break;
+    }
+    for (int i = 0; i < rows; i++) bind_row(st, 1 + i * COLUMNS, &q->trans[done + i]);
+    rc = tk__sq_done(q, st, err);
+    done += rows;
+  }
+  q->ntrans = 0;
+  return rc;
+}
+
+void tk__sq_transitions_drop(tk__sqlite *q) { q->ntrans = 0; }
+
+void tk__sq_transitions_free(tk__sqlite *q) {
+  free(q->trans);
+  q->trans = NULL;
+  q->ntrans = q->trans_cap = 0;
+}
