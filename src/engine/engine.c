@@ -349,7 +349,7 @@ static int fresh_budget(const tk_engine *e, int64_t now, int limit) {
   return steps < MIN_PASS ? MIN_PASS : (int)steps;
 }
 
-/* How far ahead of its run_at this engine claims a retry: about two
+/* How far ahead of its run_at this engine claims a retry: about four full
  * passes, so that a retry that comes due while a pass runs is claimed
  * already and waits among the workers for its time (pool.c). Only with
  * workers, which do the waiting, and the system clock, which their timed
@@ -379,9 +379,11 @@ static int record_and_claim(tk_engine *e, int rounds, int *claimed, tk_err *err)
     if (done != NULL) {
       for (job *j = done; j; j = j->next) recorded++;
       complete_jobs(e, done, &next);
-    } else {
+    } else if (limit > 0) {
       int rc = e->store->ops->record(e->store, NULL, 0, NULL, NULL, &next, err);
       if (rc) return rc;
+    } else {
+      break; /* nothing to record, no room to claim */
     }
     now = next.now;
     e->next_retry_at = next.next_retry_at;
