@@ -101,7 +101,7 @@ int efx_teardown(void **state) {
   return 0;
 }
 
-static void on_event(const char *line, void *ud) {
+void efx_on_event(const char *line, void *ud) {
   efx *f = ud;
   json_error_t e;
   json_t *v = json_loads(line, 0, &e);
@@ -118,13 +118,25 @@ static void on_log(tk_log_level level, const char *msg, void *ud) {
 tk_engine *efx_engine_on(efx *f, tk_store *s, const char *id) {
   tk_engine_options o = {
       .store = s, .config = f->cfg, .clock = tk_clock_manual(&f->clock),
-      .seed = f->seed ? f->seed : 42, .id = id, .workers = 0, .on_event = on_event,
+      .seed = f->seed ? f->seed : 42, .id = id, .workers = 0, .on_event = efx_on_event,
       .event_ud = f, .on_log = on_log, .log_ud = f,
   };
   tk_engine *e;
   tk_err err;
   if (tk_engine_new(&o, &e, &err) != 0) fail_msg("engine: %s", err.msg);
   return e;
+}
+
+void efx_run_workers(efx *f, const char *id, int workers) {
+  tk_engine_options o = {.store = f->store, .config = f->cfg, .seed = f->seed ? f->seed : 42,
+                         .id = id, .workers = workers, .on_event = efx_on_event, .event_ud = f,
+                         .on_log = on_log, .log_ud = f};
+  tk_engine *e;
+  tk_err err;
+  if (tk_engine_new(&o, &e, &err) != 0) fail_msg("engine: %s", err.msg);
+  int rc = tk_engine_run(e, 1, &err);
+  tk_engine_free(e);
+  if (rc != 0) fail_msg("run with %d workers: %s", workers, err.msg);
 }
 
 void efx_engine(efx *f, const char *id) {

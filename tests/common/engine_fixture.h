@@ -58,10 +58,21 @@ void efx_close(efx *f);
 efx *efx_new(const char *const *sets, const char *id);
 int efx_teardown(void **state);
 
+/* The event sink of fixture engines (ud: the efx): each line parsed into
+ * f->events, failing the test on a line that is not JSON. For an engine a
+ * test builds itself; events come from the engine thread only. */
+void efx_on_event(const char *line, void *ud);
+
 /* Create the engine under orchestrator id `id`: manual clock, f->seed,
  * workers 0 (handlers run inline on the ticking thread), sinks into
  * f->events and f->logs. Replaces an earlier engine. */
 void efx_engine(efx *f, const char *id);
+
+/* Run an engine with `workers` worker threads on the system clock (worker
+ * threads and the manual clock do not mix) until no task has work left,
+ * as orchestrator `id`, events into f->events; fails the test on an
+ * error. */
+void efx_run_workers(efx *f, const char *id, int workers);
 
 /* Another engine (another orchestrator) on store `s` (e.g. a second
  * connection to f->db), with f's clock, seed and sinks. */

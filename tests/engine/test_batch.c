@@ -21,8 +21,6 @@
 /* No jitter, base 100ms doubling: in-call sleeps of 100, 200, 400 ms. */
 static const char *const sets[] = {"backoff.jitter=none", "backoff.base=100ms", NULL};
 
-/* {"items": ["item-0", ..., "item-(n-1)"]}, malloc'd. */
-
 /* Template NAME: one batch step "s" with `handler` and `batch` (inline
  * TOML tables) and max_attempts. */
 static void batch_template(efx *f, const char *name, const char *handler, const char *batch,
@@ -433,13 +431,7 @@ static void workers_hand_item_writes_to_the_engine_thread(void **state) {
                  "{ items_from = \"items\", max_in_call_retries = 2, max_item_attempts = 5 }", 3);
   int64_t ids[4];
   for (int i = 0; i < 4; i++) ids[i] = submit_items(f, "b", 1000);
-  tk_engine_options o = {.store = f->store, .config = f->cfg, .seed = 1, .id = "orch-w",
-                         .workers = 3};
-  tk_engine *e;
-  tk_err err;
-  assert_int_equal(tk_engine_new(&o, &e, &err), 0);
-  assert_int_equal(tk_engine_run(e, 1, &err), 0);
-  tk_engine_free(e);
+  efx_run_workers(f, "orch-w", 3);
   for (int i = 0; i < 4; i++) expect_counts(f, ids[i], 1000, 1000, 0);
   efx_sql_expect(f->db, "acked|1|3600\nacked|3|400",
                  "SELECT state, attempts, COUNT(*) FROM items GROUP BY state, attempts");

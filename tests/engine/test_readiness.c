@@ -234,7 +234,7 @@ static void a_wide_fan_out_releases_every_child(void **state) {
                                                  "step.completed") == 0) root_done = e;
   assert_non_null(root_done);
   assert_int_equal(json_integer_value(json_object_get(root_done, "children_released")), 300);
-  for (int k = 0; k < 10; k++) efx_tick(f);
+  efx_drive(f, 10);
   json_t *task = efx_task(f, id);
   assert_string_equal(json_string_value(json_object_get(task, "state")), "complete");
   json_decref(task);
