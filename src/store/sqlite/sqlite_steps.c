@@ -130,7 +130,7 @@ static int claim_in_txn(tk__sqlite *q, const char *owner, int64_t now, int64_t l
   if ((rc = claim_scan(q, SQ_CLAIM_RETRY,
                        CLAIM_COLUMNS " INDEXED BY steps_retry_due JOIN tasks t ON t.id = s.task_id"
                        " WHERE s.state = 'waiting_for_retry' AND s.run_at <= ?1"
-                       " AND s.parents_remaining = 0 ORDER BY s.run_at LIMIT ?2",
+                       " AND s.parents_remaining = 0 ORDER BY s.run_at, s.id LIMIT ?2",
                        now + retry_ahead_ms, lease_ms, limit, out, &count, err)))
     goto fail;
   int fresh_end = fresh_limit < limit - count ? count + fresh_limit : limit;
