@@ -370,7 +370,7 @@ static int bench_claim_100(tk_store *s, int64_t now, double *ms) {
   int n = 0;
   tk_err err;
   int64_t t0 = tk_monotonic_ns();
-  int rc = s->ops->claim(s, "bench", now, 60000, 100, out, &n, &err);
+  int rc = tk__store_claim(s, "bench", now, 60000, 100, out, &n, &err);
   *ms = (tk_monotonic_ns() - t0) / 1e6;
   if (rc || n != 100) {
     fprintf(stderr, "claim: %d steps, %s\n", n, rc ? err.msg : "");

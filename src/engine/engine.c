@@ -298,7 +298,7 @@ static void start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us, jo
     j->claim = *c;
     j->def = &t->steps[c->idx];
     j->next_heartbeat = now + e->heartbeat_ms;
-    j->not_before = c->run_at > now ? c->run_at : 0; /* a retry claimed ahead */
+    if (strcmp(c->prev_state, TK__STEP_WAITING) == 0) j->not_before = c->run_at;
     if (j->def->kind == KIND_FUNCTION) {
       const char *fname = json_string_value(json_object_get(j->def->spec, "name"));
       for (int k = 0; k < e->nfns; k++)

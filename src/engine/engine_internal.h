@@ -50,7 +50,7 @@ typedef struct job {
   char *input;
   int64_t next_heartbeat;
   int64_t started_at; /* engine clock, when its handler was called */
-  int64_t not_before; /* a retry claimed ahead: its run_at; else 0 */
+  int64_t not_before; /* a retry: its run_at, before which no worker starts it; else 0 */
   tk_handler_result result;
   struct tk__batch_job *batch;          /* a batch step's items and results, or NULL */
   struct job *next;                     /* pool queues */
@@ -89,8 +89,7 @@ struct tk_engine {
   pthread_mutex_t mu;
   pthread_cond_t have_todo;
   job *todo_head, *todo_tail;
-  job *todo_retries_end; /* the last retry at the head of the queue, or NULL */
-  job *held_head;        /* retries claimed ahead of run_at, earliest first */
+  job *held_head, *held_tail; /* retries, earliest run_at first */
   job *done_head;
   job *running; /* in flight: claimed and not yet recorded (engine thread only) */
   int in_flight;

@@ -3,19 +3,19 @@
 #include "engine/engine_internal.h"
 
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-/* The next job for a worker, or NULL to wait: a held retry whose run_at
- * has come, then the queue. *wake_at gets when the earliest held retry is
- * due (0: none held). Called with e->mu held. */
+/* The next job for a worker, or NULL to wait: a retry whose run_at has
+ * come, then the queue. *wake_at gets when the earliest retry held is due
+ * (0: none held). Called with e->mu held. */
 static job *next_job(tk_engine *e, int64_t *wake_at) {
   *wake_at = 0;
   job *j = e->held_head;
   if (j != NULL) {
     if (j->not_before <= tk_clock_now(&e->clock)) {
       e->held_head = j->next;
+      if (e->held_head == NULL) e->held_tail = NULL;
       return j;
     }
     *wake_at = j->not_before;
@@ -24,7 +24,6 @@ static job *next_job(tk_engine *e, int64_t *wake_at) {
   if (j == NULL) return NULL;
   e->todo_head = j->next;
   if (e->todo_head == NULL) e->todo_tail = NULL;
-  if (e->todo_retries_end == j) e->todo_retries_end = NULL;
   return j;
 }
 
@@ -89,37 +88,31 @@ void tk__pool_stop(tk_engine *e) {
   e->nthreads = 0;
 }
 
-/* Queue one claimed attempt (e->mu held); 1 when it became the earliest
- * held retry, which waiting workers must know of. */
+/* Queue one claimed attempt (e->mu held); 1 when waiting workers must
+ * look again: new work, or a retry that became the earliest held. */
 static int enqueue(tk_engine *e, job *j) {
-  if (j->not_before > 0) {
-    job **at = &e->held_head;
-    while (*at != NULL && (*at)->not_before <= j->not_before) at = &(*at)->next;
-    j->next = *at;
-    *at = j;
-    return at == &e->held_head;
-  }
-  if (strcmp(j->claim.prev_state, TK__STEP_WAITING) == 0) {
-    job **at = e->todo_retries_end ? &e->todo_retries_end->next : &e->todo_head;
-    j->next = *at;
-    *at = j;
-    e->todo_retries_end = j;
-    if (j->next == NULL) e->todo_tail = j;
-  } else {
+  if (j->not_before == 0) {
     j->next = NULL;
     if (e->todo_tail) e->todo_tail->next = j;
     else e->todo_head = j;
     e->todo_tail = j;
+    return 1;
   }
-  return 1;
+  /* Claims come in run_at order: appending is the common case. */
+  job **at = e->held_tail && e->held_tail->not_before <= j->not_before ? &e->held_tail->next
+                                                                       : &e->held_head;
+  while (*at != NULL && (*at)->not_before <= j->not_before) at = &(*at)->next;
+  j->next = *at;
+  *at = j;
+  if (j->next == NULL) e->held_tail = j;
+  return at == &e->held_head || j->not_before <= tk_clock_now(&e->clock);
 }
 
 /* Queue the claimed attempts `list` (linked by next) under one lock, with
- * one wake-up of the workers. A retry claimed ahead of its run_at is held
- * until then (in run_at order) and goes before anything queued; other
- * retries go ahead of the attempts waiting for a worker (in the order they
- * came), as the claim takes them first: a retry has a promised time, work
- * claimed earlier does not. */
+ * one wake-up of the workers. Retries wait in run_at order until their
+ * run_at (one claimed ahead of it is held until then) and go before
+ * anything queued: a retry has a promised time, work claimed earlier does
+ * not. */
 void tk__pool_submit(tk_engine *e, job *list) {
   int wake = 0;
   pthread_mutex_lock(&e->mu);

@@ -45,3 +45,12 @@ int tk_store_migrate(tk_store *s, int *applied, int *version, tk_err *err) {
 int tk_store_schema_version(tk_store *s, int *version, tk_err *err) {
   return s->ops->schema_version(s, version, err);
 }
+
+int tk__store_claim(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
+                    tk__claimed *out, int *n, tk_err *err) {
+  tk__claim_request r = {.owner = owner, .now = now, .lease_ms = lease_ms, .limit = limit,
+                         .fresh_limit = limit, .out = out};
+  int rc = s->ops->record(s, NULL, 0, NULL, NULL, &r, err);
+  *n = r.n;
+  return rc;
+}

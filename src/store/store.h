@@ -18,7 +18,10 @@
 #include <tasker/store.h>
 #include <tasker/workflow.h>
 
-#define TK__STORE_OPS_VERSION 2 /* 2: the batch-step members at the end */
+/* 2: the batch-step members at the end; 3: no `claim` (record with no
+ * outcomes claims), claim requests with fresh_limit, retry_ahead_ms, clock
+ * and next_retry_at */
+#define TK__STORE_OPS_VERSION 3
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 
@@ -224,22 +227,18 @@ typedef struct tk__store_ops {
   int (*task_create)(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
                      tk_err *err);
 
-  /* Claim up to `limit` ready steps (DESIGN §4) for `owner`: due retries
-   * first, earliest run_at first, then ready pending steps, oldest task
-   * first. */
-  int (*claim)(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
-               tk__claimed *out, int *n, tk_err *err);
   /* Record n outcomes, each atomic and fenced by its claim, in as few
    * transactions as the backend can (group commit): rcs[i] is 0,
    * TK_EFENCED when the step is no longer held by that claim (nothing
    * changes but the fenced-writes counter and the claim's attempt row), or
    * an error that undid outcome i alone, with the message of the last such
    * error in err. With `next` (may be NULL) the same transaction then
-   * claims up to next->limit ready steps as `claim` would, so a finished
-   * step's released children start without another commit; next->n gets
-   * how many (0 if that part failed). n may be 0: a claim alone, with
-   * next->next_retry_at. The return value is nonzero only when nothing
-   * could be recorded at all. */
+   * claims up to next->limit ready steps (DESIGN §4: due retries first,
+   * earliest run_at first, then ready pending steps, oldest task first),
+   * so a finished step's released children start without another commit;
+   * next->n gets how many (0 if that part failed). n may be 0: a claim
+   * alone (tk__store_claim), whose failure is returned. Otherwise the
+   * return value is nonzero only when nothing could be recorded at all. */
   int (*record)(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int *rcs,
                 tk__claim_request *next, tk_err *err);
   /* Extend a lease, fenced like record. */
@@ -291,6 +290,11 @@ struct tk_store {
 };
 
 extern const tk__store_ops tk__sqlite_store_ops;
+
+/* Claim up to `limit` ready steps for `owner` at `now` in a transaction of
+ * their own: a claim request with no outcomes, given to `record`. */
+int tk__store_claim(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
+                    tk__claimed *out, int *n, tk_err *err);
 
 /* Process-wide SQLite settings (see tk_store_process_init). */
 void tk__sqlite_process_init(void);

@@ -38,7 +38,7 @@ static int64_t ghost_claimed(efx *f, int max_attempts, tk__claimed *c) {
   int64_t id = efx_submit(f, "one", NULL);
   tk_err err;
   int n;
-  assert_int_equal(f->store->ops->claim(f->store, "ghost", EFX_T0, 10000, 1, c, &n, &err), 0);
+  assert_int_equal(tk__store_claim(f->store, "ghost", EFX_T0, 10000, 1, c, &n, &err), 0);
   assert_int_equal(n, 1);
   return id;
 }
@@ -161,13 +161,13 @@ static void stale_claim_unknown_claim_and_second_write_are_refused(void **state)
   tk__effects fx;
   tk_err err;
   int n;
-  assert_int_equal(s->ops->claim(s, "A", EFX_T0, 10000, 4, &first, &n, &err), 0);
+  assert_int_equal(tk__store_claim(s, "A", EFX_T0, 10000, 4, &first, &n, &err), 0);
   assert_int_equal(n, 1);
   assert_int_equal(first.attempt, 1);
   tk__outcome o = outcome(&first, "A", EFX_T0 + 20000, TK__NEXT_RETRY);
   assert_int_equal(record1(s, &o, &fx, &err), 0);
   /* The same owner claims the retry: attempt 2, a new claim. */
-  assert_int_equal(s->ops->claim(s, "A", EFX_T0 + 20000, 10000, 4, &c, &n, &err), 0);
+  assert_int_equal(tk__store_claim(s, "A", EFX_T0 + 20000, 10000, 4, &c, &n, &err), 0);
   assert_int_equal(n, 1);
   assert_int_equal(c.attempt, 2);
   assert_true(c.claim_id != first.claim_id);
@@ -219,7 +219,7 @@ static void a_lease_renewed_after_the_reapers_look_is_not_expired(void **state) 
   tk__effects fx;
   tk_err err;
   int n;
-  assert_int_equal(s->ops->claim(s, "A", EFX_T0, 10000, 1, &c, &n, &err), 0);
+  assert_int_equal(tk__store_claim(s, "A", EFX_T0, 10000, 1, &c, &n, &err), 0);
   assert_int_equal(s->ops->expired(s, EFX_T0 + 9999, 4, x, &n, &err), 0);
   assert_int_equal(n, 0);
   assert_int_equal(s->ops->expired(s, EFX_T0 + 10000, 4, x, &n, &err), 0);

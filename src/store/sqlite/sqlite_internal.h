@@ -58,7 +58,8 @@ int tk__sq_done(tk__sqlite *q, sqlite3_stmt *st, tk_err *err);
 /* The last SQLite error as a TK_ESTORE in err, with `what` for context. */
 int tk__sq_fail(tk__sqlite *q, const char *what, tk_err *err);
 
-/* BEGIN IMMEDIATE / COMMIT / ROLLBACK. rollback never fails loudly. */
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK. A commit that fails rolls back
+ * (the transaction is over either way); rollback never fails loudly. */
 int tk__sq_begin(tk__sqlite *q, tk_err *err);
 int tk__sq_commit(tk__sqlite *q, tk_err *err);
 void tk__sq_rollback(tk__sqlite *q);
@@ -116,8 +117,6 @@ int tk__sq_template_get_by_id(tk_store *s, int64_t id, json_t **out, tk_err *err
 int tk__sq_template_list(tk_store *s, json_t **out, tk_err *err);
 int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
                        tk_err *err);
-int tk__sq_claim(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
-                 tk__claimed *out, int *n, tk_err *err);
 int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int *rcs,
                   tk__claim_request *next, tk_err *err);
 int tk__sq_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,

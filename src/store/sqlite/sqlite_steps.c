@@ -83,14 +83,15 @@ fail:
   " s.run_at, s.last_delay_ms, s.backoff, s.state, t.state"                                \
   " FROM steps s"
 
-/* Append to out[*count] the rows of the cached claim query `id` (parameters
- * ?1 now, ?2 limit) until *count reaches limit. Every row is read before
- * any is changed: the claim's updates take rows out of the index scanned. */
-static int claim_scan(tk__sqlite *q, int id, const char *sql, int64_t now, int64_t lease_ms,
-                      int limit, tk__claimed *out, int *count, tk_err *err) {
+/* Append to out[*count] the rows of the cached claim query `id` (?1: due
+ * until, ?2: how many) until *count reaches limit, leased from now. Every
+ * row is read before any is changed: the claim's updates take rows out of
+ * the index scanned. */
+static int claim_scan(tk__sqlite *q, int id, const char *sql, int64_t until, int64_t now,
+                      int64_t lease_ms, int limit, tk__claimed *out, int *count, tk_err *err) {
   sqlite3_stmt *st = tk__sq_stmt(q, id, sql, err);
   if (st == NULL) return TK_ESTORE;
-  sqlite3_bind_int64(st, 1, now);
+  sqlite3_bind_int64(st, 1, until);
   sqlite3_bind_int(st, 2, limit - *count);
   int rc = SQLITE_DONE;
   while (*count < limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -114,92 +115,76 @@ static int claim_scan(tk__sqlite *q, int id, const char *sql, int64_t now, int64
   return 0;
 }
 
-/* Claim inside the caller's transaction (DESIGN §4): the retries that are
- * due, earliest first, then ready pending steps, oldest task first (see
- * migration 0005). A retry has a promised time and fresh work has none, so
- * a backlog of new tasks does not make retries late; and a started task
- * goes on before new ones start, which keeps the pages being written few. */
-static int claim_in_txn(tk__sqlite *q, const char *owner, int64_t now, int64_t lease_ms,
-                        int limit, int fresh_limit, int64_t retry_ahead_ms, tk__claimed *out,
-                        int *n, tk_err *err) {
+/* Claim for request r inside the caller's transaction (DESIGN §4): the
+ * retries that are due (or due within r->retry_ahead_ms), earliest first,
+ * then ready pending steps, oldest task first (see migration 0005). A retry
+ * has a promised time and fresh work has none, so a backlog of new tasks
+ * does not make retries late; and a started task goes on before new ones
+ * start, which keeps the pages being written few. */
+static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
   int rc, count = 0;
-  sqlite3_stmt *st;
-  *n = 0;
+  int64_t now = r->now;
+  r->n = 0;
   /* INDEXED BY: each query must be a range scan of its partial index (and
    * fails to prepare if a schema change ever makes that impossible). */
   if ((rc = claim_scan(q, SQ_CLAIM_RETRY,
                        CLAIM_COLUMNS " INDEXED BY steps_retry_due JOIN tasks t ON t.id = s.task_id"
                        " WHERE s.state = 'waiting_for_retry' AND s.run_at <= ?1"
-                       " AND s.parents_remaining = 0 ORDER BY s.run_at, s.id LIMIT ?2",
-                       now + retry_ahead_ms, lease_ms, limit, out, &count, err)))
-    goto fail;
-  int fresh_end = fresh_limit < limit - count ? count + fresh_limit : limit;
+                       " ORDER BY s.run_at, s.id LIMIT ?2",
+                       now + r->retry_ahead_ms, now, r->lease_ms, r->limit, r->out, &count,
+                       err)))
+    return rc;
+  int fresh_end = r->fresh_limit < r->limit - count ? count + r->fresh_limit : r->limit;
   if (count < fresh_end &&
       (rc = claim_scan(q, SQ_CLAIM_FRESH,
                        CLAIM_COLUMNS " INDEXED BY steps_fresh JOIN tasks t ON t.id = s.task_id"
                        " WHERE s.state = 'pending' AND s.parents_remaining = 0"
                        " AND s.run_at <= ?1 ORDER BY s.task_id, s.id LIMIT ?2",
-                       now, lease_ms, fresh_end, out, &count, err)))
-    goto fail;
+                       now, now, r->lease_ms, fresh_end, r->out, &count, err)))
+    return rc;
   for (int i = 0; i < count; i++) {
-    tk__claimed *c = &out[i];
-    st = tk__sq_stmt(q, SQ_ATTEMPT_INSERT,
-                     "INSERT INTO attempts (step_id, attempt, owner, started_at)"
-                     " VALUES (?, ?, ?, ?)",
-                     err);
-    if (st == NULL) { rc = TK_ESTORE; goto fail; }
+    tk__claimed *c = &r->out[i];
+    sqlite3_stmt *st = tk__sq_stmt(q, SQ_ATTEMPT_INSERT,
+                                   "INSERT INTO attempts (step_id, attempt, owner, started_at)"
+                                   " VALUES (?, ?, ?, ?)",
+                                   err);
+    if (st == NULL) return TK_ESTORE;
     sqlite3_bind_int64(st, 1, c->step_id);
     sqlite3_bind_int(st, 2, c->attempt);
-    sqlite3_bind_text(st, 3, owner, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, r->owner, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, now);
-    if ((rc = tk__sq_done(q, st, err))) goto fail;
+    if ((rc = tk__sq_done(q, st, err))) return rc;
     c->claim_id = sqlite3_last_insert_rowid(q->db);
     st = tk__sq_stmt(q, SQ_CLAIM_STEP,
                      "UPDATE steps SET state = 'in_progress', attempts = attempts + 1,"
                      " lease_owner = ?, lease_expires_at = ?, claim_id = ? WHERE id = ?",
                      err);
-    if (st == NULL) { rc = TK_ESTORE; goto fail; }
-    sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
+    if (st == NULL) return TK_ESTORE;
+    sqlite3_bind_text(st, 1, r->owner, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, c->lease_expires_at);
     sqlite3_bind_int64(st, 3, c->claim_id);
     sqlite3_bind_int64(st, 4, c->step_id);
-    if ((rc = tk__sq_done(q, st, err))) goto fail;
+    if ((rc = tk__sq_done(q, st, err))) return rc;
     if ((rc = tk__sq_transition(q, c->task_id, c->step_id, c->prev_state, TK__STEP_IN_PROGRESS,
                                 now, "claimed", c->attempt, err)))
-      goto fail;
+      return rc;
     if (c->task_was_pending) {
       st = tk__sq_stmt(q, SQ_TASK_START,
                        "UPDATE tasks SET state = 'in_progress', updated_at = ?"
                        " WHERE id = ? AND state = 'pending'",
                        err);
-      if (st == NULL) { rc = TK_ESTORE; goto fail; }
+      if (st == NULL) return TK_ESTORE;
       sqlite3_bind_int64(st, 1, now);
       sqlite3_bind_int64(st, 2, c->task_id);
-      if ((rc = tk__sq_done(q, st, err))) goto fail;
+      if ((rc = tk__sq_done(q, st, err))) return rc;
       if (sqlite3_changes(q->db) > 0 &&
           (rc = tk__sq_transition(q, c->task_id, 0, TK__TASK_PENDING, TK__TASK_IN_PROGRESS, now,
                                   "first step claimed", 0, err)))
-        goto fail;
+        return rc;
     }
   }
-  *n = count;
+  r->n = count;
   return 0;
-fail:
-  return rc;
-}
-
-int tk__sq_claim(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
-                 tk__claimed *out, int *n, tk_err *err) {
-  tk__sqlite *q = (tk__sqlite *)s;
-  int rc;
-  *n = 0;
-  if ((rc = tk__sq_begin(q, err))) return rc;
-  if ((rc = claim_in_txn(q, owner, now, lease_ms, limit, limit, 0, out, n, err)) ||
-      (rc = tk__sq_commit(q, err))) {
-    *n = 0;
-    tk__sq_rollback(q);
-  }
-  return rc;
 }
 
 /* Count one finished parent off child `child` of task_id; *ready gets 1
@@ -342,8 +327,17 @@ static int fenced_out(tk__sqlite *q, const tk__outcome *o, tk_err *err) {
   return rc;
 }
 
+/* The single int64 a cached query returns, or `none` when it returns NULL. */
 static int scalar(tk__sqlite *q, int id, const char *sql, int64_t none, int64_t *out,
-                  tk_err *err);
+                  tk_err *err) {
+  sqlite3_stmt *st = tk__sq_stmt(q, id, sql, err);
+  if (st == NULL) return TK_ESTORE;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW)
+    *out = sqlite3_column_type(st, 0) == SQLITE_NULL ? none : sqlite3_column_int64(st, 0);
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW ? 0 : tk__sq_fail(q, "query", err);
+}
 
 /* The earliest run_at of a step waiting for a retry; INT64_MAX: none. */
 static int next_retry(tk__sqlite *q, int64_t *at, tk_err *err) {
@@ -464,11 +458,16 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int
   }
   if (failed < 0 && next) {
     if (next->clock) next->now = tk_clock_now(next->clock);
-    if ((next->limit > 0 &&
-         claim_in_txn(q, next->owner, next->now, next->lease_ms, next->limit, next->fresh_limit,
-                      next->retry_ahead_ms, next->out, &next->n, &one) != 0) ||
-        next_retry(q, &next->next_retry_at, &one) != 0)
-      failed = n; /* retry without the claim below */
+    if ((rc = claim_in_txn(q, next, &one)) != 0 ||
+        (rc = next_retry(q, &next->next_retry_at, &one)) != 0) {
+      if (n == 0) { /* a claim alone: its failure is the call's */
+        tk__sq_rollback(q);
+        next->n = 0;
+        if (err) *err = one;
+        return rc;
+      }
+      failed = n; /* record without the claim below */
+    }
   }
   if (failed < 0) {
     if ((rc = tk__sq_commit(q, err)) == 0) return 0;
@@ -550,18 +549,6 @@ int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
   }
   sqlite3_reset(st);
   return rc == SQLITE_DONE ? 0 : tk__sq_fail(q, "expired leases", err);
-}
-
-/* The single int64 a cached query returns, or `none` when it returns NULL. */
-static int scalar(tk__sqlite *q, int id, const char *sql, int64_t none, int64_t *out,
-                  tk_err *err) {
-  sqlite3_stmt *st = tk__sq_stmt(q, id, sql, err);
-  if (st == NULL) return TK_ESTORE;
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW)
-    *out = sqlite3_column_type(st, 0) == SQLITE_NULL ? none : sqlite3_column_int64(st, 0);
-  sqlite3_reset(st);
-  return rc == SQLITE_ROW ? 0 : tk__sq_fail(q, "query", err);
 }
 
 int tk__sq_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *err) {

@@ -65,7 +65,10 @@ int tk__sq_begin(tk__sqlite *q, tk_err *err) {
 
 int tk__sq_commit(tk__sqlite *q, tk_err *err) {
   int rc = tk__sq_transitions_flush(q, err);
-  return rc ? rc : tk__sq_run(q, SQ_COMMIT, "COMMIT", err);
+  if (rc == 0) rc = tk__sq_run(q, SQ_COMMIT, "COMMIT", err);
+  /* A failed commit leaves nothing half done for the caller to clean up. */
+  if (rc != 0) tk__sq_rollback(q);
+  return rc;
 }
 
 void tk__sq_rollback(tk__sqlite *q) {
@@ -267,7 +270,6 @@ const tk__store_ops tk__sqlite_store_ops = {
     .template_get_by_id = tk__sq_template_get_by_id,
     .template_list = tk__sq_template_list,
     .task_create = tk__sq_task_create,
-    .claim = tk__sq_claim,
     .record = tk__sq_record,
     .heartbeat = tk__sq_heartbeat,
     .expired = tk__sq_expired,
