@@ -202,12 +202,12 @@ static void free_job(job *j) {
 }
 
 /* Record a list of finished jobs (linked by `next`) and free them; with
- * `next`, claim in the same transaction. */
-static void complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
+ * `next`, claim in the same transaction. Returns how many were recorded. */
+static int complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
   int n = 0;
   for (job *j = list; j; j = j->next) n++;
   if (next) next->n = 0;
-  if (n == 0) return;
+  if (n == 0) return 0;
   tk__finish *items = calloc((size_t)n, sizeof *items);
   int i = 0;
   for (job *j = list; j && items; j = j->next, i++)
@@ -221,6 +221,7 @@ static void complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
     free_job(list);
     list = following;
   }
+  return n;
 }
 
 /* The jobs the workers finished, off the in-flight list. Batch writes
@@ -286,13 +287,17 @@ static void start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us, jo
   e->stats.claimed += n;
   for (int i = 0; i < n; i++) {
     tk__claimed *c = &e->claims[i];
+    /* A step that cannot start is left to its lease: the reaper retries it. */
     const template_entry *t = tk__engine_template(e, c->template_id, &err);
-    job *j = calloc(1, sizeof *j);
-    if (t == NULL || j == NULL || c->idx >= t->nsteps) {
-      /* Leave the claim to expire: the reaper retries it. */
+    if (t == NULL || c->idx >= t->nsteps) {
       tk__engine_log(e, TK_LOG_ERROR, "cannot start step %lld: %s", (long long)c->step_id,
-                     t ? "out of memory" : err.msg);
-      free(j);
+                     t ? "its index is past the template's steps" : err.msg);
+      continue;
+    }
+    job *j = calloc(1, sizeof *j);
+    if (j == NULL) {
+      tk__engine_log(e, TK_LOG_ERROR, "cannot start step %lld: out of memory",
+                     (long long)c->step_id);
       continue;
     }
     j->claim = *c;
@@ -307,10 +312,14 @@ static void start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us, jo
     if (j->def->batch != NULL) tk__batch_prepare(e, j);
     if (j->def->kind != KIND_BUILTIN) {
       json_t *input = NULL;
-      if (e->store->ops->step_input(e->store, c->step_id, &input, &err) == 0) {
-        j->input = json_dumps(input, JSON_COMPACT);
-        json_decref(input);
+      if (e->store->ops->step_input(e->store, c->step_id, &input, &err) != 0) {
+        tk__engine_log(e, TK_LOG_ERROR, "cannot start step %lld: its input: %s",
+                       (long long)c->step_id, err.msg);
+        free_job(j);
+        continue;
       }
+      j->input = json_dumps(input, JSON_COMPACT);
+      json_decref(input);
     }
     if (e->on_event)
       tk__engine_event(e, "step.claimed", now,
@@ -377,8 +386,7 @@ static int record_and_claim(tk_engine *e, int rounds, int *claimed, tk_err *err)
                               .next_retry_at = INT64_MIN};
     int64_t t0 = tk_monotonic_ns();
     if (done != NULL) {
-      for (job *j = done; j; j = j->next) recorded++;
-      complete_jobs(e, done, &next);
+      recorded = complete_jobs(e, done, &next);
     } else if (limit > 0) {
       int rc = e->store->ops->record(e->store, NULL, 0, NULL, NULL, &next, err);
       if (rc) return rc;

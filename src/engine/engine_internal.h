@@ -97,7 +97,7 @@ struct tk_engine {
 
   /* Wakes the engine's poll: workers, tk_engine_wake, tk_engine_stop. */
   int wake_pipe[2];
-  volatile sig_atomic_t stop;
+  atomic_int stop; /* set by tk_engine_stop from any thread or a signal handler */
 
   /* Batch item results that workers hand to the engine thread between
    * calls (batch.c); NULL until a batch step runs on workers. */

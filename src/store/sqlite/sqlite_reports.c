@@ -22,26 +22,32 @@ static json_t *column_parsed(sqlite3_stmt *st, int i) {
 
 int tk__sq_step_input(tk_store *s, int64_t step_id, json_t **out, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
-  sqlite3_stmt *st;
   *out = NULL;
-  if (sqlite3_prepare_v2(q->db,
-                         "SELECT t.context, p.name, p.results FROM steps s"
-                         " JOIN tasks t ON t.id = s.task_id"
-                         " LEFT JOIN template_edges e ON e.template_id = t.template_id"
-                         "  AND e.child_idx = s.idx"
-                         " LEFT JOIN steps p ON p.task_id = s.task_id AND p.idx = e.parent_idx"
-                         " WHERE s.id = ?",
-                         -1, &st, NULL))
-    return tk__sq_fail(q, "step input", err);
+  /* Cached: every claimed command or function step reads its input. */
+  sqlite3_stmt *st = tk__sq_stmt(
+      q, SQ_STEP_INPUT,
+      "SELECT t.context, p.name, p.results FROM steps s"
+      " JOIN tasks t ON t.id = s.task_id"
+      " LEFT JOIN template_edges e ON e.template_id = t.template_id AND e.child_idx = s.idx"
+      " LEFT JOIN steps p ON p.task_id = s.task_id AND p.idx = e.parent_idx"
+      " WHERE s.id = ?",
+      err);
+  if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, step_id);
   json_t *parents = json_object();
   json_t *context = NULL;
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     if (context == NULL) context = column_parsed(st, 0);
     if (sqlite3_column_type(st, 1) != SQLITE_NULL)
       json_object_set_new(parents, tk__sq_text(st, 1), column_parsed(st, 2));
   }
-  sqlite3_finalize(st);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) {
+    json_decref(context);
+    json_decref(parents);
+    return tk__sq_fail(q, "step input", err);
+  }
   if (context == NULL) {
     json_decref(parents);
     return tk_err_set(err, TK_ENOENT, "no step with id %lld", (long long)step_id);
