@@ -20,7 +20,7 @@
 
 /* 2: the batch-step members at the end; 3: no `claim` (record with no
  * outcomes claims), claim requests with fresh_limit, retry_ahead_ms, clock
- * and next_retry_at */
+ * and next_retry_at, no `count` (counters are the backend's own) */
 #define TK__STORE_OPS_VERSION 3
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
@@ -183,7 +183,6 @@ typedef struct tk__batch_load {
 
 /* What recording an outcome changed beyond the step, for events. */
 typedef struct tk__effects {
-  int64_t task_id;
   int children_released; /* children whose parents are now all done */
   const char *task_state; /* the task's new terminal state, or NULL */
 } tk__effects;
@@ -264,8 +263,6 @@ typedef struct tk__store_ops {
   /* Reports, as JSON documented in docs/cli.md. */
   int (*task_show)(tk_store *s, int64_t task_id, json_t **out, tk_err *err);
   int (*status)(tk_store *s, int64_t now, json_t **out, tk_err *err);
-  /* Add `delta` to a persistent counter. */
-  int (*count)(tk_store *s, const char *name, int64_t delta, tk_err *err);
   /* A file descriptor that becomes readable when another connection may
    * have changed the store (so a sleeping engine looks again), or -1 when
    * the backend has none; `drain` consumes what made it readable. */

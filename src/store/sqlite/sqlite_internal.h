@@ -101,7 +101,8 @@ int tk__sq_children(tk__sqlite *q, int64_t template_id, int idx, const int **chi
                     tk_err *err);
 void tk__sq_edges_free(tk__sqlite *q);
 
-int tk__sq_count(tk_store *s, const char *name, int64_t delta, tk_err *err);
+/* Add `delta` to the persistent counter `name`, in the caller's transaction. */
+int tk__sq_count(tk__sqlite *q, const char *name, int64_t delta, tk_err *err);
 
 /* Batch steps (sqlite_items.c), inside the caller's transaction: store the
  * settings and items of new step step_id; apply item results of an

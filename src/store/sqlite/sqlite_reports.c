@@ -184,7 +184,6 @@ int tk__sq_operator(tk_store *s, tk__operator_action action, int64_t task_id, co
                     int64_t now, tk__effects *fx, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   memset(fx, 0, sizeof *fx);
-  fx->task_id = task_id;
   char task_state[24], step_state[24] = "";
   int64_t step_id = 0, template_id = 0;
   int idx = 0, rc;

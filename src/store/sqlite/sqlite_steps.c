@@ -378,7 +378,7 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
   if ((rc = tk__sq_done(q, st, err))) return rc;
   if (sqlite3_changes(q->db) == 0) {
     /* Fenced out: another claim holds the step now, or it moved on. */
-    if ((rc = tk__sq_count(&q->base, "fenced_writes", 1, err))) return rc;
+    if ((rc = tk__sq_count(q, "fenced_writes", 1, err))) return rc;
     /* The claim's attempt row says so unless something finished it already
      * (a reaper's lease_expired): after a cancel it would stay open. */
     if ((rc = fenced_out(q, o, err))) return rc;
@@ -389,7 +389,6 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
   }
   int64_t task_id = o->task_id, template_id = o->template_id;
   int idx = o->idx;
-  fx->task_id = task_id;
   /* The fence held: a batch step's item results go in with the outcome. */
   if (o->nitems > 0 && (rc = tk__sq_items_apply(q, o->step_id, o->items, o->nitems, err)))
     return rc;

@@ -80,8 +80,7 @@ const char *tk__sq_text(sqlite3_stmt *st, int col) {
   return (const char *)sqlite3_column_text(st, col);
 }
 
-int tk__sq_count(tk_store *s, const char *name, int64_t delta, tk_err *err) {
-  tk__sqlite *q = (tk__sqlite *)s;
+int tk__sq_count(tk__sqlite *q, const char *name, int64_t delta, tk_err *err) {
   sqlite3_stmt *st = tk__sq_stmt(q, SQ_COUNT,
                                  "INSERT INTO counters (name, value) VALUES (?1, ?2)"
                                  " ON CONFLICT (name) DO UPDATE SET value = value + ?2",
@@ -279,7 +278,6 @@ const tk__store_ops tk__sqlite_store_ops = {
     .operator = tk__sq_operator,
     .task_show = tk__sq_task_show,
     .status = tk__sq_status,
-    .count = tk__sq_count,
     .change_fd = sq_change_fd,
     .drain_changes = sq_drain_changes,
     .items_load = tk__sq_items_load,
