@@ -240,6 +240,44 @@ static void a_wide_fan_out_releases_every_child(void **state) {
   json_decref(task);
 }
 
+/* The store finds a finished step's children by id: a task's steps are
+ * numbered consecutively in template order, whichever connection submits
+ * and whatever else is submitted between. Both templates declare a child
+ * before one of its parents, so idx order is not run order. */
+static void a_tasks_steps_are_numbered_in_template_order(void **state) {
+  efx *f = *state;
+  efx_template(f, "name = \"diamond\"\nversion = \"1\"\n"
+                  EFX_STEP("join") "depends_on = [\"left\", \"right\"]\n" EFX_NOOP
+                  EFX_STEP("left") "depends_on = [\"top\"]\n" EFX_NOOP
+                  EFX_STEP("top") EFX_NOOP
+                  EFX_STEP("right") "depends_on = [\"top\"]\n" EFX_NOOP);
+  efx_template(f, "name = \"pair\"\nversion = \"1\"\n"
+                  EFX_STEP("second") "depends_on = [\"first\"]\n" EFX_NOOP
+                  EFX_STEP("first") EFX_NOOP);
+  tk_store *other, *mine = f->store;
+  tk_err err;
+  if (tk_store_open(f->url, &other, &err) != 0) fail_msg("open: %s", err.msg);
+  for (int i = 0; i < 6; i++) {
+    f->store = i % 2 ? other : mine;
+    efx_submit(f, i % 3 ? "diamond" : "pair", "{}");
+  }
+  f->store = mine;
+  tk_store_close(other);
+  assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM steps s WHERE s.id - s.idx <>"
+                                      " (SELECT MIN(id) FROM steps o WHERE o.task_id = s.task_id)"),
+                   0);
+  efx_drive(f, 20);
+  assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM tasks WHERE state = 'complete'"), 6);
+  /* Every join ran after both its parents. */
+  assert_int_equal(efx_sql_int(f->db,
+                               "SELECT COUNT(*) FROM steps j JOIN steps p ON p.task_id = j.task_id"
+                               " JOIN attempts aj ON aj.step_id = j.id"
+                               " JOIN attempts ap ON ap.step_id = p.id"
+                               " WHERE j.name = 'join' AND p.name IN ('left', 'right')"
+                               " AND aj.started_at < ap.finished_at"),
+                   0);
+}
+
 static void tree_fans_in_only_after_every_leaf(void **state) {
   efx *f = *state;
   efx_template(f, "name = \"tree\"\nversion = \"1\"\n"
@@ -503,6 +541,7 @@ int main(void) {
       TEST(linear_chain_runs_one_step_per_pass),
       TEST(diamond_claims_both_branches_together_and_fans_in),
       TEST(a_wide_fan_out_releases_every_child),
+      TEST(a_tasks_steps_are_numbered_in_template_order),
       TEST(tree_fans_in_only_after_every_leaf),
       TEST(failed_branch_blocks_its_descendants_while_the_other_finishes),
       TEST(exhaustion_errors_after_max_attempts),

@@ -13,7 +13,7 @@ enum {
   SQ_CLAIM_RETRY, SQ_CLAIM_FRESH, SQ_CLAIM_STEP, SQ_ATTEMPT_INSERT, SQ_TRANSITION, SQ_TRANSITIONS_MANY, SQ_TASK_START,
   SQ_RECORD_STEP, SQ_ATTEMPT_FINISH, SQ_RELEASE_CHILDREN, SQ_TASK_DONE, SQ_TASK_DONE_QUIET, SQ_TASK_ERROR,
   SQ_TASK_PROGRESS, SQ_TASK_FINISH, SQ_COUNT, SQ_HEARTBEAT, SQ_EXPIRED, SQ_NEXT_READY, SQ_NEXT_RETRY,
-  SQ_NEXT_LEASE, SQ_HAS_WORK, SQ_STEP_INSERT,
+  SQ_NEXT_LEASE, SQ_HAS_WORK, SQ_STEP_INSERT, SQ_STEP_NEXT_ID,
   SQ_CHILDREN, SQ_RELEASE_CHILD, SQ_TASK_CAN_PROGRESS, SQ_TASK_BY_IDENTITY, SQ_TASK_INSERT,
   SQ_BATCH_INSERT, SQ_ITEM_INSERT, SQ_ITEM_UPDATE, SQ_BATCH_GET, SQ_ITEMS_GET, SQ_STEP_HELD,
   SQ_STEP_INPUT,
@@ -89,10 +89,10 @@ void tk__sq_transitions_free(tk__sqlite *q);
 int tk__sq_settle_task(tk__sqlite *q, int64_t task_id, int64_t now, const char **state,
                        tk_err *err);
 
-/* Release the children of step (template_id, idx) of task_id; *released
- * gets how many became ready. Inside the caller's transaction. */
-int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id, int idx,
-                            int64_t now, int *released, tk_err *err);
+/* Release the children of step step_id, (template_id, idx) of task_id;
+ * *released gets how many became ready. Inside the caller's transaction. */
+int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id, int64_t step_id,
+                            int idx, int64_t now, int *released, tk_err *err);
 
 /* The children of step idx of template_id (*n of them at *children, valid
  * until the connection closes), from memory after the template's first

@@ -148,7 +148,7 @@ static int op_resolve(tk__sqlite *q, int64_t task_id, const char *step, int64_t 
                            now, task_id, was_error, err);
   if (!rc) rc = tk__sq_transition(q, task_id, step_id, state, TK__STEP_RESOLVED, now,
                                   "operator resolve", 0, err);
-  if (!rc) rc = tk__sq_release_children(q, task_id, template_id, idx, now,
+  if (!rc) rc = tk__sq_release_children(q, task_id, template_id, step_id, idx, now,
                                         &fx->children_released, err);
   if (!rc) rc = tk__sq_settle_task(q, task_id, now, &fx->task_state, err);
   return rc;

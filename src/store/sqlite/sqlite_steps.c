@@ -4,6 +4,18 @@
 
 #include <string.h>
 
+/* The single int64 a cached query returns, or `none` when it returns NULL. */
+static int scalar(tk__sqlite *q, int id, const char *sql, int64_t none, int64_t *out,
+                  tk_err *err) {
+  sqlite3_stmt *st = tk__sq_stmt(q, id, sql, err);
+  if (st == NULL) return TK_ESTORE;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW)
+    *out = sqlite3_column_type(st, 0) == SQLITE_NULL ? none : sqlite3_column_int64(st, 0);
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW ? 0 : tk__sq_fail(q, "query", err);
+}
+
 int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
                        tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
@@ -47,29 +59,35 @@ int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
   *task_id = sqlite3_last_insert_rowid(q->db);
   if ((rc = tk__sq_transition(q, *task_id, 0, NULL, TK__TASK_PENDING, t->now, "created", 0, err)))
     goto fail;
+  /* A task's steps get consecutive ids in template order, so that a step's
+   * children are found by id (tk__sq_release_children). The write lock
+   * held makes MAX(id) + 1 free. */
+  int64_t first_id;
+  if ((rc = scalar(q, SQ_STEP_NEXT_ID, "SELECT MAX(id) FROM steps", 0, &first_id, err)))
+    goto fail;
+  first_id++;
   for (int i = 0; i < t->nsteps; i++) {
     const tk__new_step *ns = &t->steps[i];
     st = tk__sq_stmt(q, SQ_STEP_INSERT,
-                     "INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable,"
-                     " backoff, parents_remaining, run_at) VALUES (?, ?, ?, 'pending', ?, ?, ?,"
-                     " ?, ?)",
+                     "INSERT INTO steps (id, task_id, idx, name, state, max_attempts, retryable,"
+                     " backoff, parents_remaining, run_at) VALUES (?, ?, ?, ?, 'pending', ?, ?,"
+                     " ?, ?, ?)",
                      err);
     if (st == NULL) {
       rc = TK_ESTORE;
       goto fail;
     }
-    sqlite3_bind_int64(st, 1, *task_id);
-    sqlite3_bind_int(st, 2, i);
-    sqlite3_bind_text(st, 3, ns->name, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 4, ns->max_attempts);
-    sqlite3_bind_int(st, 5, ns->retryable);
-    sqlite3_bind_text(st, 6, ns->backoff, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 7, ns->nparents);
-    sqlite3_bind_int64(st, 8, t->now);
+    sqlite3_bind_int64(st, 1, first_id + i);
+    sqlite3_bind_int64(st, 2, *task_id);
+    sqlite3_bind_int(st, 3, i);
+    sqlite3_bind_text(st, 4, ns->name, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 5, ns->max_attempts);
+    sqlite3_bind_int(st, 6, ns->retryable);
+    sqlite3_bind_text(st, 7, ns->backoff, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 8, ns->nparents);
+    sqlite3_bind_int64(st, 9, t->now);
     if ((rc = tk__sq_done(q, st, err))) goto fail;
-    if (ns->batch &&
-        (rc = tk__sq_items_insert(q, sqlite3_last_insert_rowid(q->db), ns, err)))
-      goto fail;
+    if (ns->batch && (rc = tk__sq_items_insert(q, first_id + i, ns, err))) goto fail;
   }
   return tk__sq_commit(q, err);
 fail:
@@ -82,6 +100,16 @@ fail:
   "SELECT s.id, s.task_id, t.template_id, s.idx, s.attempts, s.max_attempts, s.retryable," \
   " s.run_at, s.last_delay_ms, s.backoff, s.state, t.state"                                \
   " FROM steps s"
+
+/* Text column col of st into dst (cap bytes), cut short if it must be:
+ * the claim's hot loop, where snprintf showed in profiles. */
+static void column_copy(char *dst, size_t cap, sqlite3_stmt *st, int col) {
+  const unsigned char *text = sqlite3_column_text(st, col);
+  size_t len = text ? (size_t)sqlite3_column_bytes(st, col) : 0;
+  if (len >= cap) len = cap - 1;
+  if (len) memcpy(dst, text, len);
+  dst[len] = '\0';
+}
 
 /* Append to out[*count] the rows of the cached claim query `id` (?1: due
  * until, ?2: how many) until *count reaches limit, leased from now. Every
@@ -105,8 +133,8 @@ static int claim_scan(tk__sqlite *q, int id, const char *sql, int64_t until, int
     c->retryable = sqlite3_column_int(st, 6);
     c->run_at = sqlite3_column_int64(st, 7);
     c->last_delay_ms = sqlite3_column_int64(st, 8);
-    snprintf(c->backoff, sizeof c->backoff, "%s", tk__sq_text(st, 9));
-    snprintf(c->prev_state, sizeof c->prev_state, "%s", tk__sq_text(st, 10));
+    column_copy(c->backoff, sizeof c->backoff, st, 9);
+    column_copy(c->prev_state, sizeof c->prev_state, st, 10);
     c->task_was_pending = strcmp(tk__sq_text(st, 11), TK__TASK_PENDING) == 0;
     c->lease_expires_at = now + lease_ms;
   }
@@ -187,42 +215,55 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
   return 0;
 }
 
-/* Count one finished parent off child `child` of task_id; *ready gets 1
- * when that was its last parent (it is due now). Two statements instead of
- * RETURNING, which costs SQLite an ephemeral table per call. */
-static int release_child(tk__sqlite *q, int64_t task_id, int child, int64_t now, int *ready,
-                         tk_err *err) {
+/* Count one finished parent off child `child` (its step id child_id);
+ * *ready gets 1 when that was its last parent (it is due now). Two
+ * statements instead of RETURNING, which costs SQLite an ephemeral table
+ * per call. The rowid finds the row without a look through the (task_id,
+ * idx) index; task_id and idx are checked all the same. */
+static int release_child(tk__sqlite *q, int64_t task_id, int64_t child_id, int child, int64_t now,
+                         int *ready, tk_err *err) {
   sqlite3_stmt *st = tk__sq_stmt(q, SQ_RELEASE_CHILD,
                                  "UPDATE steps SET parents_remaining = 0, run_at = ?1"
-                                 " WHERE task_id = ?2 AND idx = ?3 AND parents_remaining = 1",
+                                 " WHERE id = ?2 AND task_id = ?3 AND idx = ?4"
+                                 " AND parents_remaining = 1",
                                  err);
   if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, now);
-  sqlite3_bind_int64(st, 2, task_id);
-  sqlite3_bind_int(st, 3, child);
+  sqlite3_bind_int64(st, 2, child_id);
+  sqlite3_bind_int64(st, 3, task_id);
+  sqlite3_bind_int(st, 4, child);
   int rc = tk__sq_done(q, st, err);
   if (rc) return rc;
   *ready = sqlite3_changes(q->db) == 1;
   if (*ready) return 0;
   st = tk__sq_stmt(q, SQ_RELEASE_CHILDREN,
                    "UPDATE steps SET parents_remaining = parents_remaining - 1"
-                   " WHERE task_id = ?1 AND idx = ?2 AND parents_remaining > 1",
+                   " WHERE id = ?1 AND task_id = ?2 AND idx = ?3 AND parents_remaining > 1",
                    err);
   if (st == NULL) return TK_ESTORE;
-  sqlite3_bind_int64(st, 1, task_id);
-  sqlite3_bind_int(st, 2, child);
-  return tk__sq_done(q, st, err);
+  sqlite3_bind_int64(st, 1, child_id);
+  sqlite3_bind_int64(st, 2, task_id);
+  sqlite3_bind_int(st, 3, child);
+  if ((rc = tk__sq_done(q, st, err))) return rc;
+  /* A child always waits for the parent that finished: a row not found
+   * means the numbering broke, which must not pass for a release. */
+  if (sqlite3_changes(q->db) == 0)
+    return tk_err_set(err, TK_ESTORE,
+                      "step %d of task %lld is not at id %lld, or does not wait for a parent",
+                      child, (long long)task_id, (long long)child_id);
+  return 0;
 }
 
-int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id, int idx,
-                            int64_t now, int *released, tk_err *err) {
-  /* Update each child by its unique (task_id, idx). */
+int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id, int64_t step_id,
+                            int idx, int64_t now, int *released, tk_err *err) {
+  /* A task's steps have consecutive ids in template order (task_create). */
+  int64_t first_id = step_id - idx;
   const int *children;
   int n, total = 0;
   int rc = tk__sq_children(q, template_id, idx, &children, &n, err);
   for (int i = 0; i < n && rc == 0; i++) {
     int ready = 0;
-    rc = release_child(q, task_id, children[i], now, &ready, err);
+    rc = release_child(q, task_id, first_id + children[i], children[i], now, &ready, err);
     total += ready;
   }
   if (rc == 0 && released) *released = total;
@@ -327,18 +368,6 @@ static int fenced_out(tk__sqlite *q, const tk__outcome *o, tk_err *err) {
   return rc;
 }
 
-/* The single int64 a cached query returns, or `none` when it returns NULL. */
-static int scalar(tk__sqlite *q, int id, const char *sql, int64_t none, int64_t *out,
-                  tk_err *err) {
-  sqlite3_stmt *st = tk__sq_stmt(q, id, sql, err);
-  if (st == NULL) return TK_ESTORE;
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW)
-    *out = sqlite3_column_type(st, 0) == SQLITE_NULL ? none : sqlite3_column_int64(st, 0);
-  sqlite3_reset(st);
-  return rc == SQLITE_ROW ? 0 : tk__sq_fail(q, "query", err);
-}
-
 /* The earliest run_at of a step waiting for a retry; INT64_MAX: none. */
 static int next_retry(tk__sqlite *q, int64_t *at, tk_err *err) {
   return scalar(q, SQ_NEXT_RETRY,
@@ -413,7 +442,7 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
     return rc;
 
   if (o->next == TK__NEXT_COMPLETE) {
-    if ((rc = tk__sq_release_children(q, task_id, template_id, idx, o->now,
+    if ((rc = tk__sq_release_children(q, task_id, template_id, o->step_id, idx, o->now,
                                       &fx->children_released, err)))
       return rc;
     /* Most completions leave a running task with steps to go and none in
