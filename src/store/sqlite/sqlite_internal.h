@@ -10,7 +10,7 @@
 /* Prepared statements, cached by these ids for the life of the connection. */
 enum {
   SQ_BEGIN, SQ_COMMIT, SQ_ROLLBACK,
-  SQ_CLAIM_RETRY, SQ_CLAIM_FRESH, SQ_CLAIM_STEP, SQ_ATTEMPT_INSERT, SQ_TRANSITION, SQ_TRANSITIONS_MANY, SQ_TASK_START,
+  SQ_CLAIM_RETRY, SQ_CLAIM_FRESH, SQ_CLAIM_STEPS, SQ_ATTEMPT_NEXT_ID, SQ_ATTEMPT_INSERT, SQ_ATTEMPTS_MANY, SQ_TRANSITION, SQ_TRANSITIONS_MANY, SQ_TASK_START,
   SQ_RECORD_STEP, SQ_ATTEMPT_FINISH, SQ_RELEASE_CHILDREN, SQ_TASK_DONE, SQ_TASK_DONE_QUIET, SQ_TASK_ERROR,
   SQ_TASK_PROGRESS, SQ_TASK_FINISH, SQ_COUNT, SQ_HEARTBEAT, SQ_EXPIRED, SQ_NEXT_READY, SQ_NEXT_RETRY,
   SQ_NEXT_LEASE, SQ_HAS_WORK, SQ_STEP_INSERT, SQ_STEP_NEXT_ID,
@@ -46,6 +46,16 @@ typedef struct tk__sqlite {
 /* The cached statement `id`, prepared from `sql` on first use and reset and
  * unbound on every later one. NULL (with err set) if it cannot be prepared. */
 sqlite3_stmt *tk__sq_stmt(tk__sqlite *q, int id, const char *sql, tk_err *err);
+
+/* Rows per multi-row INSERT (tk__sq_insert_rows). */
+#define TK__SQ_ROWS_PER_INSERT 32
+
+/* The cached INSERT `head` VALUES with `rows` rows of `columns` parameters
+ * each, under id one_id when rows is 1 and many_id when it is
+ * TK__SQ_ROWS_PER_INSERT (the only two sizes): a group of rows written by
+ * one statement costs SQLite far less than as many statements. */
+sqlite3_stmt *tk__sq_insert_rows(tk__sqlite *q, int one_id, int many_id, const char *head,
+                                 int columns, int rows, tk_err *err);
 
 /* Run one statement with no results (or ignore them). */
 int tk__sq_exec(tk__sqlite *q, const char *sql, tk_err *err);

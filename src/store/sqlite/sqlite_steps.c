@@ -143,6 +143,55 @@ static int claim_scan(tk__sqlite *q, int id, const char *sql, int64_t until, int
   return 0;
 }
 
+/* Open an attempt row for each of the n steps claimed in out[] (owner,
+ * started now) and move the steps to in_progress under their leases, with
+ * the attempt row's id as the claim's fence. Attempt ids are MAX(id) + 1
+ * onward in claim order (free: the write lock is held), so the rows go in
+ * by groups and one UPDATE joins the steps to them: a statement per step
+ * cost twice as much. */
+static int claim_rows(tk__sqlite *q, tk__claimed *out, int n, const char *owner, int64_t now,
+                      tk_err *err) {
+  int64_t first_id;
+  int rc = scalar(q, SQ_ATTEMPT_NEXT_ID, "SELECT MAX(id) FROM attempts", 0, &first_id, err);
+  if (rc) return rc;
+  first_id++;
+  for (int done = 0; done < n;) {
+    int rows = n - done >= TK__SQ_ROWS_PER_INSERT ? TK__SQ_ROWS_PER_INSERT : 1;
+    sqlite3_stmt *st =
+        tk__sq_insert_rows(q, SQ_ATTEMPT_INSERT, SQ_ATTEMPTS_MANY,
+                           "INSERT INTO attempts (id, step_id, attempt, owner, started_at)", 5,
+                           rows, err);
+    if (st == NULL) return TK_ESTORE;
+    for (int i = 0; i < rows; i++, done++) {
+      tk__claimed *c = &out[done];
+      c->claim_id = first_id + done;
+      sqlite3_bind_int64(st, 5 * i + 1, c->claim_id);
+      sqlite3_bind_int64(st, 5 * i + 2, c->step_id);
+      sqlite3_bind_int(st, 5 * i + 3, c->attempt);
+      sqlite3_bind_text(st, 5 * i + 4, owner, -1, SQLITE_STATIC);
+      sqlite3_bind_int64(st, 5 * i + 5, now);
+    }
+    if ((rc = tk__sq_done(q, st, err))) return rc;
+  }
+  /* One lease for the whole claim: every row has the same expiry. */
+  sqlite3_stmt *st = tk__sq_stmt(q, SQ_CLAIM_STEPS,
+                                 "UPDATE steps SET state = 'in_progress', attempts = attempts + 1,"
+                                 " lease_owner = ?1, lease_expires_at = ?2, claim_id = a.id"
+                                 " FROM attempts a WHERE a.id BETWEEN ?3 AND ?4"
+                                 " AND steps.id = a.step_id",
+                                 err);
+  if (st == NULL) return TK_ESTORE;
+  sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, out[0].lease_expires_at);
+  sqlite3_bind_int64(st, 3, first_id);
+  sqlite3_bind_int64(st, 4, first_id + n - 1);
+  if ((rc = tk__sq_done(q, st, err))) return rc;
+  if (sqlite3_changes(q->db) != n)
+    return tk_err_set(err, TK_ESTORE, "claim: %d of %d steps moved to in_progress",
+                      sqlite3_changes(q->db), n);
+  return 0;
+}
+
 /* Claim for request r inside the caller's transaction (DESIGN §4): the
  * retries that are due (or due within r->retry_ahead_ms), earliest first,
  * then ready pending steps, oldest task first (see migration 0005). A retry
@@ -170,37 +219,18 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
                        " AND s.run_at <= ?1 ORDER BY s.task_id, s.id LIMIT ?2",
                        now, now, r->lease_ms, fresh_end, r->out, &count, err)))
     return rc;
+  if (count == 0) return 0;
+  if ((rc = claim_rows(q, r->out, count, r->owner, now, err))) return rc;
   for (int i = 0; i < count; i++) {
     tk__claimed *c = &r->out[i];
-    sqlite3_stmt *st = tk__sq_stmt(q, SQ_ATTEMPT_INSERT,
-                                   "INSERT INTO attempts (step_id, attempt, owner, started_at)"
-                                   " VALUES (?, ?, ?, ?)",
-                                   err);
-    if (st == NULL) return TK_ESTORE;
-    sqlite3_bind_int64(st, 1, c->step_id);
-    sqlite3_bind_int(st, 2, c->attempt);
-    sqlite3_bind_text(st, 3, r->owner, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, now);
-    if ((rc = tk__sq_done(q, st, err))) return rc;
-    c->claim_id = sqlite3_last_insert_rowid(q->db);
-    st = tk__sq_stmt(q, SQ_CLAIM_STEP,
-                     "UPDATE steps SET state = 'in_progress', attempts = attempts + 1,"
-                     " lease_owner = ?, lease_expires_at = ?, claim_id = ? WHERE id = ?",
-                     err);
-    if (st == NULL) return TK_ESTORE;
-    sqlite3_bind_text(st, 1, r->owner, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, c->lease_expires_at);
-    sqlite3_bind_int64(st, 3, c->claim_id);
-    sqlite3_bind_int64(st, 4, c->step_id);
-    if ((rc = tk__sq_done(q, st, err))) return rc;
     if ((rc = tk__sq_transition(q, c->task_id, c->step_id, c->prev_state, TK__STEP_IN_PROGRESS,
                                 now, "claimed", c->attempt, err)))
       return rc;
     if (c->task_was_pending) {
-      st = tk__sq_stmt(q, SQ_TASK_START,
-                       "UPDATE tasks SET state = 'in_progress', updated_at = ?"
-                       " WHERE id = ? AND state = 'pending'",
-                       err);
+      sqlite3_stmt *st = tk__sq_stmt(q, SQ_TASK_START,
+                                     "UPDATE tasks SET state = 'in_progress', updated_at = ?"
+                                     " WHERE id = ? AND state = 'pending'",
+                                     err);
       if (st == NULL) return TK_ESTORE;
       sqlite3_bind_int64(st, 1, now);
       sqlite3_bind_int64(st, 2, c->task_id);

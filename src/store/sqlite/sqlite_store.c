@@ -2,6 +2,7 @@
  * migrations. WAL mode, so readers never block the writer. */
 #include "store/sqlite/sqlite_internal.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,23 @@ sqlite3_stmt *tk__sq_stmt(tk__sqlite *q, int id, const char *sql, tk_err *err) {
   }
   q->stmts[id] = st;
   return st;
+}
+
+sqlite3_stmt *tk__sq_insert_rows(tk__sqlite *q, int one_id, int many_id, const char *head,
+                                 int columns, int rows, tk_err *err) {
+  assert(rows == 1 || rows == TK__SQ_ROWS_PER_INSERT);
+  assert(columns > 0 && columns <= 8);
+  int id = rows == 1 ? one_id : many_id;
+  if (q->stmts[id] != NULL) return tk__sq_stmt(q, id, NULL, err);
+  char sql[256 + TK__SQ_ROWS_PER_INSERT * 20];
+  size_t len = (size_t)snprintf(sql, sizeof sql, "%s VALUES ", head);
+  assert(len < 256);
+  for (int i = 0; i < rows; i++) {
+    len += (size_t)snprintf(sql + len, sizeof sql - len, "%s(?", i ? "," : "");
+    for (int c = 1; c < columns; c++) len += (size_t)snprintf(sql + len, sizeof sql - len, ",?");
+    len += (size_t)snprintf(sql + len, sizeof sql - len, ")");
+  }
+  return tk__sq_stmt(q, id, sql, err);
 }
 
 int tk__sq_exec(tk__sqlite *q, const char *sql, tk_err *err) {

@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Rows per multi-row INSERT; fewer are written one by one. */
-#define ROWS_PER_INSERT 32
 #define COLUMNS 7
 
 struct tk__sq_transition_row {
@@ -58,24 +56,15 @@ static void bind_row(sqlite3_stmt *st, int first, const tk__sq_transition_row *r
   if (r->attempt > 0) sqlite3_bind_int(st, first + 6, r->attempt);
 }
 
-/* The cached INSERT of `rows` rows (1 or ROWS_PER_INSERT). */
-static sqlite3_stmt *insert_stmt(tk__sqlite *q, int rows, tk_err *err) {
-  int id = rows == 1 ? SQ_TRANSITION : SQ_TRANSITIONS_MANY;
-  if (q->stmts[id] != NULL) return tk__sq_stmt(q, id, NULL, err);
-  char sql[96 + ROWS_PER_INSERT * 24];
-  size_t len = (size_t)snprintf(sql, sizeof sql,
-                                "INSERT INTO transitions (task_id, step_id, from_state,"
-                                " to_state, at, reason, attempt) VALUES ");
-  for (int i = 0; i < rows; i++)
-    len += (size_t)snprintf(sql + len, sizeof sql - len, "%s(?,?,?,?,?,?,?)", i ? "," : "");
-  return tk__sq_stmt(q, id, sql, err);
-}
-
 int tk__sq_transitions_flush(tk__sqlite *q, tk_err *err) {
   int done = 0, rc = 0;
   while (rc == 0 && done < q->ntrans) {
-    int rows = q->ntrans - done >= ROWS_PER_INSERT ? ROWS_PER_INSERT : 1;
-    sqlite3_stmt *st = insert_stmt(q, rows, err);
+    /* Groups of TK__SQ_ROWS_PER_INSERT, the rest one by one. */
+    int rows = q->ntrans - done >= TK__SQ_ROWS_PER_INSERT ? TK__SQ_ROWS_PER_INSERT : 1;
+    sqlite3_stmt *st = tk__sq_insert_rows(q, SQ_TRANSITION, SQ_TRANSITIONS_MANY,
+                                          "INSERT INTO transitions (task_id, step_id, from_state,"
+                                          " to_state, at, reason, attempt)",
+                                          COLUMNS, rows, err);
     if (st == NULL) {
       rc = TK_ESTORE;
       break;
