@@ -137,7 +137,7 @@ const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err)
   return te;
 }
 
-void tk__engine_execute(tk_engine *e, job *j) {
+static void execute(tk_engine *e, job *j) {
   memset(&j->result, 0, sizeof j->result);
   j->result.retry_after_ms = -1;
   int64_t now = tk_clock_now(&e->clock);
@@ -171,6 +171,13 @@ void tk__engine_execute(tk_engine *e, job *j) {
       j->fn->fn(&call, &j->result, j->fn->ud);
     break;
   }
+}
+
+/* The attempt ends when its handler returns, not when the engine thread
+ * gets round to recording it: a retry's delay counts from then. */
+void tk__engine_execute(tk_engine *e, job *j) {
+  execute(e, j);
+  j->finished_at = tk_clock_now(&e->clock);
 }
 
 static void flight_add(tk_engine *e, job *j) {
@@ -212,7 +219,7 @@ static int complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
   int i = 0;
   for (job *j = list; j && items; j = j->next, i++)
     items[i] = (tk__finish){&j->claim,  j->def->name, e->id,        job_outcome(j),
-                            &j->result, j->batch,     j->started_at};
+                            &j->result, j->batch,     j->started_at, j->finished_at};
   if (items) tk__engine_finish(e, items, n, next);
   else tk__engine_log(e, TK_LOG_ERROR, "out of memory recording %d outcomes", n);
   free(items);
@@ -229,7 +236,7 @@ static int complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
 static job *take_finished(tk_engine *e) {
   tk__batch_flush(e);
   if (e->workers == 0) return NULL;
-  job *list = tk__pool_take_done(e);
+  job *list = tk__pool_take_done(e, &e->held_seen);
   for (job *j = list; j; j = j->next) flight_remove(e, j);
   return list;
 }
@@ -257,7 +264,7 @@ static int reap(tk_engine *e, int64_t now, tk_err *err) {
     tk__engine_event(e, "step.lease_expired", now,
                      json_pack("{s:I, s:s, s:i, s:s}", "task", (json_int_t)x->step.task_id, "step",
                                name, "attempt", x->step.attempt, "owner", x->owner));
-    items[i] = (tk__finish){&x->step, name, x->owner, "lease_expired", &results[i], NULL, 0};
+    items[i] = (tk__finish){&x->step, name, x->owner, "lease_expired", &results[i], NULL, 0, 0};
   }
   tk__engine_finish(e, items, n, NULL);
   free(results);
@@ -272,9 +279,13 @@ static int max_in_flight(const tk_engine *e) {
   return e->workers * 2 > e->claim_batch ? e->workers * 2 : e->claim_batch;
 }
 
-/* How many more attempts this engine takes on now. */
+/* How many more attempts this engine takes on now. Retries claimed ahead
+ * and waiting for their run_at hold no worker: up to as many again may
+ * wait, or a burst of them coming due would fill every slot early and
+ * leave the next ones to be claimed late. */
 static int capacity(const tk_engine *e) {
-  int cap = e->workers > 0 ? max_in_flight(e) - e->in_flight : e->claim_batch;
+  int held = e->held_seen < max_in_flight(e) ? e->held_seen : max_in_flight(e);
+  int cap = e->workers > 0 ? max_in_flight(e) + held - e->in_flight : e->claim_batch;
   return cap > e->claim_batch ? e->claim_batch : cap;
 }
 
@@ -488,7 +499,7 @@ int tk_engine_run(tk_engine *e, int until_idle, tk_err *err) {
       if (!work) break;
     }
     /* With every worker busy, new ready steps must wait for a result. */
-    if (e->workers > 0 && e->in_flight >= max_in_flight(e)) {
+    if (e->workers > 0 && capacity(e) <= 0) {
       int64_t hb = INT64_MAX;
       heartbeat(e, tk_clock_now(&e->clock), &hb);
       due = hb;

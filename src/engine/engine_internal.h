@@ -49,7 +49,8 @@ typedef struct job {
   const registered_fn *fn;
   char *input;
   int64_t next_heartbeat;
-  int64_t started_at; /* engine clock, when its handler was called */
+  int64_t started_at;  /* engine clock, when its handler was called */
+  int64_t finished_at; /* engine clock, when it returned */
   int64_t not_before; /* a retry: its run_at, before which no worker starts it; else 0 */
   tk_handler_result result;
   struct tk__batch_job *batch;          /* a batch step's items and results, or NULL */
@@ -90,9 +91,11 @@ struct tk_engine {
   pthread_cond_t have_todo;
   job *todo_head, *todo_tail;
   job *held_head, *held_tail; /* retries, earliest run_at first */
+  int nheld;                  /* in the held list */
   job *done_head;
   job *running; /* in flight: claimed and not yet recorded (engine thread only) */
   int in_flight;
+  int held_seen; /* nheld when the engine thread last took results */
   int shutting_down;
 
   /* Wakes the engine's poll: workers, tk_engine_wake, tk_engine_stop. */
@@ -132,6 +135,7 @@ typedef struct tk__finish {
   const tk_handler_result *result;
   const struct tk__batch_job *batch; /* a batch step's item results, or NULL */
   int64_t started_at;                 /* when the handler was called; 0: it was not */
+  int64_t finished_at;                /* when it returned; 0: it was not called */
 } tk__finish;
 
 /* Decide each attempt's next state (DESIGN §5), taking retry delays from
@@ -169,7 +173,8 @@ int tk__pool_start(tk_engine *e, tk_err *err);
 void tk__pool_stop(tk_engine *e);
 /* Queue claimed attempts (a list linked by next) for the workers. */
 void tk__pool_submit(tk_engine *e, job *list);
-/* Take every finished job (engine thread). */
-job *tk__pool_take_done(tk_engine *e);
+/* Take every finished job (engine thread); *held gets how many retries
+ * wait for their run_at in the pool. */
+job *tk__pool_take_done(tk_engine *e, int *held);
 
 #endif

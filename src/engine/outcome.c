@@ -33,6 +33,10 @@ static void decide(tk_engine *e, const tk__finish *f, int64_t now, tk__outcome *
   o->owner = f->owner;
   o->attempt = c->attempt;
   o->now = now;
+  /* A retry's delay counts from the end of the attempt that failed: a
+   * Retry-After means after the response, not after the engine thread
+   * recorded it. An attempt that never ran (a lease expired) ends now. */
+  o->finished_at = f->finished_at > 0 && f->finished_at <= now ? f->finished_at : now;
   o->attempt_outcome = f->attempt_outcome;
   *exhausted = 0;
   if (r->status == TK_HANDLER_SUCCESS) {
@@ -54,7 +58,7 @@ static void decide(tk_engine *e, const tk__finish *f, int64_t now, tk__outcome *
                                      c->last_delay_ms, r->retry_after_ms, &e->rng, &br);
       o->source = br.source;
     }
-    o->run_at = now + o->delay_ms;
+    o->run_at = o->finished_at + o->delay_ms;
   }
 }
 

@@ -16,6 +16,7 @@ static job *next_job(tk_engine *e, int64_t *wake_at) {
     if (j->not_before <= tk_clock_now(&e->clock)) {
       e->held_head = j->next;
       if (e->held_head == NULL) e->held_tail = NULL;
+      e->nheld--;
       return j;
     }
     *wake_at = j->not_before;
@@ -104,6 +105,7 @@ static int enqueue(tk_engine *e, job *j) {
   while (*at != NULL && (*at)->not_before <= j->not_before) at = &(*at)->next;
   j->next = *at;
   *at = j;
+  e->nheld++;
   if (j->next == NULL) e->held_tail = j;
   return at == &e->held_head || j->not_before <= tk_clock_now(&e->clock);
 }
@@ -125,10 +127,11 @@ void tk__pool_submit(tk_engine *e, job *list) {
   pthread_mutex_unlock(&e->mu);
 }
 
-job *tk__pool_take_done(tk_engine *e) {
+job *tk__pool_take_done(tk_engine *e, int *held) {
   pthread_mutex_lock(&e->mu);
   job *j = e->done_head;
   e->done_head = NULL;
+  *held = e->nheld;
   pthread_mutex_unlock(&e->mu);
   return j;
 }

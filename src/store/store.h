@@ -134,7 +134,8 @@ typedef struct tk__outcome {
   int idx;
   const char *owner;
   int attempt;
-  int64_t now;
+  int64_t now;         /* when it is recorded: transitions, task updates */
+  int64_t finished_at; /* when the attempt ended (its row's finished_at) */
   const char *attempt_outcome; /* success, failure, timeout, lease_expired */
   tk__next_state next;
   const char *error;   /* failure text, or NULL */

@@ -137,7 +137,7 @@ static tk__outcome outcome(const tk__claimed *c, const char *owner, int64_t now,
                            tk__next_state next) {
   tk__outcome o = {.step_id = c->step_id, .claim_id = c->claim_id, .task_id = c->task_id,
                    .template_id = c->template_id, .idx = c->idx, .owner = owner,
-                   .attempt = c->attempt, .now = now,
+                   .attempt = c->attempt, .now = now, .finished_at = now,
                    .attempt_outcome = next == TK__NEXT_COMPLETE ? "success" : "lease_expired",
                    .next = next, .run_at = now};
   if (next != TK__NEXT_COMPLETE) o.error = "lease expired";

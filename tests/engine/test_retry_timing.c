@@ -82,6 +82,39 @@ static void schedule_runs_at_exactly_t0_plus_1s_plus_3s(void **state) {
   assert_int_equal(delays[1], 2000);
 }
 
+/* A handler that takes 400 ms of the manual clock, then fails. */
+static void slow_failure(const tk_handler_call *call, tk_handler_result *out, void *ud) {
+  (void)call;
+  efx *f = ud;
+  f->clock.now_ms += 400;
+  out->status = TK_HANDLER_RETRY;
+  snprintf(out->error, sizeof out->error, "slow and failed");
+}
+
+/* Two attempts run in one round and are recorded together after both: the
+ * first failed 400 ms before the record, and its delay counts from when it
+ * failed, not from the record. */
+static void a_delay_counts_from_the_end_of_the_failed_attempt(void **state) {
+  static const char *const sets[] = {"backoff.jitter=none", "backoff.base=1s", NULL};
+  efx *f = *state = efx_new(sets, "orch-1");
+  efx_template(f, "name = \"two\"\nversion = \"1\"\n[retry]\nmax_attempts = 2\n"
+                  EFX_STEP("a") "handler = { kind = \"function\", name = \"slow\" }\n"
+                  EFX_STEP("b") "handler = { kind = \"function\", name = \"slow\" }\n");
+  tk_err err;
+  if (tk_engine_register(f->engine, "slow", slow_failure, f, &err) != 0) fail_msg("%s", err.msg);
+  efx_submit(f, "two", NULL);
+  efx_tick(f);
+  efx_sql_expect(f->db, "a|0|400|1000|1400\nb|0|800|1000|1800",
+                 "SELECT s.name, a.started_at - %1$lld, a.finished_at - %1$lld, a.delay_ms,"
+                 " a.next_run_at - %1$lld FROM attempts a JOIN steps s ON s.id = a.step_id"
+                 " ORDER BY a.id",
+                 (long long)EFX_T0);
+  /* The step's run_at is the attempt's next_run_at, and the engine wakes for it. */
+  efx_sql_expect(f->db, "a|1400\nb|1800",
+                 "SELECT name, run_at - %lld FROM steps ORDER BY id", (long long)EFX_T0);
+  assert_int_equal(efx_tick(f), EFX_T0 + 1400);
+}
+
 static void past_the_schedule_delays_grow_geometrically_to_the_cap(void **state) {
   static const char *const sets[] = {"backoff.profiles.x.schedule=[\"1s\", \"2s\"]",
                                      "backoff.profiles.x.multiplier=3",
@@ -268,6 +301,7 @@ static void a_seed_reproduces_the_schedule(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       TEST(schedule_runs_at_exactly_t0_plus_1s_plus_3s),
+      TEST(a_delay_counts_from_the_end_of_the_failed_attempt),
       TEST(past_the_schedule_delays_grow_geometrically_to_the_cap),
       TEST(server_hint_wins_unjittered_and_capped),
       TEST(a_timeout_is_a_retryable_failure_on_the_injected_clock),

@@ -457,7 +457,7 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
                    " delay_source = ?, next_run_at = ? WHERE id = ?",
                    err);
   if (st == NULL) return TK_ESTORE;
-  sqlite3_bind_int64(st, 1, o->now);
+  sqlite3_bind_int64(st, 1, o->finished_at);
   sqlite3_bind_text(st, 2, o->attempt_outcome, -1, SQLITE_STATIC);
   if (o->error) sqlite3_bind_text(st, 3, o->error, -1, SQLITE_STATIC);
   if (o->next == TK__NEXT_RETRY) {
