@@ -78,6 +78,9 @@ int tk__sq_run(tk__sqlite *q, int id, const char *sql, tk_err *err) {
 }
 
 int tk__sq_begin(tk__sqlite *q, tk_err *err) {
+  /* A transaction still open here is one whose ROLLBACK failed (out of
+   * memory, say): end it now rather than refuse every later one. */
+  if (!sqlite3_get_autocommit(q->db)) tk__sq_rollback(q);
   return tk__sq_run(q, SQ_BEGIN, "BEGIN IMMEDIATE", err);
 }
 
@@ -208,6 +211,8 @@ static int sq_open(const char *location, tk_store **out, tk_err *err) {
                        "PRAGMA temp_store = MEMORY;"
                        "PRAGMA cache_size = -8192;",
                        err);
+  /* Prepared now, so that a rollback never waits on memory for it. */
+  if (rc == 0 && tk__sq_stmt(q, SQ_ROLLBACK, "ROLLBACK", err) == NULL) rc = TK_ESTORE;
   if (rc != 0) {
     sq_close(&q->base);
     return rc;

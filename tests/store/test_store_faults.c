@@ -1,0 +1,443 @@
+/* Fault injection into the SQLite store, the way SQLite tests itself: a
+ * VFS over the default one that fails the Nth read, write, sync or
+ * truncate, and an allocator under SQLite that fails the Nth allocation.
+ * Each scenario is run with N = 0, 1, 2, ... until the operation gets
+ * through without meeting the fault, once with a single fault and once
+ * with every later call failing too. After each fault:
+ *   - a submit either succeeded or left the store exactly as it was;
+ *   - an engine pass may lose outcomes (their leases expire), but a clean
+ *     run afterwards finishes every task, every claim has its attempt row,
+ *     and no step completes twice;
+ *   - the same connection keeps working once the fault is gone. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include <tasker/workflow.h>
+
+#include "common/engine_fixture.h"
+
+/* ---- the fault switch, shared by the VFS and the allocator ---- */
+
+typedef enum fault_kind { FAULT_IO, FAULT_MALLOC } fault_kind;
+
+static pthread_mutex_t fault_mu = PTHREAD_MUTEX_INITIALIZER;
+static fault_kind armed_kind;
+static int countdown = -1; /* calls to let through before failing; -1: off */
+static int persistent;     /* once failing, keep failing */
+static int fired;          /* faults injected since armed */
+
+static void arm(fault_kind kind, int n, int keep_failing) {
+  pthread_mutex_lock(&fault_mu);
+  armed_kind = kind;
+  countdown = n;
+  persistent = keep_failing;
+  fired = 0;
+  pthread_mutex_unlock(&fault_mu);
+}
+
+/* Turn faults off; returns how many were injected. */
+static int disarm(void) {
+  pthread_mutex_lock(&fault_mu);
+  countdown = -1;
+  int n = fired;
+  pthread_mutex_unlock(&fault_mu);
+  return n;
+}
+
+static int should_fail(fault_kind kind) {
+  pthread_mutex_lock(&fault_mu);
+  int fail = 0;
+  if (countdown >= 0 && armed_kind == kind) {
+    if (countdown == 0) {
+      fail = 1;
+      fired++;
+      if (!persistent) countdown = -1;
+    } else {
+      countdown--;
+    }
+  }
+  pthread_mutex_unlock(&fault_mu);
+  return fail;
+}
+
+/* ---- the VFS: every file method passes through to the real file ---- */
+
+static sqlite3_vfs *real_vfs;
+
+typedef struct fault_file {
+  sqlite3_file base;
+  sqlite3_file *real; /* right after this struct, szOsFile of the real VFS */
+} fault_file;
+
+#define REAL(f) (((fault_file *)(f))->real)
+
+static int f_close(sqlite3_file *f) { return REAL(f)->pMethods->xClose(REAL(f)); }
+static int f_read(sqlite3_file *f, void *buf, int n, sqlite3_int64 off) {
+  if (should_fail(FAULT_IO)) return SQLITE_IOERR_READ;
+  return REAL(f)->pMethods->xRead(REAL(f), buf, n, off);
+}
+static int f_write(sqlite3_file *f, const void *buf, int n, sqlite3_int64 off) {
+  if (should_fail(FAULT_IO)) return SQLITE_IOERR_WRITE;
+  return REAL(f)->pMethods->xWrite(REAL(f), buf, n, off);
+}
+static int f_truncate(sqlite3_file *f, sqlite3_int64 size) {
+  if (should_fail(FAULT_IO)) return SQLITE_IOERR_TRUNCATE;
+  return REAL(f)->pMethods->xTruncate(REAL(f), size);
+}
+static int f_sync(sqlite3_file *f, int flags) {
+  if (should_fail(FAULT_IO)) return SQLITE_IOERR_FSYNC;
+  return REAL(f)->pMethods->xSync(REAL(f), flags);
+}
+static int f_size(sqlite3_file *f, sqlite3_int64 *size) {
+  return REAL(f)->pMethods->xFileSize(REAL(f), size);
+}
+static int f_lock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xLock(REAL(f), l); }
+static int f_unlock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xUnlock(REAL(f), l); }
+static int f_reserved(sqlite3_file *f, int *out) {
+  return REAL(f)->pMethods->xCheckReservedLock(REAL(f), out);
+}
+static int f_control(sqlite3_file *f, int op, void *arg) {
+  return REAL(f)->pMethods->xFileControl(REAL(f), op, arg);
+}
+static int f_sector(sqlite3_file *f) { return REAL(f)->pMethods->xSectorSize(REAL(f)); }
+static int f_device(sqlite3_file *f) {
+  return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
+}
+static int f_shm_map(sqlite3_file *f, int pg, int sz, int extend, void volatile **pp) {
+  return REAL(f)->pMethods->xShmMap(REAL(f), pg, sz, extend, pp);
+}
+static int f_shm_lock(sqlite3_file *f, int off, int n, int flags) {
+  return REAL(f)->pMethods->xShmLock(REAL(f), off, n, flags);
+}
+static void f_shm_barrier(sqlite3_file *f) { REAL(f)->pMethods->xShmBarrier(REAL(f)); }
+static int f_shm_unmap(sqlite3_file *f, int del) {
+  return REAL(f)->pMethods->xShmUnmap(REAL(f), del);
+}
+/* No memory-mapped reads: every read goes through f_read. */
+static int f_fetch(sqlite3_file *f, sqlite3_int64 off, int n, void **pp) {
+  (void)f, (void)off, (void)n;
+  *pp = NULL;
+  return SQLITE_OK;
+}
+static int f_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p) {
+  (void)f, (void)off, (void)p;
+  return SQLITE_OK;
+}
+
+static const sqlite3_io_methods fault_io = {
+    .iVersion = 3,
+    .xClose = f_close,
+    .xRead = f_read,
+    .xWrite = f_write,
+    .xTruncate = f_truncate,
+    .xSync = f_sync,
+    .xFileSize = f_size,
+    .xLock = f_lock,
+    .xUnlock = f_unlock,
+    .xCheckReservedLock = f_reserved,
+    .xFileControl = f_control,
+    .xSectorSize = f_sector,
+    .xDeviceCharacteristics = f_device,
+    .xShmMap = f_shm_map,
+    .xShmLock = f_shm_lock,
+    .xShmBarrier = f_shm_barrier,
+    .xShmUnmap = f_shm_unmap,
+    .xFetch = f_fetch,
+    .xUnfetch = f_unfetch,
+};
+
+static int v_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *file, int flags,
+                  int *out_flags) {
+  (void)vfs;
+  fault_file *f = (fault_file *)file;
+  f->real = (sqlite3_file *)(f + 1);
+  int rc = real_vfs->xOpen(real_vfs, name, f->real, flags, out_flags);
+  f->base.pMethods = f->real->pMethods ? &fault_io : NULL;
+  return rc;
+}
+static int v_delete(sqlite3_vfs *vfs, const char *name, int sync) {
+  (void)vfs;
+  return real_vfs->xDelete(real_vfs, name, sync);
+}
+static int v_access(sqlite3_vfs *vfs, const char *name, int flags, int *out) {
+  (void)vfs;
+  return real_vfs->xAccess(real_vfs, name, flags, out);
+}
+static int v_full(sqlite3_vfs *vfs, const char *name, int n, char *out) {
+  (void)vfs;
+  return real_vfs->xFullPathname(real_vfs, name, n, out);
+}
+static int v_random(sqlite3_vfs *vfs, int n, char *out) {
+  (void)vfs;
+  return real_vfs->xRandomness(real_vfs, n, out);
+}
+static int v_sleep(sqlite3_vfs *vfs, int us) {
+  (void)vfs;
+  return real_vfs->xSleep(real_vfs, us);
+}
+static int v_time(sqlite3_vfs *vfs, double *out) {
+  (void)vfs;
+  return real_vfs->xCurrentTime(real_vfs, out);
+}
+static int v_last_error(sqlite3_vfs *vfs, int n, char *out) {
+  (void)vfs;
+  return real_vfs->xGetLastError(real_vfs, n, out);
+}
+static int v_time64(sqlite3_vfs *vfs, sqlite3_int64 *out) {
+  (void)vfs;
+  return real_vfs->xCurrentTimeInt64(real_vfs, out);
+}
+
+static sqlite3_vfs fault_vfs;
+
+/* ---- the allocator under SQLite ---- */
+
+static sqlite3_mem_methods real_mem;
+
+static void *m_malloc(int n) {
+  return should_fail(FAULT_MALLOC) ? NULL : real_mem.xMalloc(n);
+}
+static void *m_realloc(void *p, int n) {
+  return should_fail(FAULT_MALLOC) ? NULL : real_mem.xRealloc(p, n);
+}
+
+/* Install both before SQLite initializes; the VFS becomes the default. */
+static int install(void **state) {
+  (void)state;
+  if (sqlite3_config(SQLITE_CONFIG_GETMALLOC, &real_mem) != SQLITE_OK) return -1;
+  sqlite3_mem_methods mine = real_mem;
+  mine.xMalloc = m_malloc;
+  mine.xRealloc = m_realloc;
+  if (sqlite3_config(SQLITE_CONFIG_MALLOC, &mine) != SQLITE_OK) return -1;
+  if (sqlite3_initialize() != SQLITE_OK) return -1;
+  real_vfs = sqlite3_vfs_find(NULL);
+  if (real_vfs == NULL) return -1;
+  fault_vfs = *real_vfs;
+  fault_vfs.iVersion = real_vfs->iVersion < 2 ? real_vfs->iVersion : 2;
+  fault_vfs.szOsFile = (int)sizeof(fault_file) + real_vfs->szOsFile;
+  fault_vfs.zName = "fault";
+  fault_vfs.pAppData = NULL;
+  fault_vfs.xOpen = v_open;
+  fault_vfs.xDelete = v_delete;
+  fault_vfs.xAccess = v_access;
+  fault_vfs.xFullPathname = v_full;
+  fault_vfs.xRandomness = v_random;
+  fault_vfs.xSleep = v_sleep;
+  fault_vfs.xCurrentTime = v_time;
+  fault_vfs.xGetLastError = v_last_error;
+  fault_vfs.xCurrentTimeInt64 = v_time64;
+  return sqlite3_vfs_register(&fault_vfs, 1) == SQLITE_OK ? 0 : -1;
+}
+
+/* ---- scenarios ---- */
+
+/* Fault points tried in all, for the summary line. */
+static int points_tried;
+
+/* Give up rather than loop forever if an operation never gets through. */
+#define MAX_POINTS 5000
+
+static const char *const sets[] = {"backoff.jitter=none", "backoff.base=1s", NULL};
+
+#define DIAMOND                                                                           \
+  "name = \"diamond\"\nversion = \"1\"\n[retry]\nmax_attempts = 20\n"                     \
+  EFX_STEP("top") EFX_NOOP                                                                \
+  EFX_STEP("left") "depends_on = [\"top\"]\n"                                             \
+  "handler = { kind = \"builtin\", name = \"fail\", times = 1 }\n"                         \
+  EFX_STEP("right") "depends_on = [\"top\"]\n" EFX_NOOP                                   \
+  EFX_STEP("join") "depends_on = [\"left\", \"right\"]\n" EFX_NOOP
+
+/* Copy file `from` to `to`. */
+static void copy_file(const char *from, const char *to) {
+  FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+  if (in == NULL || out == NULL) fail_msg("cannot copy %s to %s", from, to);
+  char buf[1 << 16];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+    if (fwrite(buf, 1, n, out) != n) fail_msg("cannot write %s", to);
+  fclose(in);
+  if (fclose(out) != 0) fail_msg("cannot write %s", to);
+}
+
+/* Keep a copy of f's store as it is now at DIR/baseline.db (closing and
+ * reopening it, so that the copy is one file with no log). */
+static void save_baseline(efx *f, char *path, size_t len) {
+  tk_err err;
+  snprintf(path, len, "%s/baseline.db", f->dir);
+  tk_engine_free(f->engine);
+  f->engine = NULL;
+  tk_store_close(f->store);
+  copy_file(f->db, path);
+  if (tk_store_open(f->url, &f->store, &err) != 0) fail_msg("open: %s", err.msg);
+}
+
+/* Put f's store back to the baseline, with a new engine at clock t0. */
+static void restore(efx *f, const char *baseline, int64_t t0) {
+  tk_err err;
+  tk_engine_free(f->engine);
+  f->engine = NULL;
+  tk_store_close(f->store);
+  char side[400];
+  snprintf(side, sizeof side, "%s-wal", f->db);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", f->db);
+  unlink(side);
+  copy_file(baseline, f->db);
+  if (tk_store_open(f->url, &f->store, &err) != 0) fail_msg("open: %s", err.msg);
+  f->clock.now_ms = t0;
+  json_array_clear(f->events);
+  json_array_clear(f->logs);
+  efx_engine(f, "orch-1");
+}
+
+/* A submit under each fault point: it succeeds, or it fails with a message
+ * and the store is as it was. The connection works afterwards. */
+static void submit_under(fault_kind kind, int keep_failing) {
+  efx f;
+  char baseline[400];
+  efx_open(&f, sets);
+  efx_template(&f, DIAMOND);
+  save_baseline(&f, baseline, sizeof baseline);
+  int faults = 1, n = 0, failures = 0;
+  for (n = 0; faults > 0 && n < MAX_POINTS; n++) {
+    restore(&f, baseline, EFX_T0);
+    char *before = efx_snapshot(f.db);
+    tk_submit_request req = {.template_name = "diamond", .context_json = "{\"n\": 1}"};
+    int64_t id = 0;
+    int existed = 0;
+    tk_err err;
+    tk_err_clear(&err);
+    arm(kind, n, keep_failing);
+    int rc = tk_task_submit(f.store, f.cfg, &req, f.clock.now_ms, &id, &existed, &err);
+    faults = disarm();
+    if (rc != 0) {
+      failures++;
+      if (faults == 0) fail_msg("submit failed with no fault injected: %s", err.msg);
+      if (err.msg[0] == '\0') fail_msg("fault point %d: submit failed without a message", n);
+      efx_unchanged(f.db, before);
+    } else {
+      free(before);
+      assert_int_equal(efx_sql_int(f.db, "SELECT COUNT(*) FROM steps WHERE task_id = %lld",
+                                   (long long)id),
+                       4);
+    }
+    /* The same connection works once the fault is gone. */
+    efx_submit(&f, "diamond", NULL);
+  }
+  if (faults > 0) fail_msg("submit still meets a fault after %d points", n);
+  assert_true(failures > 0); /* the faults did reach the store */
+  points_tried += n;
+  efx_close(&f);
+}
+
+/* Every task and step complete, every claim with its finished attempt
+ * row, every step completed exactly once: the rows that break one of
+ * these, which must be none. */
+static void expect_consistent(efx *f) {
+  efx_sql_expect(f->db, "",
+                 "SELECT 'task not complete', id FROM tasks WHERE state <> 'complete'"
+                 " UNION ALL SELECT 'step not complete', id FROM steps WHERE state <> 'complete'"
+                 " UNION ALL SELECT 'attempts counted <> attempt rows', s.id FROM steps s"
+                 "   WHERE s.attempts <> (SELECT COUNT(*) FROM attempts a WHERE a.step_id = s.id)"
+                 " UNION ALL SELECT 'attempt never finished', id FROM attempts"
+                 "   WHERE outcome IS NULL"
+                 " UNION ALL SELECT 'successes <> 1', s.id FROM steps s WHERE (SELECT COUNT(*)"
+                 "   FROM attempts a WHERE a.step_id = s.id AND a.outcome = 'success') <> 1"
+                 " UNION ALL SELECT 'completed <> once', s.id FROM steps s WHERE (SELECT COUNT(*)"
+                 "   FROM transitions t WHERE t.step_id = s.id AND t.to_state = 'complete') <> 1");
+}
+
+/* Engine passes under each fault point: two passes (record the first
+ * claims, claim the next; record a failure and its retry) with the fault
+ * armed, then a clean run to the end, which must leave a consistent store. */
+static void engine_under(fault_kind kind, int keep_failing) {
+  efx f;
+  char baseline[400];
+  efx_open(&f, sets);
+  efx_template(&f, DIAMOND);
+  for (int i = 0; i < 3; i++) efx_submit(&f, "diamond", NULL);
+  save_baseline(&f, baseline, sizeof baseline);
+  int faults = 1, n, failures = 0;
+  for (n = 0; faults > 0 && n < MAX_POINTS; n++) {
+    restore(&f, baseline, EFX_T0);
+    efx_tick(&f); /* claims and runs the three tops */
+    arm(kind, n, keep_failing);
+    int64_t due;
+    tk_err err;
+    int rc = tk_engine_tick(f.engine, &due, &err);
+    if (rc == 0) rc = tk_engine_tick(f.engine, &due, &err);
+    faults = disarm();
+    if (faults > 0) failures++;
+    else if (rc != 0) fail_msg("a pass failed with no fault injected: %s", err.msg);
+    /* Lost outcomes come back when their leases expire. */
+    efx_drive(&f, 200);
+    expect_consistent(&f);
+  }
+  if (faults > 0) fail_msg("the passes still meet a fault after %d points", n);
+  assert_true(failures > 0);
+  points_tried += n;
+  efx_close(&f);
+}
+
+static void submit_survives_each_io_fault(void **state) {
+  (void)state;
+  submit_under(FAULT_IO, 0);
+}
+static void submit_survives_persistent_io_faults(void **state) {
+  (void)state;
+  submit_under(FAULT_IO, 1);
+}
+static void submit_survives_each_allocation_failure(void **state) {
+  (void)state;
+  submit_under(FAULT_MALLOC, 0);
+}
+static void submit_survives_persistent_allocation_failures(void **state) {
+  (void)state;
+  submit_under(FAULT_MALLOC, 1);
+}
+static void engine_survives_each_io_fault(void **state) {
+  (void)state;
+  engine_under(FAULT_IO, 0);
+}
+static void engine_survives_persistent_io_faults(void **state) {
+  (void)state;
+  engine_under(FAULT_IO, 1);
+}
+static void engine_survives_each_allocation_failure(void **state) {
+  (void)state;
+  engine_under(FAULT_MALLOC, 0);
+}
+static void engine_survives_persistent_allocation_failures(void **state) {
+  (void)state;
+  engine_under(FAULT_MALLOC, 1);
+}
+
+static int summary(void **state) {
+  (void)state;
+  printf("# %d fault points tried\n", points_tried);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(submit_survives_each_io_fault),
+      cmocka_unit_test(submit_survives_persistent_io_faults),
+      cmocka_unit_test(submit_survives_each_allocation_failure),
+      cmocka_unit_test(submit_survives_persistent_allocation_failures),
+      cmocka_unit_test(engine_survives_each_io_fault),
+      cmocka_unit_test(engine_survives_persistent_io_faults),
+      cmocka_unit_test(engine_survives_each_allocation_failure),
+      cmocka_unit_test(engine_survives_persistent_allocation_failures),
+  };
+  return cmocka_run_group_tests(tests, install, summary);
+}
