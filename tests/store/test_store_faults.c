@@ -389,6 +389,66 @@ static void engine_under(fault_kind kind, int keep_failing) {
   efx_close(&f);
 }
 
+/* `tasker init` under each fault point, from an empty file: opening or
+ * migrating may fail, but each migration is whole or absent (the schema
+ * version says which, and every table of an applied one is there), and
+ * a clean init afterwards brings the store to the latest version. */
+static void migrate_under(fault_kind kind, int keep_failing) {
+  char dir[256], db[300], url[320];
+  efx_tmpdir(dir, sizeof dir);
+  snprintf(db, sizeof db, "%s/tasker.db", dir);
+  snprintf(url, sizeof url, "sqlite:%s", db);
+  int latest = 0;
+  {
+    tk_store *s;
+    tk_err err;
+    if (tk_store_open(url, &s, &err) || tk_store_migrate(s, NULL, &latest, &err))
+      fail_msg("clean init: %s", err.msg);
+    tk_store_close(s);
+  }
+  /* Parsing every migration's SQL allocates thousands of times: past the
+   * first 100 points, they are tried 6% apart. */
+  int faults = 1, n, failures = 0, tried = 0;
+  for (n = 0; faults > 0 && n < 20 * MAX_POINTS; n += n < 100 ? 1 : n / 16, tried++) {
+    for (const char *suffix = ""; suffix; suffix = *suffix ? (suffix[1] == 'w' ? "-shm" : NULL)
+                                                            : "-wal") {
+      char path[320];
+      snprintf(path, sizeof path, "%s%s", db, suffix);
+      unlink(path);
+    }
+    tk_store *s = NULL;
+    tk_err err;
+    tk_err_clear(&err);
+    int version = -1;
+    arm(kind, n, keep_failing);
+    int rc = tk_store_open(url, &s, &err);
+    if (rc == 0) rc = tk_store_migrate(s, NULL, NULL, &err);
+    faults = disarm();
+    if (rc != 0) {
+      failures++;
+      if (faults == 0) fail_msg("init failed with no fault injected: %s", err.msg);
+      if (err.msg[0] == '\0') fail_msg("fault point %d: init failed without a message", n);
+    }
+    if (s == NULL && tk_store_open(url, &s, &err) != 0) fail_msg("reopen: %s", err.msg);
+    if (tk_store_schema_version(s, &version, &err) != 0) fail_msg("version: %s", err.msg);
+    /* Whole migrations only: 0004 adds items, 0005 the claim indexes. */
+    assert_int_equal(efx_sql_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'items'"),
+                     version >= 4);
+    assert_int_equal(
+        efx_sql_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'steps_fresh'"),
+        version >= 5);
+    if (rc == 0) assert_int_equal(version, latest);
+    int after = 0;
+    if (tk_store_migrate(s, NULL, &after, &err) != 0) fail_msg("init again: %s", err.msg);
+    assert_int_equal(after, latest);
+    tk_store_close(s);
+  }
+  if (faults > 0) fail_msg("init still meets a fault after %d points", tried);
+  assert_true(failures > 0);
+  points_tried += tried;
+  efx_rmtree(dir);
+}
+
 static void submit_survives_each_io_fault(void **state) {
   (void)state;
   submit_under(FAULT_IO, 0);
@@ -422,6 +482,15 @@ static void engine_survives_persistent_allocation_failures(void **state) {
   engine_under(FAULT_MALLOC, 1);
 }
 
+static void init_survives_each_io_fault(void **state) {
+  (void)state;
+  migrate_under(FAULT_IO, 0);
+}
+static void init_survives_each_allocation_failure(void **state) {
+  (void)state;
+  migrate_under(FAULT_MALLOC, 0);
+}
+
 static int summary(void **state) {
   (void)state;
   printf("# %d fault points tried\n", points_tried);
@@ -430,6 +499,8 @@ static int summary(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(init_survives_each_io_fault),
+      cmocka_unit_test(init_survives_each_allocation_failure),
       cmocka_unit_test(submit_survives_each_io_fault),
       cmocka_unit_test(submit_survives_persistent_io_faults),
       cmocka_unit_test(submit_survives_each_allocation_failure),
