@@ -2,8 +2,10 @@
  * VFS over the default one that fails the Nth read, write, sync or
  * truncate, and an allocator under SQLite that fails the Nth allocation.
  * Each scenario is run with N = 0, 1, 2, ... until the operation gets
- * through without meeting the fault, once with a single fault and once
- * with every later call failing too. After each fault:
+ * through without meeting the fault (init's thousands of allocations are
+ * sampled), with a single fault and, for submit and the engine, with every
+ * later call failing too. After each fault:
+ *   - init left whole migrations only, and a clean init finishes;
  *   - a submit either succeeded or left the store exactly as it was;
  *   - an engine pass may lose outcomes (their leases expire), but a clean
  *     run afterwards finishes every task, every claim has its attempt row,
