@@ -219,7 +219,7 @@ static int complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
   int i = 0;
   for (job *j = list; j && items; j = j->next, i++)
     items[i] = (tk__finish){&j->claim,  j->def->name, e->id,        job_outcome(j),
-                            &j->result, j->batch,     j->started_at, j->finished_at};
+                            &j->result, j->batch,     j->started_at, j->finished_at, 0};
   if (items) tk__engine_finish(e, items, n, next);
   else tk__engine_log(e, TK_LOG_ERROR, "out of memory recording %d outcomes", n);
   free(items);
@@ -260,11 +260,8 @@ static int reap(tk_engine *e, int64_t now, tk_err *err) {
     results[i] = (tk_handler_result){.status = TK_HANDLER_RETRY, .retry_after_ms = -1};
     snprintf(results[i].error, sizeof results[i].error,
              "lease held by %s expired (the orchestrator stopped or hung)", x->owner);
-    e->stats.lease_expired++;
-    tk__engine_event(e, "step.lease_expired", now,
-                     json_pack("{s:I, s:s, s:i, s:s}", "task", (json_int_t)x->step.task_id, "step",
-                               name, "attempt", x->step.attempt, "owner", x->owner));
-    items[i] = (tk__finish){&x->step, name, x->owner, "lease_expired", &results[i], NULL, 0, 0};
+    items[i] = (tk__finish){&x->step,   name, x->owner, "lease_expired", &results[i],
+                            .reaped = 1};
   }
   tk__engine_finish(e, items, n, NULL);
   free(results);

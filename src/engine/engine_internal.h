@@ -136,6 +136,7 @@ typedef struct tk__finish {
   const struct tk__batch_job *batch; /* a batch step's item results, or NULL */
   int64_t started_at;                 /* when the handler was called; 0: it was not */
   int64_t finished_at;                /* when it returned; 0: it was not called */
+  int reaped; /* the reaper's: refused if the lease was renewed after it looked */
 } tk__finish;
 
 /* Decide each attempt's next state (DESIGN §5), taking retry delays from

@@ -38,6 +38,7 @@ static void decide(tk_engine *e, const tk__finish *f, int64_t now, tk__outcome *
    * recorded it. An attempt that never ran (a lease expired) ends now. */
   o->finished_at = f->finished_at > 0 && f->finished_at <= now ? f->finished_at : now;
   o->attempt_outcome = f->attempt_outcome;
+  o->fence_lease = f->reaped;
   *exhausted = 0;
   if (r->status == TK_HANDLER_SUCCESS) {
     o->next = TK__NEXT_COMPLETE;
@@ -84,6 +85,9 @@ static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int 
   const tk__claimed *c = f->claim;
   int64_t now = o->now;
   count(e, o, exhausted, rc, fx);
+  /* A lease counts as expired once its failure is recorded: a heartbeat
+   * that renewed it after the reaper looked fences the reaper out. */
+  if (rc == 0 && f->reaped) e->stats.lease_expired++;
   if (e->on_event == NULL && e->on_log == NULL) return; /* nobody listens */
   json_t *base = json_pack("{s:I, s:s, s:i}", "task", (json_int_t)c->task_id, "step",
                            f->step_name, "attempt", c->attempt);
@@ -91,6 +95,10 @@ static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int 
    * users feel, queueing in this orchestrator included. */
   if (f->started_at > 0)
     json_object_set_new(base, "late_ms", json_integer(f->started_at - c->run_at));
+  if (rc == 0 && f->reaped)
+    tk__engine_event(e, "step.lease_expired", now,
+                     json_pack("{s:I, s:s, s:i, s:s}", "task", (json_int_t)c->task_id, "step",
+                               f->step_name, "attempt", c->attempt, "owner", f->owner));
   if (rc == TK_EFENCED) {
     tk__engine_log(e, TK_LOG_WARN, "task %lld step %s attempt %d: %s", (long long)c->task_id,
                    f->step_name, c->attempt, err->msg);
@@ -170,7 +178,10 @@ void tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_r
   for (int i = 0; i < n; i++) {
     tk_err one = err;
     if (rc == 0 && rcs[i] == TK_EFENCED)
-      tk_err_set(&one, TK_EFENCED, "outcome refused: the lease was lost or the attempt superseded");
+      tk_err_set(&one, TK_EFENCED, "%s",
+                 items[i].reaped ? "not expired after all: its owner renewed the lease, or the "
+                                   "step moved on, after the reaper looked"
+                                 : "outcome refused: the lease was lost or the attempt superseded");
     /* Items that gave up are named before the step's own events. */
     if (rc == 0 && rcs[i] == 0 && items[i].batch) tk__batch_report(e, items[i].batch, now);
     report(e, &items[i], &o[i], exhausted[i], rc ? rc : rcs[i], &fx[i], &one);

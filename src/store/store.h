@@ -136,6 +136,7 @@ typedef struct tk__outcome {
   int attempt;
   int64_t now;         /* when it is recorded: transitions, task updates */
   int64_t finished_at; /* when the attempt ended (its row's finished_at) */
+  int fence_lease;     /* the reaper's: refused if the lease no longer ends by now */
   const char *attempt_outcome; /* success, failure, timeout, lease_expired */
   tk__next_state next;
   const char *error;   /* failure text, or NULL */

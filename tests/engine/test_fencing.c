@@ -139,7 +139,7 @@ static tk__outcome outcome(const tk__claimed *c, const char *owner, int64_t now,
                    .template_id = c->template_id, .idx = c->idx, .owner = owner,
                    .attempt = c->attempt, .now = now, .finished_at = now,
                    .attempt_outcome = next == TK__NEXT_COMPLETE ? "success" : "lease_expired",
-                   .next = next, .run_at = now};
+                   .next = next, .run_at = now, .fence_lease = next != TK__NEXT_COMPLETE};
   if (next != TK__NEXT_COMPLETE) o.error = "lease expired";
   else o.results = "{}";
   return o;
@@ -297,6 +297,45 @@ static void an_expired_lease_is_reaped_at_its_expiry_and_retried_after_the_backo
   assert_int_equal(fenced_counter(f), 1);
 }
 
+/* The store's expired-leases query, patched to let the ghost's heartbeat
+ * renew the lease right after the reaper looked: the race the reaper's
+ * fence is for, which another process could win at any time. */
+static const tk__store_ops *real_ops;
+static tk__claimed renewed_claim;
+
+static int expired_then_renewed(tk_store *s, int64_t now, int limit, tk__expired *out, int *n,
+                                tk_err *err) {
+  int rc = real_ops->expired(s, now, limit, out, n, err);
+  if (rc == 0 && *n > 0)
+    rc = real_ops->heartbeat(s, renewed_claim.step_id, renewed_claim.claim_id, now + 10000, err);
+  return rc;
+}
+
+static void a_lease_renewed_as_the_reaper_looks_is_not_counted_as_expired(void **state) {
+  efx *f = *state;
+  int64_t id = ghost_claimed(f, 3, &renewed_claim);
+  tk__store_ops patched = *f->store->ops;
+  real_ops = f->store->ops;
+  patched.expired = expired_then_renewed;
+  f->store->ops = &patched;
+  f->clock.now_ms = EFX_T0 + 10000;
+  efx_tick(f);
+  f->store->ops = real_ops;
+  tk_engine_stats st = tk_engine_stats_get(f->engine);
+  assert_int_equal(st.lease_expired, 0);
+  assert_int_equal(st.fenced, 1);
+  assert_int_equal(st.retried, 0);
+  assert_int_equal(efx_events(f, "step.lease_expired", NULL), 0);
+  assert_int_equal(efx_events(f, "step.retry_scheduled", NULL), 0);
+  assert_int_equal(efx_events(f, "step.fenced_out", "s"), 1);
+  efx_expect(f, id, "in_progress", "s", "in_progress", NULL);
+  /* The ghost holds its renewed lease, and its attempt is still open. */
+  efx_sql_expect(f->db, "ghost|20000|1|NULL",
+                 "SELECT s.lease_owner, s.lease_expires_at - %lld, a.attempt, a.outcome"
+                 " FROM steps s JOIN attempts a ON a.id = s.claim_id",
+                 (long long)EFX_T0);
+}
+
 static void an_expired_lease_spends_the_attempt_budget(void **state) {
   efx *f = *state;
   tk__claimed c;
@@ -317,6 +356,7 @@ static void an_expired_lease_spends_the_attempt_budget(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       TEST(stale_lease_outcome_is_refused_and_counted),
+      TEST(a_lease_renewed_as_the_reaper_looks_is_not_counted_as_expired),
       TEST(stale_claim_unknown_claim_and_second_write_are_refused),
       TEST(a_lease_renewed_after_the_reapers_look_is_not_expired),
       TEST(an_outcome_after_cancel_is_fenced_out),

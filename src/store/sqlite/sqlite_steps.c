@@ -433,14 +433,16 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
   }
   sqlite3_bind_int64(st, 6, o->step_id);
   sqlite3_bind_int64(st, 7, o->claim_id);
-  if (strcmp(o->attempt_outcome, "lease_expired") == 0) sqlite3_bind_int64(st, 8, o->now);
+  if (o->fence_lease) sqlite3_bind_int64(st, 8, o->now);
   if ((rc = tk__sq_done(q, st, err))) return rc;
   if (sqlite3_changes(q->db) == 0) {
     /* Fenced out: another claim holds the step now, or it moved on. */
     if ((rc = tk__sq_count(q, "fenced_writes", 1, err))) return rc;
     /* The claim's attempt row says so unless something finished it already
-     * (a reaper's lease_expired): after a cancel it would stay open. */
-    if ((rc = fenced_out(q, o, err))) return rc;
+     * (a reaper's lease_expired): after a cancel it would stay open. Not
+     * for a refused reaper: the claim it meant to expire is alive, its
+     * lease renewed, or was finished by whoever moved the step on. */
+    if (!o->fence_lease && (rc = fenced_out(q, o, err))) return rc;
     return tk_err_set(err, TK_EFENCED,
                       "outcome of step %lld attempt %d by %s refused: the lease was lost or the "
                       "attempt superseded",
