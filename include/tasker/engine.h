@@ -82,6 +82,10 @@ typedef struct tk_engine_stats {
 } tk_engine_stats;
 
 int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err);
+/* Stop the worker threads, waiting for the handlers they are running, and
+ * free the engine. Attempts claimed and not yet recorded (only possible
+ * when driven by tk_engine_tick with workers) are left to their leases,
+ * which the reaper turns into lease_expired retries. */
 void tk_engine_free(tk_engine *e);
 
 /* Register an in-process handler, used by steps whose handler is

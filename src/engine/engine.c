@@ -62,26 +62,6 @@ int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
   return 0;
 }
 
-void tk_engine_free(tk_engine *e) {
-  if (e == NULL) return;
-  for (int i = 0; i < e->ntemplates; i++) {
-    json_decref(e->templates[i].definition);
-    for (int k = 0; k < e->templates[i].nsteps; k++) free(e->templates[i].steps[k].spec_text);
-    free(e->templates[i].steps);
-  }
-  free(e->templates);
-  for (int i = 0; i < e->nfns; i++) free(e->fns[i].name);
-  free(e->fns);
-  free(e->claims);
-  free(e->expired);
-  tk__batch_engine_free(e);
-  if (e->wake_pipe[0] >= 0) close(e->wake_pipe[0]);
-  if (e->wake_pipe[1] >= 0) close(e->wake_pipe[1]);
-  pthread_mutex_destroy(&e->mu);
-  pthread_cond_destroy(&e->have_todo);
-  free(e);
-}
-
 int tk_engine_register(tk_engine *e, const char *name, tk_handler_fn fn, void *ud, tk_err *err) {
   for (int i = 0; i < e->nfns; i++)
     if (strcmp(e->fns[i].name, name) == 0)
@@ -208,6 +188,35 @@ static void free_job(job *j) {
   free(j);
 }
 
+void tk_engine_free(tk_engine *e) {
+  if (e == NULL) return;
+  /* Driven by tk_engine_tick, workers may still be running or holding
+   * attempts: stop them, and leave what did not finish to its lease. */
+  e->abandon = 1;
+  tk__pool_stop(e);
+  while (e->running) {
+    job *j = e->running;
+    flight_remove(e, j);
+    free_job(j);
+  }
+  for (int i = 0; i < e->ntemplates; i++) {
+    json_decref(e->templates[i].definition);
+    for (int k = 0; k < e->templates[i].nsteps; k++) free(e->templates[i].steps[k].spec_text);
+    free(e->templates[i].steps);
+  }
+  free(e->templates);
+  for (int i = 0; i < e->nfns; i++) free(e->fns[i].name);
+  free(e->fns);
+  free(e->claims);
+  free(e->expired);
+  tk__batch_engine_free(e);
+  if (e->wake_pipe[0] >= 0) close(e->wake_pipe[0]);
+  if (e->wake_pipe[1] >= 0) close(e->wake_pipe[1]);
+  pthread_mutex_destroy(&e->mu);
+  pthread_cond_destroy(&e->have_todo);
+  free(e);
+}
+
 /* Record a list of finished jobs (linked by `next`) and free them; with
  * `next`, claim in the same transaction. Returns how many were recorded. */
 static int complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
@@ -314,7 +323,7 @@ static void start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us, jo
     if (strcmp(c->prev_state, TK__STEP_WAITING) == 0) j->not_before = c->run_at;
     if (j->def->kind == KIND_FUNCTION) {
       const char *fname = json_string_value(json_object_get(j->def->spec, "name"));
-      for (int k = 0; k < e->nfns; k++)
+      for (int k = 0; k < e->nfns && j->fn == NULL; k++)
         if (strcmp(e->fns[k].name, fname) == 0) j->fn = &e->fns[k];
     }
     if (j->def->batch != NULL) tk__batch_prepare(e, j);
@@ -438,6 +447,11 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, tk_err *err) {
   }
   int64_t now = tk_clock_now(&e->clock);
   int rc;
+  /* Renew our own leases before looking for expired ones: an engine thread
+   * that stalled past its leases (a frozen VM, a swapped-out process) must
+   * not reap attempts its own workers are still running. */
+  int64_t unused = INT64_MAX;
+  heartbeat(e, now, &unused);
   /* Reap only when a known lease has run out; reaping refreshes what is
    * known. Our own claims below bring reap_at forward to their expiry, so
    * even a busy engine looks at every lease at least once a lease period. */

@@ -97,6 +97,7 @@ struct tk_engine {
   int in_flight;
   int held_seen; /* nheld when the engine thread last took results */
   int shutting_down;
+  int abandon; /* stopping without running what is queued (tk_engine_free) */
 
   /* Wakes the engine's poll: workers, tk_engine_wake, tk_engine_stop. */
   int wake_pipe[2];
@@ -169,7 +170,8 @@ void tk__batch_flush(tk_engine *e);
 void tk__batch_free(struct tk__batch_job *b);
 void tk__batch_engine_free(tk_engine *e);
 
-/* Start and stop the worker threads. */
+/* Start and stop the worker threads. Stopping waits for the handlers
+ * running; the queued attempts are run first unless e->abandon is set. */
 int tk__pool_start(tk_engine *e, tk_err *err);
 void tk__pool_stop(tk_engine *e);
 /* Queue claimed attempts (a list linked by next) for the workers. */

@@ -81,6 +81,10 @@ int tk__pool_start(tk_engine *e, tk_err *err) {
 void tk__pool_stop(tk_engine *e) {
   pthread_mutex_lock(&e->mu);
   e->shutting_down = 1;
+  if (e->abandon) { /* the queues' jobs stay on e->running for the caller */
+    e->todo_head = e->todo_tail = e->held_head = e->held_tail = NULL;
+    e->nheld = 0;
+  }
   pthread_cond_broadcast(&e->have_todo);
   pthread_mutex_unlock(&e->mu);
   for (int i = 0; i < e->nthreads; i++) pthread_join(e->threads[i], NULL);

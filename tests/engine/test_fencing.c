@@ -8,9 +8,11 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/engine_fixture.h"
 #include "store/store.h"
@@ -336,6 +338,65 @@ static void a_lease_renewed_as_the_reaper_looks_is_not_counted_as_expired(void *
                  (long long)EFX_T0);
 }
 
+/* A handler that waits at a gate until the test opens it. */
+typedef struct gate {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int started, open;
+} gate;
+
+static void wait_at_gate(const tk_handler_call *call, tk_handler_result *out, void *ud) {
+  (void)call, (void)out;
+  gate *g = ud;
+  pthread_mutex_lock(&g->mu);
+  g->started = 1;
+  pthread_cond_broadcast(&g->cv);
+  while (!g->open) pthread_cond_wait(&g->cv, &g->mu);
+  pthread_mutex_unlock(&g->mu);
+}
+
+/* The engine thread stalls past its own lease (the manual clock jumps 15 s,
+ * 5 s past the 10 s lease, while a worker runs the step): its next pass renews the lease before it
+ * looks for expired ones, so it does not reap its own running attempt. */
+static void a_stalled_engine_renews_its_leases_before_reaping(void **state) {
+  efx *f = *state;
+  gate g = {.started = 0, .open = 0};
+  pthread_mutex_init(&g.mu, NULL);
+  pthread_cond_init(&g.cv, NULL);
+  tk_engine_options o = {.store = f->store, .config = f->cfg, .clock = tk_clock_manual(&f->clock),
+                         .seed = 42, .id = "orch-A", .workers = 1, .on_event = efx_on_event,
+                         .event_ud = f};
+  tk_engine *e;
+  tk_err err;
+  if (tk_engine_new(&o, &e, &err) != 0) fail_msg("engine: %s", err.msg);
+  assert_int_equal(tk_engine_register(e, "gate", wait_at_gate, &g, NULL), 0);
+  one_step(f, "{ kind = \"function\", name = \"gate\" }", 3);
+  int64_t id = efx_submit(f, "one", NULL);
+  int64_t due;
+  if (tk_engine_tick(e, &due, &err) != 0) fail_msg("tick: %s", err.msg);
+  pthread_mutex_lock(&g.mu);
+  while (!g.started) pthread_cond_wait(&g.cv, &g.mu);
+  pthread_mutex_unlock(&g.mu);
+  f->clock.now_ms = EFX_T0 + 15000;
+  if (tk_engine_tick(e, &due, &err) != 0) fail_msg("tick: %s", err.msg);
+  assert_int_equal(tk_engine_stats_get(e).lease_expired, 0);
+  assert_int_equal(efx_sql_int(f->db, "SELECT lease_expires_at FROM steps") - EFX_T0, 25000);
+  pthread_mutex_lock(&g.mu);
+  g.open = 1;
+  pthread_cond_broadcast(&g.cv);
+  pthread_mutex_unlock(&g.mu);
+  for (int i = 0; i < 1000 && tk_engine_stats_get(e).completed == 0; i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+    if (tk_engine_tick(e, &due, &err) != 0) fail_msg("tick: %s", err.msg);
+  }
+  tk_engine_free(e);
+  efx_expect(f, id, "complete", "s", "complete", NULL);
+  efx_sql_expect(f->db, "1|orch-A|success", "SELECT attempt, owner, outcome FROM attempts");
+  pthread_mutex_destroy(&g.mu);
+  pthread_cond_destroy(&g.cv);
+}
+
 static void an_expired_lease_spends_the_attempt_budget(void **state) {
   efx *f = *state;
   tk__claimed c;
@@ -357,6 +418,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       TEST(stale_lease_outcome_is_refused_and_counted),
       TEST(a_lease_renewed_as_the_reaper_looks_is_not_counted_as_expired),
+      TEST(a_stalled_engine_renews_its_leases_before_reaping),
       TEST(stale_claim_unknown_claim_and_second_write_are_refused),
       TEST(a_lease_renewed_after_the_reapers_look_is_not_expired),
       TEST(an_outcome_after_cancel_is_fenced_out),
