@@ -166,6 +166,7 @@ static void flight_add(tk_engine *e, job *j) {
   if (e->running) e->running->flight_prev = j;
   e->running = j;
   e->in_flight++;
+  if (j->next_heartbeat < e->heartbeat_due) e->heartbeat_due = j->next_heartbeat;
 }
 
 static void flight_remove(tk_engine *e, job *j) {
@@ -426,6 +427,12 @@ static int record_and_claim(tk_engine *e, int rounds, int *claimed, tk_err *err)
 
 /* Extend the leases of attempts still running. */
 static void heartbeat(tk_engine *e, int64_t now, int64_t *next) {
+  /* No lease is due before the earliest heartbeat known: skip the walk. */
+  if (now < e->heartbeat_due) {
+    if (e->heartbeat_due < *next) *next = e->heartbeat_due;
+    return;
+  }
+  e->heartbeat_due = INT64_MAX;
   for (job *j = e->running; j; j = j->flight_next) {
     if (j->next_heartbeat <= now) {
       tk_err err;
@@ -434,8 +441,9 @@ static void heartbeat(tk_engine *e, int64_t now, int64_t *next) {
       if (rc) tk__engine_log(e, TK_LOG_WARN, "heartbeat: %s", err.msg);
       j->next_heartbeat = now + e->heartbeat_ms;
     }
-    if (j->next_heartbeat < *next) *next = j->next_heartbeat;
+    if (j->next_heartbeat < e->heartbeat_due) e->heartbeat_due = j->next_heartbeat;
   }
+  if (e->heartbeat_due < *next) *next = e->heartbeat_due;
 }
 
 /* One pass of the engine (see tk_engine_tick) with up to `rounds` rounds

@@ -94,6 +94,7 @@ struct tk_engine {
   int nheld;                  /* in the held list */
   job *done_head;
   job *running; /* in flight: claimed and not yet recorded (engine thread only) */
+  int64_t heartbeat_due; /* no running job's heartbeat is due before (a lower bound) */
   int in_flight;
   int held_seen; /* nheld when the engine thread last took results */
   int shutting_down;
