@@ -1,6 +1,8 @@
 /* Engine benchmarks on SQLite (issue 5), printed as tables:
  *   throughput  100,000 noop steps as 1,000 x 100 independent steps and as
- *               10,000 x a chain of 10, with 1 and 4 workers
+ *               10,000 x a chain of 10, with 1 and 4 workers; each row
+ *               also shows how long a fixed CPU loop took just before it
+ *               (the yardstick: on a shared VM it drifts by 2x)
  *   latency     linear 4-step noop workflow, submit to complete, p50/p99
  *   precision   10,000 steps failing once with a 50 ms delay: how late each
  *               retry starts after its run_at
@@ -134,6 +136,16 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Milliseconds a fixed integer loop takes: a yardstick printed with the
+ * figures, because a shared VM's speed drifts by a fifth from one minute
+ * to the next (compare runs by it before comparing their steps/s). */
+static double yardstick_ms(void) {
+  int64_t t0 = tk_monotonic_ns();
+  volatile uint64_t x = 0;
+  for (uint64_t i = 0; i < 100000000u; i++) x += i;
+  return (double)(tk_monotonic_ns() - t0) / 1e6;
+}
+
 static void throughput(void) {
   tk_config *cfg = config();
   int total = quick ? 10000 : 100000;
@@ -142,8 +154,8 @@ static void throughput(void) {
   /* BENCH_REPEAT=N runs each row N times and prints the median. */
   int repeat = getenv("BENCH_REPEAT") ? atoi(getenv("BENCH_REPEAT")) : 1;
   if (repeat < 1 || repeat > 15) repeat = 1;
-  printf("\n%-12s %7s %7s %8s %10s %12s %10s\n", "throughput", "tasks", "steps", "workers",
-         "seconds", "steps/s", "cpu µs/step");
+  printf("\n%-12s %7s %7s %8s %10s %12s %10s %10s\n", "throughput", "tasks", "steps", "workers",
+         "seconds", "steps/s", "cpu µs/step", "yardstick");
   const char *only = getenv("BENCH_SHAPE"); /* e.g. "chain", for profiling */
   for (int k = 0; k < 2; k++) {
     if (only && strcmp(only, shapes[k].shape) != 0) continue;
@@ -161,7 +173,7 @@ static void throughput(void) {
     for (int w = 0; w < 3; w++) {
       /* BENCH_WORKERS=N runs only the rows with N workers. */
       if (getenv("BENCH_WORKERS") && atoi(getenv("BENCH_WORKERS")) != workers[w]) continue;
-      double secs[15], cpu[15];
+      double secs[15], cpu[15], yard = yardstick_ms();
       for (int r = 0; r < repeat; r++) {
         copy_file(seed, path);
         char url[600];
@@ -177,8 +189,9 @@ static void throughput(void) {
       qsort(cpu, (size_t)repeat, sizeof *cpu, cmp_double);
       double med = secs[repeat / 2];
       int steps = shapes[k].tasks * shapes[k].steps;
-      printf("%-12s %7d %7d %8d %10.2f %12.0f %11.1f\n", shapes[k].shape, shapes[k].tasks,
-             steps, workers[w], med, steps / med, cpu[repeat / 2] * 1e6 / steps);
+      printf("%-12s %7d %7d %8d %10.2f %12.0f %11.1f %8.0f ms\n", shapes[k].shape,
+             shapes[k].tasks, steps, workers[w], med, steps / med, cpu[repeat / 2] * 1e6 / steps,
+             yard);
     }
     free(t);
   }
@@ -443,6 +456,7 @@ static void scale(const char *tasker) {
 
 int main(int argc, char **argv) {
   tk_store_process_init(); /* as the CLI does */
+
   quick = getenv("BENCH_QUICK") != NULL;
   snprintf(dir, sizeof dir, "%s/tasker-bench-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (mkdtemp(dir) == NULL) die("mkdtemp", NULL);
