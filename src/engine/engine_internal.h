@@ -51,6 +51,7 @@ typedef struct job {
   int64_t next_heartbeat;
   int64_t started_at;  /* engine clock, when its handler was called */
   int64_t finished_at; /* engine clock, when it returned */
+  int64_t run_ns;      /* how long the handler took (monotonic) */
   int64_t not_before; /* a retry: its run_at, before which no worker starts it; else 0 */
   tk_handler_result result;
   struct tk__batch_job *batch;          /* a batch step's items and results, or NULL */
@@ -80,6 +81,7 @@ struct tk_engine {
   int64_t reap_at;     /* earliest lease expiry known to this engine */
   int64_t next_retry_at; /* earliest retry's run_at, as the last claim saw it */
   double ns_per_step;    /* what recording or claiming one step costs a pass */
+  double ns_per_handler; /* how long a handler call takes (0: none seen yet) */
   int system_clock;      /* the clock is the system's: retries may be held */
   tk__claimed *claims; /* claim_batch slots */
   tk__expired *expired;

@@ -4,7 +4,7 @@
  * lets an orchestrator claim a retry shortly before its run_at, and the
  * claim reports the next retry's run_at. With workers on the system clock,
  * a retry claimed ahead is held until its run_at: no attempt ever starts
- * before its run_at. */
+ * before its run_at; and slow handlers are not claimed past the workers' queue. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -164,6 +164,31 @@ static void no_attempt_starts_before_its_run_at(void **state) {
   if (held == 0) fail_msg("no retry was claimed ahead of its run_at: the hold went untested");
 }
 
+/* With slow handlers an orchestrator claims no more than its workers'
+ * queue holds (max(2 x workers, claim_batch)): steps it could not start
+ * soon stay ready for other orchestrators. Outstanding attempts are counted
+ * from the events: claimed, and not yet recorded. */
+static void slow_handlers_are_not_claimed_past_the_queue(void **state) {
+  static const char *const small[] = {"engine.claim_batch=4", NULL};
+  efx *f = *state = efx_new(small, "orch-1");
+  efx_one_step(f, "slow", "{ kind = \"builtin\", name = \"sleep\", duration = \"20ms\" }",
+               "{ max_attempts = 1 }");
+  for (int i = 0; i < 16; i++) efx_submit(f, "slow", NULL);
+  efx_run_workers(f, "orch-1", 2);
+  size_t i;
+  json_t *ev;
+  int outstanding = 0, most = 0;
+  json_array_foreach(f->events, i, ev) {
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    if (strcmp(type, "step.claimed") == 0 && ++outstanding > most) most = outstanding;
+    if (strcmp(type, "step.completed") == 0) outstanding--;
+  }
+  assert_int_equal(outstanding, 0);
+  assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM steps WHERE state = 'complete'"), 16);
+  if (most > 4) fail_msg("%d attempts outstanding at once; the queue holds 4", most);
+  assert_int_equal(most, 4);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(due_retries_go_before_older_fresh_work, setup,
@@ -174,6 +199,7 @@ int main(void) {
                                       efx_teardown),
       cmocka_unit_test_teardown(a_started_task_goes_on_before_a_newer_one_starts, efx_teardown),
       cmocka_unit_test_teardown(no_attempt_starts_before_its_run_at, efx_teardown),
+      cmocka_unit_test_teardown(slow_handlers_are_not_claimed_past_the_queue, efx_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
