@@ -16,8 +16,9 @@
 const char cmd_status_usage[] =
     "usage: tasker status [--json]\n\nTasks and steps by state, ready work, next due time.\n";
 const char cmd_show_usage[] =
-    "usage: tasker show TASK [--json]\n\n"
-    "Each step: state, attempts/max, next run as a relative time, last error.\n";
+    "usage: tasker show TASK [--history] [--json]\n\n"
+    "Each step: state, attempts/max, next run as a relative time, last error.\n"
+    "--history adds every state change of the task and its steps, oldest first.\n";
 const char cmd_why_usage[] =
     "usage: tasker why TASK STEP [--json]\n\n"
     "Which readiness condition holds the step back, and until when.\n";
@@ -140,9 +141,33 @@ static void print_retries(json_t *steps) {
   }
 }
 
+/* The task's transitions: when (after the task was created), what moved,
+ * from which state to which, and why. */
+static void print_transitions(json_t *t) {
+  json_int_t t0 = json_integer_value(json_object_get(t, "created_at"));
+  size_t i;
+  json_t *r;
+  printf("\nhistory:\n");
+  json_array_foreach(json_object_get(t, "transitions"), i, r) {
+    char at[40], d[32], what[80];
+    tk_duration_format(json_integer_value(json_object_get(r, "at")) - t0, d, sizeof d);
+    snprintf(at, sizeof at, "+%s", d);
+    json_t *attempt = json_object_get(r, "attempt");
+    if (!json_is_string(json_object_get(r, "step"))) snprintf(what, sizeof what, "task");
+    else if (json_is_integer(attempt))
+      snprintf(what, sizeof what, "%s #%lld", str(r, "step"), (long long)json_integer_value(attempt));
+    else snprintf(what, sizeof what, "%s", str(r, "step"));
+    printf("  %-10s %-22s %-17s -> %-17s %s\n", at, what,
+           json_is_string(json_object_get(r, "from")) ? str(r, "from") : "-", str(r, "to"),
+           str(r, "reason"));
+  }
+}
+
 int cmd_show(cli_globals *g, int argc, char **argv) {
+  enum { O_HISTORY, O_N };
+  cli_opt o[O_N] = {{"history", NULL, NULL, 0}};
   const char *pos[1];
-  int npos, rc = cli_parse("show", NULL, 0, argc, argv, pos, &npos, 1);
+  int npos, rc = cli_parse("show", o, O_N, argc, argv, pos, &npos, 1);
   if (rc) return rc;
   int64_t id;
   if (npos != 1) {
@@ -176,6 +201,7 @@ int cmd_show(cli_globals *g, int argc, char **argv) {
     printf("%-20s %-18s %9s  %-12s %s\n", str(s, "name"), state, att, next, str(s, "last_error"));
   }
   print_retries(json_object_get(t, "steps"));
+  if (o[O_HISTORY].seen) print_transitions(t);
   json_decref(t);
   return 0;
 }

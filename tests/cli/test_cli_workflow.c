@@ -340,7 +340,7 @@ static void show_why_and_status_print_their_json_shapes(void **state) {
   json_t *t = json_of(c, "show", "1", NULL);
   /* Objects print in a fixed key order (JSON_PRESERVE_ORDER). */
   expect_keys(t, "id,state,identity,created_at,updated_at,finished_at,steps_total,steps_done,"
-                 "steps_error,template,context,steps,execution_status,now");
+                 "steps_error,template,context,steps,transitions,execution_status,now");
   assert_int_equal(num(t, "id"), 1);
   assert_string_equal(str(t, "state"), "error");
   assert_string_equal(str(t, "execution_status"), "blocked_by_failures");
@@ -390,6 +390,42 @@ static void show_why_and_status_print_their_json_shapes(void **state) {
     }
   }
   assert_int_equal(num(json_array_get(history, 1), "delay_ms"), 20);
+
+  /* The audit trail: created first, in time order, each of charge's three
+   * claims and three failures, and the task's error last. */
+  json_t *trail = json_object_get(t, "transitions");
+  size_t n = json_array_size(trail), k;
+  json_t *row;
+  assert_true(n >= 10);
+  int charge_moves = 0;
+  json_array_foreach(trail, k, row) {
+    expect_keys(row, "at,step,from,to,reason,attempt");
+    if (k > 0) assert_true(num(row, "at") >= num(json_array_get(trail, k - 1), "at"));
+    if (str(row, "step") && strcmp(str(row, "step"), "charge") == 0) charge_moves++;
+  }
+  assert_int_equal(charge_moves, 6);
+  json_t *first = json_array_get(trail, 0), *last = json_array_get(trail, n - 1);
+  assert_true(json_is_null(json_object_get(first, "step")));
+  assert_string_equal(str(first, "to"), "pending");
+  assert_string_equal(str(first, "reason"), "created");
+  assert_true(json_is_null(json_object_get(last, "step")));
+  assert_string_equal(str(last, "from"), "in_progress");
+  assert_string_equal(str(last, "to"), "error");
+  run_result h;
+  CLI(c, &h, "show", "1", "--history");
+  assert_int_equal(h.status, 0);
+  /* The section, and a line for charge's last failure. */
+  const char *sect = strstr(h.out, "\nhistory:\n"), *line = sect;
+  int found = 0;
+  while (line && !found && (line = strstr(line + 1, "charge #3")) != NULL) {
+    const char *eol = strchr(line, '\n'), *arrow = strstr(line, "in_progress       -> error");
+    found = arrow && (eol == NULL || arrow < eol);
+  }
+  if (!found) {
+    fprintf(stderr, "show --history printed:\n%s\n", h.out);
+    fail();
+  }
+  run_result_free(&h);
 
   /* why prints the same object as show's step.why. */
   json_t *why = json_of(c, "why", "1", "ship");

@@ -206,36 +206,74 @@ int tk__sq_operator(tk_store *s, tk__operator_action action, int64_t task_id, co
   return rc;
 }
 
+/* The rows of a query on one task (?1: its id), each an object of `keys`
+ * (one per column, in order), into *out. */
+static int task_rows(tk__sqlite *q, const char *what, const char *sql, int64_t task_id,
+                     const char *const *keys, int nkeys, json_t **out, tk_err *err) {
+  sqlite3_stmt *st;
+  *out = NULL;
+  if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL)) return tk__sq_fail(q, what, err);
+  sqlite3_bind_int64(st, 1, task_id);
+  json_t *rows = json_array();
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    json_t *row = json_object();
+    for (int k = 0; k < nkeys; k++) json_object_set_new(row, keys[k], column_json(st, k));
+    json_array_append_new(rows, row);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) {
+    json_decref(rows);
+    return tk__sq_fail(q, what, err);
+  }
+  *out = rows;
+  return 0;
+}
+
 /* Each step's claims, oldest first, as "history": [{attempt, owner,
  * started_at, finished_at, outcome, error, delay_ms, delay_source,
  * next_run_at}]. Steps are matched by id. */
 static int attempt_history(tk__sqlite *q, int64_t task_id, json_t *steps, tk_err *err) {
-  static const char *const keys[] = {"attempt", "owner", "started_at", "finished_at", "outcome",
-                                     "error", "delay_ms", "delay_source", "next_run_at"};
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(q->db,
-                         "SELECT a.step_id, a.attempt, a.owner, a.started_at, a.finished_at,"
-                         " a.outcome, a.error, a.delay_ms, a.delay_source, a.next_run_at"
-                         " FROM attempts a JOIN steps s ON s.id = a.step_id"
-                         " WHERE s.task_id = ? ORDER BY a.id",
-                         -1, &st, NULL))
-    return tk__sq_fail(q, "attempt history", err);
-  sqlite3_bind_int64(st, 1, task_id);
-  size_t i;
-  json_t *step;
+  static const char *const keys[] = {"step_id",  "attempt", "owner",    "started_at",
+                                     "finished_at", "outcome", "error", "delay_ms",
+                                     "delay_source", "next_run_at"};
+  json_t *rows;
+  int rc = task_rows(q, "attempt history",
+                     "SELECT a.step_id, a.attempt, a.owner, a.started_at, a.finished_at,"
+                     " a.outcome, a.error, a.delay_ms, a.delay_source, a.next_run_at"
+                     " FROM attempts a JOIN steps s ON s.id = a.step_id"
+                     " WHERE s.task_id = ?1 ORDER BY a.id",
+                     task_id, keys, 10, &rows, err);
+  if (rc) return rc;
+  size_t i, k;
+  json_t *step, *row;
   json_array_foreach(steps, i, step) json_object_set_new(step, "history", json_array());
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    json_int_t step_id = sqlite3_column_int64(st, 0);
+  json_array_foreach(rows, k, row) {
+    json_int_t step_id = json_integer_value(json_object_get(row, "step_id"));
+    json_object_del(row, "step_id");
     json_array_foreach(steps, i, step) {
       if (json_integer_value(json_object_get(step, "id")) != step_id) continue;
-      json_t *row = json_object();
-      for (int k = 0; k < 9; k++) json_object_set_new(row, keys[k], column_json(st, k + 1));
-      json_array_append_new(json_object_get(step, "history"), row);
+      json_array_append(json_object_get(step, "history"), row);
       break;
     }
   }
-  sqlite3_finalize(st);
+  json_decref(rows);
   return 0;
+}
+
+/* The task's audit trail, oldest first, as "transitions": [{at, step
+ * (null for the task itself), from, to, reason, attempt}], a range of the
+ * transitions_task index. */
+static int transition_history(tk__sqlite *q, int64_t task_id, json_t *task, tk_err *err) {
+  static const char *const keys[] = {"at", "step", "from", "to", "reason", "attempt"};
+  json_t *rows;
+  int rc = task_rows(q, "transitions",
+                     "SELECT tr.at, s.name, tr.from_state, tr.to_state, tr.reason, tr.attempt"
+                     " FROM transitions tr LEFT JOIN steps s ON s.id = tr.step_id"
+                     " WHERE tr.task_id = ?1 ORDER BY tr.id",
+                     task_id, keys, 6, &rows, err);
+  if (rc == 0) json_object_set_new(task, "transitions", rows);
+  return rc;
 }
 
 int tk__sq_task_show(tk_store *s, int64_t task_id, json_t **out, tk_err *err) {
@@ -298,7 +336,8 @@ int tk__sq_task_show(tk_store *s, int64_t task_id, json_t **out, tk_err *err) {
   sqlite3_finalize(st);
   json_decref(def);
   json_object_set_new(task, "steps", steps);
-  if ((rc = attempt_history(q, task_id, steps, err))) {
+  if ((rc = attempt_history(q, task_id, steps, err)) ||
+      (rc = transition_history(q, task_id, task, err))) {
     json_decref(task);
     return rc;
   }
