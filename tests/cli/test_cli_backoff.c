@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "common/cli_expect.h"
+#include "common/expect_text.h"
 
 static void bad_flags_exit_2_with_one_line(void **state) {
   (void)state;
@@ -49,8 +50,8 @@ static void help_and_version(void **state) {
   run_result r;
   RUN(&r, "--help");
   assert_int_equal(r.status, 0);
-  assert_non_null(strstr(r.out, "backoff"));
-  assert_non_null(strstr(r.out, "--db URL"));
+  expect_contains(r.out, "backoff");
+  expect_contains(r.out, "--db URL");
   run_result_free(&r);
   RUN(&r, "--version");
   assert_int_equal(r.status, 0);
@@ -58,12 +59,12 @@ static void help_and_version(void **state) {
   run_result_free(&r);
   RUN(&r, "backoff", "--help");
   assert_int_equal(r.status, 0);
-  assert_non_null(strstr(r.out, "--jitter-fraction"));
+  expect_contains(r.out, "--jitter-fraction");
   run_result_free(&r);
   const char *none[] = {NULL};
   assert_int_equal(run_cli(&r, NULL, none), 0);
   assert_int_equal(r.status, 2);
-  assert_non_null(strstr(r.err, "usage: tasker"));
+  expect_contains(r.err, "usage: tasker");
   run_result_free(&r);
 }
 
@@ -139,9 +140,9 @@ static void table_output(void **state) {
   RUN(&r, "backoff", "--base", "10ms", "--max-delay", "1s", "--jitter", "none", "--attempts",
       "8");
   assert_int_equal(r.status, 0);
-  assert_non_null(strstr(r.out, "attempt"));
-  assert_non_null(strstr(r.out, "640ms"));
-  assert_non_null(strstr(r.out, "1.28s"));
+  expect_contains(r.out, "attempt");
+  expect_contains(r.out, "640ms");
+  expect_contains(r.out, "1.28s");
   assert_string_equal(r.err, "");
   run_result_free(&r);
 }

@@ -16,6 +16,7 @@
 
 #include "common/engine_fixture.h"
 #include "common/run_cli.h"
+#include "common/expect_text.h"
 
 typedef struct cli {
   char dir[256], db[320], url[340], cfg[400];
@@ -167,13 +168,13 @@ static void toml_syntax_errors_name_file_line_and_column(void **state) {
   snprintf(words, sizeof words, "tasker template add: %s: line 5, column 29: ", path);
   if (strncmp(r.err, colon, strlen(colon)) != 0 && strncmp(r.err, words, strlen(words)) != 0)
     fail_msg("unexpected message: %s", r.err);
-  assert_non_null(strstr(r.err, "inline table"));
+  expect_contains(r.err, "inline table");
   run_result_free(&r);
   char missing[420];
   snprintf(missing, sizeof missing, "%s/missing.toml", c->dir);
   CLI(c, &r, "template", "add", missing);
   assert_int_equal(r.status, 1);
-  assert_non_null(strstr(r.err, missing));
+  expect_contains(r.err, missing);
   run_result_free(&r);
   efx_unchanged(c->db, before);
 }
@@ -370,7 +371,7 @@ static void show_why_and_status_print_their_json_shapes(void **state) {
   assert_int_equal(num(charge, "max_attempts"), 3);
   assert_string_equal(str(charge, "backoff"), "payments");
   assert_int_equal(num(charge, "last_delay_ms"), 20);
-  assert_non_null(strstr(str(charge, "last_error"), "builtin fail"));
+  expect_contains(str(charge, "last_error"), "builtin fail");
   assert_string_equal(str(json_object_get(charge, "why"), "reason"), "error");
   /* Every claim of charge is in its history: two retries with their
    * delays, then the failure that exhausted it. */

@@ -4,6 +4,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "common/expect_text.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -58,7 +60,7 @@ static void duration_parse_forms(void **state) {
     tk_err e;
     assert_true(tk_duration_parse(bad[i], &ms, &e) < 0);
     assert_int_equal(ms, 77);
-    assert_non_null(strstr(e.msg, "invalid duration"));
+    expect_contains(e.msg, "invalid duration");
   }
   tk_err e;
   int64_t ms;

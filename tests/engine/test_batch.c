@@ -16,6 +16,7 @@
 #include <tasker/workflow.h>
 
 #include "common/engine_fixture.h"
+#include "common/expect_text.h"
 #include "store/store.h" /* the operator action of a second orchestrator */
 
 /* No jitter, base 100ms doubling: in-call sleeps of 100, 200, 400 ms. */
@@ -154,7 +155,7 @@ static void deliver(const tk_batch_call *call, tk_item_report *reports, tk_handl
     reports[i] = (tk_item_report){slow && it->attempt < 3 ? TK_ITEM_REJECTED : TK_ITEM_ACKED,
                                   slow ? "not yet" : NULL};
   }
-  assert_non_null(strstr(call->step->input, "\"context\""));
+  expect_contains(call->step->input, "\"context\"");
   out->retry_after_ms = -1;
 }
 

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "common/engine_fixture.h"
+#include "common/expect_text.h"
 #include "store/store.h"
 
 static const char *const sets[] = {"engine.lease=10s", "engine.heartbeat=2s",
@@ -177,7 +178,7 @@ static void stale_claim_unknown_claim_and_second_write_are_refused(void **state)
   char *before = efx_sql_text(f->db, "SELECT * FROM steps");
   o = outcome(&first, "A", EFX_T0 + 21000, TK__NEXT_COMPLETE);
   assert_int_equal(record1(s, &o, &fx, &err), TK_EFENCED);
-  assert_non_null(strstr(err.msg, "attempt 1"));
+  expect_contains(err.msg, "attempt 1");
   assert_int_equal(s->ops->heartbeat(s, c.step_id, first.claim_id, EFX_T0 + 99000, &err),
                    TK_EFENCED);
   tk__claimed forged = c;

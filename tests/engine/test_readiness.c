@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/engine_fixture.h"
+#include "common/expect_text.h"
 #include "store/store.h"
 
 static const char *const no_jitter[] = {"backoff.jitter=none", "backoff.base=1s",
@@ -374,8 +375,8 @@ static void exhaustion_errors_after_max_attempts(void **state) {
   int64_t id = failed_order(f, "{ kind = \"builtin\", name = \"fail\" }", 3);
   json_t *t = efx_task(f, id);
   assert_int_equal(step_int(t, "charge", "attempts"), 3);
-  assert_non_null(strstr(json_string_value(json_object_get(efx_step(t, "charge"), "last_error")),
-                         "attempt 3"));
+  expect_contains(json_string_value(json_object_get(efx_step(t, "charge"), "last_error")),
+                         "attempt 3");
   json_decref(t);
   tk_engine_stats st = tk_engine_stats_get(f->engine);
   assert_int_equal(st.claimed, 3);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/run_cli.h"
+#include "common/expect_text.h"
 
 static void embed_example_runs_a_task_with_a_server_hinted_retry(void **state) {
   (void)state;
@@ -31,10 +32,10 @@ static void embed_example_runs_a_task_with_a_server_hinted_retry(void **state) {
   out[n] = '\0';
   int status = pclose(p);
   if (status != 0) fail_msg("embed exited with %d: %s", status, out);
-  assert_non_null(strstr(out, "\"delay_ms\":100,\"source\":\"server\""));
-  assert_non_null(strstr(out, "\"parents\":{\"charge\":{\"charged\":4200,\"currency\":\"EUR\"}}"));
-  assert_non_null(strstr(out, "completed 2 steps, 1 retry"));
-  assert_non_null(strstr(out, "\"execution_status\": \"all_complete\""));
+  expect_contains(out, "\"delay_ms\":100,\"source\":\"server\"");
+  expect_contains(out, "\"parents\":{\"charge\":{\"charged\":4200,\"currency\":\"EUR\"}}");
+  expect_contains(out, "completed 2 steps, 1 retry");
+  expect_contains(out, "\"execution_status\": \"all_complete\"");
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   assert_int_equal(system(cmd), 0);
 }

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "common/cli_expect.h"
+#include "common/expect_text.h"
 
 static void same_seed_same_output(void **state) {
   (void)state;
@@ -25,11 +26,11 @@ static void same_seed_same_output(void **state) {
   assert_string_equal(a.err, "");
   assert_string_equal(a.out, b.out);
   assert_string_not_equal(a.out, c.out);
-  assert_non_null(strstr(a.out, "seed 11"));
-  assert_non_null(strstr(a.out, "mean total calls"));
-  assert_non_null(strstr(a.out, "mean completion time"));
-  assert_non_null(strstr(a.out, "clients that succeeded within their attempt budget"));
-  assert_non_null(strstr(a.out, "decorrelated"));
+  expect_contains(a.out, "seed 11");
+  expect_contains(a.out, "mean total calls");
+  expect_contains(a.out, "mean completion time");
+  expect_contains(a.out, "clients that succeeded within their attempt budget");
+  expect_contains(a.out, "decorrelated");
   run_result_free(&a);
   run_result_free(&b);
   run_result_free(&c);
@@ -108,15 +109,15 @@ static void svg_has_two_charts_and_a_legend(void **state) {
   fclose(f);
   unlink(path);
   assert_memory_equal(buf, "<?xml version=\"1.0\"", 19);
-  assert_non_null(strstr(buf, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
-  assert_non_null(strstr(buf, "</svg>\n"));
+  expect_contains(buf, "<svg xmlns=\"http://www.w3.org/2000/svg\"");
+  expect_contains(buf, "</svg>\n");
   assert_int_equal(count(buf, "<polyline"), 6); /* 3 policies x 2 charts */
   assert_int_equal(count(buf, "<svg"), count(buf, "</svg>"));
   assert_int_equal(count(buf, "<text"), count(buf, "</text>"));
-  assert_non_null(strstr(buf, ">exponential</text>"));
-  assert_non_null(strstr(buf, "mean completion time"));
+  expect_contains(buf, ">exponential</text>");
+  expect_contains(buf, "mean completion time");
   /* The table lists only the chosen policies, in the order given. */
-  assert_non_null(strstr(r.out, "full   exponential        linear"));
+  expect_contains(r.out, "full   exponential        linear");
   assert_null(strstr(r.out, "decorrelated"));
   run_result_free(&r);
 }
@@ -160,8 +161,8 @@ static void help_describes_the_model(void **state) {
   run_result r;
   RUN(&r, "simulate", "--help");
   assert_int_equal(r.status, 0);
-  assert_non_null(strstr(r.out, "--max-attempts N"));
-  assert_non_null(strstr(r.out, "linear is a naive client"));
+  expect_contains(r.out, "--max-attempts N");
+  expect_contains(r.out, "linear is a naive client");
   run_result_free(&r);
 }
 
