@@ -13,6 +13,7 @@
  * independent for one throughput shape, BENCH_WORKERS=N for its rows with N
  * workers only, BENCH_REPEAT=N for the median of N runs of each row. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -222,6 +223,44 @@ static void *engine_thread(void *arg) {
   return NULL;
 }
 
+/* An engine running on a thread of its own until engine_stop. */
+typedef struct running_engine {
+  tk_engine *e;
+  pthread_t thread;
+} running_engine;
+
+static running_engine engine_start(tk_store *s, tk_config *cfg, int workers, tk_event_sink sink,
+                                   void *ud) {
+  tk_engine_options eo = {.store = s, .config = cfg, .workers = workers, .seed = 1,
+                          .on_event = sink, .event_ud = ud};
+  running_engine r;
+  tk_err err;
+  if (tk_engine_new(&eo, &r.e, &err)) die("engine", &err);
+  if (pthread_create(&r.thread, NULL, engine_thread, r.e) != 0) die("engine thread", NULL);
+  return r;
+}
+
+static void engine_stop(running_engine *r) {
+  tk_engine_stop(r->e);
+  pthread_join(r->thread, NULL);
+  tk_engine_free(r->e);
+}
+
+/* Wait on cv (mu held) until woken, or give up with `what` once `deadline`
+ * (CLOCK_REALTIME) has passed: a benchmark that hangs measures nothing. */
+static void wait_before(pthread_cond_t *cv, pthread_mutex_t *mu, const struct timespec *deadline,
+                        const char *what) {
+  if (pthread_cond_timedwait(cv, mu, deadline) == ETIMEDOUT) die(what, NULL);
+}
+
+/* A minute from now, for wait_before. */
+static struct timespec a_minute_from_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  t.tv_sec += 60;
+  return t;
+}
+
 static int cmp_i64(const void *a, const void *b) {
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
   return (x > y) - (x < y);
@@ -244,12 +283,7 @@ static void latency(void) {
   printf("\n%-28s %6s %8s %10s %10s %10s\n", "latency (submit->complete)", "tasks", "workers",
          "p50 ms", "p99 ms", "max ms");
   for (int w = 0; w < 2; w++) {
-    tk_engine_options eo = {.store = engine_store, .config = cfg, .workers = workers[w],
-                            .seed = 1, .on_event = latency_sink, .event_ud = &r};
-    tk_engine *e;
-    if (tk_engine_new(&eo, &e, &err)) die("engine", &err);
-    pthread_t th;
-    pthread_create(&th, NULL, engine_thread, e);
+    running_engine run = engine_start(engine_store, cfg, workers[w], latency_sink, &r);
     int n = quick ? 200 : 1000;
     int64_t *lat = malloc((size_t)n * sizeof *lat);
     tk_submit_request req = {.template_name = "linear4"};
@@ -263,15 +297,15 @@ static void latency(void) {
       if (tk_task_submit(submit_store, cfg, &req, now_ms(), &id, &existed, &err)) die("submit", &err);
       /* In one process the submitter wakes the engine directly; across
        * processes the engine notices the commit through the store. */
-      tk_engine_wake(e);
+      tk_engine_wake(run.e);
+      struct timespec deadline = a_minute_from_now();
       pthread_mutex_lock(&r.mu);
-      while (r.done_at_ns == 0) pthread_cond_wait(&r.cv, &r.mu);
+      while (r.done_at_ns == 0)
+        wait_before(&r.cv, &r.mu, &deadline, "latency: a task did not complete within a minute");
       lat[i] = r.done_at_ns - t0;
       pthread_mutex_unlock(&r.mu);
     }
-    tk_engine_stop(e);
-    pthread_join(th, NULL);
-    tk_engine_free(e);
+    engine_stop(&run);
     qsort(lat, (size_t)n, sizeof *lat, cmp_i64);
     printf("%-28s %6d %8d %10.3f %10.3f %10.3f\n", "linear 4 noop steps", n, workers[w],
            lat[n / 2] / 1e6, lat[(n * 99) / 100] / 1e6, lat[n - 1] / 1e6);
@@ -342,31 +376,26 @@ static void precision(void) {
   tk_err err;
   if (tk_store_open(url, &s, &err)) die("open", &err);
   l.n = 0;
-  tk_engine_options eo = {.store = es, .config = cfg, .workers = 4, .seed = 1,
-                          .on_event = precision_sink, .event_ud = &l};
-  tk_engine *e;
-  if (tk_engine_new(&eo, &e, &err)) die("engine", &err);
-  pthread_t th;
   int64_t t0 = tk_monotonic_ns();
-  pthread_create(&th, NULL, engine_thread, e);
+  running_engine run = engine_start(es, cfg, 4, precision_sink, &l);
   tk_submit_request req = {.template_name = "fail_once10"};
   for (int i = 0; i < steps / 10; i++) {
     int64_t id;
     int existed;
     if (tk_task_submit(s, cfg, &req, now_ms(), &id, &existed, &err)) die("submit", &err);
-    tk_engine_wake(e);
+    tk_engine_wake(run.e);
     int64_t next = t0 + (int64_t)(i + 1) * 2000000;
     while (tk_monotonic_ns() < next) {
       struct timespec ts = {0, 200000};
       nanosleep(&ts, NULL);
     }
   }
+  struct timespec deadline = a_minute_from_now();
   pthread_mutex_lock(&l.mu);
-  while (l.n < steps) pthread_cond_wait(&l.cv, &l.mu);
+  while (l.n < steps)
+    wait_before(&l.cv, &l.mu, &deadline, "precision: the retries did not all run within a minute");
   pthread_mutex_unlock(&l.mu);
-  tk_engine_stop(e);
-  pthread_join(th, NULL);
-  tk_engine_free(e);
+  engine_stop(&run);
   precision_row("paced: 5,000 steps/s arriving", &l, (tk_monotonic_ns() - t0) / 1e9);
   free(l.late);
   tk_store_close(s);
