@@ -5,7 +5,8 @@
  *               (the yardstick: on a shared VM it drifts by 2x)
  *   latency     linear 4-step noop workflow, submit to complete, p50/p99
  *   precision   10,000 steps failing once with a 50 ms delay: how late each
- *               retry starts after its run_at
+ *               retry starts after its run_at; first, how late a plain 2 ms
+ *               sleep wakes on this machine, the floor under those figures
  *   scale       claiming 100 ready steps with 10^4..10^6 steps stored, 90%
  *               waiting for a retry in the future; peak RSS of `tasker run`
  * Usage: bench_engine [throughput|latency|precision|scale]... (default all)
@@ -350,11 +351,30 @@ static void precision_row(const char *name, lateness *l, double secs) {
  * backlog of first attempts is still being worked off), and tasks of 10
  * steps submitted every 2 ms while the engine runs (5,000 steps/s, under
  * capacity: lateness measures how exactly the engine wakes for a run_at). */
+/* The floor under every precision figure: how late this machine wakes a
+ * thread from a 2 ms sleep, with no engine running (a shared VM's vCPU may
+ * not be scheduled for several milliseconds). */
+static void wakeup_reference(void) {
+  int n = quick ? 100 : 500;
+  int64_t *late = malloc((size_t)n * sizeof *late);
+  for (int i = 0; i < n; i++) {
+    int64_t t0 = tk_monotonic_ns();
+    struct timespec d = {0, 2000000};
+    nanosleep(&d, NULL);
+    late[i] = tk_monotonic_ns() - t0 - 2000000;
+  }
+  qsort(late, (size_t)n, sizeof *late, cmp_i64);
+  printf("%-36s %7d %8.1f %8.1f %8.1f %8s\n", "reference: a 2 ms sleep, no engine", n,
+         late[n / 2] / 1e6, late[(n * 99) / 100] / 1e6, late[n - 1] / 1e6, "-");
+  free(late);
+}
+
 static void precision(void) {
   tk_config *cfg = config();
   int steps = quick ? 1000 : 10000;
   printf("\n%-36s %7s %8s %8s %8s %8s\n", "retry precision (50 ms delay)", "retries",
          "p50 ms", "p99 ms", "max ms", "run s");
+  wakeup_reference();
   char *t = noop_template("fail_once", 100, 0,
                           "{ kind = \"builtin\", name = \"fail\", times = 1, retry_after = \"50ms\" }");
   tk_store *s = fresh_store("precision", t, cfg);
