@@ -342,7 +342,7 @@ char *efx_items_context(const char *prefix, int n) {
 void efx_unchanged(const char *db, char *before) {
   char *after = efx_snapshot(db);
   int same = strcmp(before, after) == 0;
-  if (!same) print_error("the store changed:\n%s\n---- became ----\n%s\n", before, after);
+  if (!same) fprintf(stderr, "the store changed:\n%s\n---- became ----\n%s\n", before, after);
   free(before);
   free(after);
   assert_true(same);

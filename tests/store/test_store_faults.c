@@ -302,45 +302,137 @@ static void restore(efx *f, const char *baseline, int64_t t0) {
   efx_engine(f, "orch-1");
 }
 
-/* A submit under each fault point: it succeeds, or it fails with a message
- * and the store is as it was. The connection works afterwards. */
-static void submit_under(fault_kind kind, int keep_failing) {
+/* An operation that is one transaction: prepare brings a fresh store to
+ * where it applies (faults off), run does it once (under the fault), done
+ * checks what a success left. */
+typedef struct atomic_op {
+  const char *name;
+  void (*prepare)(efx *f);
+  int (*run)(efx *f, tk_err *err);
+  void (*done)(efx *f);
+} atomic_op;
+
+/* `op` under each fault point: it succeeds, or it fails with a message
+ * and the store is byte for byte as it was, and then the same connection
+ * does it once the fault is gone. */
+static void all_or_nothing(const atomic_op *op, fault_kind kind, int keep_failing) {
   efx f;
   char baseline[400];
   efx_open(&f, sets);
-  efx_template(&f, DIAMOND);
+  op->prepare(&f);
   save_baseline(&f, baseline, sizeof baseline);
+  int64_t t0 = f.clock.now_ms;
   int faults = 1, n = 0, failures = 0;
   for (n = 0; faults > 0 && n < MAX_POINTS; n++) {
-    restore(&f, baseline, EFX_T0);
+    restore(&f, baseline, t0);
     char *before = efx_snapshot(f.db);
-    tk_submit_request req = {.template_name = "diamond", .context_json = "{\"n\": 1}"};
-    int64_t id = 0;
-    int existed = 0;
     tk_err err;
     tk_err_clear(&err);
     arm(kind, n, keep_failing);
-    int rc = tk_task_submit(f.store, f.cfg, &req, f.clock.now_ms, &id, &existed, &err);
+    int rc = op->run(&f, &err);
     faults = disarm();
     if (rc != 0) {
       failures++;
-      if (faults == 0) fail_msg("submit failed with no fault injected: %s", err.msg);
-      if (err.msg[0] == '\0') fail_msg("fault point %d: submit failed without a message", n);
+      if (faults == 0) fail_msg("%s failed with no fault injected: %s", op->name, err.msg);
+      if (err.msg[0] == '\0') fail_msg("fault point %d: %s failed without a message", n, op->name);
       efx_unchanged(f.db, before);
+      if (op->run(&f, &err) != 0) fail_msg("%s after the fault: %s", op->name, err.msg);
     } else {
       free(before);
-      assert_int_equal(efx_sql_int(f.db, "SELECT COUNT(*) FROM steps WHERE task_id = %lld",
-                                   (long long)id),
-                       4);
     }
-    /* The same connection works once the fault is gone. */
-    efx_submit(&f, "diamond", NULL);
+    op->done(&f);
   }
-  if (faults > 0) fail_msg("submit still meets a fault after %d points", n);
+  if (faults > 0) fail_msg("%s still meets a fault after %d points", op->name, n);
   assert_true(failures > 0); /* the faults did reach the store */
   points_tried += n;
   efx_close(&f);
 }
+
+static void with_diamond(efx *f) { efx_template(f, DIAMOND); }
+
+static int submit_diamond(efx *f, tk_err *err) {
+  tk_submit_request req = {.template_name = "diamond", .context_json = "{\"n\": 1}"};
+  int64_t id;
+  int existed;
+  return tk_task_submit(f->store, f->cfg, &req, f->clock.now_ms, &id, &existed, err);
+}
+
+static void one_task_of_four_steps(efx *f) {
+  assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM tasks"), 1);
+  assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM steps"), 4);
+}
+
+static const atomic_op submit_op = {"submit", with_diamond, submit_diamond,
+                                    one_task_of_four_steps};
+
+/* With an identity the submit first looks for a task holding it: an error
+ * there must not pass for "none" (the lookup found the bug in put_one). */
+static int submit_with_identity(efx *f, tk_err *err) {
+  tk_submit_request req = {.template_name = "diamond", .identity = "order-7"};
+  int64_t id;
+  int existed;
+  return tk_task_submit(f->store, f->cfg, &req, f->clock.now_ms, &id, &existed, err);
+}
+
+static const atomic_op identity_op = {"submit with an identity", with_diamond,
+                                      submit_with_identity, one_task_of_four_steps};
+
+static int add_template(efx *f, tk_err *err) {
+  char path[512];
+  efx_write(f->dir, "extra.toml",
+            "name = \"extra\"\nversion = \"1\"\n" EFX_STEP("a") EFX_NOOP
+            EFX_STEP("b") "depends_on = [\"a\"]\n" EFX_NOOP,
+            path, sizeof path);
+  return tk_template_add_file(f->store, f->cfg, path, f->clock.now_ms, NULL, err);
+}
+
+static void extra_template_stored(efx *f) {
+  efx_sql_expect(f->db, "diamond\nextra", "SELECT name FROM templates ORDER BY id");
+  assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM template_edges e JOIN templates t"
+                                      " ON t.id = e.template_id WHERE t.name = 'extra'"),
+                   1);
+}
+
+static const atomic_op template_op = {"template add", with_diamond, add_template,
+                                      extra_template_stored};
+
+/* A task whose step "left" failed for good: the operator retries it. */
+static void failed_left(efx *f) {
+  efx_template(f, "name = \"broken\"\nversion = \"1\"\n[retry]\nmax_attempts = 1\n"
+                  EFX_STEP("top") EFX_NOOP
+                  EFX_STEP("left") "depends_on = [\"top\"]\n"
+                  "handler = { kind = \"builtin\", name = \"fail\", times = 1 }\n"
+                  EFX_STEP("right") "depends_on = [\"top\"]\n" EFX_NOOP);
+  efx_submit(f, "broken", NULL);
+  efx_engine(f, "orch-1");
+  efx_drive(f, 20);
+  efx_expect(f, 1, "error", "left", "error", NULL);
+}
+
+static int retry_left(efx *f, tk_err *err) {
+  return tk_task_operate(f->store, TK_OP_RETRY, 1, "left", f->clock.now_ms, NULL, err);
+}
+
+static void left_waits_for_its_retry(efx *f) {
+  efx_expect(f, 1, "in_progress", "left", "waiting_for_retry", NULL);
+}
+
+static const atomic_op retry_op = {"retry", failed_left, retry_left, left_waits_for_its_retry};
+
+static void pending_diamond(efx *f) {
+  efx_template(f, DIAMOND);
+  efx_submit(f, "diamond", NULL);
+}
+
+static int cancel_task(efx *f, tk_err *err) {
+  return tk_task_operate(f->store, TK_OP_CANCEL, 1, NULL, f->clock.now_ms, NULL, err);
+}
+
+static void all_cancelled(efx *f) {
+  efx_expect(f, 1, "cancelled", "top", "cancelled", "join", "cancelled", NULL);
+}
+
+static const atomic_op cancel_op = {"cancel", pending_diamond, cancel_task, all_cancelled};
 
 /* Every task and step complete, every claim with its finished attempt
  * row, every step completed exactly once: the rows that break one of
@@ -453,19 +545,51 @@ static void migrate_under(fault_kind kind, int keep_failing) {
 
 static void submit_survives_each_io_fault(void **state) {
   (void)state;
-  submit_under(FAULT_IO, 0);
+  all_or_nothing(&submit_op, FAULT_IO, 0);
 }
 static void submit_survives_persistent_io_faults(void **state) {
   (void)state;
-  submit_under(FAULT_IO, 1);
+  all_or_nothing(&submit_op, FAULT_IO, 1);
 }
 static void submit_survives_each_allocation_failure(void **state) {
   (void)state;
-  submit_under(FAULT_MALLOC, 0);
+  all_or_nothing(&submit_op, FAULT_MALLOC, 0);
 }
 static void submit_survives_persistent_allocation_failures(void **state) {
   (void)state;
-  submit_under(FAULT_MALLOC, 1);
+  all_or_nothing(&submit_op, FAULT_MALLOC, 1);
+}
+static void identity_submit_survives_each_io_fault(void **state) {
+  (void)state;
+  all_or_nothing(&identity_op, FAULT_IO, 0);
+}
+static void identity_submit_survives_each_allocation_failure(void **state) {
+  (void)state;
+  all_or_nothing(&identity_op, FAULT_MALLOC, 0);
+}
+static void template_add_survives_each_io_fault(void **state) {
+  (void)state;
+  all_or_nothing(&template_op, FAULT_IO, 0);
+}
+static void template_add_survives_each_allocation_failure(void **state) {
+  (void)state;
+  all_or_nothing(&template_op, FAULT_MALLOC, 0);
+}
+static void operator_retry_survives_each_io_fault(void **state) {
+  (void)state;
+  all_or_nothing(&retry_op, FAULT_IO, 0);
+}
+static void operator_retry_survives_each_allocation_failure(void **state) {
+  (void)state;
+  all_or_nothing(&retry_op, FAULT_MALLOC, 0);
+}
+static void cancel_survives_each_io_fault(void **state) {
+  (void)state;
+  all_or_nothing(&cancel_op, FAULT_IO, 0);
+}
+static void cancel_survives_each_allocation_failure(void **state) {
+  (void)state;
+  all_or_nothing(&cancel_op, FAULT_MALLOC, 0);
 }
 static void engine_survives_each_io_fault(void **state) {
   (void)state;
@@ -507,6 +631,14 @@ int main(void) {
       cmocka_unit_test(submit_survives_persistent_io_faults),
       cmocka_unit_test(submit_survives_each_allocation_failure),
       cmocka_unit_test(submit_survives_persistent_allocation_failures),
+      cmocka_unit_test(identity_submit_survives_each_io_fault),
+      cmocka_unit_test(identity_submit_survives_each_allocation_failure),
+      cmocka_unit_test(template_add_survives_each_io_fault),
+      cmocka_unit_test(template_add_survives_each_allocation_failure),
+      cmocka_unit_test(operator_retry_survives_each_io_fault),
+      cmocka_unit_test(operator_retry_survives_each_allocation_failure),
+      cmocka_unit_test(cancel_survives_each_io_fault),
+      cmocka_unit_test(cancel_survives_each_allocation_failure),
       cmocka_unit_test(engine_survives_each_io_fault),
       cmocka_unit_test(engine_survives_persistent_io_faults),
       cmocka_unit_test(engine_survives_each_allocation_failure),

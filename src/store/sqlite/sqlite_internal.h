@@ -63,6 +63,16 @@ int tk__sq_exec(tk__sqlite *q, const char *sql, tk_err *err);
 /* Prepare (once) and run the cached statement `id` that has no parameters. */
 int tk__sq_run(tk__sqlite *q, int id, const char *sql, tk_err *err);
 
+/* Step st once: *found gets 1 for a row and 0 for none; anything else is
+ * the statement's error, never "no row". An error may have rolled the
+ * transaction back already, and writes made after it as if nothing
+ * happened would each commit on their own. */
+int tk__sq_row(tk__sqlite *q, sqlite3_stmt *st, const char *what, int *found, tk_err *err);
+
+/* After a loop of sqlite3_step that ended with rc: 0 at the end of the
+ * rows, else the statement's error. */
+int tk__sq_rows_end(tk__sqlite *q, int rc, const char *what, tk_err *err);
+
 /* Step a statement expecting SQLITE_DONE; a store error otherwise. */
 int tk__sq_done(tk__sqlite *q, sqlite3_stmt *st, tk_err *err);
 

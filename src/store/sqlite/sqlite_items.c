@@ -145,7 +145,8 @@ int tk__sq_items_load(tk_store *s, int64_t step_id, tk__batch_load *out, tk_err 
                                  err);
   if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, step_id);
-  int found = sqlite3_step(st) == SQLITE_ROW;
+  int found, rc = tk__sq_row(q, st, "batch settings", &found, err);
+  if (rc) return rc;
   if (found) {
     out->max_in_call_retries = sqlite3_column_int(st, 0);
     out->max_item_attempts = sqlite3_column_int(st, 1);
@@ -157,7 +158,7 @@ int tk__sq_items_load(tk_store *s, int64_t step_id, tk__batch_load *out, tk_err 
                       "its template made it a batch step", (long long)step_id);
   loaded *rows = NULL;
   size_t len = 0;
-  int rc = read_items(q, step_id, out, &rows, &len, err);
+  rc = read_items(q, step_id, out, &rows, &len, err);
   if (rc == 0 && out->npending > 0) {
     out->items = malloc((size_t)out->npending * sizeof *out->items);
     if (out->items == NULL)
@@ -194,7 +195,8 @@ int tk__sq_items_checkpoint(tk_store *s, int64_t step_id, int64_t claim_id,
   }
   sqlite3_bind_int64(st, 1, step_id);
   sqlite3_bind_int64(st, 2, claim_id);
-  int held = sqlite3_step(st) == SQLITE_ROW;
+  int held;
+  if ((rc = tk__sq_row(q, st, "item checkpoint", &held, err))) goto fail;
   sqlite3_reset(st);
   if (!held) {
     rc = tk_err_set(err, TK_EFENCED,

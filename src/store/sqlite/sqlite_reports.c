@@ -65,12 +65,13 @@ static int find_step(tk__sqlite *q, int64_t task_id, const char *step, char *tas
                          NULL))
     return tk__sq_fail(q, "find task", err);
   sqlite3_bind_int64(st, 1, task_id);
-  int found = sqlite3_step(st) == SQLITE_ROW;
+  int found, rc = tk__sq_row(q, st, "find task", &found, err);
   if (found) {
     snprintf(task_state, 24, "%s", tk__sq_text(st, 0));
     *template_id = sqlite3_column_int64(st, 1);
   }
   sqlite3_finalize(st);
+  if (rc) return rc;
   if (!found) return tk_err_set(err, TK_ENOENT, "no task %lld", (long long)task_id);
   if (step == NULL) return 0;
   if (sqlite3_prepare_v2(q->db, "SELECT id, state, idx FROM steps WHERE task_id = ? AND name = ?",
@@ -78,13 +79,14 @@ static int find_step(tk__sqlite *q, int64_t task_id, const char *step, char *tas
     return tk__sq_fail(q, "find step", err);
   sqlite3_bind_int64(st, 1, task_id);
   sqlite3_bind_text(st, 2, step, -1, SQLITE_STATIC);
-  found = sqlite3_step(st) == SQLITE_ROW;
+  rc = tk__sq_row(q, st, "find step", &found, err);
   if (found) {
     *step_id = sqlite3_column_int64(st, 0);
     snprintf(step_state, 24, "%s", tk__sq_text(st, 1));
     *idx = sqlite3_column_int(st, 2);
   }
   sqlite3_finalize(st);
+  if (rc) return rc;
   if (!found)
     return tk_err_set(err, TK_ENOENT, "task %lld has no step \"%s\"", (long long)task_id, step);
   return 0;
@@ -290,9 +292,10 @@ int tk__sq_task_show(tk_store *s, int64_t task_id, json_t **out, tk_err *err) {
                          -1, &st, NULL))
     return tk__sq_fail(q, "show task", err);
   sqlite3_bind_int64(st, 1, task_id);
-  if (sqlite3_step(st) != SQLITE_ROW) {
+  int found;
+  if ((rc = tk__sq_row(q, st, "show task", &found, err)) || !found) {
     sqlite3_finalize(st);
-    return tk_err_set(err, TK_ENOENT, "no task %lld", (long long)task_id);
+    return rc ? rc : tk_err_set(err, TK_ENOENT, "no task %lld", (long long)task_id);
   }
   static const char *const task_keys[] = {"id", "state", "identity", "created_at", "updated_at",
                                           "finished_at", "steps_total", "steps_done",
@@ -323,7 +326,8 @@ int tk__sq_task_show(tk_store *s, int64_t task_id, json_t **out, tk_err *err) {
                                           "last_error"};
   json_t *steps = json_array();
   json_t *def_steps = json_object_get(def, "steps");
-  for (size_t i = 0; sqlite3_step(st) == SQLITE_ROW; i++) {
+  size_t i = 0;
+  for (; (rc = sqlite3_step(st)) == SQLITE_ROW; i++) {
     json_t *step = json_object();
     for (int k = 0; k < 12; k++) json_object_set_new(step, step_keys[k], column_json(st, k));
     json_object_set_new(step, "retryable", json_boolean(sqlite3_column_int(st, 4)));
@@ -333,9 +337,14 @@ int tk__sq_task_show(tk_store *s, int64_t task_id, json_t **out, tk_err *err) {
     json_object_set_new(step, "depends_on", deps ? json_incref(deps) : json_array());
     json_array_append_new(steps, step);
   }
+  rc = tk__sq_rows_end(q, rc, "show steps", err);
   sqlite3_finalize(st);
   json_decref(def);
   json_object_set_new(task, "steps", steps);
+  if (rc) {
+    json_decref(task);
+    return rc;
+  }
   if ((rc = attempt_history(q, task_id, steps, err)) ||
       (rc = transition_history(q, task_id, task, err))) {
     json_decref(task);
@@ -352,14 +361,17 @@ int tk__sq_status(tk_store *s, int64_t now, json_t **out, tk_err *err) {
   if (sqlite3_prepare_v2(q->db, "SELECT state, COUNT(*) FROM tasks GROUP BY state", -1, &st,
                          NULL))
     goto fail;
-  while (sqlite3_step(st) == SQLITE_ROW)
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
     json_object_set_new(tasks, tk__sq_text(st, 0), column_json(st, 1));
+  if (rc != SQLITE_DONE) goto fail_stmt;
   sqlite3_finalize(st);
   if (sqlite3_prepare_v2(q->db, "SELECT state, COUNT(*) FROM steps GROUP BY state", -1, &st,
                          NULL))
     goto fail;
-  while (sqlite3_step(st) == SQLITE_ROW)
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
     json_object_set_new(steps, tk__sq_text(st, 0), column_json(st, 1));
+  if (rc != SQLITE_DONE) goto fail_stmt;
   sqlite3_finalize(st);
   int64_t ready = 0;
   if (sqlite3_prepare_v2(q->db,
@@ -370,10 +382,11 @@ int tk__sq_status(tk_store *s, int64_t now, json_t **out, tk_err *err) {
                          -1, &st, NULL))
     goto fail;
   sqlite3_bind_int64(st, 1, now);
-  if (sqlite3_step(st) == SQLITE_ROW) ready = sqlite3_column_int64(st, 0);
+  if ((rc = sqlite3_step(st)) != SQLITE_ROW) goto fail_stmt;
+  ready = sqlite3_column_int64(st, 0);
   sqlite3_finalize(st);
   int64_t due = INT64_MAX, lease = INT64_MAX;
-  int rc = tk__sq_next_due(s, &due, &lease, err);
+  rc = tk__sq_next_due(s, &due, &lease, err);
   if (lease < due) due = lease;
   if (rc) {
     json_decref(tasks);
@@ -385,14 +398,24 @@ int tk__sq_status(tk_store *s, int64_t now, json_t **out, tk_err *err) {
     json_decref(counters);
     goto fail;
   }
-  while (sqlite3_step(st) == SQLITE_ROW)
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
     json_object_set_new(counters, tk__sq_text(st, 0), column_json(st, 1));
+  if (rc != SQLITE_DONE) {
+    json_decref(counters);
+    goto fail_stmt;
+  }
   sqlite3_finalize(st);
   *out = json_pack("{s:o, s:o, s:I, s:o, s:o}", "tasks", tasks, "steps", steps, "ready_now",
                    (json_int_t)ready, "next_due_at",
                    due == INT64_MAX ? json_null() : json_integer((json_int_t)due), "counters",
                    counters);
   return 0;
+fail_stmt:
+  rc = tk__sq_fail(q, "status", err);
+  sqlite3_finalize(st);
+  json_decref(tasks);
+  json_decref(steps);
+  return rc;
 fail:
   json_decref(tasks);
   json_decref(steps);

@@ -30,10 +30,8 @@ int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
       goto fail;
     }
     sqlite3_bind_text(st, 1, t->identity, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW) {
-      *task_id = sqlite3_column_int64(st, 0);
-      *existed = 1;
-    }
+    if ((rc = tk__sq_row(q, st, "identity lookup", existed, err))) goto fail;
+    if (*existed) *task_id = sqlite3_column_int64(st, 0);
     sqlite3_reset(st);
     if (*existed) {
       tk__sq_rollback(q);

@@ -71,6 +71,16 @@ int tk__sq_done(tk__sqlite *q, sqlite3_stmt *st, tk_err *err) {
   return r;
 }
 
+int tk__sq_row(tk__sqlite *q, sqlite3_stmt *st, const char *what, int *found, tk_err *err) {
+  int rc = sqlite3_step(st);
+  *found = rc == SQLITE_ROW;
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : tk__sq_fail(q, what, err);
+}
+
+int tk__sq_rows_end(tk__sqlite *q, int rc, const char *what, tk_err *err) {
+  return rc == SQLITE_DONE ? 0 : tk__sq_fail(q, what, err);
+}
+
 int tk__sq_run(tk__sqlite *q, int id, const char *sql, tk_err *err) {
   sqlite3_stmt *st = tk__sq_stmt(q, id, sql, err);
   if (st == NULL) return TK_ESTORE;
@@ -232,15 +242,17 @@ static int sq_schema_version(tk_store *s, int *version, tk_err *err) {
                          " AND name = 'schema_migrations'",
                          -1, &st, NULL) != SQLITE_OK)
     return tk__sq_fail(q, "schema version", err);
-  int exists = sqlite3_step(st) == SQLITE_ROW;
+  int exists, rc = tk__sq_row(q, st, "schema version", &exists, err);
   sqlite3_finalize(st);
-  if (!exists) return 0;
+  if (rc || !exists) return rc;
   if (sqlite3_prepare_v2(q->db, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations", -1,
                          &st, NULL) != SQLITE_OK)
     return tk__sq_fail(q, "schema version", err);
-  if (sqlite3_step(st) == SQLITE_ROW) *version = sqlite3_column_int(st, 0);
+  int found;
+  rc = tk__sq_row(q, st, "schema version", &found, err);
+  if (found) *version = sqlite3_column_int(st, 0);
   sqlite3_finalize(st);
-  return 0;
+  return rc;
 }
 
 static int sq_migrate(tk_store *s, int *applied, int *version, tk_err *err) {

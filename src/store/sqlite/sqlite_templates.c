@@ -20,7 +20,12 @@ static int put_one(tk__sqlite *q, tk__template_row *row, tk_err *err) {
                          -1, &st, NULL))
     goto sqlfail;
   bind_identity(st, row);
-  if (sqlite3_step(st) == SQLITE_ROW) {
+  int found, rc = tk__sq_row(q, st, "store template", &found, err);
+  if (rc) {
+    sqlite3_finalize(st);
+    return rc;
+  }
+  if (found) {
     int same = strcmp(tk__sq_text(st, 1), row->digest) == 0;
     row->id = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
@@ -61,8 +66,8 @@ static int put_one(tk__sqlite *q, tk__template_row *row, tk_err *err) {
   }
   sqlite3_finalize(st);
   return 0;
-sqlfail:;
-  int rc = tk__sq_fail(q, "store template", err);
+sqlfail:
+  rc = tk__sq_fail(q, "store template", err);
   sqlite3_finalize(st);
   return rc;
 }
@@ -115,7 +120,7 @@ int tk__sq_template_get(tk_store *s, const char *name, const char *version, json
     snprintf(first_ns, sizeof first_ns, "%s", tk__sq_text(st, 1));
     *out = template_json(st);
     /* A bare name must not be ambiguous across namespaces. */
-    while (!slash && sqlite3_step(st) == SQLITE_ROW) {
+    while (!slash && (rc = sqlite3_step(st)) == SQLITE_ROW) {
       if (strcmp(first_ns, tk__sq_text(st, 1)) != 0) {
         json_decref(*out);
         *out = NULL;
@@ -126,6 +131,13 @@ int tk__sq_template_get(tk_store *s, const char *name, const char *version, json
                           name, first_ns, (const char *)sqlite3_column_text(st, 1), name);
       }
     }
+  }
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    json_decref(*out);
+    *out = NULL;
+    rc = tk__sq_fail(q, "template lookup", err);
+    sqlite3_finalize(st);
+    return rc;
   }
   sqlite3_finalize(st);
   if (*out == NULL) {
@@ -144,8 +156,10 @@ int tk__sq_template_get_by_id(tk_store *s, int64_t id, json_t **out, tk_err *err
                          &st, NULL))
     return tk__sq_fail(q, "template lookup", err);
   sqlite3_bind_int64(st, 1, id);
-  *out = sqlite3_step(st) == SQLITE_ROW ? template_json(st) : NULL;
+  int found, rc = tk__sq_row(q, st, "template lookup", &found, err);
+  *out = found ? template_json(st) : NULL;
   sqlite3_finalize(st);
+  if (rc) return rc;
   if (*out == NULL) return tk_err_set(err, TK_ENOENT, "no template with id %lld", (long long)id);
   return 0;
 }
@@ -158,7 +172,8 @@ int tk__sq_template_list(tk_store *s, json_t **out, tk_err *err) {
                          -1, &st, NULL))
     return tk__sq_fail(q, "template list", err);
   *out = json_array();
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     json_t *t = template_json(st);
     json_t *def = json_object_get(t, "definition");
     json_t *steps = json_object_get(def, "steps");
@@ -168,6 +183,11 @@ int tk__sq_template_list(tk_store *s, json_t **out, tk_err *err) {
     json_object_del(t, "definition");
     json_array_append_new(*out, t);
   }
+  rc = tk__sq_rows_end(q, rc, "template list", err);
   sqlite3_finalize(st);
-  return 0;
+  if (rc) {
+    json_decref(*out);
+    *out = NULL;
+  }
+  return rc;
 }
