@@ -212,6 +212,7 @@ void tk_engine_free(tk_engine *e) {
   free(e->fns);
   free(e->claims);
   free(e->expired);
+  tk__engine_finish_free(e);
   tk__batch_engine_free(e);
   if (e->wake_pipe[0] >= 0) close(e->wake_pipe[0]);
   if (e->wake_pipe[1] >= 0) close(e->wake_pipe[1]);

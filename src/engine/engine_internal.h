@@ -85,6 +85,12 @@ struct tk_engine {
   int system_clock;      /* the clock is the system's: retries may be held */
   tk__claimed *claims; /* claim_batch slots */
   tk__expired *expired;
+  /* tk__engine_finish's arrays, kept and grown to the largest group. */
+  tk__outcome *fin_outcomes;
+  tk__effects *fin_effects;
+  tk_err *fin_errs;
+  int *fin_exhausted;
+  int fin_cap;
 
   /* The worker pool: jobs go in `todo`, come back in `done`. */
   pthread_t *threads;
@@ -149,6 +155,8 @@ typedef struct tk__finish {
  * and log lines. With `next` (may be NULL) the same transaction claims the
  * next ready steps (its `now` is set here). */
 void tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_request *next);
+/* Free the arrays tk__engine_finish keeps. */
+void tk__engine_finish_free(tk_engine *e);
 
 /* Run the handler of job j (on any thread). */
 void tk__engine_execute(tk_engine *e, job *j);

@@ -153,19 +153,45 @@ static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int 
   }
 }
 
+/* Room in e's finish arrays for n outcomes; 0, or TK_ENOMEM. */
+static int finish_room(tk_engine *e, int n) {
+  if (n <= e->fin_cap) return 0;
+  int cap = e->fin_cap ? e->fin_cap : 64;
+  while (cap < n) cap *= 2;
+  tk__outcome *o = realloc(e->fin_outcomes, (size_t)cap * sizeof *o);
+  if (o) e->fin_outcomes = o;
+  tk__effects *fx = realloc(e->fin_effects, (size_t)cap * sizeof *fx);
+  if (fx) e->fin_effects = fx;
+  tk_err *errs = realloc(e->fin_errs, (size_t)cap * sizeof *errs);
+  if (errs) e->fin_errs = errs;
+  int *ex = realloc(e->fin_exhausted, (size_t)cap * sizeof *ex);
+  if (ex) e->fin_exhausted = ex;
+  if (!o || !fx || !errs || !ex) return TK_ENOMEM;
+  e->fin_cap = cap;
+  return 0;
+}
+
+void tk__engine_finish_free(tk_engine *e) {
+  free(e->fin_outcomes);
+  free(e->fin_effects);
+  free(e->fin_errs);
+  free(e->fin_exhausted);
+  e->fin_cap = 0;
+}
+
 void tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_request *next) {
   if (next) next->n = 0;
   if (n <= 0) return;
-  tk__outcome *o = calloc((size_t)n, sizeof *o);
-  tk__effects *fx = calloc((size_t)n, sizeof *fx);
-  int *rcs = calloc((size_t)n, sizeof *rcs);
-  int *exhausted = calloc((size_t)n, sizeof *exhausted);
-  if (!o || !fx || !rcs || !exhausted) {
+  if (finish_room(e, n) != 0) {
     /* Unrecorded attempts keep their leases; the reaper retries them. */
     tk__engine_log(e, TK_LOG_ERROR, "out of memory recording %d outcomes", n);
-    free(o), free(fx), free(rcs), free(exhausted);
     return;
   }
+  tk__outcome *o = e->fin_outcomes;
+  tk__effects *fx = e->fin_effects;
+  tk_err *errs = e->fin_errs;
+  int *exhausted = e->fin_exhausted;
+  memset(fx, 0, (size_t)n * sizeof *fx);
   int64_t now = tk_clock_now(&e->clock);
   for (int i = 0; i < n; i++) {
     decide(e, &items[i], now, &o[i], &exhausted[i]);
@@ -174,17 +200,17 @@ void tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_r
   tk_err err;
   tk_err_clear(&err);
   if (next) next->now = now;
-  int rc = e->store->ops->record(e->store, o, n, fx, rcs, next, &err);
+  int rc = e->store->ops->record(e->store, o, n, fx, errs, next, &err);
   for (int i = 0; i < n; i++) {
-    tk_err one = err;
-    if (rc == 0 && rcs[i] == TK_EFENCED)
-      tk_err_set(&one, TK_EFENCED, "%s",
-                 items[i].reaped ? "not expired after all: its owner renewed the lease, or the "
-                                   "step moved on, after the reaper looked"
-                                 : "outcome refused: the lease was lost or the attempt superseded");
+    const tk_err *one = rc ? &err : &errs[i];
+    tk_err reaper;
+    if (rc == 0 && errs[i].code == TK_EFENCED && items[i].reaped) {
+      tk_err_set(&reaper, TK_EFENCED, "not expired after all: its owner renewed the lease, or "
+                                      "the step moved on, after the reaper looked");
+      one = &reaper;
+    }
     /* Items that gave up are named before the step's own events. */
-    if (rc == 0 && rcs[i] == 0 && items[i].batch) tk__batch_report(e, items[i].batch, now);
-    report(e, &items[i], &o[i], exhausted[i], rc ? rc : rcs[i], &fx[i], &one);
+    if (rc == 0 && errs[i].code == 0 && items[i].batch) tk__batch_report(e, items[i].batch, now);
+    report(e, &items[i], &o[i], exhausted[i], rc ? rc : errs[i].code, &fx[i], one);
   }
-  free(o), free(fx), free(rcs), free(exhausted);
 }

@@ -20,8 +20,10 @@
 
 /* 2: the batch-step members at the end; 3: no `claim` (record with no
  * outcomes claims), claim requests with fresh_limit, retry_ahead_ms, clock
- * and next_retry_at, no `count` (counters are the backend's own) */
-#define TK__STORE_OPS_VERSION 3
+ * and next_retry_at, no `count` (counters are the backend's own); 4: record
+ * reports an error per outcome (errs) instead of a code each and the last
+ * message */
+#define TK__STORE_OPS_VERSION 4
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 
@@ -229,18 +231,18 @@ typedef struct tk__store_ops {
                      tk_err *err);
 
   /* Record n outcomes, each atomic and fenced by its claim, in as few
-   * transactions as the backend can (group commit): rcs[i] is 0,
+   * transactions as the backend can (group commit): errs[i].code is 0,
    * TK_EFENCED when the step is no longer held by that claim (nothing
    * changes but the fenced-writes counter and the claim's attempt row), or
-   * an error that undid outcome i alone, with the message of the last such
-   * error in err. With `next` (may be NULL) the same transaction then
+   * an error that undid outcome i alone; errs[i].msg says which. With
+   * `next` (may be NULL) the same transaction then
    * claims up to next->limit ready steps (DESIGN §4: due retries first,
    * earliest run_at first, then ready pending steps, oldest task first),
    * so a finished step's released children start without another commit;
    * next->n gets how many (0 if that part failed). n may be 0: a claim
    * alone (tk__store_claim), whose failure is returned. Otherwise the
    * return value is nonzero only when nothing could be recorded at all. */
-  int (*record)(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int *rcs,
+  int (*record)(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_err *errs,
                 tk__claim_request *next, tk_err *err);
   /* Extend a lease, fenced like record. */
   int (*heartbeat)(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,

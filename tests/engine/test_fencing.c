@@ -150,9 +150,42 @@ static tk__outcome outcome(const tk__claimed *c, const char *owner, int64_t now,
 
 /* Record one outcome: its own result code, or the transaction's. */
 static int record1(tk_store *s, const tk__outcome *o, tk__effects *fx, tk_err *err) {
-  int one = 0;
+  tk_err one;
   int rc = s->ops->record(s, o, 1, fx, &one, NULL, err);
-  return rc ? rc : one;
+  if (rc == 0 && one.code != 0) *err = one;
+  return rc ? rc : one.code;
+}
+
+/* A group whose outcomes fail in different ways falls back to one
+ * transaction each, and each outcome gets its own error: one that breaks
+ * in the store (its task id is another task's, so its child is not found),
+ * one fenced out, one recorded. */
+static void each_outcome_of_a_group_gets_its_own_error(void **state) {
+  efx *f = *state;
+  tk_store *s = f->store;
+  efx_template(f, "name = \"pair\"\nversion = \"1\"\n" EFX_STEP("a") EFX_NOOP
+                  EFX_STEP("b") "depends_on = [\"a\"]\n" EFX_NOOP);
+  int64_t t1 = efx_submit(f, "pair", NULL), t2 = efx_submit(f, "pair", NULL);
+  tk__claimed c[2];
+  tk_err err;
+  int n;
+  assert_int_equal(tk__store_claim(s, "A", EFX_T0, 10000, 2, c, &n, &err), 0);
+  assert_int_equal(n, 2);
+  tk__outcome o[3] = {outcome(&c[0], "A", EFX_T0 + 1000, TK__NEXT_COMPLETE),
+                      outcome(&c[1], "A", EFX_T0 + 1000, TK__NEXT_COMPLETE),
+                      outcome(&c[1], "A", EFX_T0 + 1000, TK__NEXT_COMPLETE)};
+  o[0].task_id = c[1].task_id;
+  o[1].claim_id = c[1].claim_id + 1000;
+  tk__effects fx[3];
+  tk_err errs[3];
+  assert_int_equal(s->ops->record(s, o, 3, fx, errs, NULL, &err), 0);
+  assert_int_equal(errs[0].code, TK_ESTORE);
+  expect_contains(errs[0].msg, "is not at id");
+  assert_int_equal(errs[1].code, TK_EFENCED);
+  expect_contains(errs[1].msg, "refused");
+  assert_int_equal(errs[2].code, 0);
+  efx_expect(f, t1, "in_progress", "a", "in_progress", NULL);
+  efx_expect(f, t2, "in_progress", "a", "complete", "b", "pending", NULL);
 }
 
 static void stale_claim_unknown_claim_and_second_write_are_refused(void **state) {
@@ -419,6 +452,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       TEST(stale_lease_outcome_is_refused_and_counted),
       TEST(a_lease_renewed_as_the_reaper_looks_is_not_counted_as_expired),
+      TEST(each_outcome_of_a_group_gets_its_own_error),
       TEST(a_stalled_engine_renews_its_leases_before_reaping),
       TEST(stale_claim_unknown_claim_and_second_write_are_refused),
       TEST(a_lease_renewed_after_the_reapers_look_is_not_expired),

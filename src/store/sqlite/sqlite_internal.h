@@ -139,7 +139,7 @@ int tk__sq_template_get_by_id(tk_store *s, int64_t id, json_t **out, tk_err *err
 int tk__sq_template_list(tk_store *s, json_t **out, tk_err *err);
 int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
                        tk_err *err);
-int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int *rcs,
+int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_err *errs,
                   tk__claim_request *next, tk_err *err);
 int tk__sq_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
                      tk_err *err);

@@ -502,18 +502,18 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
   return 0;
 }
 
-int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int *rcs,
+int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_err *errs,
                   tk__claim_request *next, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   int rc, failed = -1;
   tk_err one;
   if (next) next->n = 0;
+  for (int i = 0; i < n; i++) tk_err_clear(&errs[i]);
   /* Fast path: the whole group, and the next claim, in one transaction. */
   if ((rc = tk__sq_begin(q, err))) return rc;
   for (int i = 0; i < n && failed < 0; i++) {
-    rcs[i] = record_one(q, &o[i], &fx[i], &one);
-    if (rcs[i] == TK_EFENCED && err != NULL) *err = one;
-    else if (rcs[i] != 0) failed = i;
+    rc = record_one(q, &o[i], &fx[i], &errs[i]);
+    if (rc != 0 && rc != TK_EFENCED) failed = i;
   }
   if (failed < 0 && next) {
     if (next->clock) next->now = tk_clock_now(next->clock);
@@ -528,9 +528,7 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int
       failed = n; /* record without the claim below */
     }
   }
-  if (failed < 0) {
-    if ((rc = tk__sq_commit(q, err)) == 0) return 0;
-  }
+  if (failed < 0 && tk__sq_commit(q, &one) == 0) return 0;
   tk__sq_rollback(q);
   if (next) {
     next->n = 0;
@@ -538,17 +536,20 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, int
   }
   /* A store error in one outcome (rare) undid the group: record them one
    * per transaction, so that only the failing one is lost (its lease then
-   * expires and the reaper retries it). */
+   * expires and the reaper retries it), each with its own error. */
   for (int i = 0; i < n; i++) {
-    if ((rc = tk__sq_begin(q, err))) return rc;
-    rcs[i] = record_one(q, &o[i], &fx[i], &one);
-    if (rcs[i] == 0 || rcs[i] == TK_EFENCED) rc = tk__sq_commit(q, &one);
-    if (rcs[i] == 0 && rc != 0) rcs[i] = rc;
-    if (rcs[i] != 0 && rcs[i] != TK_EFENCED) {
+    tk_err_clear(&errs[i]);
+    if ((rc = tk__sq_begin(q, &errs[i])) == 0) {
+      rc = record_one(q, &o[i], &fx[i], &errs[i]);
+      if ((rc == 0 || rc == TK_EFENCED) && tk__sq_commit(q, &one) != 0) {
+        errs[i] = one;
+        rc = one.code;
+      }
+    }
+    if (rc != 0 && rc != TK_EFENCED) {
       tk__sq_rollback(q);
       memset(&fx[i], 0, sizeof fx[i]);
     }
-    if (rcs[i] != 0 && err != NULL) *err = one;
   }
   return 0;
 }
