@@ -141,6 +141,26 @@ static void print_retries(json_t *steps) {
   }
 }
 
+/* Each batch step's items: how many in each state, and the ones that
+ * gave up with their last rejection. */
+static void print_items(json_t *steps) {
+  size_t i, k;
+  json_t *s, *it;
+  int header = 0;
+  json_array_foreach(steps, i, s) {
+    json_t *items = json_object_get(s, "items");
+    if (items == NULL) continue;
+    if (!header++) printf("\nitems:\n");
+#define N(key) (long long)json_integer_value(json_object_get(items, key))
+    printf("  %-18s %lld items: %lld acked, %lld pending, %lld gave up\n", str(s, "name"),
+           N("total"), N("acked"), N("pending"), N("gave_up"));
+#undef N
+    json_array_foreach(json_object_get(items, "given_up"), k, it)
+      printf("    %s (%lld attempts): %s\n", str(it, "key"),
+             (long long)json_integer_value(json_object_get(it, "attempts")), str(it, "last_error"));
+  }
+}
+
 /* The task's transitions: when (after the task was created), what moved,
  * from which state to which, and why. */
 static void print_transitions(json_t *t) {
@@ -201,6 +221,7 @@ int cmd_show(cli_globals *g, int argc, char **argv) {
     printf("%-20s %-18s %9s  %-12s %s\n", str(s, "name"), state, att, next, str(s, "last_error"));
   }
   print_retries(json_object_get(t, "steps"));
+  print_items(json_object_get(t, "steps"));
   if (o[O_HISTORY].seen) print_transitions(t);
   json_decref(t);
   return 0;

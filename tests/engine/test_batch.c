@@ -201,6 +201,18 @@ static void a_poison_item_gives_up_once_and_the_step_completes(void **state) {
   assert_string_equal(json_string_value(json_object_get(e, "error")),
                       "builtin batch: poison item, always rejected");
   assert_true(logged(f, "step s: item \"item-7\" gave up after 3 attempts: builtin batch: poison"));
+  /* show reports the items: counts by state, and the one that gave up. */
+  json_t *t = efx_task(f, id);
+  json_t *items = json_object_get(efx_step(t, "s"), "items");
+  json_t *want = json_pack("{s:i, s:i, s:i, s:i, s:[{s:s, s:i, s:s}]}", "total", 20, "pending", 0,
+                           "acked", 19, "gave_up", 1, "given_up", "key", "item-7", "attempts", 3,
+                           "last_error", "builtin batch: poison item, always rejected");
+  if (!json_equal(items, want)) {
+    char *got = json_dumps(items, JSON_SORT_KEYS);
+    fail_msg("show's items: %s", got ? got : "(none)");
+  }
+  json_decref(want);
+  json_decref(t);
 }
 
 static void a_poison_item_gives_up_across_claims(void **state) {

@@ -263,6 +263,75 @@ static int attempt_history(tk__sqlite *q, int64_t task_id, json_t *steps, tk_err
   return 0;
 }
 
+/* Given-up items listed per batch step, at most. */
+#define GIVEN_UP_SHOWN 100
+
+/* The step of `steps` with id step_id, or NULL. */
+static json_t *step_by_id(json_t *steps, json_int_t step_id) {
+  size_t i;
+  json_t *step;
+  json_array_foreach(steps, i, step) if (json_integer_value(json_object_get(step, "id")) == step_id)
+      return step;
+  return NULL;
+}
+
+/* Each batch step's items (DESIGN §9) as "items": {total, pending, acked,
+ * gave_up, given_up: [{key, attempts, last_error}]}, the items that gave
+ * up in submission order, the first GIVEN_UP_SHOWN of them. Other steps
+ * get no "items". */
+static int batch_items(tk__sqlite *q, int64_t task_id, json_t *steps, tk_err *err) {
+  static const char *const batch_keys[] = {"step_id"};
+  static const char *const count_keys[] = {"step_id", "state", "n"};
+  static const char *const gave_up_keys[] = {"step_id", "key", "attempts", "last_error"};
+  json_t *batch, *counts = NULL, *gave_up = NULL;
+  int rc = task_rows(q, "batch items",
+                     "SELECT b.step_id FROM batch_steps b JOIN steps s ON s.id = b.step_id"
+                     " WHERE s.task_id = ?1",
+                     task_id, batch_keys, 1, &batch, err);
+  if (rc == 0)
+    rc = task_rows(q, "batch items",
+                   "SELECT i.step_id, i.state, COUNT(*) FROM items i"
+                   " JOIN steps s ON s.id = i.step_id WHERE s.task_id = ?1"
+                   " GROUP BY i.step_id, i.state",
+                   task_id, count_keys, 3, &counts, err);
+  if (rc == 0)
+    rc = task_rows(q, "batch items",
+                   "SELECT i.step_id, i.key, i.attempts, i.last_error FROM items i"
+                   " JOIN steps s ON s.id = i.step_id WHERE s.task_id = ?1"
+                   " AND i.state = 'gave_up' ORDER BY i.step_id, i.seq",
+                   task_id, gave_up_keys, 4, &gave_up, err);
+  size_t k;
+  json_t *row, *step;
+  json_array_foreach(batch, k, row) {
+    if (rc || (step = step_by_id(steps, json_integer_value(json_object_get(row, "step_id")))) == NULL)
+      continue;
+    json_object_set_new(step, "items",
+                        json_pack("{s:i, s:i, s:i, s:i, s:[]}", "total", 0, "pending", 0, "acked",
+                                  0, "gave_up", 0, "given_up"));
+  }
+  json_array_foreach(counts, k, row) {
+    step = step_by_id(steps, json_integer_value(json_object_get(row, "step_id")));
+    json_t *items = json_object_get(step, "items");
+    if (items == NULL) continue;
+    json_int_t n = json_integer_value(json_object_get(row, "n"));
+    const char *state = json_string_value(json_object_get(row, "state"));
+    json_object_set_new(items, state, json_integer(n));
+    json_object_set_new(items, "total",
+                        json_integer(json_integer_value(json_object_get(items, "total")) + n));
+  }
+  json_array_foreach(gave_up, k, row) {
+    step = step_by_id(steps, json_integer_value(json_object_get(row, "step_id")));
+    json_t *list = json_object_get(json_object_get(step, "items"), "given_up");
+    if (list == NULL || json_array_size(list) >= GIVEN_UP_SHOWN) continue;
+    json_object_del(row, "step_id");
+    json_array_append(list, row);
+  }
+  json_decref(batch);
+  json_decref(counts);
+  json_decref(gave_up);
+  return rc;
+}
+
 /* The task's audit trail, oldest first, as "transitions": [{at, step
  * (null for the task itself), from, to, reason, attempt}], a range of the
  * transitions_task index. */
@@ -346,6 +415,7 @@ int tk__sq_task_show(tk_store *s, int64_t task_id, json_t **out, tk_err *err) {
     return rc;
   }
   if ((rc = attempt_history(q, task_id, steps, err)) ||
+      (rc = batch_items(q, task_id, steps, err)) ||
       (rc = transition_history(q, task_id, task, err))) {
     json_decref(task);
     return rc;
