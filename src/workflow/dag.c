@@ -23,7 +23,7 @@ static void describe_cycle(const int *path, int depth, int to, const char *const
 }
 
 int tk__dag_check(int nsteps, const int *const *parents, const int *nparents,
-                  const char *const *names, char *cycle, size_t cycle_len) {
+                  const char *const *names, char *cycle, size_t cycle_len, int *step, int *dep) {
   int *colour = calloc((size_t)nsteps + 1, sizeof *colour);
   int *path = malloc(((size_t)nsteps + 1) * sizeof *path);
   int *next = malloc(((size_t)nsteps + 1) * sizeof *next);
@@ -54,6 +54,8 @@ int tk__dag_check(int nsteps, const int *const *parents, const int *nparents,
             describe_cycle(rev, k, rev[0], names, cycle, cycle_len);
             free(rev);
           }
+          *step = node;
+          *dep = next[depth] - 1;
           rc = TK_ECONFIG;
         } else if (colour[p] == WHITE) {
           colour[p] = GREY;

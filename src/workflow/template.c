@@ -583,10 +583,21 @@ static int build_dag(parse_ctx *c, const tk_toml_value *steps_v, json_t *steps,
     }
   }
   if (rc == 0) {
-    char cycle[512];
-    rc = tk__dag_check((int)n, (const int *const *)parents, nparents, names, cycle, sizeof cycle);
-    if (rc == TK_ECONFIG)
-      rc = fail_at(c, steps_v, "steps", "the dependencies form a cycle: %s", cycle);
+    char cycle[512], key[64];
+    int step = 0, dep = 0;
+    rc = tk__dag_check((int)n, (const int *const *)parents, nparents, names, cycle, sizeof cycle,
+                       &step, &dep);
+    if (rc == TK_ECONFIG) {
+      /* Point at the dependency that closes the cycle: depends_on entries
+       * were taken in order, so entry `dep` of the parents is entry `dep`
+       * of the step's depends_on. */
+      const tk_toml_value *dv =
+          tk_toml_array_at(tk_toml_get(tk_toml_array_at(steps_v, (size_t)step), "depends_on"),
+                           (size_t)dep);
+      snprintf(key, sizeof key, "steps[%d].depends_on", step + 1);
+      rc = fail_at(c, dv ? dv : steps_v, dv ? key : "steps", "the dependencies form a cycle: %s",
+                   cycle);
+    }
   }
   if (rc == 0) {
     out->edges = malloc(((size_t)nedges + 1) * 2 * sizeof *out->edges);

@@ -29,10 +29,11 @@ typedef struct tk__template {
 int tk__template_from_toml(const tk_toml_doc *doc, const char *file, const tk_config *cfg,
                            tk__template *out, tk_err *err);
 
-/* Order the steps so that parents come first; fails with the path of a
- * cycle ("a -> b -> a"). parents[i] lists the parent indices of step i. */
+/* Check that the steps form no cycle; fails (TK_ECONFIG) with the path of
+ * one ("a -> b -> a") and the dependency that closes it: entry *dep of
+ * step *step's parents. parents[i] lists the parent indices of step i. */
 int tk__dag_check(int nsteps, const int *const *parents, const int *nparents,
-                  const char *const *names, char *cycle, size_t cycle_len);
+                  const char *const *names, char *cycle, size_t cycle_len, int *step, int *dep);
 
 /* Parse the TOML file at `path` and validate it as above. */
 int tk__template_from_file(const char *path, const tk_config *cfg, tk__template *out,

@@ -108,7 +108,7 @@ static const bad_template bad_templates[] = {
     {HEAD "[[steps]]\nname = \"a\"\ndepends_on = [\"c\"]\n" NOOP
           "[[steps]]\nname = \"b\"\ndepends_on = [\"a\"]\n" NOOP
           "[[steps]]\nname = \"c\"\ndepends_on = [\"b\"]\n" NOOP,
-     "3:1", "steps: the dependencies form a cycle: b -> c -> a -> b"},
+     "9:15", "steps[2].depends_on: the dependencies form a cycle: b -> c -> a -> b"},
     {HEAD "[[steps]]\nname = \"a\"\ndepends_on = [\"a\"]\n" NOOP, "5:15",
      "steps[1].depends_on: step \"a\" depends on itself"},
     {HEAD "[[steps]]\nname = \"a\"\nhandler = { kind = \"comand\", argv = [\"true\"] }\n", "5:20",
