@@ -9,7 +9,8 @@
  * callers can report "FILE:LINE:COLUMN" for problems found after parsing.
  *
  * Parse errors fill the tk_err with a message of the form
- *   [NAME: ]line L, column C: what was found and what was expected
+ *   NAME:L:C: what was found and what was expected
+ * (or "line L, column C: ..." when the input has no name)
  * and one of these codes: TK_ESYNTAX (malformed or not TOML 1.0, including
  * redefined keys and tables), TK_ERANGE (an integer that does not fit in 64
  * bits, a float that overflows), TK_ETOOBIG (input over the size limit),

@@ -47,8 +47,7 @@ int tk__toml_fail(tk__toml_parser *P, const char *at, int code, const char *fmt,
   if (at > P->end) at = P->end;
   advance(P->src, at, &line, &col);
   if (P->name != NULL)
-    return tk_err_set(P->err, code, "%s: line %u, column %u: %s", P->name, (unsigned)line,
-                      (unsigned)col, msg);
+    return tk_err_set(P->err, code, "%s:%u:%u: %s", P->name, (unsigned)line, (unsigned)col, msg);
   return tk_err_set(P->err, code, "line %u, column %u: %s", (unsigned)line, (unsigned)col, msg);
 }
 

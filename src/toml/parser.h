@@ -58,8 +58,9 @@ typedef struct tk__toml_parser {
  * for (else it is recomputed from the start, correctly but slowly). */
 tk_toml_pos tk__toml_pos(tk__toml_parser *P, const char *at);
 
-/* Set P->err to "[NAME: ]line L, column C: MESSAGE" for the position of
- * `at` and return `code`. */
+/* Set P->err to "NAME:L:C: MESSAGE" (the form of every other error about
+ * a file, which editors follow), or "line L, column C: MESSAGE" without a
+ * name, for the position of `at`; return `code`. */
 int tk__toml_fail(tk__toml_parser *P, const char *at, int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))

@@ -243,7 +243,7 @@ static void syntax_error_names_the_file(void **state) {
   tk_err err;
   assert_int_equal(tk_config_load(&src, &c, &err), TK_ESYNTAX);
   assert_null(c);
-  assert_true(strncmp(err.msg, "x.toml: line 1, column ", 23) == 0);
+  assert_true(strncmp(err.msg, "x.toml:1:", 9) == 0);
 }
 
 static void set_errors(void **state) {

@@ -318,7 +318,7 @@ static void errors_name_line_column_and_expectation(void **state) {
   tk_toml_doc *doc;
   tk_err err;
   assert_int_equal(tk_toml_parse("a = \n", 5, "cfg.toml", &doc, &err), TK_ESYNTAX);
-  assert_string_equal(err.msg, "cfg.toml: line 1, column 5: expected a value (string, number, "
+  assert_string_equal(err.msg, "cfg.toml:1:5: expected a value (string, number, "
                                "boolean, date-time, array or inline table), found end of line");
 }
 
@@ -354,7 +354,7 @@ static void depth_is_limited(void **state) {
   assert_int_equal(tk_toml_parse_opts("[a.b.c]\n", 8, &opts, &doc, &err), 0);
   tk_toml_free(doc);
   assert_int_equal(tk_toml_parse_opts("[a.b.c.d]\n", 10, &opts, &doc, &err), TK_ETOODEEP);
-  assert_string_equal(err.msg, "d.toml: line 1, column 8: nesting too deep: more than 3 levels "
+  assert_string_equal(err.msg, "d.toml:1:8: nesting too deep: more than 3 levels "
                                "of tables and arrays");
   assert_int_equal(tk_toml_parse_opts("a.b.c = [[1]]\n", 14, &opts, &doc, &err), TK_ETOODEEP);
   assert_int_equal(tk_toml_parse_opts("a.b.c = [1]\n", 12, &opts, &doc, &err), 0);
@@ -406,7 +406,7 @@ static void files_parse_with_their_name(void **state) {
   assert_int_equal(tk_toml_parse_file(path, &doc, &err), TK_ESYNTAX);
   char want[256];
   snprintf(want, sizeof want,
-           "%s: line 2, column 7: expected a value (string, number, boolean, date-time, array "
+           "%s:2:7: expected a value (string, number, boolean, date-time, array "
            "or inline table), found end of line",
            path);
   assert_string_equal(err.msg, want);
