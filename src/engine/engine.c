@@ -225,15 +225,14 @@ void tk_engine_free(tk_engine *e) {
  * `next`, claim in the same transaction. Returns how many were recorded. */
 static int complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
   int n = 0;
-  for (job *j = list; j; j = j->next) n++;
+  double run_ns = 0;
+  for (job *j = list; j; j = j->next, n++) run_ns += (double)j->run_ns;
   if (next) next->n = 0;
   if (n == 0) return 0;
-  tk__finish *items = calloc((size_t)n, sizeof *items);
-  int i = 0;
-  double run_ns = 0;
-  for (job *j = list; j; j = j->next) run_ns += (double)j->run_ns;
   run_ns /= n;
   e->ns_per_handler = e->ns_per_handler > 0 ? (7 * e->ns_per_handler + run_ns) / 8 : run_ns;
+  tk__finish *items = calloc((size_t)n, sizeof *items);
+  int i = 0;
   for (job *j = list; j && items; j = j->next, i++)
     items[i] = (tk__finish){&j->claim,  j->def->name, e->id,        job_outcome(j),
                             &j->result, j->batch,     j->started_at, j->finished_at, 0};
@@ -307,8 +306,10 @@ static int max_in_flight(const tk_engine *e) {
  * wait, or a burst of them coming due would fill every slot early and
  * leave the next ones to be claimed late. */
 static int capacity(const tk_engine *e) {
-  int held = e->held_seen < max_in_flight(e) ? e->held_seen : max_in_flight(e);
-  int cap = e->workers > 0 ? max_in_flight(e) + held - e->in_flight : e->claim_batch;
+  if (e->workers == 0) return e->claim_batch;
+  int most = max_in_flight(e);
+  int held = e->held_seen < most ? e->held_seen : most;
+  int cap = most + held - e->in_flight;
   return cap > e->claim_batch ? e->claim_batch : cap;
 }
 

@@ -215,6 +215,27 @@ static void a_poison_item_gives_up_once_and_the_step_completes(void **state) {
   json_decref(t);
 }
 
+/* show lists the first 100 items that gave up, in submission order, and
+ * counts them all. */
+static void show_lists_the_first_hundred_items_that_gave_up(void **state) {
+  efx *f = *state = efx_new(sets, "orch-1");
+  batch_template(f, "b",
+                 "{ kind = \"builtin\", name = \"batch\", reject_every = 1, reject_times = 9 }",
+                 "{ items_from = \"items\", max_in_call_retries = 0, max_item_attempts = 1 }", 3);
+  int64_t id = submit_items(f, "b", 120);
+  efx_drive(f, 10);
+  json_t *t = efx_task(f, id);
+  json_t *items = json_object_get(efx_step(t, "s"), "items");
+  assert_int_equal(json_integer_value(json_object_get(items, "total")), 120);
+  assert_int_equal(json_integer_value(json_object_get(items, "gave_up")), 120);
+  json_t *list = json_object_get(items, "given_up");
+  assert_int_equal(json_array_size(list), 100);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "key")), "item-0");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(list, 99), "key")),
+                      "item-99");
+  json_decref(t);
+}
+
 static void a_poison_item_gives_up_across_claims(void **state) {
   efx *f = *state = efx_new(sets, "orch-1");
   batch_template(f, "b", "{ kind = \"builtin\", name = \"batch\", poison = [\"item-2\"] }",
@@ -459,6 +480,7 @@ int main(void) {
       cmocka_unit_test_teardown(a_function_handler_is_offered_only_pending_items, efx_teardown),
       cmocka_unit_test_teardown(a_poison_item_gives_up_once_and_the_step_completes, efx_teardown),
       cmocka_unit_test_teardown(a_poison_item_gives_up_across_claims, efx_teardown),
+      cmocka_unit_test_teardown(show_lists_the_first_hundred_items_that_gave_up, efx_teardown),
       cmocka_unit_test_teardown(fail_if_any_gave_up_makes_the_step_an_error, efx_teardown),
       cmocka_unit_test_teardown(an_operator_retry_re_offers_items_that_gave_up, efx_teardown),
       cmocka_unit_test_teardown(the_steps_attempts_bound_the_retries_of_pending_items,

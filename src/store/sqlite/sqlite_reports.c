@@ -232,9 +232,21 @@ static int task_rows(tk__sqlite *q, const char *what, const char *sql, int64_t t
   return 0;
 }
 
+/* The step of `steps` that row belongs to (its "step_id", which is taken
+ * out of the row), or NULL. */
+static json_t *take_step(json_t *steps, json_t *row) {
+  json_int_t step_id = json_integer_value(json_object_get(row, "step_id"));
+  json_object_del(row, "step_id");
+  size_t i;
+  json_t *step;
+  json_array_foreach(steps, i, step) if (json_integer_value(json_object_get(step, "id")) == step_id)
+      return step;
+  return NULL;
+}
+
 /* Each step's claims, oldest first, as "history": [{attempt, owner,
  * started_at, finished_at, outcome, error, delay_ms, delay_source,
- * next_run_at}]. Steps are matched by id. */
+ * next_run_at}]. */
 static int attempt_history(tk__sqlite *q, int64_t task_id, json_t *steps, tk_err *err) {
   static const char *const keys[] = {"step_id",  "attempt", "owner",    "started_at",
                                      "finished_at", "outcome", "error", "delay_ms",
@@ -247,89 +259,68 @@ static int attempt_history(tk__sqlite *q, int64_t task_id, json_t *steps, tk_err
                      " WHERE s.task_id = ?1 ORDER BY a.id",
                      task_id, keys, 10, &rows, err);
   if (rc) return rc;
-  size_t i, k;
+  size_t i;
   json_t *step, *row;
   json_array_foreach(steps, i, step) json_object_set_new(step, "history", json_array());
-  json_array_foreach(rows, k, row) {
-    json_int_t step_id = json_integer_value(json_object_get(row, "step_id"));
-    json_object_del(row, "step_id");
-    json_array_foreach(steps, i, step) {
-      if (json_integer_value(json_object_get(step, "id")) != step_id) continue;
-      json_array_append(json_object_get(step, "history"), row);
-      break;
-    }
+  json_array_foreach(rows, i, row) {
+    step = take_step(steps, row);
+    if (step) json_array_append(json_object_get(step, "history"), row);
   }
   json_decref(rows);
   return 0;
 }
 
-/* Given-up items listed per batch step, at most. */
-#define GIVEN_UP_SHOWN 100
-
-/* The step of `steps` with id step_id, or NULL. */
-static json_t *step_by_id(json_t *steps, json_int_t step_id) {
-  size_t i;
-  json_t *step;
-  json_array_foreach(steps, i, step) if (json_integer_value(json_object_get(step, "id")) == step_id)
-      return step;
-  return NULL;
-}
-
 /* Each batch step's items (DESIGN §9) as "items": {total, pending, acked,
- * gave_up, given_up: [{key, attempts, last_error}]}, the items that gave
- * up in submission order, the first GIVEN_UP_SHOWN of them. Other steps
- * get no "items". */
+ * gave_up, given_up: [{key, attempts, last_error}]}: the counts, and the
+ * first 100 items that gave up, in submission order (a step may hold
+ * 100,000). Other steps get no "items". */
 static int batch_items(tk__sqlite *q, int64_t task_id, json_t *steps, tk_err *err) {
-  static const char *const batch_keys[] = {"step_id"};
   static const char *const count_keys[] = {"step_id", "state", "n"};
   static const char *const gave_up_keys[] = {"step_id", "key", "attempts", "last_error"};
-  json_t *batch, *counts = NULL, *gave_up = NULL;
+  json_t *counts, *gave_up;
+  /* Every batch step has a row, counted or not (an empty list of items). */
   int rc = task_rows(q, "batch items",
-                     "SELECT b.step_id FROM batch_steps b JOIN steps s ON s.id = b.step_id"
-                     " WHERE s.task_id = ?1",
-                     task_id, batch_keys, 1, &batch, err);
-  if (rc == 0)
-    rc = task_rows(q, "batch items",
-                   "SELECT i.step_id, i.state, COUNT(*) FROM items i"
-                   " JOIN steps s ON s.id = i.step_id WHERE s.task_id = ?1"
-                   " GROUP BY i.step_id, i.state",
-                   task_id, count_keys, 3, &counts, err);
-  if (rc == 0)
-    rc = task_rows(q, "batch items",
-                   "SELECT i.step_id, i.key, i.attempts, i.last_error FROM items i"
-                   " JOIN steps s ON s.id = i.step_id WHERE s.task_id = ?1"
-                   " AND i.state = 'gave_up' ORDER BY i.step_id, i.seq",
-                   task_id, gave_up_keys, 4, &gave_up, err);
+                     "SELECT b.step_id, i.state, COUNT(i.step_id) FROM batch_steps b"
+                     " JOIN steps s ON s.id = b.step_id"
+                     " LEFT JOIN items i ON i.step_id = b.step_id"
+                     " WHERE s.task_id = ?1 GROUP BY b.step_id, i.state",
+                     task_id, count_keys, 3, &counts, err);
+  if (rc) return rc;
+  rc = task_rows(q, "batch items",
+                 "SELECT step_id, key, attempts, last_error FROM (SELECT i.step_id, i.key,"
+                 " i.attempts, i.last_error, i.seq, ROW_NUMBER() OVER (PARTITION BY i.step_id"
+                 " ORDER BY i.seq) AS nth FROM items i JOIN steps s ON s.id = i.step_id"
+                 " WHERE s.task_id = ?1 AND i.state = 'gave_up')"
+                 " WHERE nth <= 100 ORDER BY step_id, seq",
+                 task_id, gave_up_keys, 4, &gave_up, err);
+  if (rc) {
+    json_decref(counts);
+    return rc;
+  }
   size_t k;
   json_t *row, *step;
-  json_array_foreach(batch, k, row) {
-    if (rc || (step = step_by_id(steps, json_integer_value(json_object_get(row, "step_id")))) == NULL)
-      continue;
-    json_object_set_new(step, "items",
-                        json_pack("{s:i, s:i, s:i, s:i, s:[]}", "total", 0, "pending", 0, "acked",
-                                  0, "gave_up", 0, "given_up"));
-  }
   json_array_foreach(counts, k, row) {
-    step = step_by_id(steps, json_integer_value(json_object_get(row, "step_id")));
-    json_t *items = json_object_get(step, "items");
-    if (items == NULL) continue;
-    json_int_t n = json_integer_value(json_object_get(row, "n"));
     const char *state = json_string_value(json_object_get(row, "state"));
+    json_int_t n = json_integer_value(json_object_get(row, "n"));
+    if ((step = take_step(steps, row)) == NULL) continue;
+    json_t *items = json_object_get(step, "items");
+    if (items == NULL) {
+      items = json_pack("{s:i, s:i, s:i, s:i, s:[]}", "total", 0, "pending", 0, "acked", 0,
+                        "gave_up", 0, "given_up");
+      json_object_set_new(step, "items", items);
+    }
+    if (state == NULL) continue; /* no items at all */
     json_object_set_new(items, state, json_integer(n));
     json_object_set_new(items, "total",
                         json_integer(json_integer_value(json_object_get(items, "total")) + n));
   }
   json_array_foreach(gave_up, k, row) {
-    step = step_by_id(steps, json_integer_value(json_object_get(row, "step_id")));
-    json_t *list = json_object_get(json_object_get(step, "items"), "given_up");
-    if (list == NULL || json_array_size(list) >= GIVEN_UP_SHOWN) continue;
-    json_object_del(row, "step_id");
-    json_array_append(list, row);
+    json_t *list = json_object_get(json_object_get(take_step(steps, row), "items"), "given_up");
+    if (list) json_array_append(list, row);
   }
-  json_decref(batch);
   json_decref(counts);
   json_decref(gave_up);
-  return rc;
+  return 0;
 }
 
 /* The task's audit trail, oldest first, as "transitions": [{at, step
