@@ -15,7 +15,7 @@ BUILD     ?= build
 OPTFLAGS  := -O2 -g
 endif
 
-PKGS      := jansson sqlite3
+PKGS      := jansson sqlite3 libpq
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -25,7 +25,14 @@ CFLAGS    += $(WARN) $(OPTFLAGS) -fPIC -MMD -MP $(PKG_CFLAGS)
 LDFLAGS   += $(OPTFLAGS)
 LDLIBS    += $(PKG_LIBS) -lm -lpthread
 
+# PG_BACKEND=0 builds without src/store/postgres (while it is being written).
+PG_BACKEND ?= 0
+ifeq ($(PG_BACKEND),1)
 LIB_SRC   := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
+else
+LIB_SRC   := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -path 'src/store/postgres/*' | sort)
+CPPFLAGS  += -DTK_NO_POSTGRES
+endif
 CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 TEST_SRC  := $(shell find tests -name 'test_*.c' | sort)
 TEST_COMMON := $(sort $(wildcard tests/common/*.c))
@@ -33,8 +40,12 @@ BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
 EXAMPLE_SRC := examples/embed.c
 
 SQLITE_MIGRATIONS := $(sort $(wildcard src/store/sqlite/migrations/*.sql))
+PG_MIGRATIONS := $(sort $(wildcard src/store/postgres/migrations/*.sql))
 GEN_SRC   := $(BUILD)/gen/sqlite_migrations.c
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/sqlite_migrations.o
+ifeq ($(PG_BACKEND),1)
+LIB_OBJ   += $(BUILD)/obj/gen/postgres_migrations.o
+endif
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_COMMON_OBJ := $(TEST_COMMON:%.c=$(BUILD)/obj/%.o)
 TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
@@ -60,6 +71,10 @@ $(BUILD)/obj/%.o: %.c
 $(GEN_SRC): $(SQLITE_MIGRATIONS) scripts/embed-sql
 	@mkdir -p $(@D)
 	scripts/embed-sql tk__sqlite_migrations $(SQLITE_MIGRATIONS) > $@
+
+$(BUILD)/gen/postgres_migrations.c: $(PG_MIGRATIONS) scripts/embed-sql
+	@mkdir -p $(@D)
+	scripts/embed-sql tk__postgres_migrations $(PG_MIGRATIONS) > $@
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(@D)

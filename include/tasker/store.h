@@ -1,15 +1,24 @@
 /* tasker: the store, where all durable state lives (DESIGN §2, §12).
  *
  * A store is opened from a URL: "sqlite:PATH" (or a bare path) for the
- * embedded default; "postgres://..." once that backend exists. Every state
- * change the engine makes is one transaction in the store. A tk_store is
- * used by one thread at a time.
+ * embedded default; "postgres://...", "postgresql://..." or a libpq
+ * "key=value ..." string for PostgreSQL (libpq's PG* environment variables
+ * fill in what the URL leaves out). Every state change the engine makes is
+ * one transaction in the store. A tk_store is used by one thread at a time.
+ *
+ * Time belongs to the store: every stored time is read from the store's
+ * clock. On SQLite that is this machine's clock; on PostgreSQL it is the
+ * database server's, kept here as a monotonic clock plus the offset to the
+ * server measured when the store opened (and again by tk_store_clock_sync),
+ * so orchestrators whose machine clocks disagree agree on when a retry is
+ * due and when a lease has run out.
  */
 #ifndef TASKER_STORE_H
 #define TASKER_STORE_H
 
 #include <stdint.h>
 
+#include <tasker/clock.h>
 #include <tasker/error.h>
 
 #ifdef __cplusplus
@@ -29,6 +38,18 @@ void tk_store_process_init(void);
  * before tasks are stored; opening does not change it. */
 int tk_store_open(const char *url, tk_store **out, tk_err *err);
 
+/* The store's clock (see above). */
+tk_clock tk_store_clock(const tk_store *s);
+
+/* Replace the store's clock, for tests that drive time by hand (a
+ * tk_manual_clock): every time the store writes is then read from it. */
+void tk_store_set_clock(tk_store *s, tk_clock clock);
+
+/* Measure the offset to the store's server again (a no-op for a store
+ * whose clock is this machine's). Cheap enough to call every few seconds;
+ * the engine does, so a drifting machine clock stays corrected. */
+int tk_store_clock_sync(tk_store *s, tk_err *err);
+
 /* Close the store; NULL is allowed. */
 void tk_store_close(tk_store *s);
 
@@ -36,6 +57,10 @@ void tk_store_close(tk_store *s);
  * Idempotent. *applied (may be NULL) gets how many were applied and
  * *version (may be NULL) the schema version afterwards. */
 int tk_store_migrate(tk_store *s, int *applied, int *version, tk_err *err);
+
+/* Apply the migrations up to schema version `target` only (for tests of
+ * upgrades); tk_store_migrate is tk_store_migrate_to with target 0. */
+int tk_store_migrate_to(tk_store *s, int target, int *applied, int *version, tk_err *err);
 
 /* The store's schema version (0 for an empty store). */
 int tk_store_schema_version(tk_store *s, int *version, tk_err *err);

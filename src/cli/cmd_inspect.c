@@ -45,7 +45,7 @@ static int fetch(const char *cmd, cli_globals *g, int64_t task_id, json_t **out,
     tk_config_free(cfg);
     return rc;
   }
-  tk_clock clock = tk_clock_system();
+  tk_clock clock = tk_store_clock(s);
   *now = tk_clock_now(&clock);
   char *text = NULL;
   tk_err err;

@@ -37,7 +37,7 @@ static int act(const char *cmd, cli_globals *g, int argc, char **argv, tk_operat
     tk_config_free(cfg);
     return rc;
   }
-  tk_clock clock = tk_clock_system();
+  tk_clock clock = tk_store_clock(s);
   const char *task_state = NULL;
   tk_err err;
   if (tk_task_operate(s, a, id, want == 2 ? pos[1] : NULL, tk_clock_now(&clock), &task_state,

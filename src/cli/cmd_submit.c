@@ -91,7 +91,7 @@ int cmd_submit(cli_globals *g, int argc, char **argv) {
       .context_json = context ? context : o[O_CONTEXT].value,
       .identity = o[O_IDENTITY].value,
   };
-  tk_clock clock = tk_clock_system();
+  tk_clock clock = tk_store_clock(s);
   int64_t id = 0, now = tk_clock_now(&clock);
   int existed = 0;
   tk_err err;

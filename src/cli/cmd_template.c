@@ -28,7 +28,7 @@ static int add_failed(int rc, const tk_err *err) {
 }
 
 static int add(cli_globals *g, tk_config *cfg, tk_store *s, int n, const char **files) {
-  tk_clock clock = tk_clock_system();
+  tk_clock clock = tk_store_clock(s);
   tk_err err;
   tk_template_info *infos = calloc((size_t)n, sizeof *infos);
   if (infos == NULL) {

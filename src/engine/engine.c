@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "handlers/handler.h"
@@ -15,6 +16,8 @@
 #define REAP_BATCH 64
 /* The fewest steps a pass claims when a retry is near (see fresh_budget). */
 #define MIN_PASS 8
+/* How often the store's clock is measured against its server again. */
+#define CLOCK_SYNC_NS ((int64_t)30 * 1000000000)
 
 int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
   *out = NULL;
@@ -25,7 +28,11 @@ int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
   const tk_engine_settings *s = tk_config_engine(opts->config);
   e->store = opts->store;
   e->config = opts->config;
-  e->clock = opts->clock.now_ms ? opts->clock : tk_clock_system();
+  /* Time belongs to the store (DESIGN §2): a clock given here becomes the
+   * store's, so that what the engine plans and what the store writes are
+   * read from one clock. */
+  if (opts->clock.now_ms) tk_store_set_clock(opts->store, opts->clock);
+  e->clock = tk_store_clock(opts->store);
   e->system_clock = opts->clock.now_ms == NULL;
   tk_rand_seed(&e->rng, opts->seed ? opts->seed : tk_rand_entropy_seed());
   e->workers = opts->workers >= 0 ? opts->workers : (int)s->workers;
@@ -47,12 +54,17 @@ int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
              (unsigned)(tk_rand_u64(&r) & 0xffff));
   }
   e->reap_at = INT64_MIN; /* nothing known yet: look at the first pass */
+  e->clock_synced_ns = tk_monotonic_ns(); /* tk_store_open measured it */
   e->next_retry_at = INT64_MAX; /* none known: full passes until a claim says */
   e->ns_per_step = 20000; /* a first guess; passes measure it */
   e->claims = calloc((size_t)e->claim_batch, sizeof *e->claims);
   e->expired = calloc(REAP_BATCH, sizeof *e->expired);
   pthread_mutex_init(&e->mu, NULL);
-  pthread_cond_init(&e->have_todo, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* held retries: pool.c */
+  pthread_cond_init(&e->have_todo, &ca);
+  pthread_condattr_destroy(&ca);
   if (e->claims == NULL || e->expired == NULL || pipe2(e->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     e->wake_pipe[0] = e->wake_pipe[1] = -1;
     tk_engine_free(e);
@@ -78,19 +90,21 @@ int tk_engine_register(tk_engine *e, const char *name, tk_handler_fn fn, void *u
 const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err) {
   for (int i = 0; i < e->ntemplates; i++)
     if (e->templates[i].id == id) return &e->templates[i];
-  json_t *row;
+  tk__template_rec row;
   if (e->store->ops->template_get_by_id(e->store, id, &row, err) != 0) return NULL;
-  template_entry *t = realloc(e->templates, ((size_t)e->ntemplates + 1) * sizeof *t);
+  json_t *definition = json_loads(row.definition, 0, NULL);
+  tk__template_rec_free(&row);
+  template_entry *t = definition ? realloc(e->templates, ((size_t)e->ntemplates + 1) * sizeof *t)
+                                 : NULL;
   if (t == NULL) {
-    json_decref(row);
+    json_decref(definition);
     tk_err_set(err, TK_ENOMEM, "out of memory loading template %lld", (long long)id);
     return NULL;
   }
   e->templates = t;
   template_entry *te = &t[e->ntemplates];
   te->id = id;
-  te->definition = json_incref(json_object_get(row, "definition"));
-  json_decref(row);
+  te->definition = definition;
   json_t *steps = json_object_get(te->definition, "steps");
   te->nsteps = (int)json_array_size(steps);
   te->steps = calloc((size_t)te->nsteps + 1, sizeof *te->steps);
@@ -313,49 +327,87 @@ static int capacity(const tk_engine *e) {
   return cap > e->claim_batch ? e->claim_batch : cap;
 }
 
+/* A job for claim c, or NULL (logged) when the step cannot start: a step
+ * that cannot start is left to its lease, and the reaper retries it. */
+static job *new_job(tk_engine *e, const tk__claimed *c, int64_t now) {
+  tk_err err;
+  const template_entry *t = tk__engine_template(e, c->template_id, &err);
+  if (t == NULL || c->idx >= t->nsteps) {
+    tk__engine_log(e, TK_LOG_ERROR, "cannot start step %lld: %s", (long long)c->step_id,
+                   t ? "its index is past the template's steps" : err.msg);
+    return NULL;
+  }
+  job *j = calloc(1, sizeof *j);
+  if (j == NULL) {
+    tk__engine_log(e, TK_LOG_ERROR, "cannot start step %lld: out of memory",
+                   (long long)c->step_id);
+    return NULL;
+  }
+  j->claim = *c;
+  j->def = &t->steps[c->idx];
+  j->next_heartbeat = now + e->heartbeat_ms;
+  if (strcmp(c->prev_state, TK__STEP_WAITING) == 0) j->not_before = c->run_at;
+  if (j->def->kind == KIND_FUNCTION) {
+    const char *fname = json_string_value(json_object_get(j->def->spec, "name"));
+    for (int k = 0; k < e->nfns && j->fn == NULL; k++)
+      if (strcmp(e->fns[k].name, fname) == 0) j->fn = &e->fns[k];
+  }
+  if (j->def->batch != NULL) tk__batch_prepare(e, j);
+  return j;
+}
+
+/* Read the inputs of the jobs whose handlers take one (all but builtins)
+ * in one store call; a job whose input cannot be read is freed and its
+ * slot set to NULL: it is not started blind. */
+static void read_inputs(tk_engine *e, job **jobs, int n) {
+  int64_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
+  json_t **inputs = calloc((size_t)n + 1, sizeof *inputs);
+  int m = 0, ok = 1;
+  tk_err err = {0};
+  if (ids == NULL || inputs == NULL) {
+    ok = 0;
+    tk_err_set(&err, TK_ENOMEM, "out of memory");
+  } else {
+    for (int i = 0; i < n; i++)
+      if (jobs[i] && jobs[i]->def->kind != KIND_BUILTIN) ids[m++] = jobs[i]->claim.step_id;
+    if (m > 0 && e->store->ops->inputs(e->store, ids, m, inputs, &err) != 0) ok = 0;
+  }
+  /* inputs[] is in the order of ids[], which is the order of jobs[]. */
+  for (int k = 0, i = 0; i < n; i++) {
+    job *j = jobs[i];
+    if (j == NULL || j->def->kind == KIND_BUILTIN) continue;
+    json_t *input = ok ? inputs[k++] : NULL;
+    if (input != NULL) j->input = json_dumps(input, JSON_COMPACT);
+    json_decref(input);
+    if (j->input == NULL) {
+      tk__engine_log(e, TK_LOG_ERROR, "cannot start step %lld: its input: %s",
+                     (long long)j->claim.step_id, ok ? "out of memory" : err.msg);
+      free_job(j);
+      jobs[i] = NULL;
+    }
+  }
+  free(ids);
+  free(inputs);
+}
+
 /* Start the n attempts claimed into e->claims: hand them to the workers,
  * or run them here when there are none (returned in *inline_done). */
 static void start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us, job **inline_done) {
-  tk_err err;
   job *queued = NULL, **queued_end = &queued; /* for the workers, in claim order */
   *inline_done = NULL;
   e->stats.claimed += n;
+  if (n == 0) return;
+  job **jobs = calloc((size_t)n, sizeof *jobs);
+  if (jobs == NULL) {
+    tk__engine_log(e, TK_LOG_ERROR, "cannot start %d steps: out of memory", n);
+    return;
+  }
+  for (int i = 0; i < n; i++) jobs[i] = new_job(e, &e->claims[i], now);
+  read_inputs(e, jobs, n);
   for (int i = 0; i < n; i++) {
-    tk__claimed *c = &e->claims[i];
-    /* A step that cannot start is left to its lease: the reaper retries it. */
-    const template_entry *t = tk__engine_template(e, c->template_id, &err);
-    if (t == NULL || c->idx >= t->nsteps) {
-      tk__engine_log(e, TK_LOG_ERROR, "cannot start step %lld: %s", (long long)c->step_id,
-                     t ? "its index is past the template's steps" : err.msg);
-      continue;
-    }
-    job *j = calloc(1, sizeof *j);
-    if (j == NULL) {
-      tk__engine_log(e, TK_LOG_ERROR, "cannot start step %lld: out of memory",
-                     (long long)c->step_id);
-      continue;
-    }
-    j->claim = *c;
-    j->def = &t->steps[c->idx];
-    j->next_heartbeat = now + e->heartbeat_ms;
-    if (strcmp(c->prev_state, TK__STEP_WAITING) == 0) j->not_before = c->run_at;
-    if (j->def->kind == KIND_FUNCTION) {
-      const char *fname = json_string_value(json_object_get(j->def->spec, "name"));
-      for (int k = 0; k < e->nfns && j->fn == NULL; k++)
-        if (strcmp(e->fns[k].name, fname) == 0) j->fn = &e->fns[k];
-    }
-    if (j->def->batch != NULL) tk__batch_prepare(e, j);
-    if (j->def->kind != KIND_BUILTIN) {
-      json_t *input = NULL;
-      if (e->store->ops->step_input(e->store, c->step_id, &input, &err) != 0) {
-        tk__engine_log(e, TK_LOG_ERROR, "cannot start step %lld: its input: %s",
-                       (long long)c->step_id, err.msg);
-        free_job(j);
-        continue;
-      }
-      j->input = json_dumps(input, JSON_COMPACT);
-      json_decref(input);
-    }
+    job *j = jobs[i];
+    if (j == NULL) continue;
+    const tk__claimed *c = &j->claim;
     if (e->on_event)
       tk__engine_event(e, "step.claimed", now,
                        json_pack("{s:I, s:s, s:i, s:i, s:I, s:I}", "task", (json_int_t)c->task_id,
@@ -373,6 +425,7 @@ static void start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us, jo
       *inline_done = j;
     }
   }
+  free(jobs);
   if (queued != NULL) tk__pool_submit(e, queued);
 }
 
@@ -414,8 +467,7 @@ static int record_and_claim(tk_engine *e, int rounds, int *claimed, tk_err *err)
   for (int round = 0; round < rounds; round++) {
     int64_t now = tk_clock_now(&e->clock);
     int limit = capacity(e), recorded = 0;
-    tk__claim_request next = {.owner = e->id, .now = now, .lease_ms = e->lease_ms,
-                              .clock = &e->clock, .limit = limit,
+    tk__claim_request next = {.owner = e->id, .lease_ms = e->lease_ms, .limit = limit,
                               .fresh_limit = fresh_budget(e, now, limit),
                               .retry_ahead_ms = retry_ahead_ms(e), .out = e->claims,
                               .next_retry_at = INT64_MIN};
@@ -470,8 +522,17 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, tk_err *err) {
     int rc = tk__pool_start(e, err);
     if (rc) return rc;
   }
-  int64_t now = tk_clock_now(&e->clock);
   int rc;
+  /* A clock corrected to a server's drifts with this machine's oscillator
+   * (parts per million): measure again now and then. */
+  int64_t mono = tk_monotonic_ns();
+  if (mono - e->clock_synced_ns > CLOCK_SYNC_NS) {
+    tk_err serr;
+    if (tk_store_clock_sync(e->store, &serr) != 0)
+      tk__engine_log(e, TK_LOG_WARN, "clock: %s", serr.msg);
+    e->clock_synced_ns = mono;
+  }
+  int64_t now = tk_clock_now(&e->clock);
   /* Renew our own leases before looking for expired ones: an engine thread
    * that stalled past its leases (a frozen VM, a swapped-out process) must
    * not reap attempts its own workers are still running. */

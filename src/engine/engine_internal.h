@@ -79,6 +79,7 @@ struct tk_engine {
   int nfns;
 
   int64_t reap_at;     /* earliest lease expiry known to this engine */
+  int64_t clock_synced_ns; /* monotonic, when the store's clock was last measured */
   int64_t next_retry_at; /* earliest retry's run_at, as the last claim saw it */
   double ns_per_step;    /* what recording or claiming one step costs a pass */
   double ns_per_handler; /* how long a handler call takes (0: none seen yet) */

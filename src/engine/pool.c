@@ -39,10 +39,12 @@ static void *worker_main(void *arg) {
       if (wake_at == 0) {
         pthread_cond_wait(&e->have_todo, &e->mu);
       } else {
-        /* Held retries are only taken with the system clock (ms since the
-         * epoch), which is what a timed wait counts in. */
-        struct timespec until = {.tv_sec = (time_t)(wake_at / 1000),
-                                 .tv_nsec = (long)(wake_at % 1000) * 1000000L};
+        /* Held retries are only taken with a real clock; the wait counts
+         * on the monotonic clock (the condition variable's), so a step of
+         * the machine's wall clock neither wakes it early nor late. */
+        int64_t ns = (wake_at - tk_clock_now(&e->clock)) * 1000000 + tk_monotonic_ns();
+        struct timespec until = {.tv_sec = (time_t)(ns / 1000000000),
+                                 .tv_nsec = (long)(ns % 1000000000)};
         pthread_cond_timedwait(&e->have_todo, &e->mu, &until);
       }
       continue;

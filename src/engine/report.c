@@ -1,5 +1,8 @@
-/* Reports for operators: a task with its steps and derived statuses
- * (DESIGN §3), the store-wide status, and why a step is not running. */
+/* Reports for operators, and the one place their JSON is made: a task with
+ * its steps, attempts, transitions and batch items and derived statuses
+ * (DESIGN §3), the store-wide status, why a step is not running, and the
+ * template list. Backends return typed rows (store.h); this file turns
+ * them into the documented JSON (docs/cli.md). */
 #include "engine/engine_internal.h"
 
 #include <stdlib.h>
@@ -72,6 +75,95 @@ static json_t *why_step(json_t *steps, json_t *s, int64_t now) {
                    "detail", "ready now: the next claim by any orchestrator takes it");
 }
 
+/* A nullable integer column as JSON. */
+static json_t *opt_int(int64_t v) { return v == TK__NONE ? json_null() : json_integer(v); }
+/* Text or null. */
+static json_t *opt_str(const char *v) { return v ? json_string(v) : json_null(); }
+/* Stored JSON text, parsed; null when NULL or unparsable. */
+static json_t *parsed(const char *text) {
+  json_t *v = text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+  return v ? v : json_null();
+}
+
+static json_t *attempt_json(const tk__attempt_rec *a) {
+  return json_pack("{s:i, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "attempt", a->attempt,
+                   "owner", opt_str(a->owner), "started_at", (json_int_t)a->started_at,
+                   "finished_at", opt_int(a->finished_at), "outcome", opt_str(a->outcome),
+                   "error", opt_str(a->error), "delay_ms", opt_int(a->delay_ms), "delay_source",
+                   opt_str(a->delay_source), "next_run_at", opt_int(a->next_run_at));
+}
+
+/* One step as `tasker show --json` prints it (before "why"). */
+static json_t *step_json(const tk__task_report *r, const tk__step_rec *s, json_t *def_step) {
+  json_t *st = json_pack(
+      "{s:s, s:s, s:i, s:i, s:b, s:o, s:i, s:I, s:o, s:o, s:I, s:o, s:o, s:I}", "name", s->name,
+      "state", s->state, "attempts", s->attempts, "max_attempts", s->max_attempts, "retryable",
+      s->retryable, "backoff", opt_str(s->backoff), "parents_remaining", s->parents_remaining,
+      "run_at", (json_int_t)s->run_at, "lease_owner", opt_str(s->lease_owner),
+      "lease_expires_at", opt_int(s->lease_expires_at), "last_delay_ms",
+      (json_int_t)s->last_delay_ms, "last_error", opt_str(s->last_error), "results",
+      parsed(s->results), "id", (json_int_t)s->id);
+  json_t *deps = json_object_get(def_step, "depends_on");
+  json_object_set_new(st, "depends_on", deps ? json_incref(deps) : json_array());
+  json_t *history = json_array();
+  for (int i = 0; i < r->nattempts; i++)
+    if (r->attempts[i].step_id == s->id)
+      json_array_append_new(history, attempt_json(&r->attempts[i]));
+  json_object_set_new(st, "history", history);
+  if (s->batch) {
+    json_t *given_up = json_array();
+    for (int i = 0; i < r->ngave_up; i++) {
+      const tk__gave_up_rec *g = &r->gave_up[i];
+      if (g->step_id == s->id)
+        json_array_append_new(given_up, json_pack("{s:s, s:i, s:o}", "key", g->key, "attempts",
+                                                  g->attempts, "last_error",
+                                                  opt_str(g->last_error)));
+    }
+    json_object_set_new(
+        st, "items",
+        json_pack("{s:I, s:I, s:I, s:I, s:o}", "total",
+                  (json_int_t)(s->items_pending + s->items_acked + s->items_gave_up), "pending",
+                  (json_int_t)s->items_pending, "acked", (json_int_t)s->items_acked, "gave_up",
+                  (json_int_t)s->items_gave_up, "given_up", given_up));
+  }
+  return st;
+}
+
+/* The task of a report as JSON (steps, their history and items, the
+ * transitions), without the derived statuses. */
+static json_t *task_json(const tk__task_report *r) {
+  const tk__template_rec *t = &r->template_;
+  json_t *task = json_pack(
+      "{s:I, s:s, s:o, s:I, s:I, s:o, s:i, s:i, s:i, s:{s:s, s:s, s:s}, s:o}", "id",
+      (json_int_t)r->id, "state", r->state, "identity", opt_str(r->identity), "created_at",
+      (json_int_t)r->created_at, "updated_at", (json_int_t)r->updated_at, "finished_at",
+      opt_int(r->finished_at), "steps_total", r->steps_total, "steps_done", r->steps_done,
+      "steps_error", r->steps_error, "template", "namespace", t->namespace_, "name", t->name,
+      "version", t->version, "context", parsed(r->context));
+  json_t *def = parsed(t->definition);
+  json_t *def_steps = json_object_get(def, "steps");
+  json_t *steps = json_array();
+  for (int i = 0; i < r->nsteps; i++)
+    json_array_append_new(steps, step_json(r, &r->steps[i],
+                                           json_array_get(def_steps, (size_t)r->steps[i].idx)));
+  json_decref(def);
+  json_object_set_new(task, "steps", steps);
+  json_t *transitions = json_array();
+  for (int i = 0; i < r->ntransitions; i++) {
+    const tk__transition_rec *tr = &r->transitions[i];
+    const tk__step_rec *s = NULL;
+    for (int k = 0; tr->step_id != TK__NONE && k < r->nsteps && s == NULL; k++)
+      if (r->steps[k].id == tr->step_id) s = &r->steps[k];
+    json_array_append_new(transitions,
+                          json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "at", (json_int_t)tr->at,
+                                    "step", opt_str(s ? s->name : NULL), "from", opt_str(tr->from),
+                                    "to", opt_str(tr->to), "reason", opt_str(tr->reason),
+                                    "attempt", opt_int(tr->attempt)));
+  }
+  json_object_set_new(task, "transitions", transitions);
+  return task;
+}
+
 static int dump(json_t *v, char **out, tk_err *err) {
   *out = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   json_decref(v);
@@ -79,9 +171,12 @@ static int dump(json_t *v, char **out, tk_err *err) {
 }
 
 int tk_engine_task_json(tk_store *s, int64_t task_id, int64_t now, char **out, tk_err *err) {
-  json_t *task;
-  int rc = s->ops->task_show(s, task_id, &task, err);
+  tk__task_report r;
+  int rc = s->ops->task_report(s, task_id, &r, err);
   if (rc) return rc;
+  json_t *task = task_json(&r);
+  tk__task_report_free(&r);
+  if (task == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory");
   json_t *steps = json_object_get(task, "steps");
   /* A cancelled task has nothing left to wait for; say so rather than
    * calling its unfinished steps complete. */
@@ -98,9 +193,44 @@ int tk_engine_task_json(tk_store *s, int64_t task_id, int64_t now, char **out, t
 }
 
 int tk_engine_status_json(tk_store *s, int64_t now, char **out, tk_err *err) {
-  json_t *status;
-  int rc = s->ops->status(s, now, &status, err);
+  tk__status_report r;
+  int64_t ready = INT64_MAX, lease = INT64_MAX;
+  int rc = s->ops->status(s, now, &r, err);
+  if (rc == 0) rc = s->ops->next_due(s, &ready, &lease, err);
   if (rc) return rc;
-  json_object_set_new(status, "now", json_integer(now));
+  int64_t due = lease < ready ? lease : ready;
+  json_t *tasks = json_object(), *steps = json_object(), *counters = json_object();
+  for (int i = 0; i < r.ntasks; i++)
+    json_object_set_new(tasks, r.tasks[i].state, json_integer(r.tasks[i].n));
+  for (int i = 0; i < r.nsteps; i++)
+    json_object_set_new(steps, r.steps[i].state, json_integer(r.steps[i].n));
+  for (int i = 0; i < r.ncounters; i++)
+    json_object_set_new(counters, r.counters[i].name, json_integer(r.counters[i].value));
+  json_t *status = json_pack("{s:o, s:o, s:I, s:o, s:o, s:I}", "tasks", tasks, "steps", steps,
+                             "ready_now", (json_int_t)r.ready_now, "next_due_at",
+                             due == INT64_MAX ? json_null() : json_integer(due), "counters",
+                             counters, "now", (json_int_t)now);
   return dump(status, out, err);
+}
+
+int tk_template_list_json(tk_store *s, char **out, tk_err *err) {
+  tk__template_rec *recs;
+  int n;
+  int rc = s->ops->template_list(s, &recs, &n, err);
+  if (rc) return rc;
+  json_t *all = json_array();
+  for (int i = 0; i < n; i++) {
+    json_t *def = parsed(recs[i].definition);
+    json_t *desc = json_object_get(def, "description");
+    json_array_append_new(
+        all, json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:o}", "id", (json_int_t)recs[i].id,
+                       "namespace", recs[i].namespace_, "name", recs[i].name, "version",
+                       recs[i].version, "created_at", (json_int_t)recs[i].created_at, "steps",
+                       (json_int_t)json_array_size(json_object_get(def, "steps")),
+                       "description", desc ? json_incref(desc) : json_string("")));
+    json_decref(def);
+  }
+  tk__template_recs_free(recs, n);
+  free(recs);
+  return dump(all, out, err);
 }

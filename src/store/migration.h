@@ -10,5 +10,6 @@ typedef struct tk__migration {
 } tk__migration;
 
 extern const tk__migration tk__sqlite_migrations[];
+extern const tk__migration tk__postgres_migrations[];
 
 #endif

@@ -1,11 +1,17 @@
 /* The store interface (DESIGN §12): a struct of function pointers that each
  * backend fills in, version first. The engine and the CLI are written once
- * against it; SQL lives only in the backends.
+ * against it; SQL lives only in the backends, and the rules of the state
+ * machine (which state comes next, operator preconditions and their
+ * messages, transition reasons) live in store/rules.h, which every backend
+ * calls. Reports come back as typed rows; JSON is built in one place
+ * (engine/report.c).
  *
  * Conventions for every operation: returns 0 or a negative TK_E* code with
  * a message in err; each operation that changes state is one transaction
- * and either happens whole or not at all; times are ms since the epoch and
- * are passed in (the engine's clock), never read by the backend. */
+ * and either happens whole or not at all; times are ms since the epoch in
+ * the store's clock (tk_store.clock: the database server's on a shared
+ * server, see store/store_clock.c), passed in by the caller or, for a
+ * claim, read from that clock by the backend just before it claims. */
 #ifndef TASKER_STORE_STORE_H
 #define TASKER_STORE_STORE_H
 
@@ -22,10 +28,16 @@
  * outcomes claims), claim requests with fresh_limit, retry_ahead_ms, clock
  * and next_retry_at, no `count` (counters are the backend's own); 4: record
  * reports an error per outcome (errs) instead of a code each and the last
- * message */
-#define TK__STORE_OPS_VERSION 4
+ * message; 5: typed reports (template_find, template_list, task_report,
+ * status), inputs for many steps at once, a claim reads the store's own
+ * clock, migrate to a target version, process_init and server_time. */
+#define TK__STORE_OPS_VERSION 5
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
+#define TK__STATE_MAX 24
+
+/* An integer column that is NULL, in typed rows. */
+#define TK__NONE INT64_MIN
 
 /* Step states as stored (DESIGN §3). */
 #define TK__STEP_PENDING "pending"
@@ -109,15 +121,15 @@ typedef struct tk__claimed {
 /* A claim to make in the same transaction as recording outcomes. */
 typedef struct tk__claim_request {
   const char *owner;
-  int64_t now, lease_ms;
-  /* When set, `now` is read from it just before the claim (recording a
-   * group takes time; a retry due meanwhile is found) and returned in now. */
-  const tk_clock *clock;
+  int64_t lease_ms;
   int limit;
   int fresh_limit;  /* at most this many of them not retries (limit if larger) */
   int64_t retry_ahead_ms; /* also claim retries due up to this long after now */
   tk__claimed *out; /* limit slots */
   int n;            /* out: how many were claimed */
+  int64_t now;      /* out: the store's clock when it claimed (read just
+                       before the claim, after the outcomes were written:
+                       a retry that came due meanwhile is found) */
   int64_t next_retry_at; /* out: the earliest run_at of a step waiting for a
                             retry after the claim; INT64_MAX: none */
 } tk__claim_request;
@@ -203,30 +215,136 @@ typedef tk_operator_action tk__operator_action;
 #define TK__OP_RESOLVE TK_OP_RESOLVE
 #define TK__OP_CANCEL TK_OP_CANCEL
 
+/* A stored template. Every string is malloc'd (tk__template_rec_free);
+ * definition is NULL where the op says it is left out. */
+typedef struct tk__template_rec {
+  int64_t id;
+  char *namespace_, *name, *version, *description;
+  char *definition; /* normalized JSON text */
+  int64_t created_at;
+} tk__template_rec;
+
+/* Typed rows of one task for `tasker show` and `why` (task_report). Every
+ * char * is malloc'd or NULL for a NULL column; every int64_t that may be
+ * NULL is TK__NONE then. tk__task_report_free releases it all. */
+typedef struct tk__step_rec {
+  int64_t id;
+  int idx;
+  char *name;
+  char state[TK__STATE_MAX];
+  int attempts, max_attempts, retryable, parents_remaining;
+  char *backoff;
+  int64_t run_at, lease_expires_at, last_delay_ms;
+  char *lease_owner, *last_error, *results;
+  /* Batch steps (batch = 1): counts of the step's items by state. */
+  int batch;
+  int64_t items_pending, items_acked, items_gave_up;
+} tk__step_rec;
+
+typedef struct tk__attempt_rec {
+  int64_t step_id;
+  int attempt;
+  char *owner;
+  int64_t started_at, finished_at, delay_ms, next_run_at;
+  char *outcome, *error, *delay_source;
+} tk__attempt_rec;
+
+typedef struct tk__transition_rec {
+  int64_t at;
+  int64_t step_id; /* TK__NONE: the task's own */
+  char *from, *to, *reason;
+  int64_t attempt; /* TK__NONE when not about an attempt */
+} tk__transition_rec;
+
+/* An item of a batch step that gave up: the first TK__GAVE_UP_SHOWN of
+ * each step, in submission order (a step may hold 100,000). */
+#define TK__GAVE_UP_SHOWN 100
+typedef struct tk__gave_up_rec {
+  int64_t step_id;
+  char *key;
+  int attempts;
+  char *last_error;
+} tk__gave_up_rec;
+
+typedef struct tk__task_report {
+  int64_t id;
+  char state[TK__STATE_MAX];
+  char *identity;
+  int64_t created_at, updated_at, finished_at;
+  int steps_total, steps_done, steps_error;
+  char *context;              /* JSON text */
+  tk__template_rec template_; /* with its definition */
+  tk__step_rec *steps;        /* in template order */
+  int nsteps;
+  tk__attempt_rec *attempts; /* oldest first */
+  int nattempts;
+  tk__transition_rec *transitions; /* oldest first */
+  int ntransitions;
+  tk__gave_up_rec *gave_up; /* by step, then submission order */
+  int ngave_up;
+} tk__task_report;
+
+/* The store-wide counts behind `tasker status`. */
+#define TK__STATUS_STATES 8
+#define TK__STATUS_COUNTERS 16
+typedef struct tk__state_count {
+  char state[TK__STATE_MAX];
+  int64_t n;
+} tk__state_count;
+
+typedef struct tk__status_report {
+  tk__state_count tasks[TK__STATUS_STATES]; /* by state, as stored */
+  int ntasks;
+  tk__state_count steps[TK__STATUS_STATES];
+  int nsteps;
+  int64_t ready_now;    /* steps ready at `now` */
+  struct {
+    char name[48];
+    int64_t value;
+  } counters[TK__STATUS_COUNTERS]; /* by name */
+  int ncounters;
+} tk__status_report;
+
 typedef struct tk__store_ops {
-  int version; /* TK__STORE_OPS_VERSION */
+  int version; /* TK__STORE_OPS_VERSION: checked when a store opens */
   const char *scheme;
+  /* Once per process before any store of this kind opens (may be NULL):
+   * tk_store_process_init. */
+  void (*process_init)(void);
+  /* Open the store at `location` (the URL without "scheme:" for schemes
+   * that want it so, the whole URL otherwise). */
   int (*open)(const char *location, tk_store **out, tk_err *err);
   void (*close)(tk_store *s);
-  int (*migrate)(tk_store *s, int *applied, int *version, tk_err *err);
+  /* Apply the migrations the store lacks up to `target` (0: all), each
+   * whole or not at all; safe when several processes migrate at once. */
+  int (*migrate)(tk_store *s, int target, int *applied, int *version, tk_err *err);
   int (*schema_version)(tk_store *s, int *version, tk_err *err);
+  /* The store's own clock, when it has one apart from this machine's (a
+   * database server): *us the server's time now, in MICROseconds since the
+   * epoch (so the measured offset is not off by a truncated millisecond).
+   * NULL: the machine clock is the store's. */
+  int (*server_time)(tk_store *s, int64_t *us, tk_err *err);
 
   /* Store n templates and their edges in one transaction: all or none.
    * A namespace/name/version that exists with the same digest sets the
    * row's `existed` and changes nothing; with another digest, TK_EEXIST
    * and nothing is stored. Each row's id is filled in. */
   int (*template_put)(tk_store *s, tk__template_row *rows, int n, tk_err *err);
-  /* Find a template by name ("ns/name" or "name") and version (NULL for
-   * the newest); fills a json object {id, namespace, name, version,
-   * definition (parsed)}. TK_ENOENT when missing. */
-  int (*template_get)(tk_store *s, const char *name, const char *version, json_t **out,
-                      tk_err *err);
-  int (*template_get_by_id)(tk_store *s, int64_t id, json_t **out, tk_err *err);
-  /* All templates, newest version last per name, as a JSON array. */
-  int (*template_list)(tk_store *s, json_t **out, tk_err *err);
+  /* Templates called `name`, in namespace ns (NULL: any) and of `version`
+   * (NULL: any), most recently added first: up to max into out, *n how
+   * many (with definitions). The rules of lookup (ambiguity, messages) are
+   * tk__template_lookup's. */
+  int (*template_find)(tk_store *s, const char *ns, const char *name, const char *version,
+                       tk__template_rec *out, int max, int *n, tk_err *err);
+  /* One template by id, with its definition; TK_ENOENT when missing. */
+  int (*template_get_by_id)(tk_store *s, int64_t id, tk__template_rec *out, tk_err *err);
+  /* Every template (definitions included) by namespace, name, then age,
+   * into a malloc'd array (free with tk__template_recs_free). */
+  int (*template_list)(tk_store *s, tk__template_rec **out, int *n, tk_err *err);
 
   /* Create a task and its steps in one transaction. With an identity that
-   * already exists, *existed = 1 and *task_id is the existing task. */
+   * already exists, *existed = 1 and *task_id is the existing task (also
+   * when another connection creates it at the same moment). */
   int (*task_create)(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
                      tk_err *err);
 
@@ -247,7 +365,8 @@ typedef struct tk__store_ops {
   /* Extend a lease, fenced like record. */
   int (*heartbeat)(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
                    tk_err *err);
-  /* Up to `limit` in-progress steps whose lease expired before now. */
+  /* Up to `limit` in-progress steps whose lease expired by now (rows that
+   * another reaper is taking may be skipped). */
   int (*expired)(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);
   /* When something becomes due: *ready_at the earliest run_at of a step
    * whose parents are done, *lease_at the earliest lease expiry; INT64_MAX
@@ -257,16 +376,19 @@ typedef struct tk__store_ops {
    * waiting for a retry, or in progress. */
   int (*has_work)(tk_store *s, int *yes, tk_err *err);
 
-  /* The handler's input for a step: {"context": ..., "parents": {name: results}}. */
-  int (*step_input)(tk_store *s, int64_t step_id, json_t **out, tk_err *err);
+  /* The handler inputs of n steps, in one read: out[i] a new
+   * {"context": ..., "parents": {name: results}} for step_ids[i], built
+   * with tk__input_add. TK_ENOENT if a step is missing (out[] all NULL). */
+  int (*inputs)(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_err *err);
 
-  /* Operator actions; `step` is the step's name (ignored for CANCEL). */
+  /* Operator actions (DESIGN §3) in one transaction, under the rules of
+   * tk__operator_plan; `step` is the step's name (NULL for CANCEL). */
   int (*operator)(tk_store *s, tk__operator_action action, int64_t task_id, const char *step,
                   int64_t now, tk__effects *fx, tk_err *err);
 
-  /* Reports, as JSON documented in docs/cli.md. */
-  int (*task_show)(tk_store *s, int64_t task_id, json_t **out, tk_err *err);
-  int (*status)(tk_store *s, int64_t now, json_t **out, tk_err *err);
+  /* Reports, as typed rows (engine/report.c makes them JSON). */
+  int (*task_report)(tk_store *s, int64_t task_id, tk__task_report *out, tk_err *err);
+  int (*status)(tk_store *s, int64_t now, tk__status_report *out, tk_err *err);
   /* A file descriptor that becomes readable when another connection may
    * have changed the store (so a sleeping engine looks again), or -1 when
    * the backend has none; `drain` consumes what made it readable. */
@@ -288,16 +410,42 @@ typedef struct tk__store_ops {
 /* Every backend's store struct starts with this. */
 struct tk_store {
   const tk__store_ops *ops;
+  /* The store's clock: the machine's, the database server's (corrected by
+   * the measured offset, store_clock.c), or one a test installed. */
+  tk_clock clock;
+  struct tk__store_clock *server; /* the offset kept for server_time, or NULL */
 };
 
-extern const tk__store_ops tk__sqlite_store_ops;
+static inline int64_t tk__store_now(const tk_store *s) { return tk_clock_now(&s->clock); }
 
-/* Claim up to `limit` ready steps for `owner` at `now` in a transaction of
- * their own: a claim request with no outcomes, given to `record`. */
-int tk__store_claim(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
+extern const tk__store_ops tk__sqlite_store_ops;
+extern const tk__store_ops tk__postgres_store_ops;
+
+/* Claim up to `limit` ready steps for `owner` in a transaction of their
+ * own: a claim request with no outcomes, given to `record`. */
+int tk__store_claim(tk_store *s, const char *owner, int64_t lease_ms, int limit,
                     tk__claimed *out, int *n, tk_err *err);
 
-/* Process-wide SQLite settings (see tk_store_process_init). */
-void tk__sqlite_process_init(void);
+/* Find a template by name ("ns/name" or "name": a bare name must not be
+ * ambiguous across namespaces) and version (NULL: the newest). */
+int tk__template_lookup(tk_store *s, const char *name, const char *version,
+                        tk__template_rec *out, tk_err *err);
+
+/* Add one row of a step's input to *slot: the task's context (JSON text)
+ * and, when parent is not NULL, that parent's results (JSON text or
+ * NULL). Creates {"context", "parents"} on the first row. */
+int tk__input_add(json_t **slot, const char *context, const char *parent, const char *results);
+
+/* Free what typed rows own. */
+void tk__template_rec_free(tk__template_rec *r);
+void tk__template_recs_free(tk__template_rec *r, int n);
+void tk__task_report_free(tk__task_report *r);
+
+/* Grow *arr (of elements of `size` bytes, *cap of them) to hold at least
+ * need; new elements are zeroed. */
+int tk__grow(void **arr, int *cap, int need, size_t size);
+
+/* strdup that keeps NULL; *oom is set when memory ran out. */
+char *tk__dup(const char *s, int *oom);
 
 #endif

@@ -109,13 +109,13 @@ int tk_task_submit(tk_store *s, const tk_config *cfg, const tk_submit_request *r
     return tk_err_set(err, TK_EINVAL, "context: expected a JSON object such as {\"order\": 42}, "
                       "got %s", kind);
   }
-  json_t *tmpl = NULL;
-  int rc = s->ops->template_get(s, req->template_name, req->version, &tmpl, err);
+  tk__template_rec tmpl;
+  int rc = tk__template_lookup(s, req->template_name, req->version, &tmpl, err);
   if (rc) {
     json_decref(ctx);
     return rc;
   }
-  json_t *def = json_object_get(tmpl, "definition");
+  json_t *def = json_loads(tmpl.definition, 0, NULL);
   json_t *steps = json_object_get(def, "steps");
   size_t n = json_array_size(steps);
   tk__new_step *ns = calloc(n ? n : 1, sizeof *ns);
@@ -139,7 +139,7 @@ int tk_task_submit(tk_store *s, const tk_config *cfg, const tk_submit_request *r
     if ((rc = tk__batch_step_resolve(step, ctx, cfg, &ns[i], err))) goto done;
   }
   tk__new_task t = {
-      .template_id = json_integer_value(json_object_get(tmpl, "id")),
+      .template_id = tmpl.id,
       .context = canonical,
       .identity = req->identity,
       .steps = ns,
@@ -151,18 +151,10 @@ done:
   for (size_t i = 0; ns && i < n; i++) tk__batch_step_free(&ns[i]);
   free(canonical);
   free(ns);
-  json_decref(tmpl);
+  json_decref(def);
+  tk__template_rec_free(&tmpl);
   json_decref(ctx);
   return rc;
-}
-
-int tk_template_list_json(tk_store *s, char **json, tk_err *err) {
-  json_t *all;
-  int rc = s->ops->template_list(s, &all, err);
-  if (rc) return rc;
-  *json = json_dumps(all, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-  json_decref(all);
-  return *json ? 0 : tk_err_set(err, TK_ENOMEM, "out of memory listing templates");
 }
 
 int tk_task_operate(tk_store *s, tk_operator_action action, int64_t task_id, const char *step,

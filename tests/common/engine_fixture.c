@@ -68,6 +68,7 @@ void efx_open(efx *f, const char *const *sets) {
   snprintf(f->url, sizeof f->url, "sqlite:%s", f->db);
   tk_err err;
   if (tk_store_open(f->url, &f->store, &err) != 0) fail_msg("open: %s", err.msg);
+  tk_store_set_clock(f->store, tk_clock_manual(&f->clock));
   if (tk_store_migrate(f->store, NULL, NULL, &err) != 0) fail_msg("migrate: %s", err.msg);
   int nsets = 0;
   while (sets && sets[nsets]) nsets++;
@@ -133,9 +134,12 @@ void efx_run_workers(efx *f, const char *id, int workers) {
                          .on_log = on_log, .log_ud = f};
   tk_engine *e;
   tk_err err;
+  /* This run is on real time: the store's clock is the system's for it. */
+  tk_store_set_clock(f->store, tk_clock_system());
   if (tk_engine_new(&o, &e, &err) != 0) fail_msg("engine: %s", err.msg);
   int rc = tk_engine_run(e, 1, &err);
   tk_engine_free(e);
+  tk_store_set_clock(f->store, tk_clock_manual(&f->clock));
   if (rc != 0) fail_msg("run with %d workers: %s", workers, err.msg);
 }
 
@@ -406,4 +410,14 @@ int efx_wait_for(int (*cond)(void *ud), void *ud, int64_t timeout_ms) {
     nanosleep(&ts, NULL);
   }
   return 1;
+}
+
+int efx_claim_at(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
+                 tk__claimed *out, int *n, tk_err *err) {
+  tk_clock saved = tk_store_clock(s);
+  tk_manual_clock at = {.now_ms = now};
+  tk_store_set_clock(s, tk_clock_manual(&at));
+  int rc = tk__store_claim(s, owner, lease_ms, limit, out, n, err);
+  tk_store_set_clock(s, saved);
+  return rc;
 }

@@ -17,6 +17,8 @@
 #include <tasker/clock.h>
 #include <tasker/config.h>
 #include <tasker/engine.h>
+
+#include "store/store.h"
 #include <tasker/store.h>
 
 /* Pieces of template TOML. */
@@ -151,5 +153,10 @@ int efx_wait_for(int (*cond)(void *ud), void *ud, int64_t timeout_ms);
 
 /* A whole file, malloc'd ("" if it does not exist). */
 char *efx_read(const char *path);
+
+/* Claim for `owner` as tk__store_claim does, with the store's clock
+ * reading `now` for that claim only. */
+int efx_claim_at(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
+                 tk__claimed *out, int *n, tk_err *err);
 
 #endif

@@ -41,7 +41,7 @@ static int64_t ghost_claimed(efx *f, int max_attempts, tk__claimed *c) {
   int64_t id = efx_submit(f, "one", NULL);
   tk_err err;
   int n;
-  assert_int_equal(tk__store_claim(f->store, "ghost", EFX_T0, 10000, 1, c, &n, &err), 0);
+  assert_int_equal(efx_claim_at(f->store, "ghost", EFX_T0, 10000, 1, c, &n, &err), 0);
   assert_int_equal(n, 1);
   return id;
 }
@@ -158,7 +158,7 @@ static int record1(tk_store *s, const tk__outcome *o, tk__effects *fx, tk_err *e
 
 /* A group whose outcomes fail in different ways falls back to one
  * transaction each, and each outcome gets its own error: one that breaks
- * in the store (its task id is another task's, so its child is not found),
+ * in the store (its task id names no task, so its child is not found),
  * one fenced out, one recorded. */
 static void each_outcome_of_a_group_gets_its_own_error(void **state) {
   efx *f = *state;
@@ -169,18 +169,18 @@ static void each_outcome_of_a_group_gets_its_own_error(void **state) {
   tk__claimed c[2];
   tk_err err;
   int n;
-  assert_int_equal(tk__store_claim(s, "A", EFX_T0, 10000, 2, c, &n, &err), 0);
+  assert_int_equal(efx_claim_at(s, "A", EFX_T0, 10000, 2, c, &n, &err), 0);
   assert_int_equal(n, 2);
   tk__outcome o[3] = {outcome(&c[0], "A", EFX_T0 + 1000, TK__NEXT_COMPLETE),
                       outcome(&c[1], "A", EFX_T0 + 1000, TK__NEXT_COMPLETE),
                       outcome(&c[1], "A", EFX_T0 + 1000, TK__NEXT_COMPLETE)};
-  o[0].task_id = c[1].task_id;
+  o[0].task_id = c[1].task_id + 1000;
   o[1].claim_id = c[1].claim_id + 1000;
   tk__effects fx[3];
   tk_err errs[3];
   assert_int_equal(s->ops->record(s, o, 3, fx, errs, NULL, &err), 0);
   assert_int_equal(errs[0].code, TK_ESTORE);
-  expect_contains(errs[0].msg, "is not at id");
+  expect_contains(errs[0].msg, "does not wait for a parent");
   assert_int_equal(errs[1].code, TK_EFENCED);
   expect_contains(errs[1].msg, "refused");
   assert_int_equal(errs[2].code, 0);
@@ -197,13 +197,13 @@ static void stale_claim_unknown_claim_and_second_write_are_refused(void **state)
   tk__effects fx;
   tk_err err;
   int n;
-  assert_int_equal(tk__store_claim(s, "A", EFX_T0, 10000, 4, &first, &n, &err), 0);
+  assert_int_equal(efx_claim_at(s, "A", EFX_T0, 10000, 4, &first, &n, &err), 0);
   assert_int_equal(n, 1);
   assert_int_equal(first.attempt, 1);
   tk__outcome o = outcome(&first, "A", EFX_T0 + 20000, TK__NEXT_RETRY);
   assert_int_equal(record1(s, &o, &fx, &err), 0);
   /* The same owner claims the retry: attempt 2, a new claim. */
-  assert_int_equal(tk__store_claim(s, "A", EFX_T0 + 20000, 10000, 4, &c, &n, &err), 0);
+  assert_int_equal(efx_claim_at(s, "A", EFX_T0 + 20000, 10000, 4, &c, &n, &err), 0);
   assert_int_equal(n, 1);
   assert_int_equal(c.attempt, 2);
   assert_true(c.claim_id != first.claim_id);
@@ -255,7 +255,7 @@ static void a_lease_renewed_after_the_reapers_look_is_not_expired(void **state) 
   tk__effects fx;
   tk_err err;
   int n;
-  assert_int_equal(tk__store_claim(s, "A", EFX_T0, 10000, 1, &c, &n, &err), 0);
+  assert_int_equal(efx_claim_at(s, "A", EFX_T0, 10000, 1, &c, &n, &err), 0);
   assert_int_equal(s->ops->expired(s, EFX_T0 + 9999, 4, x, &n, &err), 0);
   assert_int_equal(n, 0);
   assert_int_equal(s->ops->expired(s, EFX_T0 + 10000, 4, x, &n, &err), 0);

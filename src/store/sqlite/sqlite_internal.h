@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sqlite3.h>
 
+#include "store/rules.h"
 #include "store/store.h"
 
 /* Prepared statements, cached by these ids for the life of the connection. */
@@ -13,7 +14,7 @@ enum {
   SQ_CLAIM_RETRY, SQ_CLAIM_FRESH, SQ_CLAIM_STEPS, SQ_ATTEMPT_NEXT_ID, SQ_ATTEMPT_INSERT, SQ_ATTEMPTS_MANY, SQ_TRANSITION, SQ_TRANSITIONS_MANY, SQ_TASK_START,
   SQ_RECORD_STEP, SQ_ATTEMPT_FINISH, SQ_RELEASE_CHILDREN, SQ_TASK_DONE, SQ_TASK_DONE_QUIET, SQ_TASK_ERROR,
   SQ_TASK_PROGRESS, SQ_TASK_FINISH, SQ_COUNT, SQ_HEARTBEAT, SQ_EXPIRED, SQ_NEXT_READY, SQ_NEXT_RETRY,
-  SQ_NEXT_LEASE, SQ_HAS_WORK, SQ_STEP_INSERT, SQ_STEP_NEXT_ID,
+  SQ_NEXT_LEASE, SQ_HAS_WORK, SQ_STEP_INSERT, SQ_TEMPLATE_BY_ID,
   SQ_CHILDREN, SQ_RELEASE_CHILD, SQ_TASK_CAN_PROGRESS, SQ_TASK_BY_IDENTITY, SQ_TASK_INSERT,
   SQ_BATCH_INSERT, SQ_ITEM_INSERT, SQ_ITEM_UPDATE, SQ_BATCH_GET, SQ_ITEMS_GET, SQ_STEP_HELD,
   SQ_STEP_INPUT,
@@ -103,16 +104,17 @@ int tk__sq_transitions_flush(tk__sqlite *q, tk_err *err);
 void tk__sq_transitions_drop(tk__sqlite *q);
 void tk__sq_transitions_free(tk__sqlite *q);
 
-/* After a step of task_id ended (complete, resolved or error): complete or
- * fail the task when nothing else can progress. *state gets the task's new
- * terminal state or NULL. Runs inside the caller's transaction. */
+/* After a step of task_id ended (complete, resolved or error) or was
+ * retried: move the task as tk__settle says. *state gets the task's new
+ * state or NULL. Runs inside the caller's transaction. */
 int tk__sq_settle_task(tk__sqlite *q, int64_t task_id, int64_t now, const char **state,
                        tk_err *err);
 
-/* Release the children of step step_id, (template_id, idx) of task_id;
- * *released gets how many became ready. Inside the caller's transaction. */
-int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id, int64_t step_id,
-                            int idx, int64_t now, int *released, tk_err *err);
+/* Release the children of step idx (of template template_id) of task_id,
+ * found by (task_id, idx); *released gets how many became ready. Inside
+ * the caller's transaction. */
+int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id, int idx,
+                            int64_t now, int *released, tk_err *err);
 
 /* The children of step idx of template_id (*n of them at *children, valid
  * until the connection closes), from memory after the template's first
@@ -133,10 +135,10 @@ int tk__sq_items_apply(tk__sqlite *q, int64_t step_id, const tk__item_result *r,
 
 /* Operations implemented in the backend's files. */
 int tk__sq_template_put(tk_store *s, tk__template_row *rows, int n, tk_err *err);
-int tk__sq_template_get(tk_store *s, const char *name, const char *version, json_t **out,
-                        tk_err *err);
-int tk__sq_template_get_by_id(tk_store *s, int64_t id, json_t **out, tk_err *err);
-int tk__sq_template_list(tk_store *s, json_t **out, tk_err *err);
+int tk__sq_template_find(tk_store *s, const char *ns, const char *name, const char *version,
+                         tk__template_rec *out, int max, int *n, tk_err *err);
+int tk__sq_template_get_by_id(tk_store *s, int64_t id, tk__template_rec *out, tk_err *err);
+int tk__sq_template_list(tk_store *s, tk__template_rec **out, int *n, tk_err *err);
 int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
                        tk_err *err);
 int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_err *errs,
@@ -146,11 +148,11 @@ int tk__sq_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t exp
 int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);
 int tk__sq_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *err);
 int tk__sq_has_work(tk_store *s, int *yes, tk_err *err);
-int tk__sq_step_input(tk_store *s, int64_t step_id, json_t **out, tk_err *err);
+int tk__sq_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_err *err);
 int tk__sq_operator(tk_store *s, tk__operator_action action, int64_t task_id, const char *step,
                     int64_t now, tk__effects *fx, tk_err *err);
-int tk__sq_task_show(tk_store *s, int64_t task_id, json_t **out, tk_err *err);
-int tk__sq_status(tk_store *s, int64_t now, json_t **out, tk_err *err);
+int tk__sq_task_report(tk_store *s, int64_t task_id, tk__task_report *out, tk_err *err);
+int tk__sq_status(tk_store *s, int64_t now, tk__status_report *out, tk_err *err);
 int tk__sq_items_load(tk_store *s, int64_t step_id, tk__batch_load *out, tk_err *err);
 int tk__sq_items_checkpoint(tk_store *s, int64_t step_id, int64_t claim_id,
                             const tk__item_result *r, int n, tk_err *err);

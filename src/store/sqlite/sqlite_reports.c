@@ -2,58 +2,55 @@
  * behind `tasker show` and `tasker status`. */
 #include "store/sqlite/sqlite_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
-/* Column i as a JSON value: integers, text, NULL. */
-static json_t *column_json(sqlite3_stmt *st, int i) {
-  switch (sqlite3_column_type(st, i)) {
-  case SQLITE_INTEGER: return json_integer((json_int_t)sqlite3_column_int64(st, i));
-  case SQLITE_NULL: return json_null();
-  default: return json_string(tk__sq_text(st, i));
-  }
+/* Column i: text copied (NULL kept), or an int64 with TK__NONE for NULL. */
+static char *col_dup(sqlite3_stmt *st, int i, int *oom) { return tk__dup(tk__sq_text(st, i), oom); }
+static int64_t col_i64(sqlite3_stmt *st, int i) {
+  return sqlite3_column_type(st, i) == SQLITE_NULL ? TK__NONE : sqlite3_column_int64(st, i);
 }
 
-/* JSON text stored in a column, parsed; null when NULL or unparsable. */
-static json_t *column_parsed(sqlite3_stmt *st, int i) {
-  const char *t = tk__sq_text(st, i);
-  json_t *v = t ? json_loads(t, JSON_DECODE_ANY, NULL) : NULL;
-  return v ? v : json_null();
-}
-
-int tk__sq_step_input(tk_store *s, int64_t step_id, json_t **out, tk_err *err) {
+int tk__sq_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
-  *out = NULL;
-  /* Cached: every claimed command or function step reads its input. */
-  sqlite3_stmt *st = tk__sq_stmt(
-      q, SQ_STEP_INPUT,
-      "SELECT t.context, p.name, p.results FROM steps s"
-      " JOIN tasks t ON t.id = s.task_id"
-      " LEFT JOIN template_edges e ON e.template_id = t.template_id AND e.child_idx = s.idx"
-      " LEFT JOIN steps p ON p.task_id = s.task_id AND p.idx = e.parent_idx"
-      " WHERE s.id = ?",
-      err);
-  if (st == NULL) return TK_ESTORE;
-  sqlite3_bind_int64(st, 1, step_id);
-  json_t *parents = json_object();
-  json_t *context = NULL;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (context == NULL) context = column_parsed(st, 0);
-    if (sqlite3_column_type(st, 1) != SQLITE_NULL)
-      json_object_set_new(parents, tk__sq_text(st, 1), column_parsed(st, 2));
+  for (int i = 0; i < n; i++) out[i] = NULL;
+  /* One cached statement run per step: SQLite reads are calls into the
+   * library, not round trips, so a batch gains nothing by one query. */
+  for (int i = 0; i < n; i++) {
+    sqlite3_stmt *st = tk__sq_stmt(
+        q, SQ_STEP_INPUT,
+        "SELECT t.context, p.name, p.results FROM steps s"
+        " JOIN tasks t ON t.id = s.task_id"
+        " LEFT JOIN template_edges e ON e.template_id = t.template_id AND e.child_idx = s.idx"
+        " LEFT JOIN steps p ON p.task_id = s.task_id AND p.idx = e.parent_idx"
+        " WHERE s.id = ?",
+        err);
+    if (st == NULL) goto fail;
+    sqlite3_bind_int64(st, 1, step_ids[i]);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+      if (tk__input_add(&out[i], tk__sq_text(st, 0), tk__sq_text(st, 1), tk__sq_text(st, 2))) {
+        sqlite3_reset(st);
+        tk_err_set(err, TK_ENOMEM, "out of memory reading step inputs");
+        goto fail;
+      }
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) {
+      tk__sq_fail(q, "step input", err);
+      goto fail;
+    }
+    if (out[i] == NULL) {
+      tk_err_set(err, TK_ENOENT, "no step with id %lld", (long long)step_ids[i]);
+      goto fail;
+    }
   }
-  sqlite3_reset(st);
-  if (rc != SQLITE_DONE) {
-    json_decref(context);
-    json_decref(parents);
-    return tk__sq_fail(q, "step input", err);
-  }
-  if (context == NULL) {
-    json_decref(parents);
-    return tk_err_set(err, TK_ENOENT, "no step with id %lld", (long long)step_id);
-  }
-  *out = json_pack("{s:o, s:o}", "context", context, "parents", parents);
   return 0;
+fail:
+  for (int i = 0; i < n; i++) {
+    json_decref(out[i]);
+    out[i] = NULL;
+  }
+  return err ? err->code : TK_ESTORE;
 }
 
 /* Find the task's state and, for step actions, the step by name. */
@@ -92,93 +89,85 @@ static int find_step(tk__sqlite *q, int64_t task_id, const char *step, char *tas
   return 0;
 }
 
-/* Run a one-off statement whose parameters ?1, ?2, ?3 (as many as it
- * uses) are the integers a, b, c. */
-static int exec_bound(tk__sqlite *q, const char *sql, int64_t a, int64_t b, int64_t c,
-                      tk_err *err) {
+/* Run a one-off statement whose parameters ?1 to ?4 (as many as it uses)
+ * are the integers a, b, c, d. */
+static int exec_bound4(tk__sqlite *q, const char *sql, int64_t a, int64_t b, int64_t c,
+                       int64_t d, tk_err *err) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL)) return tk__sq_fail(q, "update", err);
-  const int64_t v[3] = {a, b, c};
-  for (int i = 0; i < sqlite3_bind_parameter_count(st) && i < 3; i++)
+  const int64_t v[4] = {a, b, c, d};
+  for (int i = 0; i < sqlite3_bind_parameter_count(st) && i < 4; i++)
     sqlite3_bind_int64(st, i + 1, v[i]);
   int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : tk__sq_fail(q, "update", err);
   sqlite3_finalize(st);
   return rc;
 }
 
-static int op_retry(tk__sqlite *q, int64_t task_id, const char *step, int64_t step_id,
-                    const char *state, int64_t now, tk__effects *fx, tk_err *err) {
-  if (strcmp(state, TK__STEP_ERROR) != 0)
-    return tk_err_set(err, TK_ESTATE,
-                      "step \"%s\" of task %lld is %s: only a step in error can be retried",
-                      step, (long long)task_id, state);
-  int rc = exec_bound(q,
-                      "UPDATE steps SET state = 'waiting_for_retry', attempts = 0, run_at = ?1,"
-                      " last_delay_ms = 0 WHERE id = ?2",
-                      now, step_id, 0, err);
+static int exec_bound(tk__sqlite *q, const char *sql, int64_t a, int64_t b, int64_t c,
+                      tk_err *err) {
+  return exec_bound4(q, sql, a, b, c, 0, err);
+}
+
+/* Carry out an operator's plan (tk__operator_plan) for step step_id (idx
+ * in its template) of task_id, inside the caller's transaction. */
+static int apply_plan(tk__sqlite *q, const tk__op_plan *p, int64_t task_id, int64_t template_id,
+                      int64_t step_id, int idx, const char *step_state, const char *task_state,
+                      int64_t now, tk__effects *fx, tk_err *err) {
+  int rc = 0;
+  if (p->cancel_task) {
+    rc = tk__sq_transitions_flush(q, err);
+    if (!rc) rc = exec_bound(q,
+                             "INSERT INTO transitions (task_id, step_id, from_state, to_state,"
+                             " at, reason) SELECT task_id, id, state, 'cancelled', ?1,"
+                             " '" TK__REASON_TASK_CANCELLED "' FROM steps WHERE task_id = ?2"
+                             " AND state IN ('pending', 'in_progress', 'waiting_for_retry')",
+                             now, task_id, 0, err);
+    if (!rc) rc = exec_bound(q,
+                             "UPDATE steps SET state = 'cancelled', lease_owner = NULL,"
+                             " lease_expires_at = NULL WHERE task_id = ?2 AND state IN"
+                             " ('pending', 'in_progress', 'waiting_for_retry')",
+                             now, task_id, 0, err);
+    if (!rc) rc = exec_bound(q,
+                             "UPDATE tasks SET state = 'cancelled', updated_at = ?1,"
+                             " finished_at = ?1 WHERE id = ?2",
+                             now, task_id, 0, err);
+    if (!rc) rc = tk__sq_transition(q, task_id, 0, task_state, TK__TASK_CANCELLED, now,
+                                    p->reason, 0, err);
+    fx->task_state = TK__TASK_CANCELLED;
+    return rc;
+  }
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(q->db,
+                         "UPDATE steps SET state = ?1,"
+                         " attempts = CASE WHEN ?2 THEN 0 ELSE attempts END,"
+                         " run_at = CASE WHEN ?2 THEN ?3 ELSE run_at END,"
+                         " last_delay_ms = CASE WHEN ?2 THEN 0 ELSE last_delay_ms END"
+                         " WHERE id = ?4",
+                         -1, &st, NULL))
+    return tk__sq_fail(q, "operator", err);
+  sqlite3_bind_text(st, 1, p->step_to, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 2, p->reset_attempts);
+  sqlite3_bind_int64(st, 3, now);
+  sqlite3_bind_int64(st, 4, step_id);
+  rc = sqlite3_step(st) == SQLITE_DONE ? 0 : tk__sq_fail(q, "operator", err);
+  sqlite3_finalize(st);
   /* A batch step's given-up items get a fresh budget with the step: the
    * operator asked for another go. Acked items stay acked. */
-  if (!rc) rc = exec_bound(q,
-                           "UPDATE items SET state = 'pending', attempts = 0"
-                           " WHERE step_id = ?1 AND state = 'gave_up'",
-                           step_id, 0, 0, err);
-  if (!rc) rc = exec_bound(q,
-                           "UPDATE tasks SET steps_error = steps_error - 1, updated_at = ?1"
-                           " WHERE id = ?2",
-                           now, task_id, 0, err);
-  if (!rc) rc = tk__sq_transition(q, task_id, step_id, state, TK__STEP_WAITING, now,
-                                  "operator retry", 0, err);
-  if (!rc) rc = tk__sq_settle_task(q, task_id, now, &fx->task_state, err);
-  return rc;
-}
-
-static int op_resolve(tk__sqlite *q, int64_t task_id, const char *step, int64_t step_id,
-                      const char *state, int64_t template_id, int idx, int64_t now,
-                      tk__effects *fx, tk_err *err) {
-  int was_error = strcmp(state, TK__STEP_ERROR) == 0;
-  if (!was_error && strcmp(state, TK__STEP_PENDING) != 0 && strcmp(state, TK__STEP_WAITING) != 0)
-    return tk_err_set(err, TK_ESTATE,
-                      "step \"%s\" of task %lld is %s: only a step that is pending, waiting for "
-                      "a retry or in error can be resolved",
-                      step, (long long)task_id, state);
-  int rc = exec_bound(q,
-                      "UPDATE steps SET state = 'resolved_manually' WHERE id = ?1",
-                      step_id, 0, 0, err);
-  if (!rc) rc = exec_bound(q,
-                           "UPDATE tasks SET steps_done = steps_done + 1,"
-                           " steps_error = steps_error - ?3, updated_at = ?1 WHERE id = ?2",
-                           now, task_id, was_error, err);
-  if (!rc) rc = tk__sq_transition(q, task_id, step_id, state, TK__STEP_RESOLVED, now,
-                                  "operator resolve", 0, err);
-  if (!rc) rc = tk__sq_release_children(q, task_id, template_id, step_id, idx, now,
-                                        &fx->children_released, err);
-  if (!rc) rc = tk__sq_settle_task(q, task_id, now, &fx->task_state, err);
-  return rc;
-}
-
-static int op_cancel(tk__sqlite *q, int64_t task_id, const char *task_state, int64_t now,
-                     tk__effects *fx, tk_err *err) {
-  if (strcmp(task_state, TK__TASK_COMPLETE) == 0 || strcmp(task_state, TK__TASK_CANCELLED) == 0)
-    return tk_err_set(err, TK_ESTATE, "task %lld is already %s", (long long)task_id, task_state);
-  int rc = tk__sq_transitions_flush(q, err);
-  if (!rc) rc = exec_bound(q,
-                           "INSERT INTO transitions (task_id, step_id, from_state, to_state,"
-                           " at, reason) SELECT task_id, id, state, 'cancelled', ?1,"
-                           " 'task cancelled' FROM steps WHERE task_id = ?2 AND state IN"
-                           " ('pending', 'in_progress', 'waiting_for_retry')",
-                      now, task_id, 0, err);
-  if (!rc) rc = exec_bound(q,
-                           "UPDATE steps SET state = 'cancelled', lease_owner = NULL,"
-                           " lease_expires_at = NULL WHERE task_id = ?2 AND state IN"
-                           " ('pending', 'in_progress', 'waiting_for_retry')",
-                           now, task_id, 0, err);
-  if (!rc) rc = exec_bound(q,
-                           "UPDATE tasks SET state = 'cancelled', updated_at = ?1,"
-                           " finished_at = ?1 WHERE id = ?2",
-                           now, task_id, 0, err);
-  if (!rc) rc = tk__sq_transition(q, task_id, 0, task_state, TK__TASK_CANCELLED, now,
-                                  "operator cancel", 0, err);
-  fx->task_state = TK__TASK_CANCELLED;
+  if (!rc && p->reset_attempts)
+    rc = exec_bound(q,
+                    "UPDATE items SET state = 'pending', attempts = 0"
+                    " WHERE step_id = ?1 AND state = 'gave_up'",
+                    step_id, 0, 0, err);
+  if (!rc)
+    rc = exec_bound4(q,
+                     "UPDATE tasks SET steps_done = steps_done + ?3,"
+                     " steps_error = steps_error + ?4, updated_at = ?1 WHERE id = ?2",
+                     now, task_id, p->steps_done_delta, p->steps_error_delta, err);
+  if (!rc) rc = tk__sq_transition(q, task_id, step_id, step_state, p->step_to, now, p->reason, 0,
+                                  err);
+  if (!rc && p->release_children)
+    rc = tk__sq_release_children(q, task_id, template_id, idx, now, &fx->children_released, err);
+  if (!rc && p->settle) rc = tk__sq_settle_task(q, task_id, now, &fx->task_state, err);
   return rc;
 }
 
@@ -186,299 +175,295 @@ int tk__sq_operator(tk_store *s, tk__operator_action action, int64_t task_id, co
                     int64_t now, tk__effects *fx, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   memset(fx, 0, sizeof *fx);
-  char task_state[24], step_state[24] = "";
+  char task_state[TK__STATE_MAX], step_state[TK__STATE_MAX] = "";
   int64_t step_id = 0, template_id = 0;
   int idx = 0, rc;
+  tk__op_plan plan;
   if ((rc = tk__sq_begin(q, err))) return rc;
   rc = find_step(q, task_id, action == TK__OP_CANCEL ? NULL : step, task_state, &step_id,
                  step_state, &template_id, &idx, err);
-  if (!rc && action != TK__OP_CANCEL && strcmp(task_state, TK__TASK_CANCELLED) == 0)
-    rc = tk_err_set(err, TK_ESTATE, "task %lld is cancelled", (long long)task_id);
-  if (!rc) {
-    switch (action) {
-    case TK__OP_RETRY: rc = op_retry(q, task_id, step, step_id, step_state, now, fx, err); break;
-    case TK__OP_RESOLVE:
-      rc = op_resolve(q, task_id, step, step_id, step_state, template_id, idx, now, fx, err);
-      break;
-    case TK__OP_CANCEL: rc = op_cancel(q, task_id, task_state, now, fx, err); break;
-    }
-  }
+  if (!rc) rc = tk__operator_plan(action, task_id, task_state, step, step_state, &plan, err);
+  if (!rc) rc = apply_plan(q, &plan, task_id, template_id, step_id, idx, step_state, task_state,
+                           now, fx, err);
   if (!rc) rc = tk__sq_commit(q, err);
   if (rc) tk__sq_rollback(q);
   return rc;
 }
 
-/* The rows of a query on one task (?1: its id), each an object of `keys`
- * (one per column, in order), into *out. */
-static int task_rows(tk__sqlite *q, const char *what, const char *sql, int64_t task_id,
-                     const char *const *keys, int nkeys, json_t **out, tk_err *err) {
+/* Prepare a one-off query with ?1 = id; NULL (err set) on failure. */
+static sqlite3_stmt *task_query(tk__sqlite *q, const char *what, const char *sql, int64_t id,
+                                tk_err *err) {
   sqlite3_stmt *st;
-  *out = NULL;
-  if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL)) return tk__sq_fail(q, what, err);
-  sqlite3_bind_int64(st, 1, task_id);
-  json_t *rows = json_array();
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    json_t *row = json_object();
-    for (int k = 0; k < nkeys; k++) json_object_set_new(row, keys[k], column_json(st, k));
-    json_array_append_new(rows, row);
+  if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL)) {
+    tk__sq_fail(q, what, err);
+    return NULL;
   }
-  sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) {
-    json_decref(rows);
-    return tk__sq_fail(q, what, err);
-  }
-  *out = rows;
-  return 0;
+  sqlite3_bind_int64(st, 1, id);
+  return st;
 }
 
-/* The step of `steps` that row belongs to (its "step_id", which is taken
- * out of the row), or NULL. */
-static json_t *take_step(json_t *steps, json_t *row) {
-  json_int_t step_id = json_integer_value(json_object_get(row, "step_id"));
-  json_object_del(row, "step_id");
-  size_t i;
-  json_t *step;
-  json_array_foreach(steps, i, step) if (json_integer_value(json_object_get(step, "id")) == step_id)
-      return step;
+/* The step of r whose id is step_id, or NULL. */
+static tk__step_rec *step_by_id(tk__task_report *r, int64_t step_id) {
+  for (int i = 0; i < r->nsteps; i++)
+    if (r->steps[i].id == step_id) return &r->steps[i];
   return NULL;
 }
 
-/* Each step's claims, oldest first, as "history": [{attempt, owner,
- * started_at, finished_at, outcome, error, delay_ms, delay_source,
- * next_run_at}]. */
-static int attempt_history(tk__sqlite *q, int64_t task_id, json_t *steps, tk_err *err) {
-  static const char *const keys[] = {"step_id",  "attempt", "owner",    "started_at",
-                                     "finished_at", "outcome", "error", "delay_ms",
-                                     "delay_source", "next_run_at"};
-  json_t *rows;
-  int rc = task_rows(q, "attempt history",
-                     "SELECT a.step_id, a.attempt, a.owner, a.started_at, a.finished_at,"
-                     " a.outcome, a.error, a.delay_ms, a.delay_source, a.next_run_at"
-                     " FROM attempts a JOIN steps s ON s.id = a.step_id"
-                     " WHERE s.task_id = ?1 ORDER BY a.id",
-                     task_id, keys, 10, &rows, err);
-  if (rc) return rc;
-  size_t i;
-  json_t *step, *row;
-  json_array_foreach(steps, i, step) json_object_set_new(step, "history", json_array());
-  json_array_foreach(rows, i, row) {
-    step = take_step(steps, row);
-    if (step) json_array_append(json_object_get(step, "history"), row);
+/* The task row and its template. */
+static int report_task(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *oom,
+                       tk_err *err) {
+  sqlite3_stmt *st = task_query(q, "show task",
+                                "SELECT t.id, t.state, t.identity, t.created_at, t.updated_at,"
+                                " t.finished_at, t.steps_total, t.steps_done, t.steps_error,"
+                                " t.context, tp.id, tp.namespace, tp.name, tp.version,"
+                                " tp.description, tp.definition, tp.created_at"
+                                " FROM tasks t JOIN templates tp ON tp.id = t.template_id"
+                                " WHERE t.id = ?1",
+                                task_id, err);
+  if (st == NULL) return TK_ESTORE;
+  int found, rc = tk__sq_row(q, st, "show task", &found, err);
+  if (rc == 0 && found) {
+    r->id = sqlite3_column_int64(st, 0);
+    snprintf(r->state, sizeof r->state, "%s", tk__sq_text(st, 1));
+    r->identity = col_dup(st, 2, oom);
+    r->created_at = sqlite3_column_int64(st, 3);
+    r->updated_at = sqlite3_column_int64(st, 4);
+    r->finished_at = col_i64(st, 5);
+    r->steps_total = sqlite3_column_int(st, 6);
+    r->steps_done = sqlite3_column_int(st, 7);
+    r->steps_error = sqlite3_column_int(st, 8);
+    r->context = col_dup(st, 9, oom);
+    tk__template_rec *t = &r->template_;
+    t->id = sqlite3_column_int64(st, 10);
+    t->namespace_ = col_dup(st, 11, oom);
+    t->name = col_dup(st, 12, oom);
+    t->version = col_dup(st, 13, oom);
+    t->description = col_dup(st, 14, oom);
+    t->definition = col_dup(st, 15, oom);
+    t->created_at = sqlite3_column_int64(st, 16);
   }
-  json_decref(rows);
+  sqlite3_finalize(st);
+  if (rc) return rc;
+  if (!found) return tk_err_set(err, TK_ENOENT, "no task %lld", (long long)task_id);
   return 0;
 }
 
-/* Each batch step's items (DESIGN §9) as "items": {total, pending, acked,
- * gave_up, given_up: [{key, attempts, last_error}]}: the counts, and the
- * first 100 items that gave up, in submission order (a step may hold
- * 100,000). Other steps get no "items". */
-static int batch_items(tk__sqlite *q, int64_t task_id, json_t *steps, tk_err *err) {
-  static const char *const count_keys[] = {"step_id", "state", "n"};
-  static const char *const gave_up_keys[] = {"step_id", "key", "attempts", "last_error"};
-  json_t *counts, *gave_up;
-  /* Every batch step has a row, counted or not (an empty list of items). */
-  int rc = task_rows(q, "batch items",
-                     "SELECT b.step_id, i.state, COUNT(i.step_id) FROM batch_steps b"
-                     " JOIN steps s ON s.id = b.step_id"
-                     " LEFT JOIN items i ON i.step_id = b.step_id"
-                     " WHERE s.task_id = ?1 GROUP BY b.step_id, i.state",
-                     task_id, count_keys, 3, &counts, err);
-  if (rc) return rc;
-  rc = task_rows(q, "batch items",
-                 "SELECT step_id, key, attempts, last_error FROM (SELECT i.step_id, i.key,"
-                 " i.attempts, i.last_error, i.seq, ROW_NUMBER() OVER (PARTITION BY i.step_id"
-                 " ORDER BY i.seq) AS nth FROM items i JOIN steps s ON s.id = i.step_id"
-                 " WHERE s.task_id = ?1 AND i.state = 'gave_up')"
-                 " WHERE nth <= 100 ORDER BY step_id, seq",
-                 task_id, gave_up_keys, 4, &gave_up, err);
-  if (rc) {
-    json_decref(counts);
-    return rc;
-  }
-  size_t k;
-  json_t *row, *step;
-  json_array_foreach(counts, k, row) {
-    const char *state = json_string_value(json_object_get(row, "state"));
-    json_int_t n = json_integer_value(json_object_get(row, "n"));
-    if ((step = take_step(steps, row)) == NULL) continue;
-    json_t *items = json_object_get(step, "items");
-    if (items == NULL) {
-      items = json_pack("{s:i, s:i, s:i, s:i, s:[]}", "total", 0, "pending", 0, "acked", 0,
-                        "gave_up", 0, "given_up");
-      json_object_set_new(step, "items", items);
+static int report_steps(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *oom,
+                        tk_err *err) {
+  sqlite3_stmt *st = task_query(q, "show steps",
+                                "SELECT id, idx, name, state, attempts, max_attempts, retryable,"
+                                " parents_remaining, backoff, run_at, lease_expires_at,"
+                                " last_delay_ms, lease_owner, last_error, results"
+                                " FROM steps WHERE task_id = ?1 ORDER BY idx",
+                                task_id, err);
+  if (st == NULL) return TK_ESTORE;
+  int rc, cap = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (tk__grow((void **)&r->steps, &cap, r->nsteps + 1, sizeof *r->steps)) {
+      *oom = 1;
+      break;
     }
-    if (state == NULL) continue; /* no items at all */
-    json_object_set_new(items, state, json_integer(n));
-    json_object_set_new(items, "total",
-                        json_integer(json_integer_value(json_object_get(items, "total")) + n));
+    tk__step_rec *s = &r->steps[r->nsteps++];
+    s->id = sqlite3_column_int64(st, 0);
+    s->idx = sqlite3_column_int(st, 1);
+    s->name = col_dup(st, 2, oom);
+    snprintf(s->state, sizeof s->state, "%s", tk__sq_text(st, 3));
+    s->attempts = sqlite3_column_int(st, 4);
+    s->max_attempts = sqlite3_column_int(st, 5);
+    s->retryable = sqlite3_column_int(st, 6);
+    s->parents_remaining = sqlite3_column_int(st, 7);
+    s->backoff = col_dup(st, 8, oom);
+    s->run_at = sqlite3_column_int64(st, 9);
+    s->lease_expires_at = col_i64(st, 10);
+    s->last_delay_ms = sqlite3_column_int64(st, 11);
+    s->lease_owner = col_dup(st, 12, oom);
+    s->last_error = col_dup(st, 13, oom);
+    s->results = col_dup(st, 14, oom);
   }
-  json_array_foreach(gave_up, k, row) {
-    json_t *list = json_object_get(json_object_get(take_step(steps, row), "items"), "given_up");
-    if (list) json_array_append(list, row);
-  }
-  json_decref(counts);
-  json_decref(gave_up);
-  return 0;
-}
-
-/* The task's audit trail, oldest first, as "transitions": [{at, step
- * (null for the task itself), from, to, reason, attempt}], a range of the
- * transitions_task index. */
-static int transition_history(tk__sqlite *q, int64_t task_id, json_t *task, tk_err *err) {
-  static const char *const keys[] = {"at", "step", "from", "to", "reason", "attempt"};
-  json_t *rows;
-  int rc = task_rows(q, "transitions",
-                     "SELECT tr.at, s.name, tr.from_state, tr.to_state, tr.reason, tr.attempt"
-                     " FROM transitions tr LEFT JOIN steps s ON s.id = tr.step_id"
-                     " WHERE tr.task_id = ?1 ORDER BY tr.id",
-                     task_id, keys, 6, &rows, err);
-  if (rc == 0) json_object_set_new(task, "transitions", rows);
+  if (*oom) rc = SQLITE_DONE;
+  rc = tk__sq_rows_end(q, rc, "show steps", err);
+  sqlite3_finalize(st);
   return rc;
 }
 
-int tk__sq_task_show(tk_store *s, int64_t task_id, json_t **out, tk_err *err) {
-  tk__sqlite *q = (tk__sqlite *)s;
-  int rc;
-  sqlite3_stmt *st;
-  *out = NULL;
-  if (sqlite3_prepare_v2(q->db,
-                         "SELECT t.id, t.state, t.identity, t.created_at, t.updated_at,"
-                         " t.finished_at, t.steps_total, t.steps_done, t.steps_error,"
-                         " tp.namespace, tp.name, tp.version, t.context, tp.definition"
-                         " FROM tasks t JOIN templates tp ON tp.id = t.template_id"
-                         " WHERE t.id = ?",
-                         -1, &st, NULL))
-    return tk__sq_fail(q, "show task", err);
-  sqlite3_bind_int64(st, 1, task_id);
-  int found;
-  if ((rc = tk__sq_row(q, st, "show task", &found, err)) || !found) {
-    sqlite3_finalize(st);
-    return rc ? rc : tk_err_set(err, TK_ENOENT, "no task %lld", (long long)task_id);
+/* Each step's claims, oldest first. */
+static int report_attempts(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *oom,
+                           tk_err *err) {
+  sqlite3_stmt *st = task_query(q, "attempt history",
+                                "SELECT a.step_id, a.attempt, a.owner, a.started_at,"
+                                " a.finished_at, a.delay_ms, a.next_run_at, a.outcome, a.error,"
+                                " a.delay_source FROM attempts a JOIN steps s ON s.id = a.step_id"
+                                " WHERE s.task_id = ?1 ORDER BY a.id",
+                                task_id, err);
+  if (st == NULL) return TK_ESTORE;
+  int rc, cap = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (tk__grow((void **)&r->attempts, &cap, r->nattempts + 1, sizeof *r->attempts)) {
+      *oom = 1;
+      break;
+    }
+    tk__attempt_rec *a = &r->attempts[r->nattempts++];
+    a->step_id = sqlite3_column_int64(st, 0);
+    a->attempt = sqlite3_column_int(st, 1);
+    a->owner = col_dup(st, 2, oom);
+    a->started_at = sqlite3_column_int64(st, 3);
+    a->finished_at = col_i64(st, 4);
+    a->delay_ms = col_i64(st, 5);
+    a->next_run_at = col_i64(st, 6);
+    a->outcome = col_dup(st, 7, oom);
+    a->error = col_dup(st, 8, oom);
+    a->delay_source = col_dup(st, 9, oom);
   }
-  static const char *const task_keys[] = {"id", "state", "identity", "created_at", "updated_at",
-                                          "finished_at", "steps_total", "steps_done",
-                                          "steps_error"};
-  json_t *task = json_object();
-  for (int i = 0; i < 9; i++) json_object_set_new(task, task_keys[i], column_json(st, i));
-  json_object_set_new(task, "template",
-                      json_pack("{s:s, s:s, s:s}", "namespace", tk__sq_text(st, 9), "name",
-                                tk__sq_text(st, 10), "version", tk__sq_text(st, 11)));
-  json_object_set_new(task, "context", column_parsed(st, 12));
-  json_t *def = column_parsed(st, 13);
+  if (*oom) rc = SQLITE_DONE;
+  rc = tk__sq_rows_end(q, rc, "attempt history", err);
   sqlite3_finalize(st);
-
-  if (sqlite3_prepare_v2(q->db,
-                         "SELECT name, state, attempts, max_attempts, retryable, backoff,"
-                         " parents_remaining, run_at, lease_owner, lease_expires_at,"
-                         " last_delay_ms, last_error, results, id FROM steps WHERE task_id = ?"
-                         " ORDER BY idx",
-                         -1, &st, NULL)) {
-    json_decref(task);
-    json_decref(def);
-    return tk__sq_fail(q, "show steps", err);
-  }
-  sqlite3_bind_int64(st, 1, task_id);
-  static const char *const step_keys[] = {"name", "state", "attempts", "max_attempts",
-                                          "retryable", "backoff", "parents_remaining", "run_at",
-                                          "lease_owner", "lease_expires_at", "last_delay_ms",
-                                          "last_error"};
-  json_t *steps = json_array();
-  json_t *def_steps = json_object_get(def, "steps");
-  size_t i = 0;
-  for (; (rc = sqlite3_step(st)) == SQLITE_ROW; i++) {
-    json_t *step = json_object();
-    for (int k = 0; k < 12; k++) json_object_set_new(step, step_keys[k], column_json(st, k));
-    json_object_set_new(step, "retryable", json_boolean(sqlite3_column_int(st, 4)));
-    json_object_set_new(step, "results", column_parsed(st, 12));
-    json_object_set_new(step, "id", column_json(st, 13));
-    json_t *deps = json_object_get(json_array_get(def_steps, i), "depends_on");
-    json_object_set_new(step, "depends_on", deps ? json_incref(deps) : json_array());
-    json_array_append_new(steps, step);
-  }
-  rc = tk__sq_rows_end(q, rc, "show steps", err);
-  sqlite3_finalize(st);
-  json_decref(def);
-  json_object_set_new(task, "steps", steps);
-  if (rc) {
-    json_decref(task);
-    return rc;
-  }
-  if ((rc = attempt_history(q, task_id, steps, err)) ||
-      (rc = batch_items(q, task_id, steps, err)) ||
-      (rc = transition_history(q, task_id, task, err))) {
-    json_decref(task);
-    return rc;
-  }
-  *out = task;
-  return 0;
+  return rc;
 }
 
-int tk__sq_status(tk_store *s, int64_t now, json_t **out, tk_err *err) {
-  tk__sqlite *q = (tk__sqlite *)s;
-  sqlite3_stmt *st;
-  json_t *tasks = json_object(), *steps = json_object();
-  if (sqlite3_prepare_v2(q->db, "SELECT state, COUNT(*) FROM tasks GROUP BY state", -1, &st,
-                         NULL))
-    goto fail;
+/* The task's audit trail, oldest first: a range of the transitions_task
+ * index. */
+static int report_transitions(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *oom,
+                              tk_err *err) {
+  sqlite3_stmt *st = task_query(q, "transitions",
+                                "SELECT at, step_id, from_state, to_state, reason, attempt"
+                                " FROM transitions WHERE task_id = ?1 ORDER BY id",
+                                task_id, err);
+  if (st == NULL) return TK_ESTORE;
+  int rc, cap = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (tk__grow((void **)&r->transitions, &cap, r->ntransitions + 1, sizeof *r->transitions)) {
+      *oom = 1;
+      break;
+    }
+    tk__transition_rec *t = &r->transitions[r->ntransitions++];
+    t->at = sqlite3_column_int64(st, 0);
+    t->step_id = col_i64(st, 1);
+    t->from = col_dup(st, 2, oom);
+    t->to = col_dup(st, 3, oom);
+    t->reason = col_dup(st, 4, oom);
+    t->attempt = col_i64(st, 5);
+  }
+  if (*oom) rc = SQLITE_DONE;
+  rc = tk__sq_rows_end(q, rc, "transitions", err);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* Each batch step's item counts by state, and the first items that gave
+ * up (TK__GAVE_UP_SHOWN per step, in submission order). */
+static int report_items(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *oom,
+                        tk_err *err) {
+  /* Every batch step has a row, counted or not (an empty list of items). */
+  sqlite3_stmt *st = task_query(q, "batch items",
+                                "SELECT b.step_id, i.state, COUNT(i.step_id) FROM batch_steps b"
+                                " JOIN steps s ON s.id = b.step_id"
+                                " LEFT JOIN items i ON i.step_id = b.step_id"
+                                " WHERE s.task_id = ?1 GROUP BY b.step_id, i.state",
+                                task_id, err);
+  if (st == NULL) return TK_ESTORE;
   int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-    json_object_set_new(tasks, tk__sq_text(st, 0), column_json(st, 1));
-  if (rc != SQLITE_DONE) goto fail_stmt;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    tk__step_rec *s = step_by_id(r, sqlite3_column_int64(st, 0));
+    if (s == NULL) continue;
+    s->batch = 1;
+    const char *state = tk__sq_text(st, 1);
+    int64_t n = sqlite3_column_int64(st, 2);
+    if (state == NULL) continue; /* no items at all */
+    if (strcmp(state, TK__ITEM_PENDING) == 0) s->items_pending = n;
+    else if (strcmp(state, TK__ITEM_ACKED) == 0) s->items_acked = n;
+    else if (strcmp(state, TK__ITEM_GAVE_UP) == 0) s->items_gave_up = n;
+  }
+  rc = tk__sq_rows_end(q, rc, "batch items", err);
   sqlite3_finalize(st);
-  if (sqlite3_prepare_v2(q->db, "SELECT state, COUNT(*) FROM steps GROUP BY state", -1, &st,
-                         NULL))
-    goto fail;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-    json_object_set_new(steps, tk__sq_text(st, 0), column_json(st, 1));
-  if (rc != SQLITE_DONE) goto fail_stmt;
+  if (rc) return rc;
+  st = task_query(q, "batch items",
+                  "SELECT step_id, key, attempts, last_error FROM (SELECT i.step_id, i.key,"
+                  " i.attempts, i.last_error, i.seq, ROW_NUMBER() OVER (PARTITION BY i.step_id"
+                  " ORDER BY i.seq) AS nth FROM items i JOIN steps s ON s.id = i.step_id"
+                  " WHERE s.task_id = ?1 AND i.state = 'gave_up')"
+                  " WHERE nth <= ?2 ORDER BY step_id, seq",
+                  task_id, err);
+  if (st == NULL) return TK_ESTORE;
+  sqlite3_bind_int(st, 2, TK__GAVE_UP_SHOWN);
+  int cap = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (tk__grow((void **)&r->gave_up, &cap, r->ngave_up + 1, sizeof *r->gave_up)) {
+      *oom = 1;
+      break;
+    }
+    tk__gave_up_rec *g = &r->gave_up[r->ngave_up++];
+    g->step_id = sqlite3_column_int64(st, 0);
+    g->key = col_dup(st, 1, oom);
+    g->attempts = sqlite3_column_int(st, 2);
+    g->last_error = col_dup(st, 3, oom);
+  }
+  if (*oom) rc = SQLITE_DONE;
+  rc = tk__sq_rows_end(q, rc, "batch items", err);
   sqlite3_finalize(st);
-  int64_t ready = 0;
+  return rc;
+}
+
+int tk__sq_task_report(tk_store *s, int64_t task_id, tk__task_report *out, tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  memset(out, 0, sizeof *out);
+  int oom = 0, rc;
+  if ((rc = report_task(q, task_id, out, &oom, err)) == 0 &&
+      (rc = report_steps(q, task_id, out, &oom, err)) == 0 &&
+      (rc = report_attempts(q, task_id, out, &oom, err)) == 0 &&
+      (rc = report_transitions(q, task_id, out, &oom, err)) == 0)
+    rc = report_items(q, task_id, out, &oom, err);
+  if (rc == 0 && oom) rc = tk_err_set(err, TK_ENOMEM, "out of memory reading task %lld",
+                                      (long long)task_id);
+  if (rc) tk__task_report_free(out);
+  return rc;
+}
+
+/* The rows of `SELECT state, COUNT(*) ... GROUP BY state` into counts. */
+static int state_counts(tk__sqlite *q, const char *sql, tk__state_count *counts, int *n,
+                        tk_err *err) {
+  sqlite3_stmt *st;
+  *n = 0;
+  if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL)) return tk__sq_fail(q, "status", err);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW && *n < TK__STATUS_STATES) {
+    snprintf(counts[*n].state, sizeof counts[*n].state, "%s", tk__sq_text(st, 0));
+    counts[(*n)++].n = sqlite3_column_int64(st, 1);
+  }
+  rc = rc == SQLITE_ROW ? 0 : tk__sq_rows_end(q, rc, "status", err);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int tk__sq_status(tk_store *s, int64_t now, tk__status_report *out, tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  memset(out, 0, sizeof *out);
+  int rc = state_counts(q, "SELECT state, COUNT(*) FROM tasks GROUP BY state", out->tasks,
+                        &out->ntasks, err);
+  if (!rc) rc = state_counts(q, "SELECT state, COUNT(*) FROM steps GROUP BY state", out->steps,
+                             &out->nsteps, err);
+  if (rc) return rc;
+  sqlite3_stmt *st;
   if (sqlite3_prepare_v2(q->db,
                          "SELECT (SELECT COUNT(*) FROM steps INDEXED BY steps_fresh"
                          " WHERE state = 'pending' AND parents_remaining = 0 AND run_at <= ?1)"
                          " + (SELECT COUNT(*) FROM steps INDEXED BY steps_retry_due"
                          " WHERE state = 'waiting_for_retry' AND run_at <= ?1)",
                          -1, &st, NULL))
-    goto fail;
+    return tk__sq_fail(q, "status", err);
   sqlite3_bind_int64(st, 1, now);
-  if ((rc = sqlite3_step(st)) != SQLITE_ROW) goto fail_stmt;
-  ready = sqlite3_column_int64(st, 0);
+  int found;
+  rc = tk__sq_row(q, st, "status", &found, err);
+  if (found) out->ready_now = sqlite3_column_int64(st, 0);
   sqlite3_finalize(st);
-  int64_t due = INT64_MAX, lease = INT64_MAX;
-  rc = tk__sq_next_due(s, &due, &lease, err);
-  if (lease < due) due = lease;
-  if (rc) {
-    json_decref(tasks);
-    json_decref(steps);
-    return rc;
+  if (rc) return rc;
+  if (sqlite3_prepare_v2(q->db, "SELECT name, value FROM counters ORDER BY name", -1, &st, NULL))
+    return tk__sq_fail(q, "status", err);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW && out->ncounters < TK__STATUS_COUNTERS) {
+    snprintf(out->counters[out->ncounters].name, sizeof out->counters[0].name, "%s",
+             tk__sq_text(st, 0));
+    out->counters[out->ncounters++].value = sqlite3_column_int64(st, 1);
   }
-  json_t *counters = json_object();
-  if (sqlite3_prepare_v2(q->db, "SELECT name, value FROM counters ORDER BY name", -1, &st, NULL)) {
-    json_decref(counters);
-    goto fail;
-  }
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-    json_object_set_new(counters, tk__sq_text(st, 0), column_json(st, 1));
-  if (rc != SQLITE_DONE) {
-    json_decref(counters);
-    goto fail_stmt;
-  }
+  rc = rc == SQLITE_ROW ? 0 : tk__sq_rows_end(q, rc, "status", err);
   sqlite3_finalize(st);
-  *out = json_pack("{s:o, s:o, s:I, s:o, s:o}", "tasks", tasks, "steps", steps, "ready_now",
-                   (json_int_t)ready, "next_due_at",
-                   due == INT64_MAX ? json_null() : json_integer((json_int_t)due), "counters",
-                   counters);
-  return 0;
-fail_stmt:
-  rc = tk__sq_fail(q, "status", err);
-  sqlite3_finalize(st);
-  json_decref(tasks);
-  json_decref(steps);
   return rc;
-fail:
-  json_decref(tasks);
-  json_decref(steps);
-  return tk__sq_fail(q, "status", err);
 }

@@ -55,37 +55,32 @@ int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
   sqlite3_bind_int64(st, 6, t->now);
   if ((rc = tk__sq_done(q, st, err))) goto fail;
   *task_id = sqlite3_last_insert_rowid(q->db);
-  if ((rc = tk__sq_transition(q, *task_id, 0, NULL, TK__TASK_PENDING, t->now, "created", 0, err)))
+  if ((rc = tk__sq_transition(q, *task_id, 0, NULL, TK__TASK_PENDING, t->now, TK__REASON_CREATED,
+                              0, err)))
     goto fail;
-  /* A task's steps get consecutive ids in template order, so that a step's
-   * children are found by id (tk__sq_release_children). The write lock
-   * held makes MAX(id) + 1 free. */
-  int64_t first_id;
-  if ((rc = scalar(q, SQ_STEP_NEXT_ID, "SELECT MAX(id) FROM steps", 0, &first_id, err)))
-    goto fail;
-  first_id++;
   for (int i = 0; i < t->nsteps; i++) {
     const tk__new_step *ns = &t->steps[i];
     st = tk__sq_stmt(q, SQ_STEP_INSERT,
-                     "INSERT INTO steps (id, task_id, idx, name, state, max_attempts, retryable,"
-                     " backoff, parents_remaining, run_at) VALUES (?, ?, ?, ?, 'pending', ?, ?,"
+                     "INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable,"
+                     " backoff, parents_remaining, run_at) VALUES (?, ?, ?, 'pending', ?, ?,"
                      " ?, ?, ?)",
                      err);
     if (st == NULL) {
       rc = TK_ESTORE;
       goto fail;
     }
-    sqlite3_bind_int64(st, 1, first_id + i);
-    sqlite3_bind_int64(st, 2, *task_id);
-    sqlite3_bind_int(st, 3, i);
-    sqlite3_bind_text(st, 4, ns->name, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 5, ns->max_attempts);
-    sqlite3_bind_int(st, 6, ns->retryable);
-    sqlite3_bind_text(st, 7, ns->backoff, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 8, ns->nparents);
-    sqlite3_bind_int64(st, 9, t->now);
+    sqlite3_bind_int64(st, 1, *task_id);
+    sqlite3_bind_int(st, 2, i);
+    sqlite3_bind_text(st, 3, ns->name, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 4, ns->max_attempts);
+    sqlite3_bind_int(st, 5, ns->retryable);
+    sqlite3_bind_text(st, 6, ns->backoff, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 7, ns->nparents);
+    sqlite3_bind_int64(st, 8, t->now);
     if ((rc = tk__sq_done(q, st, err))) goto fail;
-    if (ns->batch && (rc = tk__sq_items_insert(q, first_id + i, ns, err))) goto fail;
+    if (ns->batch &&
+        (rc = tk__sq_items_insert(q, sqlite3_last_insert_rowid(q->db), ns, err)))
+      goto fail;
   }
   return tk__sq_commit(q, err);
 fail:
@@ -199,7 +194,7 @@ static int claim_rows(tk__sqlite *q, tk__claimed *out, int n, const char *owner,
  * start, which keeps the pages being written few. */
 static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
   int rc, count = 0;
-  int64_t now = r->now;
+  int64_t now = r->now = tk__store_now(&q->base);
   r->n = 0;
   /* INDEXED BY: each query must be a range scan of its partial index (and
    * fails to prepare if a schema change ever makes that impossible). */
@@ -223,7 +218,7 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
   for (int i = 0; i < count; i++) {
     tk__claimed *c = &r->out[i];
     if ((rc = tk__sq_transition(q, c->task_id, c->step_id, c->prev_state, TK__STEP_IN_PROGRESS,
-                                now, "claimed", c->attempt, err)))
+                                now, TK__REASON_CLAIMED, c->attempt, err)))
       return rc;
     if (c->task_was_pending) {
       sqlite3_stmt *st = tk__sq_stmt(q, SQ_TASK_START,
@@ -236,7 +231,7 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
       if ((rc = tk__sq_done(q, st, err))) return rc;
       if (sqlite3_changes(q->db) > 0 &&
           (rc = tk__sq_transition(q, c->task_id, 0, TK__TASK_PENDING, TK__TASK_IN_PROGRESS, now,
-                                  "first step claimed", 0, err)))
+                                  TK__REASON_FIRST_CLAIM, 0, err)))
         return rc;
     }
   }
@@ -244,55 +239,49 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
   return 0;
 }
 
-/* Count one finished parent off child `child` (its step id child_id);
- * *ready gets 1 when that was its last parent (it is due now). Two
- * statements instead of RETURNING, which costs SQLite an ephemeral table
- * per call. The rowid finds the row without a look through the (task_id,
- * idx) index; task_id and idx are checked all the same. */
-static int release_child(tk__sqlite *q, int64_t task_id, int64_t child_id, int child, int64_t now,
-                         int *ready, tk_err *err) {
+/* Count one finished parent off child step `child` of task_id; *ready
+ * gets 1 when that was its last parent (it is due now). Two statements
+ * instead of RETURNING, which costs SQLite an ephemeral table per call;
+ * both find the row through the (task_id, idx) index. */
+static int release_child(tk__sqlite *q, int64_t task_id, int child, int64_t now, int *ready,
+                         tk_err *err) {
   sqlite3_stmt *st = tk__sq_stmt(q, SQ_RELEASE_CHILD,
                                  "UPDATE steps SET parents_remaining = 0, run_at = ?1"
-                                 " WHERE id = ?2 AND task_id = ?3 AND idx = ?4"
-                                 " AND parents_remaining = 1",
+                                 " WHERE task_id = ?2 AND idx = ?3 AND parents_remaining = 1",
                                  err);
   if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, now);
-  sqlite3_bind_int64(st, 2, child_id);
-  sqlite3_bind_int64(st, 3, task_id);
-  sqlite3_bind_int(st, 4, child);
+  sqlite3_bind_int64(st, 2, task_id);
+  sqlite3_bind_int(st, 3, child);
   int rc = tk__sq_done(q, st, err);
   if (rc) return rc;
   *ready = sqlite3_changes(q->db) == 1;
   if (*ready) return 0;
   st = tk__sq_stmt(q, SQ_RELEASE_CHILDREN,
                    "UPDATE steps SET parents_remaining = parents_remaining - 1"
-                   " WHERE id = ?1 AND task_id = ?2 AND idx = ?3 AND parents_remaining > 1",
+                   " WHERE task_id = ?1 AND idx = ?2 AND parents_remaining > 1",
                    err);
   if (st == NULL) return TK_ESTORE;
-  sqlite3_bind_int64(st, 1, child_id);
-  sqlite3_bind_int64(st, 2, task_id);
-  sqlite3_bind_int(st, 3, child);
+  sqlite3_bind_int64(st, 1, task_id);
+  sqlite3_bind_int(st, 2, child);
   if ((rc = tk__sq_done(q, st, err))) return rc;
-  /* A child always waits for the parent that finished: a row not found
-   * means the numbering broke, which must not pass for a release. */
+  /* A child always waits for the parent that finished: no row means the
+   * template and the task's steps disagree, which must not pass for a
+   * release. */
   if (sqlite3_changes(q->db) == 0)
-    return tk_err_set(err, TK_ESTORE,
-                      "step %d of task %lld is not at id %lld, or does not wait for a parent",
-                      child, (long long)task_id, (long long)child_id);
+    return tk_err_set(err, TK_ESTORE, "step %d of task %lld does not wait for a parent", child,
+                      (long long)task_id);
   return 0;
 }
 
-int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id, int64_t step_id,
-                            int idx, int64_t now, int *released, tk_err *err) {
-  /* A task's steps have consecutive ids in template order (task_create). */
-  int64_t first_id = step_id - idx;
+int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id, int idx,
+                            int64_t now, int *released, tk_err *err) {
   const int *children;
   int n, total = 0;
   int rc = tk__sq_children(q, template_id, idx, &children, &n, err);
   for (int i = 0; i < n && rc == 0; i++) {
     int ready = 0;
-    rc = release_child(q, task_id, first_id + children[i], children[i], now, &ready, err);
+    rc = release_child(q, task_id, children[i], now, &ready, err);
     total += ready;
   }
   if (rc == 0 && released) *released = total;
@@ -311,14 +300,14 @@ int tk__sq_settle_task(tk__sqlite *q, int64_t task_id, int64_t now, const char *
     sqlite3_reset(st);
     return tk__sq_fail(q, "settle task", err);
   }
-  char from[24];
+  char from[TK__STATE_MAX];
   snprintf(from, sizeof from, "%s", tk__sq_text(st, 0));
-  int done = sqlite3_column_int(st, 1), total = sqlite3_column_int(st, 2);
-  int errors = sqlite3_column_int(st, 3), can_progress = 0;
+  tk__task_counts counts = {from, sqlite3_column_int(st, 1), sqlite3_column_int(st, 2),
+                            sqlite3_column_int(st, 3)};
+  int can_progress = 0;
   sqlite3_reset(st);
-  /* Only a task with a step in error needs the scan of its steps (a
-   * separate query: SQLite evaluates both sides of AND in a result column). */
-  if ((errors > 0 || strcmp(from, TK__TASK_ERROR) == 0) && done < total) {
+  /* A separate query: SQLite evaluates both sides of AND in a result column. */
+  if (tk__settle_needs_scan(&counts)) {
     st = tk__sq_stmt(q, SQ_TASK_CAN_PROGRESS,
                      "SELECT EXISTS (SELECT 1 FROM steps WHERE task_id = ? AND (state IN"
                      " ('in_progress', 'waiting_for_retry') OR (state = 'pending' AND"
@@ -331,28 +320,21 @@ int tk__sq_settle_task(tk__sqlite *q, int64_t task_id, int64_t now, const char *
     sqlite3_reset(st);
     if (rc != SQLITE_ROW) return tk__sq_fail(q, "settle task", err);
   }
-  const char *to = NULL;
-  if (strcmp(from, TK__TASK_CANCELLED) == 0 || strcmp(from, TK__TASK_COMPLETE) == 0) return 0;
-  if (done == total) to = TK__TASK_COMPLETE;
-  else if (!can_progress && errors > 0) to = TK__TASK_ERROR;
-  else if (strcmp(from, TK__TASK_ERROR) == 0 && can_progress) to = TK__TASK_IN_PROGRESS;
-  if (to == NULL || strcmp(from, to) == 0) return 0;
+  const char *reason;
+  const char *to = tk__settle(&counts, can_progress, &reason);
+  if (to == NULL) return 0;
   st = tk__sq_stmt(q, SQ_TASK_FINISH,
                    "UPDATE tasks SET state = ?, updated_at = ?,"
                    " finished_at = CASE WHEN ? THEN ? ELSE NULL END WHERE id = ?",
                    err);
   if (st == NULL) return TK_ESTORE;
-  int terminal = strcmp(to, TK__TASK_IN_PROGRESS) != 0;
   sqlite3_bind_text(st, 1, to, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 2, now);
-  sqlite3_bind_int(st, 3, terminal);
+  sqlite3_bind_int(st, 3, tk__task_state_terminal(to));
   sqlite3_bind_int64(st, 4, now);
   sqlite3_bind_int64(st, 5, task_id);
   int rc = tk__sq_done(q, st, err);
   if (rc) return rc;
-  const char *reason = strcmp(to, TK__TASK_COMPLETE) == 0 ? "all steps complete"
-                       : terminal ? "a step failed and nothing else can progress"
-                                  : "a failed step was retried or resolved";
   if ((rc = tk__sq_transition(q, task_id, 0, from, to, now, reason, 0, err))) return rc;
   *state = to;
   return 0;
@@ -368,15 +350,6 @@ static int task_counter(tk__sqlite *q, int id, const char *sql, int64_t task_id,
   return tk__sq_done(q, st, err);
 }
 
-static const char *next_state_name(tk__next_state n) {
-  switch (n) {
-  case TK__NEXT_COMPLETE: return TK__STEP_COMPLETE;
-  case TK__NEXT_RETRY: return TK__STEP_WAITING;
-  case TK__NEXT_ERROR: return TK__STEP_ERROR;
-  }
-  return "?";
-}
-
 /* Finish the attempt row of a refused outcome's claim as fenced_out, if it
  * is still open: every claim is accounted for (DESIGN §2). */
 static int fenced_out(tk__sqlite *q, const tk__outcome *o, tk_err *err) {
@@ -387,8 +360,7 @@ static int fenced_out(tk__sqlite *q, const tk__outcome *o, tk_err *err) {
                          -1, &st, NULL) != SQLITE_OK)
     return tk__sq_fail(q, "fenced out", err);
   char why[160];
-  snprintf(why, sizeof why, "%s refused: the step was no longer held by this claim",
-           o->attempt_outcome);
+  tk__fenced_attempt_text(why, sizeof why, o);
   sqlite3_bind_int64(st, 1, o->now);
   sqlite3_bind_text(st, 2, why, -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(st, 3, o->claim_id);
@@ -410,7 +382,7 @@ static int next_retry(tk__sqlite *q, int64_t *at, tk_err *err) {
 static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_err *err) {
   int rc;
   memset(fx, 0, sizeof *fx);
-  const char *to = next_state_name(o->next);
+  const char *to = tk__next_state_name(o->next);
   sqlite3_stmt *st = tk__sq_stmt(
       q, SQ_RECORD_STEP,
       "UPDATE steps SET state = ?1, results = ?2, last_error = ?3,"
@@ -442,10 +414,7 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
      * for a refused reaper: the claim it meant to expire is alive, its
      * lease renewed, or was finished by whoever moved the step on. */
     if (!o->fence_lease && (rc = fenced_out(q, o, err))) return rc;
-    return tk_err_set(err, TK_EFENCED,
-                      "outcome of step %lld attempt %d by %s refused: the lease was lost or the "
-                      "attempt superseded",
-                      (long long)o->step_id, o->attempt, o->owner);
+    return tk__fenced_error(err, o);
   }
   int64_t task_id = o->task_id, template_id = o->template_id;
   int idx = o->idx;
@@ -473,7 +442,7 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
     return rc;
 
   if (o->next == TK__NEXT_COMPLETE) {
-    if ((rc = tk__sq_release_children(q, task_id, template_id, o->step_id, idx, o->now,
+    if ((rc = tk__sq_release_children(q, task_id, template_id, idx, o->now,
                                       &fx->children_released, err)))
       return rc;
     /* Most completions leave a running task with steps to go and none in
@@ -516,7 +485,6 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_
     if (rc != 0 && rc != TK_EFENCED) failed = i;
   }
   if (failed < 0 && next) {
-    if (next->clock) next->now = tk_clock_now(next->clock);
     if ((rc = claim_in_txn(q, next, &one)) != 0 ||
         (rc = next_retry(q, &next->next_retry_at, &one)) != 0) {
       if (n == 0) { /* a claim alone: its failure is the call's */

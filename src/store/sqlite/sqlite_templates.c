@@ -1,6 +1,7 @@
 /* The SQLite backend: templates and their DAG edges. */
 #include "store/sqlite/sqlite_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Bind a template's namespace, name and version to parameters 1-3. */
@@ -81,113 +82,100 @@ int tk__sq_template_put(tk_store *s, tk__template_row *rows, int n, tk_err *err)
   return rc;
 }
 
-/* A template row as JSON, its definition parsed. */
-static json_t *template_json(sqlite3_stmt *st) {
-  json_t *def = json_loads(tk__sq_text(st, 4), 0, NULL);
-  return json_pack("{s:I, s:s, s:s, s:s, s:o, s:I}", "id", (json_int_t)sqlite3_column_int64(st, 0),
-                   "namespace", tk__sq_text(st, 1), "name", tk__sq_text(st, 2), "version",
-                   tk__sq_text(st, 3), "definition", def ? def : json_null(), "created_at",
-                   (json_int_t)sqlite3_column_int64(st, 5));
+#define TEMPLATE_COLUMNS "id, namespace, name, version, description, definition, created_at"
+
+/* The template row st is on, into r (strings copied). */
+static int template_rec(sqlite3_stmt *st, tk__template_rec *r) {
+  int oom = 0;
+  r->id = sqlite3_column_int64(st, 0);
+  r->namespace_ = tk__dup(tk__sq_text(st, 1), &oom);
+  r->name = tk__dup(tk__sq_text(st, 2), &oom);
+  r->version = tk__dup(tk__sq_text(st, 3), &oom);
+  r->description = tk__dup(tk__sq_text(st, 4), &oom);
+  r->definition = tk__dup(tk__sq_text(st, 5), &oom);
+  r->created_at = sqlite3_column_int64(st, 6);
+  if (oom) tk__template_rec_free(r);
+  return oom ? TK_ENOMEM : 0;
 }
 
-#define TEMPLATE_COLUMNS "id, namespace, name, version, definition, created_at"
-
-int tk__sq_template_get(tk_store *s, const char *name, const char *version, json_t **out,
-                        tk_err *err) {
+int tk__sq_template_find(tk_store *s, const char *ns, const char *name, const char *version,
+                         tk__template_rec *out, int max, int *n, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
-  const char *slash = strchr(name, '/');
-  char ns[256] = "";
-  const char *bare = name;
-  if (slash) {
-    snprintf(ns, sizeof ns, "%.*s", (int)(slash - name), name);
-    bare = slash + 1;
-  }
   sqlite3_stmt *st;
+  *n = 0;
   /* Newest = most recently added among matching versions. */
   if (sqlite3_prepare_v2(q->db,
                          "SELECT " TEMPLATE_COLUMNS " FROM templates WHERE name = ?1"
                          " AND (?2 IS NULL OR namespace = ?2) AND (?3 IS NULL OR version = ?3)"
-                         " ORDER BY id DESC",
+                         " ORDER BY id DESC LIMIT ?4",
                          -1, &st, NULL))
     return tk__sq_fail(q, "template lookup", err);
-  sqlite3_bind_text(st, 1, bare, -1, SQLITE_STATIC);
-  if (slash) sqlite3_bind_text(st, 2, ns, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  if (ns) sqlite3_bind_text(st, 2, ns, -1, SQLITE_STATIC);
   if (version) sqlite3_bind_text(st, 3, version, -1, SQLITE_STATIC);
-  *out = NULL;
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) {
-    char first_ns[256];
-    snprintf(first_ns, sizeof first_ns, "%s", tk__sq_text(st, 1));
-    *out = template_json(st);
-    /* A bare name must not be ambiguous across namespaces. */
-    while (!slash && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-      if (strcmp(first_ns, tk__sq_text(st, 1)) != 0) {
-        json_decref(*out);
-        *out = NULL;
-        sqlite3_finalize(st);
-        return tk_err_set(err, TK_EINVAL,
-                          "template name \"%s\" exists in namespaces \"%s\" and \"%s\": write "
-                          "NAMESPACE/%s",
-                          name, first_ns, (const char *)sqlite3_column_text(st, 1), name);
-      }
+  sqlite3_bind_int(st, 4, max);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW && *n < max) {
+    if (template_rec(st, &out[*n]) != 0) {
+      rc = SQLITE_NOMEM;
+      break;
     }
+    (*n)++;
   }
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-    json_decref(*out);
-    *out = NULL;
-    rc = tk__sq_fail(q, "template lookup", err);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    tk__template_recs_free(out, *n);
+    *n = 0;
+    rc = rc == SQLITE_NOMEM ? tk_err_set(err, TK_ENOMEM, "out of memory")
+                            : tk__sq_fail(q, "template lookup", err);
     sqlite3_finalize(st);
     return rc;
   }
   sqlite3_finalize(st);
-  if (*out == NULL) {
-    if (version)
-      return tk_err_set(err, TK_ENOENT, "no template \"%s\" version \"%s\" (see tasker template list)",
-                        name, version);
-    return tk_err_set(err, TK_ENOENT, "no template \"%s\" (see tasker template list)", name);
-  }
   return 0;
 }
 
-int tk__sq_template_get_by_id(tk_store *s, int64_t id, json_t **out, tk_err *err) {
+int tk__sq_template_get_by_id(tk_store *s, int64_t id, tk__template_rec *out, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(q->db, "SELECT " TEMPLATE_COLUMNS " FROM templates WHERE id = ?", -1,
-                         &st, NULL))
-    return tk__sq_fail(q, "template lookup", err);
+  memset(out, 0, sizeof *out);
+  sqlite3_stmt *st = tk__sq_stmt(q, SQ_TEMPLATE_BY_ID,
+                                 "SELECT " TEMPLATE_COLUMNS " FROM templates WHERE id = ?", err);
+  if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, id);
   int found, rc = tk__sq_row(q, st, "template lookup", &found, err);
-  *out = found ? template_json(st) : NULL;
-  sqlite3_finalize(st);
+  if (rc == 0 && found && template_rec(st, out) != 0)
+    rc = tk_err_set(err, TK_ENOMEM, "out of memory");
+  sqlite3_reset(st);
   if (rc) return rc;
-  if (*out == NULL) return tk_err_set(err, TK_ENOENT, "no template with id %lld", (long long)id);
+  if (!found) return tk_err_set(err, TK_ENOENT, "no template with id %lld", (long long)id);
   return 0;
 }
 
-int tk__sq_template_list(tk_store *s, json_t **out, tk_err *err) {
+int tk__sq_template_list(tk_store *s, tk__template_rec **out, int *n, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   sqlite3_stmt *st;
+  *out = NULL;
+  *n = 0;
   if (sqlite3_prepare_v2(q->db,
                          "SELECT " TEMPLATE_COLUMNS " FROM templates ORDER BY namespace, name, id",
                          -1, &st, NULL))
     return tk__sq_fail(q, "template list", err);
-  *out = json_array();
-  int rc;
+  int rc, cap = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    json_t *t = template_json(st);
-    json_t *def = json_object_get(t, "definition");
-    json_t *steps = json_object_get(def, "steps");
-    json_object_set_new(t, "steps", json_integer((json_int_t)json_array_size(steps)));
-    json_t *desc = json_object_get(def, "description");
-    json_object_set_new(t, "description", desc ? json_incref(desc) : json_string(""));
-    json_object_del(t, "definition");
-    json_array_append_new(*out, t);
+    if (tk__grow((void **)out, &cap, *n + 1, sizeof **out) != 0 ||
+        template_rec(st, &(*out)[*n]) != 0) {
+      rc = SQLITE_NOMEM;
+      break;
+    }
+    (*n)++;
   }
-  rc = tk__sq_rows_end(q, rc, "template list", err);
+  rc = rc == SQLITE_NOMEM ? tk_err_set(err, TK_ENOMEM, "out of memory listing templates")
+                          : tk__sq_rows_end(q, rc, "template list", err);
   sqlite3_finalize(st);
   if (rc) {
-    json_decref(*out);
+    tk__template_recs_free(*out, *n);
+    free(*out);
     *out = NULL;
+    *n = 0;
   }
   return rc;
 }

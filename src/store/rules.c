@@ -1,0 +1,99 @@
+/* The task state machine's rules, shared by every backend (rules.h). */
+#include "store/rules.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int eq(const char *a, const char *b) { return a != NULL && strcmp(a, b) == 0; }
+
+const char *tk__next_state_name(tk__next_state n) {
+  switch (n) {
+  case TK__NEXT_COMPLETE: return TK__STEP_COMPLETE;
+  case TK__NEXT_RETRY: return TK__STEP_WAITING;
+  case TK__NEXT_ERROR: return TK__STEP_ERROR;
+  }
+  return "?";
+}
+
+int tk__settle_needs_scan(const tk__task_counts *c) {
+  return (c->errors > 0 || eq(c->state, TK__TASK_ERROR)) && c->done < c->total;
+}
+
+const char *tk__settle(const tk__task_counts *c, int can_progress, const char **reason) {
+  *reason = NULL;
+  /* A cancelled or complete task never moves again. */
+  if (eq(c->state, TK__TASK_CANCELLED) || eq(c->state, TK__TASK_COMPLETE)) return NULL;
+  const char *to = NULL;
+  if (c->done == c->total) {
+    to = TK__TASK_COMPLETE;
+    *reason = TK__REASON_ALL_COMPLETE;
+  } else if (!can_progress && c->errors > 0) {
+    to = TK__TASK_ERROR;
+    *reason = TK__REASON_TASK_FAILED;
+  } else if (eq(c->state, TK__TASK_ERROR) && can_progress) {
+    to = TK__TASK_IN_PROGRESS;
+    *reason = TK__REASON_TASK_RESUMED;
+  }
+  if (to == NULL || eq(c->state, to)) {
+    *reason = NULL;
+    return NULL;
+  }
+  return to;
+}
+
+int tk__task_state_terminal(const char *to) {
+  return eq(to, TK__TASK_COMPLETE) || eq(to, TK__TASK_ERROR) || eq(to, TK__TASK_CANCELLED);
+}
+
+int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *task_state,
+                      const char *step, const char *step_state, tk__op_plan *plan, tk_err *err) {
+  memset(plan, 0, sizeof *plan);
+  plan->action = action;
+  if (action == TK__OP_CANCEL) {
+    if (eq(task_state, TK__TASK_COMPLETE) || eq(task_state, TK__TASK_CANCELLED))
+      return tk_err_set(err, TK_ESTATE, "task %lld is already %s", (long long)task_id,
+                        task_state);
+    plan->cancel_task = 1;
+    plan->reason = "operator cancel";
+    plan->step_reason = TK__REASON_TASK_CANCELLED;
+    return 0;
+  }
+  if (eq(task_state, TK__TASK_CANCELLED))
+    return tk_err_set(err, TK_ESTATE, "task %lld is cancelled", (long long)task_id);
+  int in_error = eq(step_state, TK__STEP_ERROR);
+  if (action == TK__OP_RETRY) {
+    if (!in_error)
+      return tk_err_set(err, TK_ESTATE,
+                        "step \"%s\" of task %lld is %s: only a step in error can be retried",
+                        step, (long long)task_id, step_state);
+    plan->step_to = TK__STEP_WAITING;
+    plan->reset_attempts = 1;
+    plan->steps_error_delta = -1;
+    plan->reason = "operator retry";
+    plan->settle = 1;
+    return 0;
+  }
+  if (!in_error && !eq(step_state, TK__STEP_PENDING) && !eq(step_state, TK__STEP_WAITING))
+    return tk_err_set(err, TK_ESTATE,
+                      "step \"%s\" of task %lld is %s: only a step that is pending, waiting for "
+                      "a retry or in error can be resolved",
+                      step, (long long)task_id, step_state);
+  plan->step_to = TK__STEP_RESOLVED;
+  plan->steps_done_delta = 1;
+  plan->steps_error_delta = in_error ? -1 : 0;
+  plan->release_children = 1;
+  plan->reason = "operator resolve";
+  plan->settle = 1;
+  return 0;
+}
+
+int tk__fenced_error(tk_err *err, const tk__outcome *o) {
+  return tk_err_set(err, TK_EFENCED,
+                    "outcome of step %lld attempt %d by %s refused: the lease was lost or the "
+                    "attempt superseded",
+                    (long long)o->step_id, o->attempt, o->owner);
+}
+
+void tk__fenced_attempt_text(char *buf, size_t cap, const tk__outcome *o) {
+  snprintf(buf, cap, "%s refused: the step was no longer held by this claim", o->attempt_outcome);
+}

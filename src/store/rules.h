@@ -1,0 +1,70 @@
+/* The rules of the task state machine (DESIGN §3, §5), written once for
+ * every backend: which state a task settles in, what an operator action
+ * may do and what it changes, and the reasons transitions record. A
+ * backend gathers the facts with SQL, asks here, and writes the answer. */
+#ifndef TASKER_STORE_RULES_H
+#define TASKER_STORE_RULES_H
+
+#include <stdint.h>
+
+#include "store/store.h"
+
+/* Transition reasons, as stored. */
+#define TK__REASON_CREATED "created"
+#define TK__REASON_CLAIMED "claimed"
+#define TK__REASON_FIRST_CLAIM "first step claimed"
+#define TK__REASON_TASK_CANCELLED "task cancelled"
+#define TK__REASON_ALL_COMPLETE "all steps complete"
+#define TK__REASON_TASK_FAILED "a step failed and nothing else can progress"
+#define TK__REASON_TASK_RESUMED "a failed step was retried or resolved"
+
+/* The stored name of an outcome's next step state. */
+const char *tk__next_state_name(tk__next_state n);
+
+/* A task's counters, as settling reads them. */
+typedef struct tk__task_counts {
+  const char *state; /* the task's state now */
+  int done, total, errors;
+} tk__task_counts;
+
+/* Whether settling must also know if any of the task's steps can still
+ * progress (one is in progress, waiting for a retry, or pending with no
+ * parents left): only a task with a step in error does. */
+int tk__settle_needs_scan(const tk__task_counts *c);
+
+/* The state a task moves to after one of its steps ended, was retried or
+ * was resolved, or NULL for none; *reason the transition's reason. */
+const char *tk__settle(const tk__task_counts *c, int can_progress, const char **reason);
+
+/* Whether `to` is a terminal task state (finished_at is set). */
+int tk__task_state_terminal(const char *to);
+
+/* What an operator action changes, decided from the states before it. */
+typedef struct tk__op_plan {
+  tk__operator_action action;
+  const char *step_to; /* the step's new state (retry, resolve) */
+  /* retry: attempts = 0, run_at = now, last_delay_ms = 0, and a batch
+   * step's given-up items pending again with attempts 0 */
+  int reset_attempts;
+  int steps_done_delta, steps_error_delta; /* the task's counters */
+  int release_children;                    /* resolve: the step counts as complete */
+  /* cancel: every step still pending, in progress or waiting moves to
+   * cancelled (transition reason step_reason) and the task to cancelled */
+  int cancel_task;
+  const char *reason;      /* the transition's reason */
+  const char *step_reason; /* cancel: each step's transition reason */
+  int settle;              /* settle the task afterwards (tk__settle) */
+} tk__op_plan;
+
+/* The plan for `action` on task task_id (in task_state) and, for retry and
+ * resolve, its step `step` (in step_state); TK_ESTATE with the operator's
+ * message when the action is not allowed. */
+int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *task_state,
+                      const char *step, const char *step_state, tk__op_plan *plan, tk_err *err);
+
+/* The message of a refused (fenced) outcome and of a refused heartbeat. */
+int tk__fenced_error(tk_err *err, const tk__outcome *o);
+/* The text a fenced-out attempt row keeps as its error. */
+void tk__fenced_attempt_text(char *buf, size_t cap, const tk__outcome *o);
+
+#endif
