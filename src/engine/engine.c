@@ -299,20 +299,22 @@ static int reap(tk_engine *e, int64_t now, tk_err *err) {
   return 0;
 }
 
-/* Attempts queued or running at once: enough to keep every worker busy
- * while the engine thread records and claims, with heartbeats keeping the
- * queued ones' leases. When handlers are quick, the workers get through a
- * claimed batch long before the engine's pass ends, so up to one batch more
- * may wait for them: passes then record and claim full batches instead of
- * settling into halves (about a tenth less CPU per step with noop
- * handlers). With slow handlers no more wait than before, so that other
- * orchestrators are not kept from steps this one could not start soon. */
+/* Attempts queued or running at once: one per worker, and as many more
+ * as the workers finish while the engine thread makes one pass (records
+ * and claims), so that no worker waits for the engine. A claimed step that
+ * waits holds its lease: other orchestrators cannot take it, and if this
+ * process dies it costs an attempt although it never ran. So with slow
+ * handlers hardly more than the workers are held; with quick ones up to two
+ * batches wait, and passes record and claim full batches (about a tenth
+ * less CPU per step with noop handlers than half-full ones). Before any
+ * handler has been timed, two per worker. */
 static int max_in_flight(const tk_engine *e) {
-  int base = e->workers * 2 > e->claim_batch ? e->workers * 2 : e->claim_batch;
-  if (e->workers == 0 || e->ns_per_handler <= 0) return base;
-  /* Handler calls the workers make while one full pass runs. */
-  double during_pass = e->workers * 2.0 * e->claim_batch * e->ns_per_step / e->ns_per_handler;
-  return base + (during_pass >= e->claim_batch ? e->claim_batch : (int)during_pass);
+  if (e->workers == 0) return e->claim_batch;
+  if (e->ns_per_handler <= 0) return e->workers * 2;
+  /* Handler calls the workers finish during one full pass. */
+  double during_pass = e->workers * (double)e->claim_batch * e->ns_per_step / e->ns_per_handler;
+  double most = 2.0 * e->claim_batch;
+  return e->workers + 1 + (during_pass >= most ? (int)most : (int)during_pass);
 }
 
 /* How many more attempts this engine takes on now. Retries claimed ahead
