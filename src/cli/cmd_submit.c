@@ -13,12 +13,14 @@
 
 const char cmd_submit_usage[] =
     "usage: tasker submit NAME [--version V] [--context JSON|@FILE] [--identity KEY]\n"
-    "                          [--events FILE]\n"
+    "                          [--count N] [--events FILE]\n"
     "\n"
     "Create a task from template NAME (or NAMESPACE/NAME), newest version unless\n"
     "--version is given, and print its id on stdout. With --identity, submitting\n"
     "the same key again prints the existing task's id instead (and says so on\n"
-    "stderr). --events FILE appends a task.created event (JSON line) to FILE.\n";
+    "stderr). --count N submits N tasks with that context (one transaction\n"
+    "each; their ids one per line). --events FILE appends a task.created event\n"
+    "(JSON line) per task to FILE.\n";
 
 /* Read a whole file for --context @FILE. */
 static char *read_file(const char *path) {
@@ -56,14 +58,22 @@ static int append_created(const char *path, int64_t id, const tk_submit_request 
 }
 
 int cmd_submit(cli_globals *g, int argc, char **argv) {
-  enum { O_VERSION, O_CONTEXT, O_IDENTITY, O_EVENTS, O_N };
+  enum { O_VERSION, O_CONTEXT, O_IDENTITY, O_COUNT, O_EVENTS, O_N };
   cli_opt o[O_N] = {{"version", "V", NULL, 0}, {"context", "JSON", NULL, 0},
-                    {"identity", "KEY", NULL, 0}, {"events", "FILE", NULL, 0}};
+                    {"identity", "KEY", NULL, 0}, {"count", "N", NULL, 0},
+                    {"events", "FILE", NULL, 0}};
   const char *pos[1];
   int npos, rc = cli_parse("submit", o, O_N, argc, argv, pos, &npos, 1);
   if (rc) return rc;
   if (npos != 1) {
     cli_error("submit", "expected the template's name (see tasker template list)");
+    return CLI_EXIT_USAGE;
+  }
+  int64_t count = 1;
+  if (o[O_COUNT].seen && (rc = cli_int("submit", &o[O_COUNT], 1, 10000000, &count))) return rc;
+  if (count > 1 && o[O_IDENTITY].seen) {
+    cli_error("submit", "--count %lld with --identity: one identity names one task",
+              (long long)count);
     return CLI_EXIT_USAGE;
   }
   char *context = NULL;
@@ -92,15 +102,19 @@ int cmd_submit(cli_globals *g, int argc, char **argv) {
       .identity = o[O_IDENTITY].value,
   };
   tk_clock clock = tk_store_clock(s);
-  int64_t id = 0, now = tk_clock_now(&clock);
-  int existed = 0;
-  tk_err err;
-  if (tk_task_submit(s, cfg, &req, now, &id, &existed, &err) != 0) {
-    cli_error("submit", "%s", err.msg);
-    /* An unknown template or version is a usage error, as an unknown task
-     * is for show, why, retry, resolve and cancel. */
-    rc = err.code == TK_EINVAL || err.code == TK_ENOENT ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
-  } else {
+  for (int64_t k = 0; k < count && rc == 0; k++) {
+    int64_t id = 0, now = tk_clock_now(&clock);
+    int existed = 0;
+    tk_err err;
+    if (tk_task_submit(s, cfg, &req, now, &id, &existed, &err) != 0) {
+      cli_error("submit", "%s", err.msg);
+      if (k > 0) fprintf(stderr, "tasker submit: %lld of %lld tasks were submitted\n",
+                         (long long)k, (long long)count);
+      /* An unknown template or version is a usage error, as an unknown
+       * task is for show, why, retry, resolve and cancel. */
+      rc = err.code == TK_EINVAL || err.code == TK_ENOENT ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+      break;
+    }
     printf("%lld\n", (long long)id);
     if (existed)
       fprintf(stderr, "task %lld already exists with identity \"%s\"; nothing submitted\n",
