@@ -57,6 +57,10 @@ typedef struct tk_engine_settings {
   int64_t claim_batch;  /* steps claimed per transaction; 1..10000 */
   int64_t workers;      /* concurrent step executions; 1..1024 */
   const char *db;       /* store URL, e.g. "sqlite:./tasker.db" */
+  /* A lost store connection (a database restart): tried again under this
+   * backoff profile until reconnect_give_up has passed. */
+  const char *reconnect_backoff; /* a profile name */
+  int64_t reconnect_give_up_ms;  /* > 0 */
 } tk_engine_settings;
 
 /* The [batch] table (DESIGN §9). */

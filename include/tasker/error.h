@@ -34,13 +34,14 @@ extern "C" {
   XX(ETIMEOUT,   -16, "timed out")                                          \
   XX(EHANDLER,   -17, "handler failed")                                     \
   XX(ECANCELED,  -18, "canceled")                                           \
-  XX(EUNSUPPORTED, -19, "not supported")
+  XX(EUNSUPPORTED, -19, "not supported")                                 \
+  XX(EDISCONNECTED, -20, "store connection lost")
 
 typedef enum tk_errno {
 #define TK__ERR_ENUM(name, value, text) TK_##name = (value),
   TK_ERRNO_MAP(TK__ERR_ENUM)
 #undef TK__ERR_ENUM
-  TK__ERR_LAST = -20
+  TK__ERR_LAST = -21
 } tk_errno;
 
 /* A short fixed description of `code` ("invalid argument"). Never NULL;

@@ -127,6 +127,23 @@ static int add_settings(tk_config *c, const view *v, const char *const *inherite
   return 0;
 }
 
+/* Engine key `key` (a string) names a configured backoff profile. */
+static int check_profile_name(tk_config *c, const char *key, tk_err *err) {
+  const tk__key *k = tk__schema_find(&tk__engine_schema, key, strlen(key));
+  const char *name = *TK__CFIELD(&c->engine, k, const char *);
+  for (size_t i = 0; i < c->nprofiles; i++)
+    if (strcmp(c->profiles[i].name, name) == 0) return 0;
+  char place[TK_ERR_MSG_MAX], known[256] = "";
+  tk__origin_place(&c->engine_origin[tk__schema_index(&tk__engine_schema, k)], place,
+                   sizeof place);
+  for (size_t i = 0, len = 0; i < c->nprofiles && len < sizeof known; i++)
+    len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "",
+                            c->profiles[i].name);
+  return tk_err_set(err, TK_ECONFIG,
+                    "%s: engine.%s = \"%s\": no such backoff profile (configured: %s)", place,
+                    key, name, known);
+}
+
 /* Each profile is resolved once, checked and listed; then [engine] and
  * [batch]. */
 int tk__config_finish(tk_config *c, tk_err *err) {
@@ -148,6 +165,7 @@ int tk__config_finish(tk_config *c, tk_err *err) {
   view engine = {"engine", &tk__engine_schema, &c->engine, c->engine_origin, 0};
   view batch = {"batch", &tk__batch_schema, &c->batch, c->batch_origin, 0};
   if ((rc = check_order(&engine, &beat_rule, err))) return rc;
+  if ((rc = check_profile_name(c, "reconnect_backoff", err))) return rc;
   if (add_settings(c, &engine, NULL) != 0 || add_settings(c, &batch, NULL) != 0)
     return tk_err_set(err, TK_ENOMEM, "out of memory");
   return 0;

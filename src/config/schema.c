@@ -48,6 +48,10 @@ static const tk__key engine_keys[] = {
      .allowed = "an integer from 1 to 1024", .def_i = 4},
     {.name = "db", .kind = TK__K_STRING, .offset = ENGINE(db), .allowed = "a non-empty string",
      .def_s = "sqlite:./tasker.db"},
+    {.name = "reconnect_backoff", .kind = TK__K_STRING, .offset = ENGINE(reconnect_backoff),
+     .allowed = "the name of a backoff profile", .def_s = "default"},
+    {.name = "reconnect_give_up", .kind = TK__K_DURATION, .offset = ENGINE(reconnect_give_up_ms),
+     .min = 1, .max = INT64_MAX, .allowed = "a duration > 0", .def_i = 5 * MINUTES},
 };
 
 static const tk__key batch_keys[] = {

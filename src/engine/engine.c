@@ -216,6 +216,11 @@ void tk_engine_free(tk_engine *e) {
     flight_remove(e, j);
     free_job(j);
   }
+  while (e->unrecorded) {
+    job *j = e->unrecorded;
+    e->unrecorded = j->next;
+    free_job(j);
+  }
   for (int i = 0; i < e->ntemplates; i++) {
     json_decref(e->templates[i].definition);
     for (int k = 0; k < e->templates[i].nsteps; k++) free(e->templates[i].steps[k].spec_text);
@@ -236,7 +241,9 @@ void tk_engine_free(tk_engine *e) {
 }
 
 /* Record a list of finished jobs (linked by `next`) and free them; with
- * `next`, claim in the same transaction. Returns how many were recorded. */
+ * `next`, claim in the same transaction. Returns how many were recorded.
+ * When the store's connection is lost, nothing is recorded: the jobs wait
+ * in e->unrecorded for the reconnection, and e->disconnected says why. */
 static int complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
   int n = 0;
   double run_ns = 0;
@@ -250,9 +257,17 @@ static int complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
   for (job *j = list; j && items; j = j->next, i++)
     items[i] = (tk__finish){&j->claim,  j->def->name, e->id,        job_outcome(j),
                             &j->result, j->batch,     j->started_at, j->finished_at, 0};
-  if (items) tk__engine_finish(e, items, n, next);
+  int rc = 0;
+  if (items) rc = tk__engine_finish(e, items, n, next, &e->disconnected);
   else tk__engine_log(e, TK_LOG_ERROR, "out of memory recording %d outcomes", n);
   free(items);
+  if (rc == TK_EDISCONNECTED) {
+    job **end = &list;
+    while (*end) end = &(*end)->next;
+    *end = e->unrecorded;
+    e->unrecorded = list;
+    return 0;
+  }
   while (list) {
     job *following = list->next;
     free_job(list);
@@ -265,9 +280,16 @@ static int complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
  * that workers wait for between calls go first. */
 static job *take_finished(tk_engine *e) {
   tk__batch_flush(e);
-  if (e->workers == 0) return NULL;
-  job *list = tk__pool_take_done(e, &e->held_seen);
-  for (job *j = list; j; j = j->next) flight_remove(e, j);
+  /* Outcomes a lost connection kept from the store go first. */
+  job *list = e->unrecorded;
+  e->unrecorded = NULL;
+  if (e->workers == 0) return list;
+  job *done = tk__pool_take_done(e, &e->held_seen);
+  for (job *j = done; j; j = j->next) flight_remove(e, j);
+  if (list == NULL) return done;
+  job *end = list;
+  while (end->next) end = end->next;
+  end->next = done;
   return list;
 }
 
@@ -293,10 +315,12 @@ static int reap(tk_engine *e, int64_t now, tk_err *err) {
     items[i] = (tk__finish){&x->step,   name, x->owner, "lease_expired", &results[i],
                             .reaped = 1};
   }
-  tk__engine_finish(e, items, n, NULL);
+  tk_err lost;
+  int frc = tk__engine_finish(e, items, n, NULL, &lost);
   free(results);
   free(items);
-  return 0;
+  if (frc && err) *err = lost;
+  return frc;
 }
 
 /* Attempts queued or running at once: one per worker, and as many more
@@ -476,6 +500,7 @@ static int record_and_claim(tk_engine *e, int rounds, int *claimed, tk_err *err)
     int64_t t0 = tk_monotonic_ns();
     if (done != NULL) {
       recorded = complete_jobs(e, done, &next);
+      if (e->unrecorded != NULL) break;
     } else if (limit > 0) {
       int rc = e->store->ops->record(e->store, NULL, 0, NULL, NULL, &next, err);
       if (rc) return rc;
@@ -493,6 +518,10 @@ static int record_and_claim(tk_engine *e, int rounds, int *claimed, tk_err *err)
   }
   /* Inline work left over from the last round is recorded now. */
   complete_jobs(e, done, NULL);
+  if (e->unrecorded != NULL) {
+    if (err) *err = e->disconnected;
+    return TK_EDISCONNECTED;
+  }
   return 0;
 }
 
@@ -570,7 +599,7 @@ int tk_engine_tick(tk_engine *e, int64_t *next_due, tk_err *err) {
 /* Sleep until `due` (engine clock), until something writes the wake pipe
  * (a worker's result, wake, stop), or until another process changes the
  * store. */
-static void wait_until(tk_engine *e, int64_t due) {
+void tk__engine_wait_until(tk_engine *e, int64_t due) {
   int64_t now = tk_clock_now(&e->clock);
   if (due <= now) return;
   int64_t ms = due - now;
@@ -591,25 +620,37 @@ int tk_engine_run(tk_engine *e, int until_idle, tk_err *err) {
     /* Forget change notices before looking: what this pass reads covers
      * them, and only changes made after it should wake the sleep. */
     e->store->ops->drain_changes(e->store);
-    if ((rc = pass(e, INLINE_ROUNDS, &due, err))) break;
-    if (until_idle && e->in_flight == 0) {
+    rc = pass(e, INLINE_ROUNDS, &due, err);
+    if (rc == 0 && until_idle && e->in_flight == 0 && e->unrecorded == NULL) {
       int work = 0;
-      if ((rc = e->store->ops->has_work(e->store, &work, err))) break;
-      if (!work) break;
+      if ((rc = e->store->ops->has_work(e->store, &work, err)) == 0 && !work) break;
     }
+    if (rc == TK_EDISCONNECTED) {
+      /* Handlers go on running meanwhile; their outcomes wait. */
+      if ((rc = tk__engine_reconnect(e, err)) != 0) break;
+      continue;
+    }
+    if (rc) break;
     /* With every worker busy, new ready steps must wait for a result. */
     if (e->workers > 0 && capacity(e) <= 0) {
       int64_t hb = INT64_MAX;
       heartbeat(e, tk_clock_now(&e->clock), &hb);
       due = hb;
     }
-    wait_until(e, due);
+    tk__engine_wait_until(e, due);
   }
-  /* Finish what is running, so no attempt is left to the reaper. */
-  while (e->in_flight > 0) {
-    wait_until(e, tk_clock_now(&e->clock) + 1000);
+  /* Finish what is running, so no attempt is left to the reaper (unless
+   * the store cannot be reached: then the leases run out). */
+  while (e->in_flight > 0 && rc != TK_EDISCONNECTED) {
+    tk__engine_wait_until(e, tk_clock_now(&e->clock) + 1000);
     complete_jobs(e, take_finished(e), NULL);
+    if (e->unrecorded != NULL && tk__engine_reconnect(e, NULL) != 0) break;
   }
+  if (e->unrecorded != NULL) complete_jobs(e, take_finished(e), NULL);
+  if (e->unrecorded != NULL)
+    tk__engine_log(e, TK_LOG_ERROR, "stopping with outcomes not recorded: %s; their leases "
+                                    "will expire and the steps be retried",
+                   e->disconnected.msg);
   tk__pool_stop(e);
   return rc;
 }

@@ -103,6 +103,8 @@ struct tk_engine {
   int nheld;                  /* in the held list */
   job *done_head;
   job *running; /* in flight: claimed and not yet recorded (engine thread only) */
+  job *unrecorded;  /* finished while the store could not be reached */
+  tk_err disconnected; /* why, while unrecorded is not empty */
   int64_t heartbeat_due; /* no running job's heartbeat is due before (a lower bound) */
   int in_flight;
   int held_seen; /* nheld when the engine thread last took results */
@@ -154,8 +156,21 @@ typedef struct tk__finish {
  * the one backoff function, record them all in one store call (group
  * commit; each outcome fenced and atomic on its own), then emit the events
  * and log lines. With `next` (may be NULL) the same transaction claims the
- * next ready steps (its `now` is set here). */
-void tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_request *next);
+ * next ready steps. Returns TK_EDISCONNECTED (why in *lost) when the
+ * store's connection was lost and nothing was recorded or reported: the
+ * caller keeps the items for after the reconnection; else 0. */
+int tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_request *next,
+                      tk_err *lost);
+/* Sleep until `due` (engine clock) or until woken (engine.c). */
+void tk__engine_wait_until(tk_engine *e, int64_t due);
+
+/* After TK_EDISCONNECTED: reconnect the store under the configured backoff
+ * profile (engine.reconnect_backoff), logging what happened, until it
+ * works (0), the engine is stopped, or engine.reconnect_give_up has
+ * passed (TK_EDISCONNECTED with the last reason in err). Handlers keep
+ * running meanwhile. reconnect.c */
+int tk__engine_reconnect(tk_engine *e, tk_err *err);
+
 /* Free the arrays tk__engine_finish keeps. */
 void tk__engine_finish_free(tk_engine *e);
 

@@ -179,13 +179,14 @@ void tk__engine_finish_free(tk_engine *e) {
   e->fin_cap = 0;
 }
 
-void tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_request *next) {
+int tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_request *next,
+                      tk_err *lost) {
   if (next) next->n = 0;
-  if (n <= 0) return;
+  if (n <= 0) return 0;
   if (finish_room(e, n) != 0) {
     /* Unrecorded attempts keep their leases; the reaper retries them. */
     tk__engine_log(e, TK_LOG_ERROR, "out of memory recording %d outcomes", n);
-    return;
+    return 0;
   }
   tk__outcome *o = e->fin_outcomes;
   tk__effects *fx = e->fin_effects;
@@ -199,8 +200,11 @@ void tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_r
   }
   tk_err err;
   tk_err_clear(&err);
-  if (next) next->now = now;
   int rc = e->store->ops->record(e->store, o, n, fx, errs, next, &err);
+  if (rc == TK_EDISCONNECTED && lost != NULL) {
+    *lost = err;
+    return rc;
+  }
   for (int i = 0; i < n; i++) {
     const tk_err *one = rc ? &err : &errs[i];
     tk_err reaper;
@@ -213,4 +217,5 @@ void tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_r
     if (rc == 0 && errs[i].code == 0 && items[i].batch) tk__batch_report(e, items[i].batch, now);
     report(e, &items[i], &o[i], exhausted[i], rc ? rc : errs[i].code, &fx[i], one);
   }
+  return 0;
 }

@@ -405,6 +405,14 @@ typedef struct tk__store_ops {
    * ack. */
   int (*items_checkpoint)(tk_store *s, int64_t step_id, int64_t claim_id,
                           const tk__item_result *r, int n, tk_err *err);
+
+  /* Connection faults. An op that finds the connection to a server lost
+   * (or the server restarting) fails with TK_EDISCONNECTED, having changed
+   * nothing it did not commit. `reconnect` opens the connection again and
+   * sets up what the old one had (LISTEN, prepared statements); its failure
+   * is TK_EDISCONNECTED too while the server cannot be reached. NULL for a
+   * backend that has no connection to lose. */
+  int (*reconnect)(tk_store *s, tk_err *err);
 } tk__store_ops;
 
 /* Every backend's store struct starts with this. */
