@@ -57,7 +57,7 @@ SHARED_LIB := $(BUILD)/lib/libtasker.so.$(VERSION)
 PC_FILE    := $(BUILD)/lib/pkgconfig/tasker.pc
 TASKER     := $(BUILD)/bin/tasker
 
-.PHONY: all deps test test-asan check demo bench install clean tests examples fuzz fuzz-smoke
+.PHONY: all deps test test-asan check demo demo-pg bench install clean tests examples fuzz fuzz-smoke
 all: $(STATIC_LIB) $(SHARED_LIB) $(PC_FILE) $(TASKER)
 
 deps:
@@ -103,6 +103,10 @@ $(BUILD)/tests/%: tests/%.c $(TEST_COMMON_OBJ) $(STATIC_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJ) $(STATIC_LIB) -lcmocka $(LDLIBS)
 
+$(BUILD)/bench/claim_timer: bench/claim_timer.c $(STATIC_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
+
 $(BUILD)/bench/%: bench/%.c $(STATIC_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
@@ -129,8 +133,13 @@ demo: deps
 	@$(MAKE) --no-print-directory $(TASKER)
 	@TASKER=$(TASKER) scripts/demo
 
+# The demo across processes: a private PostgreSQL cluster, three orchestrators.
+demo-pg: deps
+	@$(MAKE) --no-print-directory $(TASKER)
+	@TASKER=$(TASKER) scripts/demo-pg
+
 bench: deps
-	@$(MAKE) --no-print-directory $(BENCH_BIN) $(TASKER)
+	@$(MAKE) --no-print-directory $(BENCH_BIN) $(BUILD)/bench/claim_timer $(TASKER)
 	@BUILD=$(BUILD) bench/run
 
 install: all

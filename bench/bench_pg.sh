@@ -1,0 +1,206 @@
+#!/bin/sh
+# PostgreSQL benchmarks (issue 11), printed as tables, on a private cluster
+# with PostgreSQL's default durability (synchronous_commit = on):
+#   throughput  100,000 noop steps as 1,000 x 100 independent and as
+#               10,000 x a chain of 10, with 1, 2 and 4 orchestrator
+#               processes (4 workers each); and 50,000 single-step tasks
+#               (what a job queue does). Tasks are submitted first; the
+#               time is from the orchestrators' start until the last exits
+#               (tasker run --until-idle).
+#   peers       graphile-worker and pg-boss on the same cluster in the same
+#               run (../shared/peers/run-peers.sh, when present), and the
+#               ratio of tasker's best single-step figure to the best peer's
+#   latency     a linear 4-step noop task, submit to complete, p50/p99 (200
+#               tasks submitted 20 ms apart to one running orchestrator)
+#   precision   10,000 steps failing once with a 50 ms delay (jitter none):
+#               how late each retry started after its run_at, by the
+#               server's clock
+#   scale       claiming 100 ready steps with 10^4 / 10^5 / 10^6 stored,
+#               90% of them waiting for a retry an hour ahead
+# Usage: sh bench/bench_pg.sh [throughput|jobs|peers|latency|precision|scale]...
+# (default all). BENCH_QUICK=1 runs a tenth of the sizes.
+set -eu
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-build}
+TASKER=$TOP/$BUILD/bin/tasker
+CLAIM_TIMER=$TOP/$BUILD/bench/claim_timer
+Q=${BENCH_QUICK:-0}
+div() { if [ "$Q" = 1 ]; then echo $(($1 / 10)); else echo "$1"; fi; }
+W=$(mktemp -d /tmp/tasker-bench-pg.XXXXXX)
+chmod 755 "$W"
+cleanup() { "$TOP/scripts/pg-cluster" stop "$W/pg" >/dev/null 2>&1 || true; rm -rf "$W"; }
+trap cleanup EXIT INT TERM
+BASE_URL=$("$TOP/scripts/pg-cluster" start "$W/pg")
+sql() { psql -qAtX -d "$1" -c "$2"; }
+ndb=0
+# fresh_db: a new database on the cluster; its URL on stdout.
+fresh_db() {
+  ndb=$((ndb + 1))
+  sql "$BASE_URL" "CREATE DATABASE bench_$ndb" >/dev/null
+  printf '%s' "$BASE_URL" | sed "s|:///[^?]*|:///bench_$ndb|"
+}
+now_ms() { date +%s%3N; }
+
+cat >"$W/tasker.toml" <<'TOML'
+[backoff.profiles.fixed50]
+base = "50ms"
+multiplier = 1
+jitter = "none"
+[engine]
+workers = 4
+TOML
+# template NAME NSTEPS CHAIN(0|1) HANDLER [RETRY]: a template file.
+template() {
+  f="$W/$1.toml"
+  { echo "name = \"$1\""; echo 'version = "1"'
+    i=1
+    while [ "$i" -le "$2" ]; do
+      echo '[[steps]]'; echo "name = \"s$i\""
+      [ "$3" = 1 ] && [ "$i" -gt 1 ] && echo "depends_on = [\"s$((i - 1))\"]"
+      echo "handler = $4"
+      [ -n "${5:-}" ] && echo "retry = $5"
+      i=$((i + 1))
+    done; } >"$f"
+  echo "$f"
+}
+NOOP='{ kind = "builtin", name = "noop" }'
+
+# prepare URL TEMPLATE_FILE TASKS: init, add, submit.
+prepare() {
+  "$TASKER" --config "$W/tasker.toml" --db "$1" init >/dev/null 2>&1
+  "$TASKER" --config "$W/tasker.toml" --db "$1" template add "$2" >/dev/null
+  "$TASKER" --config "$W/tasker.toml" --db "$1" submit "$(basename "$2" .toml)" --count "$3" >/dev/null
+}
+# drain URL PROCS: seconds (3 decimals) for PROCS orchestrators to finish.
+drain() {
+  t0=$(now_ms)
+  i=1
+  while [ "$i" -le "$2" ]; do
+    "$TASKER" --config "$W/tasker.toml" --db "$1" run --until-idle --id "bench-$i" \
+      2>>"$W/run.log" &
+    i=$((i + 1))
+  done
+  wait
+  t1=$(now_ms)
+  echo "$t0 $t1" | awk '{ printf "%.3f", ($2 - $1) / 1000 }'
+}
+
+throughput_row() { # LABEL TEMPLATE_FILE TASKS STEPS_PER_TASK PROCS
+  url=$(fresh_db)
+  prepare "$url" "$2" "$3"
+  secs=$(drain "$url" "$5")
+  left=$(sql "$url" "SELECT count(*) FROM steps WHERE state <> 'complete'")
+  steps=$(($3 * $4))
+  printf '%-12s %8d %8d %6d %10s %10.0f %s\n' "$1" "$3" "$steps" "$5" "$secs" \
+    "$(echo "$steps $secs" | awk '{ print $1 / $2 }')" "$([ "$left" = 0 ] || echo "($left steps left!)")"
+  LAST_RATE=$(echo "$steps $secs" | awk '{ printf "%.0f", $1 / $2 }')
+}
+
+throughput() {
+  ind=$(template independent 100 0 "$NOOP")
+  chain=$(template chain 10 1 "$NOOP")
+  printf '%-12s %8s %8s %6s %10s %10s\n' throughput tasks steps procs seconds steps/s
+  for p in 1 2 4; do throughput_row independent "$ind" "$(div 1000)" 100 "$p"; done
+  for p in 1 2 4; do throughput_row chain "$chain" "$(div 10000)" 10 "$p"; done
+}
+
+BEST_JOBS=0
+jobs() {
+  one=$(template single 1 0 "$NOOP")
+  printf '\n%-12s %8s %8s %6s %10s %10s\n' "job queue" tasks steps procs seconds steps/s
+  for p in 1 2 4; do
+    throughput_row single "$one" "$(div 50000)" 1 "$p"
+    [ "$LAST_RATE" -gt "$BEST_JOBS" ] && BEST_JOBS=$LAST_RATE
+  done
+}
+
+peers() {
+  script=$TOP/../shared/peers/run-peers.sh
+  printf '\n%-34s %10s\n' "peers (same cluster, same run)" "jobs/s"
+  if [ ! -x "$script" ] && [ ! -f "$script" ]; then
+    echo "  (no $script: peers not run)"
+    return
+  fi
+  [ "$BEST_JOBS" -gt 0 ] || jobs >/dev/null
+  sql "$BASE_URL" "CREATE DATABASE peers" >/dev/null
+  purl=$(printf '%s' "$BASE_URL" | sed "s|:///[^?]*|:///peers|")
+  best_peer=0
+  PEERS_PG=$purl bash "$script" "$(div 50000)" >"$W/peers.out" 2>"$W/peers.err" || true
+  while IFS= read -r line; do
+    peer=$(printf '%s' "$line" | sed -n 's/.*"peer":"\([^"]*\)".*/\1/p')
+    mode=$(printf '%s' "$line" | sed -n 's/.*"mode":"\([^"]*\)".*/\1/p')
+    batch=$(printf '%s' "$line" | sed -n 's/.*"batchSize":\([0-9]*\).*/\1/p')
+    name="$peer ${mode:-batch $batch}"
+    rate=$(printf '%s' "$line" | sed -n 's/.*"jobs_per_s":\([0-9.]*\).*/\1/p')
+    [ -n "$rate" ] || continue
+    printf '%-34s %10.0f\n' "$name" "$rate"
+    r=$(printf '%.0f' "$rate")
+    [ "$r" -gt "$best_peer" ] && best_peer=$r
+  done <"$W/peers.out"
+  if [ "$best_peer" -eq 0 ]; then
+    echo "  (peers printed no figures; stderr:)"; sed 's/^/    /' "$W/peers.err" | tail -n 5
+    return
+  fi
+  printf '%-34s %10d\n' "tasker, best single-step row" "$BEST_JOBS"
+  echo "$BEST_JOBS $best_peer" | awk '{ printf "%-34s %10.2fx\n", "tasker / best peer", $1 / $2 }'
+}
+
+latency() {
+  url=$(fresh_db)
+  f=$(template linear4 4 1 "$NOOP")
+  prepare "$url" "$f" 0 2>/dev/null || true
+  "$TASKER" --config "$W/tasker.toml" --db "$url" run --id lat 2>>"$W/run.log" &
+  pid=$!
+  sleep 1
+  n=$(div 200)
+  i=0
+  while [ "$i" -lt "$n" ]; do
+    "$TASKER" --config "$W/tasker.toml" --db "$url" submit linear4 >/dev/null
+    sleep 0.02
+    i=$((i + 1))
+  done
+  while [ "$(sql "$url" "SELECT count(*) FROM tasks WHERE state <> 'complete'")" != 0 ]; do
+    sleep 0.2
+  done
+  kill -INT "$pid"; wait "$pid" || true
+  printf '\n%-12s %8s %10s %10s %10s\n' latency tasks "p50 ms" "p99 ms" "max ms"
+  sql "$url" "SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY finished_at - created_at),
+              percentile_cont(0.99) WITHIN GROUP (ORDER BY finished_at - created_at),
+              max(finished_at - created_at) FROM tasks" |
+    awk -F'|' '{ printf "%-12s %8d %10.1f %10.1f %10d\n", "linear 4", $1, $2, $3, $4 }'
+}
+
+precision() {
+  url=$(fresh_db)
+  f=$(template failonce 1 0 '{ kind = "builtin", name = "fail", times = 1 }' \
+    '{ max_attempts = 3, backoff = "fixed50" }')
+  prepare "$url" "$f" "$(div 10000)"
+  drain "$url" 1 >/dev/null
+  printf '\n%-12s %8s %10s %10s %10s\n' precision retries "p50 ms" "p99 ms" "max ms"
+  sql "$url" "SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY late),
+              percentile_cont(0.99) WITHIN GROUP (ORDER BY late), max(late)
+              FROM (SELECT a2.started_at - a1.next_run_at AS late FROM attempts a1
+                    JOIN attempts a2 ON a2.step_id = a1.step_id AND a2.attempt = 2
+                    WHERE a1.attempt = 1) l" |
+    awk -F'|' '{ printf "%-12s %8d %10.1f %10.1f %10d\n", "50 ms once", $1, $2, $3, $4 }'
+}
+
+scale() {
+  printf '\n%-12s %10s %10s %22s\n' scale stored ready "claim 100: best / p50 ms"
+  wide=$(template wide 100 0 "$NOOP")
+  for exp in 4 5 6; do
+    [ "$Q" = 1 ] && [ "$exp" = 6 ] && continue
+    stored=1; i=0; while [ "$i" -lt "$exp" ]; do stored=$((stored * 10)); i=$((i + 1)); done
+    url=$(fresh_db)
+    prepare "$url" "$wide" $((stored / 100))
+    sql "$url" "UPDATE steps SET state = 'waiting_for_retry',
+                run_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint + 3600000
+                WHERE id % 10 <> 0; VACUUM ANALYZE steps" >/dev/null
+    r=$("$CLAIM_TIMER" "$url" 9)
+    printf '%-12s %10d %10d %22s\n' "10^$exp" "$stored" $((stored / 10)) \
+      "$(echo "$r" | awk '{ printf "%.3f / %.3f", $1, $2 }')"
+  done
+}
+
+what=${*:-throughput jobs peers latency precision scale}
+for w in $what; do "$w"; done
