@@ -30,7 +30,7 @@ claim_batch = 16
 workers = 4
 db = "$PG_DB_URL"
 TOML
-cat >"$W/race.toml" <<'TOML'
+cat >"$W/race.toml" <<TOML
 name = "race"
 version = "1"
 [[steps]]
@@ -43,7 +43,7 @@ handler = { kind = "builtin", name = "flaky", probability = 0.3, seed = 7 }
 [[steps]]
 name = "score"
 depends_on = ["fetch"]
-handler = { kind = "builtin", name = "sleep", duration = "20ms" }
+handler = { kind = "builtin", name = "sleep", duration = "${RACE_SLEEP:-200ms}" }
 [[steps]]
 name = "publish"
 depends_on = ["enrich", "score"]
@@ -58,9 +58,10 @@ expect_rc "template add" 0
 t submit race --count "$TASKS" >/dev/null 2>"$W/submit.err"
 expect_eq "submit $TASKS tasks" "$(pg_sql "SELECT count(*) FROM tasks")" "$TASKS"
 
-# start_orch I: orchestrator I in the background, its pid in $W/pid.I
+# start_orch I: orchestrator I in the background, its pid in $W/pid.I (the
+# tasker process itself, not a subshell: SIGKILL must reach it).
 start_orch() {
-  t run --id "orch-$1" >>"$W/orch-$1.log" 2>&1 &
+  "$TASKER" --config "$W/tasker.toml" run --id "orch-$1" >>"$W/orch-$1.log" 2>&1 &
   echo $! >"$W/pid.$1"
 }
 i=1
