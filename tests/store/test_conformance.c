@@ -1,0 +1,2006 @@
+/* The store conformance suite (DESIGN §4, §5, §12): one table of cases, run
+ * against every backend: SQLite on a fresh file per case, PostgreSQL on a
+ * fresh database per case, created from TK_TEST_PG_URL (scripts/run-tests
+ * points it at a private cluster). Each case drives a store through the
+ * public API (tk_store_*, tk_template_add_file, tk_task_submit,
+ * tk_task_operate) and the store ops (claims, outcomes, heartbeats, the
+ * reaper's query, batch items) under a manual clock, and observes results
+ * only through them: task reports, the status report, claims. Never through
+ * a backend's SQL, so that what passes on one backend must pass on all.
+ *
+ * Without TK_TEST_PG_URL, or in a build without the PostgreSQL backend, the
+ * PostgreSQL half does not run: the program says why on a "# SKIP" line and
+ * exits 77 once the SQLite half has passed (scripts/run-tests counts it as
+ * skipped, never as passed). TK_REQUIRE_PG=1 (CI) makes every PostgreSQL
+ * case fail instead. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include <tasker/config.h>
+#include <tasker/store.h>
+#include <tasker/workflow.h>
+
+#include "common/engine_fixture.h"
+#include "store/rules.h"
+#include "store/store.h"
+
+/* Times relative to the manual clock's start. */
+#define T(ms) (EFX_T0 + (ms))
+#define LEASE_MS 10000
+#define MAX_STORES 8
+#define MAX_DATABASES 16
+
+/* ------------------------------------------------------------------ */
+/* The world of one case                                               */
+/* ------------------------------------------------------------------ */
+
+typedef struct world world;
+
+/* A kind of store the suite runs against. */
+typedef struct backend {
+  const char *name;
+  /* Make a new, empty store for w and write its URL to url; 0, or -1 with
+   * the reason in why. */
+  int (*create)(world *w, char *url, size_t cap, char *why, size_t why_cap);
+  /* Remove every store create made for w (its connections are closed). */
+  void (*destroy)(world *w);
+  const char *unavailable; /* why it cannot run here; NULL: it can */
+} backend;
+
+typedef struct conformance_case {
+  const char *name;
+  void (*run)(world *w);
+  int unmigrated; /* the case gets an empty store and migrates it itself */
+} conformance_case;
+
+struct world {
+  const backend *be;
+  const conformance_case *kase;
+  char dir[256];  /* temporary: template files, SQLite files */
+  char url[1024]; /* the case's store */
+  tk_store *s;    /* the first connection to it */
+  tk_store *open[MAX_STORES]; /* every connection still open */
+  int nopen;
+  tk_config *cfg;
+  tk_manual_clock clock; /* the clock of every connection of the case */
+  int files;             /* template files written */
+  int stores;            /* SQLite files made */
+  char databases[MAX_DATABASES][64]; /* PostgreSQL databases made */
+  int ndatabases;
+};
+
+/* What a cmocka test of the table starts from: one case on one backend. */
+typedef struct test_param {
+  const backend *be;
+  const conformance_case *kase;
+} test_param;
+
+/* Fail the case with err's message when rc is not 0. */
+static void must(int rc, const tk_err *err, const char *what) {
+  if (rc != 0) fail_msg("%s: %s (%s)", what, err->msg, tk_err_name(rc));
+}
+
+/* Open a connection to url on the world's manual clock; it is closed at
+ * the end of the case unless close_store closes it first. */
+static tk_store *open_store(world *w, const char *url) {
+  if (w->nopen == MAX_STORES) fail_msg("more than %d connections in one case", MAX_STORES);
+  tk_store *s;
+  tk_err err;
+  must(tk_store_open(url, &s, &err), &err, "open store");
+  tk_store_set_clock(s, tk_clock_manual(&w->clock));
+  w->open[w->nopen++] = s;
+  return s;
+}
+
+/* Close a connection open_store opened, before the end of the case. */
+static void close_store(world *w, tk_store *s) {
+  for (int i = 0; i < w->nopen; i++)
+    if (w->open[i] == s) {
+      w->open[i] = w->open[--w->nopen];
+      tk_store_close(s);
+      return;
+    }
+  fail_msg("closing a store the case did not open");
+}
+
+/* A new empty store of the case's backend: its URL into url. */
+static void new_store(world *w, char *url, size_t cap) {
+  char why[512];
+  if (w->be->create(w, url, cap, why, sizeof why) != 0)
+    fail_msg("%s: a new store: %s", w->be->name, why);
+}
+
+/* The backoff settings do not matter here (outcomes carry their delays);
+ * five attempts is what templates that set none get. */
+static const char *const config_sets[] = {"engine.max_attempts=5", "backoff.jitter=none"};
+
+/* Free what the world holds; safe on a partly built one. */
+static void world_free(world *w) {
+  while (w->nopen > 0) tk_store_close(w->open[--w->nopen]);
+  if (w->be) w->be->destroy(w);
+  tk_config_free(w->cfg);
+  efx_rmtree(w->dir);
+  free(w);
+}
+
+/* cmocka setup: a fresh store of the backend, migrated unless the case
+ * migrates itself, a configuration and the clock at T(0). */
+static int world_setup(void **state) {
+  const test_param *p = *state;
+  if (p->be->unavailable) {
+    print_error("%s is required here (TK_REQUIRE_PG=1) but cannot run: %s\n", p->be->name,
+                p->be->unavailable);
+    return -1;
+  }
+  world *w = calloc(1, sizeof *w);
+  if (w == NULL) return -1;
+  w->be = p->be;
+  w->kase = p->kase;
+  w->clock.now_ms = T(0);
+  efx_tmpdir(w->dir, sizeof w->dir);
+  tk_config_source src = {NULL, NULL, NULL, config_sets,
+                          (int)(sizeof config_sets / sizeof config_sets[0])};
+  tk_err err;
+  char why[512];
+  if (tk_config_load(&src, &w->cfg, &err) != 0) {
+    print_error("configuration: %s\n", err.msg);
+    goto fail;
+  }
+  if (w->be->create(w, w->url, sizeof w->url, why, sizeof why) != 0) {
+    print_error("%s: a new store: %s\n", w->be->name, why);
+    goto fail;
+  }
+  if (tk_store_open(w->url, &w->s, &err) != 0) {
+    print_error("%s: open %s: %s\n", w->be->name, w->url, err.msg);
+    goto fail;
+  }
+  tk_store_set_clock(w->s, tk_clock_manual(&w->clock));
+  w->open[w->nopen++] = w->s;
+  if (!w->kase->unmigrated && tk_store_migrate(w->s, NULL, NULL, &err) != 0) {
+    print_error("%s: migrate: %s\n", w->be->name, err.msg);
+    goto fail;
+  }
+  *state = w;
+  return 0;
+fail:
+  world_free(w);
+  return -1;
+}
+
+/* cmocka teardown: close every connection and remove every store. */
+static int world_teardown(void **state) {
+  world_free(*state);
+  return 0;
+}
+
+/* The cmocka test of every row: run the world's case. */
+static void run_case(void **state) {
+  world *w = *state;
+  w->kase->run(w);
+}
+
+/* ------------------------------------------------------------------ */
+/* Backends                                                            */
+/* ------------------------------------------------------------------ */
+
+/* A new file in the world's directory (SQLite creates it on open). */
+static int sqlite_create(world *w, char *url, size_t cap, char *why, size_t why_cap) {
+  (void)why, (void)why_cap;
+  snprintf(url, cap, "sqlite:%s/store%d.db", w->dir, ++w->stores);
+  return 0;
+}
+
+/* The files go with the world's directory. */
+static void sqlite_destroy(world *w) { (void)w; }
+
+static backend sqlite_backend = {"sqlite", sqlite_create, sqlite_destroy, NULL};
+
+/* The run's PostgreSQL server (TK_TEST_PG_URL); a database per store. */
+static const char *pg_url;
+static int pg_databases_made;
+
+/* A connection to pg_url for creating and dropping databases, or NULL
+ * with the reason in why. */
+static PGconn *pg_admin(char *why, size_t cap) {
+  PGconn *c = PQconnectdb(pg_url);
+  if (PQstatus(c) == CONNECTION_OK) return c;
+  snprintf(why, cap, "cannot connect to TK_TEST_PG_URL %s: %s", pg_url, PQerrorMessage(c));
+  PQfinish(c);
+  return NULL;
+}
+
+/* Run one statement; 0, or -1 with the server's message in why. */
+static int pg_exec(PGconn *c, const char *sql, char *why, size_t cap) {
+  PGresult *r = PQexec(c, sql);
+  int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  if (!ok) snprintf(why, cap, "%s: %s", sql, PQerrorMessage(c));
+  PQclear(r);
+  return ok ? 0 : -1;
+}
+
+/* Append keyword='value' to a libpq connection string (quotes and
+ * backslashes escaped); -1 when it does not fit. */
+static int conninfo_add(char *out, size_t cap, size_t *len, const char *key, const char *val) {
+  int n = snprintf(out + *len, cap - *len, "%s%s='", *len ? " " : "", key);
+  if (n < 0 || (size_t)n >= cap - *len) return -1;
+  *len += (size_t)n;
+  for (const char *p = val; *p; p++) {
+    if (*len + 3 >= cap) return -1;
+    if (*p == '\'' || *p == '\\') out[(*len)++] = '\\';
+    out[(*len)++] = *p;
+  }
+  out[(*len)++] = '\'';
+  out[*len] = '\0';
+  return 0;
+}
+
+/* pg_url with its database replaced by dbname, as a connection string
+ * (which tk_store_open takes as readily as a URL). */
+static int pg_url_of(const char *dbname, char *out, size_t cap, char *why, size_t why_cap) {
+  char *msg = NULL;
+  PQconninfoOption *opts = PQconninfoParse(pg_url, &msg);
+  if (opts == NULL) {
+    snprintf(why, why_cap, "TK_TEST_PG_URL %s: %s", pg_url, msg ? msg : "out of memory");
+    PQfreemem(msg);
+    return -1;
+  }
+  size_t len = 0;
+  int rc = 0;
+  out[0] = '\0';
+  for (PQconninfoOption *o = opts; o->keyword != NULL && rc == 0; o++)
+    if (o->val != NULL && strcmp(o->keyword, "dbname") != 0)
+      rc = conninfo_add(out, cap, &len, o->keyword, o->val);
+  if (rc == 0) rc = conninfo_add(out, cap, &len, "dbname", dbname);
+  PQconninfoFree(opts);
+  if (rc) snprintf(why, why_cap, "TK_TEST_PG_URL %s is too long", pg_url);
+  return rc;
+}
+
+/* A new database tk_<pid>_<n> on the run's server, remembered for
+ * pg_destroy. */
+static int pg_create(world *w, char *url, size_t cap, char *why, size_t why_cap) {
+  if (w->ndatabases == MAX_DATABASES) {
+    snprintf(why, why_cap, "more than %d databases in one case", MAX_DATABASES);
+    return -1;
+  }
+  char *name = w->databases[w->ndatabases];
+  snprintf(name, sizeof w->databases[0], "tk_%ld_%d", (long)getpid(), ++pg_databases_made);
+  PGconn *c = pg_admin(why, why_cap);
+  if (c == NULL) return -1;
+  char sql[128];
+  snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+  int rc = pg_exec(c, sql, why, why_cap);
+  PQfinish(c);
+  if (rc) return rc;
+  w->ndatabases++;
+  return pg_url_of(name, url, cap, why, why_cap);
+}
+
+/* Drop every database pg_create made for w; failures are printed, not
+ * fatal (the run's cluster goes away with everything on it). */
+static void pg_destroy(world *w) {
+  char why[512];
+  PGconn *c = w->ndatabases ? pg_admin(why, sizeof why) : NULL;
+  if (w->ndatabases && c == NULL) print_error("dropping the case's databases: %s\n", why);
+  for (int i = 0; c && i < w->ndatabases; i++) {
+    char sql[160];
+    /* FORCE (13 and later): a connection a failed case left behind must
+     * not keep its database. */
+    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s%s", w->databases[i],
+             PQserverVersion(c) >= 130000 ? " WITH (FORCE)" : "");
+    if (pg_exec(c, sql, why, sizeof why) != 0) print_error("%s\n", why);
+  }
+  PQfinish(c);
+  w->ndatabases = 0;
+}
+
+static backend pg_backend = {"postgres", pg_create, pg_destroy, NULL};
+
+/* Decide whether the PostgreSQL half can run here; if not, say why in
+ * pg_backend.unavailable. A server that TK_TEST_PG_URL names but that
+ * refuses connections is not "unavailable": its cases fail. */
+static void pg_probe(void) {
+  static char why[TK_ERR_MSG_MAX + 64];
+  /* A libpq keyword string always goes to the PostgreSQL backend: a build
+   * without one refuses it as unsupported, a build with one fails to
+   * connect to a socket directory that does not exist. */
+  tk_store *s;
+  tk_err err;
+  int rc = tk_store_open("host=/nonexistent/tk-probe dbname=tk_probe connect_timeout=1", &s, &err);
+  if (rc == 0) tk_store_close(s);
+  if (rc == TK_EUNSUPPORTED) {
+    snprintf(why, sizeof why, "this build has no PostgreSQL backend (build with make PG_BACKEND=1)");
+    pg_backend.unavailable = why;
+    return;
+  }
+  pg_url = getenv("TK_TEST_PG_URL");
+  if (pg_url == NULL || *pg_url == '\0') {
+    const char *reason = getenv("TK_TEST_PG_UNAVAILABLE");
+    snprintf(why, sizeof why, "%s",
+             reason && *reason ? reason
+                               : "TK_TEST_PG_URL is not set (scripts/run-tests starts a private "
+                                 "cluster and sets it)");
+    pg_backend.unavailable = why;
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* Templates, tasks, claims and outcomes                               */
+/* ------------------------------------------------------------------ */
+
+#define NOOP "handler = { kind = \"builtin\", name = \"noop\" }\n"
+#define STEP(name) "[[steps]]\nname = \"" name "\"\n" NOOP
+#define AFTER(name, parent) STEP(name) "depends_on = [\"" parent "\"]\n"
+
+/* One step "s". */
+static const char one_toml[] = "name = \"one\"\nversion = \"1\"\n" STEP("s");
+/* a -> b */
+static const char chain_toml[] = "name = \"chain\"\nversion = \"1\"\n" STEP("a") AFTER("b", "a");
+/* a, b, c independent; d after a */
+static const char four_toml[] =
+    "name = \"four\"\nversion = \"1\"\n" STEP("a") STEP("b") STEP("c") AFTER("d", "a");
+/* One batch step over context.items. */
+static const char bulk_toml[] =
+    "name = \"bulk\"\nversion = \"1\"\n"
+    "[[steps]]\nname = \"send\"\nhandler = { kind = \"builtin\", name = \"batch\" }\n"
+    "batch = { items_from = \"items\", max_item_attempts = 2, max_in_call_retries = 1 }\n";
+
+/* Store a template given as TOML, through the public API; its id. */
+static int64_t add_template(world *w, const char *toml) {
+  char name[32], path[512];
+  snprintf(name, sizeof name, "template%d.toml", ++w->files);
+  efx_write(w->dir, name, toml, path, sizeof path);
+  tk_template_info info;
+  tk_err err;
+  must(tk_template_add_file(w->s, w->cfg, path, w->clock.now_ms, &info, &err), &err,
+       "add template");
+  return info.id;
+}
+
+/* Submit a task of template `name` on connection s at `now`; its id, and
+ * whether the identity existed. */
+static int64_t submit_on(world *w, tk_store *s, const char *name, const char *context,
+                         const char *identity, int64_t now, int *existed) {
+  tk_submit_request req = {.template_name = name, .context_json = context,
+                           .identity = identity};
+  int64_t id = 0;
+  tk_err err;
+  must(tk_task_submit(s, w->cfg, &req, now, &id, existed, &err), &err, "submit");
+  return id;
+}
+
+/* Submit a new task of `name` now. */
+static int64_t submit(world *w, const char *name) {
+  int existed = 0;
+  int64_t id = submit_on(w, w->s, name, NULL, NULL, w->clock.now_ms, &existed);
+  assert_int_equal(existed, 0);
+  return id;
+}
+
+/* A claim alone on connection s, as `owner`, leased for LEASE_MS. */
+static tk__claim_request claim_ahead(tk_store *s, const char *owner, int limit, int fresh_limit,
+                                     int64_t ahead_ms, tk__claimed *out) {
+  tk__claim_request r = {.owner = owner, .lease_ms = LEASE_MS, .limit = limit,
+                         .fresh_limit = fresh_limit, .retry_ahead_ms = ahead_ms, .out = out};
+  tk_err err;
+  must(s->ops->record(s, NULL, 0, NULL, NULL, &r, &err), &err, "claim");
+  return r;
+}
+
+/* Claim up to limit steps; how many. */
+static int claim(tk_store *s, const char *owner, int limit, tk__claimed *out) {
+  return claim_ahead(s, owner, limit, limit, 0, out).n;
+}
+
+/* Claim exactly one step. */
+static tk__claimed claim_one(tk_store *s, const char *owner) {
+  tk__claimed c;
+  assert_int_equal(claim(s, owner, 1, &c), 1);
+  return c;
+}
+
+/* The outcome of claim c, written by owner at now: a success. */
+static tk__outcome success_of(const tk__claimed *c, const char *owner, int64_t now) {
+  return (tk__outcome){.step_id = c->step_id, .claim_id = c->claim_id, .task_id = c->task_id,
+                       .template_id = c->template_id, .idx = c->idx, .owner = owner,
+                       .attempt = c->attempt, .now = now, .finished_at = now,
+                       .attempt_outcome = "success", .next = TK__NEXT_COMPLETE,
+                       .results = "{\"ok\":true}"};
+}
+
+/* A retryable failure, due again at run_at. */
+static tk__outcome retry_of(const tk__claimed *c, const char *owner, int64_t now,
+                            int64_t run_at) {
+  tk__outcome o = success_of(c, owner, now);
+  o.attempt_outcome = "failure";
+  o.next = TK__NEXT_RETRY;
+  o.results = NULL;
+  o.error = "it broke";
+  o.delay_ms = run_at - now;
+  o.source = TK_DELAY_COMPUTED;
+  o.run_at = run_at;
+  return o;
+}
+
+/* A failure that ends the step in error. */
+static tk__outcome error_of(const tk__claimed *c, const char *owner, int64_t now) {
+  tk__outcome o = success_of(c, owner, now);
+  o.attempt_outcome = "failure";
+  o.next = TK__NEXT_ERROR;
+  o.results = NULL;
+  o.error = "it broke for good";
+  return o;
+}
+
+/* The reaper's outcome for expired lease x: lease_expired, fenced on the
+ * lease still being expired, due again at run_at. */
+static tk__outcome reaped_of(const tk__expired *x, int64_t now, int64_t run_at) {
+  tk__outcome o = retry_of(&x->step, x->owner, now, run_at);
+  o.attempt_outcome = "lease_expired";
+  o.error = "lease expired";
+  o.fence_lease = 1;
+  return o;
+}
+
+/* Record one outcome on s: the outcome's own code (0, TK_EFENCED, ...). */
+static int record1(tk_store *s, const tk__outcome *o, tk__effects *fx, tk_err *err) {
+  tk_err whole;
+  tk_err_clear(err);
+  int rc = s->ops->record(s, o, 1, fx, err, NULL, &whole);
+  if (rc != 0) {
+    *err = whole;
+    return rc;
+  }
+  return err->code;
+}
+
+/* Record an outcome that must be accepted. */
+static tk__effects record_ok(tk_store *s, const tk__outcome *o) {
+  tk__effects fx;
+  tk_err err;
+  must(record1(s, o, &fx, &err), &err, "record");
+  return fx;
+}
+
+/* The leases expired on s at `now` (up to max). */
+static int expired_at(tk_store *s, int64_t now, tk__expired *out, int max) {
+  int n = 0;
+  tk_err err;
+  must(s->ops->expired(s, now, max, out, &n, &err), &err, "expired leases");
+  return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Observing: reports and status                                       */
+/* ------------------------------------------------------------------ */
+
+/* The task report of task_id on s (free with tk__task_report_free). */
+static void report_on(tk_store *s, int64_t task_id, tk__task_report *r) {
+  tk_err err;
+  must(s->ops->task_report(s, task_id, r, &err), &err, "task report");
+}
+
+/* The step called name in r; fails the case when there is none. */
+static const tk__step_rec *step_named(const tk__task_report *r, const char *name) {
+  for (int i = 0; i < r->nsteps; i++)
+    if (strcmp(r->steps[i].name, name) == 0) return &r->steps[i];
+  fail_msg("task %lld has no step %s", (long long)r->id, name);
+  return NULL;
+}
+
+/* The name of step step_id in r, for messages. */
+static const char *step_name_of(const tk__task_report *r, int64_t step_id) {
+  for (int i = 0; i < r->nsteps; i++)
+    if (r->steps[i].id == step_id) return r->steps[i].name;
+  return step_id == TK__NONE ? "(task)" : "?";
+}
+
+/* The newest attempt row of step `step` numbered `attempt`. */
+static const tk__attempt_rec *attempt_of(const tk__task_report *r, const char *step,
+                                         int attempt) {
+  int64_t id = step_named(r, step)->id;
+  for (int i = r->nattempts - 1; i >= 0; i--)
+    if (r->attempts[i].step_id == id && r->attempts[i].attempt == attempt)
+      return &r->attempts[i];
+  fail_msg("task %lld: step %s has no attempt %d", (long long)r->id, step, attempt);
+  return NULL;
+}
+
+/* Whether two strings, either of which may be NULL, are equal. */
+static int same_str(const char *a, const char *b) {
+  return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+/* Attempt rows of step `step` with outcome `outcome` (NULL: still open). */
+static int attempts_with(const tk__task_report *r, const char *step, const char *outcome) {
+  int64_t id = step_named(r, step)->id;
+  int n = 0;
+  for (int i = 0; i < r->nattempts; i++)
+    n += r->attempts[i].step_id == id && same_str(r->attempts[i].outcome, outcome);
+  return n;
+}
+
+/* Transitions of step `step` (NULL: the task's own) from `from` to `to`
+ * with `reason` (NULL: any). */
+static int transitions(const tk__task_report *r, const char *step, const char *from,
+                       const char *to, const char *reason) {
+  int64_t id = step ? step_named(r, step)->id : TK__NONE;
+  int n = 0;
+  for (int i = 0; i < r->ntransitions; i++) {
+    const tk__transition_rec *t = &r->transitions[i];
+    n += t->step_id == id && same_str(t->from, from) && same_str(t->to, to) &&
+         (reason == NULL || same_str(t->reason, reason));
+  }
+  return n;
+}
+
+/* A growing string. */
+typedef struct text {
+  char *s;
+  size_t len, cap;
+} text;
+
+/* Append printf-style text to t. */
+static void add(text *t, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void add(text *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (t->len + (size_t)n + 1 > t->cap) {
+    t->cap = (t->len + (size_t)n + 1) * 2;
+    t->s = realloc(t->s, t->cap);
+    assert_non_null(t->s);
+  }
+  va_start(ap, fmt);
+  vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+  va_end(ap);
+  t->len += (size_t)n;
+}
+
+/* A time as "T+ms" from the clock's start, or "null". */
+static const char *at_text(char buf[32], int64_t v) {
+  if (v == TK__NONE) return "null";
+  snprintf(buf, 32, "T%+lld", (long long)(v - T(0)));
+  return buf;
+}
+
+#define STR(p) ((p) ? (p) : "null")
+
+/* Everything a task report says, one line per row, except the attempt row
+ * of step skip_step numbered skip_attempt (0: none skipped): equal texts
+ * mean the store holds the same task. */
+static char *report_text(const tk__task_report *r, int64_t skip_step, int skip_attempt) {
+  text t = {0};
+  char a[32], b[32], c[32];
+  add(&t, "task %lld %s identity=%s created=%s updated=%s finished=%s steps=%d/%d/%d context=%s"
+          " template=%lld %s/%s@%s\n",
+      (long long)r->id, r->state, STR(r->identity), at_text(a, r->created_at),
+      at_text(b, r->updated_at), at_text(c, r->finished_at), r->steps_total, r->steps_done,
+      r->steps_error, STR(r->context), (long long)r->template_.id, STR(r->template_.namespace_),
+      STR(r->template_.name), STR(r->template_.version));
+  for (int i = 0; i < r->nsteps; i++) {
+    const tk__step_rec *s = &r->steps[i];
+    add(&t, "step %d %s %s attempts=%d/%d retryable=%d parents=%d backoff=%s run_at=%s"
+            " lease=%s@%s delay=%lld error=%s results=%s",
+        s->idx, s->name, s->state, s->attempts, s->max_attempts, s->retryable,
+        s->parents_remaining, STR(s->backoff), at_text(a, s->run_at), STR(s->lease_owner),
+        at_text(b, s->lease_expires_at), (long long)s->last_delay_ms, STR(s->last_error),
+        STR(s->results));
+    if (s->batch)
+      add(&t, " items=%lld/%lld/%lld", (long long)s->items_pending, (long long)s->items_acked,
+          (long long)s->items_gave_up);
+    add(&t, "\n");
+  }
+  for (int i = 0; i < r->nattempts; i++) {
+    const tk__attempt_rec *x = &r->attempts[i];
+    if (x->step_id == skip_step && x->attempt == skip_attempt) continue;
+    add(&t, "attempt %s#%d by %s started=%s finished=%s outcome=%s error=%s delay=%lld(%s)"
+            " next=%s\n",
+        step_name_of(r, x->step_id), x->attempt, STR(x->owner), at_text(a, x->started_at),
+        at_text(b, x->finished_at), STR(x->outcome), STR(x->error), (long long)x->delay_ms,
+        STR(x->delay_source), at_text(c, x->next_run_at));
+  }
+  for (int i = 0; i < r->ntransitions; i++) {
+    const tk__transition_rec *x = &r->transitions[i];
+    add(&t, "transition %s %s %s -> %s (%s) attempt=%lld\n", at_text(a, x->at),
+        step_name_of(r, x->step_id), STR(x->from), STR(x->to), STR(x->reason),
+        (long long)x->attempt);
+  }
+  for (int i = 0; i < r->ngave_up; i++)
+    add(&t, "gave up %s %s after %d: %s\n", step_name_of(r, r->gave_up[i].step_id),
+        r->gave_up[i].key, r->gave_up[i].attempts, STR(r->gave_up[i].last_error));
+  return t.s;
+}
+
+/* The whole task as text (see report_text). Malloc'd. */
+static char *task_text(world *w, int64_t task_id) {
+  tk__task_report r;
+  report_on(w->s, task_id, &r);
+  char *s = report_text(&r, 0, 0);
+  tk__task_report_free(&r);
+  return s;
+}
+
+/* Assert that the task reads as `before` did (which is freed). */
+static void expect_unchanged(world *w, int64_t task_id, char *before) {
+  char *after = task_text(w, task_id);
+  if (strcmp(before, after) != 0) {
+    print_error("before:\n%s\nafter:\n%s\n", before, after);
+    free(before);
+    free(after);
+    fail_msg("task %lld changed", (long long)task_id);
+  }
+  free(before);
+  free(after);
+}
+
+/* The status report's counter `name` (0 when the store has none yet). */
+static int64_t counter(world *w, const char *name) {
+  tk__status_report st;
+  tk_err err;
+  must(w->s->ops->status(w->s, w->clock.now_ms, &st, &err), &err, "status");
+  for (int i = 0; i < st.ncounters; i++)
+    if (strcmp(st.counters[i].name, name) == 0) return st.counters[i].value;
+  return 0;
+}
+
+/* Tasks in `state`, from the status report. */
+static int64_t tasks_in(world *w, const char *state) {
+  tk__status_report st;
+  tk_err err;
+  must(w->s->ops->status(w->s, w->clock.now_ms, &st, &err), &err, "status");
+  for (int i = 0; i < st.ntasks; i++)
+    if (strcmp(st.tasks[i].state, state) == 0) return st.tasks[i].n;
+  return 0;
+}
+
+/* Assert the task's state and the states of named steps: pairs of (step,
+ * state), NULL-terminated. */
+static void expect_states(world *w, int64_t task_id, const char *task_state, ...) {
+  tk__task_report r;
+  report_on(w->s, task_id, &r);
+  char *all = report_text(&r, 0, 0);
+  va_list ap;
+  va_start(ap, task_state);
+  int bad = strcmp(r.state, task_state) != 0;
+  const char *step;
+  while (!bad && (step = va_arg(ap, const char *)) != NULL)
+    bad = strcmp(step_named(&r, step)->state, va_arg(ap, const char *)) != 0;
+  va_end(ap);
+  tk__task_report_free(&r);
+  if (bad) {
+    print_error("%s", all);
+    free(all);
+    fail_msg("task %lld is not as expected (its report is above)", (long long)task_id);
+  }
+  free(all);
+}
+
+/* Assert that JSON text got means the same as want (backends may store
+ * JSON in another spelling). */
+static void expect_json(const char *got, const char *want) {
+  json_t *g = got ? json_loads(got, JSON_DECODE_ANY, NULL) : NULL;
+  json_t *w = json_loads(want, JSON_DECODE_ANY, NULL);
+  int same = g != NULL && json_equal(g, w);
+  json_decref(g);
+  json_decref(w);
+  if (!same) fail_msg("JSON %s, expected %s", got ? got : "(null)", want);
+}
+
+/* Assert that needle occurs in haystack. */
+static void expect_contains(const char *haystack, const char *needle) {
+  if (strstr(haystack, needle) == NULL) fail_msg("\"%s\" does not contain \"%s\"", haystack, needle);
+}
+
+/* ------------------------------------------------------------------ */
+/* Claim order                                                         */
+/* ------------------------------------------------------------------ */
+
+/* Due retries go first, earliest run_at first, then ready pending steps,
+ * oldest task first; neither a retry nor a task whose time has not come is
+ * claimed, and the claim reports when the next retry is due. */
+static void due_retries_first_then_pending(world *w) {
+  add_template(w, one_toml);
+  int64_t t[6];
+  for (int i = 0; i < 3; i++) {
+    w->clock.now_ms = T(i);
+    t[i] = submit(w, "one");
+  }
+  w->clock.now_ms = T(10);
+  tk__claimed c[8];
+  assert_int_equal(claim(w->s, "A", 8, c), 3);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(c[i].task_id, t[i]);
+    assert_string_equal(c[i].prev_state, TK__STEP_PENDING);
+    assert_int_equal(c[i].attempt, 1);
+  }
+  /* Due again in the reverse of their tasks' order: t2, t1, then t0. */
+  static const int64_t due[3] = {3000, 2000, 1000};
+  for (int i = 0; i < 3; i++) {
+    tk__outcome o = retry_of(&c[i], "A", T(10), T(due[i]));
+    record_ok(w->s, &o);
+  }
+  /* Fresh work that became ready before any retry came due; and a task
+   * whose start is still to come. */
+  w->clock.now_ms = T(500);
+  t[3] = submit(w, "one");
+  t[4] = submit(w, "one");
+  int existed;
+  t[5] = submit_on(w, w->s, "one", NULL, NULL, T(4000), &existed);
+
+  /* One at a time, so that a claim must pick the right one, not merely
+   * sort what it picked. */
+  w->clock.now_ms = T(2500);
+  tk__claim_request r = claim_ahead(w->s, "B", 1, 1, 0, c);
+  assert_int_equal(r.n, 1);
+  assert_int_equal(r.now, T(2500)); /* the store's clock: the manual one */
+  assert_int_equal(c[0].task_id, t[2]);
+  assert_int_equal(c[0].run_at, T(1000));
+  assert_string_equal(c[0].prev_state, TK__STEP_WAITING);
+  assert_int_equal(c[0].attempt, 2);
+  assert_int_equal(r.next_retry_at, T(2000));
+  r = claim_ahead(w->s, "B", 8, 8, 0, c);
+  assert_int_equal(r.n, 3);
+  assert_int_equal(c[0].task_id, t[1]);
+  assert_int_equal(c[0].run_at, T(2000));
+  assert_string_equal(c[0].prev_state, TK__STEP_WAITING);
+  assert_int_equal(c[0].attempt, 2);
+  assert_int_equal(c[1].task_id, t[3]);
+  assert_int_equal(c[2].task_id, t[4]);
+  for (int i = 1; i < 3; i++) {
+    assert_string_equal(c[i].prev_state, TK__STEP_PENDING);
+    assert_int_equal(c[i].attempt, 1);
+  }
+  assert_int_equal(r.next_retry_at, T(3000));
+
+  w->clock.now_ms = T(2999);
+  r = claim_ahead(w->s, "B", 8, 8, 0, c);
+  assert_int_equal(r.n, 0);
+  assert_int_equal(r.next_retry_at, T(3000));
+  w->clock.now_ms = T(3000); /* due at run_at itself */
+  r = claim_ahead(w->s, "B", 8, 8, 0, c);
+  assert_int_equal(r.n, 1);
+  assert_int_equal(c[0].task_id, t[0]);
+  assert_int_equal(r.next_retry_at, INT64_MAX);
+  w->clock.now_ms = T(3999);
+  assert_int_equal(claim(w->s, "B", 8, c), 0);
+  w->clock.now_ms = T(4000);
+  assert_int_equal(claim(w->s, "B", 8, c), 1);
+  assert_int_equal(c[0].task_id, t[5]);
+}
+
+/* Ready pending steps go oldest task first, not first ready first: a
+ * started task goes on before a newer one starts. */
+static void oldest_task_first(world *w) {
+  add_template(w, chain_toml);
+  int64_t x = submit(w, "chain");
+  w->clock.now_ms = T(1);
+  int64_t y = submit(w, "chain");
+  w->clock.now_ms = T(2);
+  tk__claimed c[4];
+  c[0] = claim_one(w->s, "A");
+  assert_int_equal(c[0].task_id, x);
+  /* x's step b becomes ready at T(3), after y's step a (T(1)). */
+  w->clock.now_ms = T(3);
+  tk__outcome o = success_of(&c[0], "A", T(3));
+  assert_int_equal(record_ok(w->s, &o).children_released, 1);
+  c[0] = claim_one(w->s, "A");
+  assert_int_equal(c[0].task_id, x);
+  assert_int_equal(c[0].idx, 1);
+  c[0] = claim_one(w->s, "A");
+  assert_int_equal(c[0].task_id, y);
+  assert_int_equal(c[0].idx, 0);
+  /* Within one claim the same order. */
+  w->clock.now_ms = T(4);
+  int64_t z = submit(w, "chain");
+  o = success_of(&c[0], "A", T(5));
+  w->clock.now_ms = T(5);
+  record_ok(w->s, &o); /* y's step b is ready at T(5), after z's step a */
+  assert_int_equal(claim(w->s, "A", 4, c), 2);
+  assert_int_equal(c[0].task_id, y);
+  assert_int_equal(c[1].task_id, z);
+}
+
+/* fresh_limit bounds the pending steps a claim takes, never the retries. */
+static void fresh_limit_bounds_only_fresh_work(world *w) {
+  add_template(w, one_toml);
+  int64_t r1 = submit(w, "one"), r2 = submit(w, "one");
+  tk__claimed c[8];
+  assert_int_equal(claim(w->s, "A", 2, c), 2);
+  for (int i = 0; i < 2; i++) {
+    tk__outcome o = retry_of(&c[i], "A", T(0), T(1000));
+    record_ok(w->s, &o);
+  }
+  w->clock.now_ms = T(500);
+  int64_t f[3];
+  for (int i = 0; i < 3; i++) f[i] = submit(w, "one");
+  w->clock.now_ms = T(1000);
+  assert_int_equal(claim_ahead(w->s, "A", 8, 1, 0, c).n, 3);
+  /* The two retries (equal run_at: either order), then one fresh step. */
+  assert_true((c[0].task_id == r1 && c[1].task_id == r2) ||
+              (c[0].task_id == r2 && c[1].task_id == r1));
+  assert_int_equal(c[2].task_id, f[0]);
+  assert_int_equal(claim_ahead(w->s, "A", 8, 0, 0, c).n, 0);
+  /* The smaller of limit and fresh_limit wins. */
+  assert_int_equal(claim_ahead(w->s, "A", 1, 5, 0, c).n, 1);
+  assert_int_equal(c[0].task_id, f[1]);
+  assert_int_equal(claim_ahead(w->s, "A", 8, 8, 0, c).n, 1);
+  assert_int_equal(c[0].task_id, f[2]);
+}
+
+/* retry_ahead_ms claims a retry up to that long before its run_at, and
+ * no earlier; it does not bring fresh work forward. The attempt is
+ * stamped with the claim's time; the claim keeps the retry's run_at. */
+static void retry_ahead_claims_early_and_no_earlier(world *w) {
+  add_template(w, one_toml);
+  int64_t t = submit(w, "one");
+  tk__claimed c[2];
+  c[0] = claim_one(w->s, "A");
+  tk__outcome o = retry_of(&c[0], "A", T(0), T(1000));
+  record_ok(w->s, &o);
+  int existed;
+  int64_t later = submit_on(w, w->s, "one", NULL, NULL, T(950), &existed);
+
+  w->clock.now_ms = T(899);
+  tk__claim_request r = claim_ahead(w->s, "A", 2, 2, 100, c);
+  assert_int_equal(r.n, 0);
+  assert_int_equal(r.next_retry_at, T(1000));
+  w->clock.now_ms = T(900);
+  r = claim_ahead(w->s, "A", 2, 2, 100, c);
+  assert_int_equal(r.n, 1);
+  assert_int_equal(r.now, T(900));
+  assert_int_equal(c[0].task_id, t);
+  assert_int_equal(c[0].attempt, 2);
+  assert_int_equal(c[0].run_at, T(1000));
+  assert_int_equal(c[0].lease_expires_at, T(900) + LEASE_MS);
+  tk__task_report rep;
+  report_on(w->s, t, &rep);
+  assert_int_equal(attempt_of(&rep, "s", 2)->started_at, T(900));
+  tk__task_report_free(&rep);
+  w->clock.now_ms = T(950);
+  assert_int_equal(claim(w->s, "A", 2, c), 1);
+  assert_int_equal(c[0].task_id, later);
+}
+
+/* A claim is an attempt: attempts go up by one per claim, the lease runs
+ * from the claim's time, the claim opens an attempt row, and every claim
+ * id is new. */
+static void claims_count_attempts_with_unique_ids(world *w) {
+  int64_t tmpl = add_template(w, one_toml);
+  int64_t t[3];
+  for (int i = 0; i < 3; i++) t[i] = submit(w, "one");
+  w->clock.now_ms = T(5);
+  tk__claimed c[4];
+  assert_int_equal(claim(w->s, "A", 3, c), 3);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(c[i].task_id, t[i]);
+    assert_int_equal(c[i].template_id, tmpl);
+    assert_int_equal(c[i].idx, 0);
+    assert_int_equal(c[i].attempt, 1);
+    assert_int_equal(c[i].max_attempts, 5);
+    assert_int_equal(c[i].retryable, 1);
+    assert_string_equal(c[i].backoff, "default");
+    assert_int_equal(c[i].lease_expires_at, T(5) + LEASE_MS);
+    assert_int_equal(c[i].task_was_pending, 1);
+    for (int j = 0; j < i; j++) assert_true(c[i].claim_id != c[j].claim_id);
+  }
+  tk__task_report r;
+  report_on(w->s, t[0], &r);
+  assert_string_equal(r.state, TK__TASK_IN_PROGRESS);
+  assert_int_equal(transitions(&r, NULL, TK__TASK_PENDING, TK__TASK_IN_PROGRESS,
+                               TK__REASON_FIRST_CLAIM), 1);
+  const tk__step_rec *s = step_named(&r, "s");
+  assert_string_equal(s->state, TK__STEP_IN_PROGRESS);
+  assert_int_equal(s->attempts, 1);
+  assert_string_equal(s->lease_owner, "A");
+  assert_int_equal(s->lease_expires_at, T(5) + LEASE_MS);
+  assert_int_equal(transitions(&r, "s", TK__STEP_PENDING, TK__STEP_IN_PROGRESS,
+                               TK__REASON_CLAIMED), 1);
+  assert_int_equal(r.nattempts, 1);
+  const tk__attempt_rec *a = attempt_of(&r, "s", 1);
+  assert_string_equal(a->owner, "A");
+  assert_int_equal(a->started_at, T(5));
+  assert_int_equal(a->finished_at, TK__NONE);
+  assert_null(a->outcome);
+  tk__task_report_free(&r);
+
+  w->clock.now_ms = T(10);
+  tk__outcome o = retry_of(&c[0], "A", T(10), T(100));
+  record_ok(w->s, &o);
+  report_on(w->s, t[0], &r);
+  s = step_named(&r, "s");
+  assert_string_equal(s->state, TK__STEP_WAITING);
+  assert_int_equal(s->run_at, T(100));
+  assert_int_equal(s->last_delay_ms, 90);
+  assert_string_equal(s->last_error, "it broke");
+  assert_null(s->lease_owner);
+  a = attempt_of(&r, "s", 1);
+  assert_string_equal(a->outcome, "failure");
+  assert_string_equal(a->error, "it broke");
+  assert_int_equal(a->finished_at, T(10));
+  assert_int_equal(a->delay_ms, 90);
+  assert_string_equal(a->delay_source, "computed");
+  assert_int_equal(a->next_run_at, T(100));
+  tk__task_report_free(&r);
+
+  w->clock.now_ms = T(100);
+  c[3] = claim_one(w->s, "B");
+  assert_int_equal(c[3].task_id, t[0]);
+  assert_int_equal(c[3].attempt, 2);
+  assert_int_equal(c[3].task_was_pending, 0);
+  assert_string_equal(c[3].prev_state, TK__STEP_WAITING);
+  for (int j = 0; j < 3; j++) assert_true(c[3].claim_id != c[j].claim_id);
+  report_on(w->s, t[0], &r);
+  assert_int_equal(step_named(&r, "s")->attempts, 2);
+  assert_int_equal(r.nattempts, 2);
+  assert_string_equal(attempt_of(&r, "s", 2)->owner, "B");
+  tk__task_report_free(&r);
+}
+
+#define SHARED_TASKS 24
+
+/* A thread claiming on its own connection until nothing is left. */
+typedef struct claimer {
+  tk_store *s;
+  const char *owner;
+  pthread_barrier_t *go;
+  int64_t steps[SHARED_TASKS];
+  int n;
+  char error[TK_ERR_MSG_MAX + 64];
+} claimer;
+
+/* The claimer thread: claim three at a time until a claim finds none. */
+static void *claim_until_none(void *arg) {
+  claimer *k = arg;
+  pthread_barrier_wait(k->go);
+  for (int round = 0; round < 1000; round++) {
+    tk__claimed c[3];
+    tk__claim_request r = {.owner = k->owner, .lease_ms = LEASE_MS, .limit = 3,
+                           .fresh_limit = 3, .out = c};
+    tk_err err;
+    if (k->s->ops->record(k->s, NULL, 0, NULL, NULL, &r, &err) != 0) {
+      snprintf(k->error, sizeof k->error, "claim by %s: %s", k->owner, err.msg);
+      return NULL;
+    }
+    if (r.n == 0) return NULL;
+    for (int i = 0; i < r.n; i++) {
+      if (k->n == SHARED_TASKS) {
+        snprintf(k->error, sizeof k->error, "%s claimed more steps than there are", k->owner);
+        return NULL;
+      }
+      k->steps[k->n++] = c[i].step_id;
+    }
+  }
+  snprintf(k->error, sizeof k->error, "%s was still claiming after 1000 claims", k->owner);
+  return NULL;
+}
+
+/* Two connections claiming at once take every step exactly once. */
+static void two_connections_never_share_a_step(world *w) {
+  add_template(w, one_toml);
+  int64_t t[SHARED_TASKS];
+  for (int i = 0; i < SHARED_TASKS; i++) t[i] = submit(w, "one");
+  pthread_barrier_t go;
+  pthread_barrier_init(&go, NULL, 2);
+  claimer k[2] = {{.s = w->s, .owner = "A", .go = &go}, {.s = open_store(w, w->url), .owner = "B",
+                                                         .go = &go}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, claim_until_none, &k[i]);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&go);
+  for (int i = 0; i < 2; i++)
+    if (k[i].error[0]) fail_msg("%s", k[i].error);
+  assert_int_equal(k[0].n + k[1].n, SHARED_TASKS);
+  int64_t all[SHARED_TASKS];
+  memcpy(all, k[0].steps, (size_t)k[0].n * sizeof all[0]);
+  memcpy(all + k[0].n, k[1].steps, (size_t)k[1].n * sizeof all[0]);
+  for (int i = 0; i < SHARED_TASKS; i++)
+    for (int j = 0; j < i; j++)
+      if (all[i] == all[j]) fail_msg("step %lld was claimed twice", (long long)all[i]);
+  for (int i = 0; i < SHARED_TASKS; i++) {
+    tk__task_report r;
+    report_on(w->s, t[i], &r);
+    assert_int_equal(step_named(&r, "s")->attempts, 1);
+    assert_int_equal(r.nattempts, 1);
+    tk__task_report_free(&r);
+  }
+}
+
+/* A step's handler input is its task's context and its parents'
+ * results, read for several steps at once. */
+static void handler_inputs(world *w) {
+  add_template(w, chain_toml);
+  int existed;
+  submit_on(w, w->s, "chain", "{\"order\": 42}", NULL, T(0), &existed);
+  tk__claimed a = claim_one(w->s, "A");
+  w->clock.now_ms = T(1);
+  tk__outcome o = success_of(&a, "A", T(1));
+  record_ok(w->s, &o);
+  tk__claimed b = claim_one(w->s, "A");
+  int64_t ids[2] = {b.step_id, a.step_id};
+  json_t *in[2];
+  tk_err err;
+  must(w->s->ops->inputs(w->s, ids, 2, in, &err), &err, "inputs");
+  char *got[2] = {json_dumps(in[0], JSON_SORT_KEYS), json_dumps(in[1], JSON_SORT_KEYS)};
+  json_decref(in[0]);
+  json_decref(in[1]);
+  expect_json(got[0], "{\"context\": {\"order\": 42}, \"parents\": {\"a\": {\"ok\": true}}}");
+  expect_json(got[1], "{\"context\": {\"order\": 42}, \"parents\": {}}");
+  free(got[0]);
+  free(got[1]);
+  ids[1] = INT64_C(1) << 50;
+  in[0] = in[1] = json_true(); /* to see them cleared */
+  assert_int_equal(w->s->ops->inputs(w->s, ids, 2, in, &err), TK_ENOENT);
+  assert_null(in[0]);
+  assert_null(in[1]);
+}
+
+/* ------------------------------------------------------------------ */
+/* Fencing                                                             */
+/* ------------------------------------------------------------------ */
+
+/* The refusal message of outcome o: the shared rules' text. */
+static void expect_fenced(const tk_err *err, const tk__outcome *o) {
+  tk_err want;
+  tk__fenced_error(&want, o);
+  assert_int_equal(err->code, TK_EFENCED);
+  assert_string_equal(err->msg, want.msg);
+}
+
+/* An outcome or heartbeat of a claim that no longer holds its step is
+ * refused (TK_EFENCED) and changes nothing but the fenced-writes counter;
+ * nothing completes twice. */
+static void stale_claim_changes_only_the_counter(world *w) {
+  add_template(w, one_toml);
+  int64_t t = submit(w, "one");
+  tk__claimed c1 = claim_one(w->s, "A");
+  w->clock.now_ms = T(100);
+  tk__outcome o = retry_of(&c1, "A", T(100), T(200));
+  record_ok(w->s, &o);
+  w->clock.now_ms = T(200);
+  tk__claimed c2 = claim_one(w->s, "B");
+  assert_int_equal(c2.attempt, 2);
+
+  char *before = task_text(w, t);
+  int64_t fenced = counter(w, "fenced_writes");
+  w->clock.now_ms = T(300);
+  tk__effects fx;
+  tk_err err;
+  o = success_of(&c1, "A", T(300));
+  assert_int_equal(record1(w->s, &o, &fx, &err), TK_EFENCED);
+  expect_fenced(&err, &o);
+  tk__claimed forged = c2;
+  forged.claim_id = INT64_C(1) << 50;
+  o = success_of(&forged, "B", T(300));
+  assert_int_equal(record1(w->s, &o, &fx, &err), TK_EFENCED);
+  expect_fenced(&err, &o);
+  assert_int_equal(counter(w, "fenced_writes"), fenced + 2);
+  assert_int_equal(w->s->ops->heartbeat(w->s, c1.step_id, c1.claim_id, T(99000), &err),
+                   TK_EFENCED);
+  assert_int_equal(w->s->ops->heartbeat(w->s, c2.step_id, forged.claim_id, T(99000), &err),
+                   TK_EFENCED);
+  expect_unchanged(w, t, before);
+
+  /* The holder's heartbeat and outcome go through, once. */
+  must(w->s->ops->heartbeat(w->s, c2.step_id, c2.claim_id, T(300) + 2 * LEASE_MS, &err), &err,
+       "heartbeat");
+  tk__task_report r;
+  report_on(w->s, t, &r);
+  assert_int_equal(step_named(&r, "s")->lease_expires_at, T(300) + 2 * LEASE_MS);
+  tk__task_report_free(&r);
+  w->clock.now_ms = T(400);
+  o = success_of(&c2, "B", T(400));
+  fx = record_ok(w->s, &o);
+  assert_string_equal(fx.task_state, TK__TASK_COMPLETE);
+  before = task_text(w, t);
+  assert_int_equal(record1(w->s, &o, &fx, &err), TK_EFENCED);
+  expect_unchanged(w, t, before);
+  report_on(w->s, t, &r);
+  assert_int_equal(r.steps_done, 1);
+  expect_json(step_named(&r, "s")->results, "{\"ok\": true}");
+  assert_string_equal(attempt_of(&r, "s", 1)->outcome, "failure");
+  assert_string_equal(attempt_of(&r, "s", 2)->outcome, "success");
+  tk__task_report_free(&r);
+}
+
+/* A claim whose task was cancelled under it has an open attempt row: its
+ * refused outcome closes that row as fenced_out and changes nothing else. */
+static void outcome_after_cancel_is_fenced_out(world *w) {
+  add_template(w, one_toml);
+  int64_t t = submit(w, "one");
+  tk__claimed c = claim_one(w->s, "A");
+  w->clock.now_ms = T(50);
+  const char *ts = NULL;
+  tk_err err;
+  must(tk_task_operate(w->s, TK_OP_CANCEL, t, NULL, T(50), &ts, &err), &err, "cancel");
+  assert_string_equal(ts, TK__TASK_CANCELLED);
+  tk__task_report r;
+  report_on(w->s, t, &r);
+  assert_null(attempt_of(&r, "s", 1)->outcome); /* still open */
+  char *before = report_text(&r, c.step_id, 1);
+  tk__task_report_free(&r);
+  int64_t fenced = counter(w, "fenced_writes");
+
+  w->clock.now_ms = T(100);
+  tk__outcome o = success_of(&c, "A", T(100));
+  tk__effects fx;
+  assert_int_equal(record1(w->s, &o, &fx, &err), TK_EFENCED);
+  expect_fenced(&err, &o);
+  assert_int_equal(counter(w, "fenced_writes"), fenced + 1);
+  report_on(w->s, t, &r);
+  char *after = report_text(&r, c.step_id, 1);
+  assert_string_equal(before, after);
+  free(before);
+  free(after);
+  const tk__attempt_rec *a = attempt_of(&r, "s", 1);
+  assert_string_equal(a->outcome, "fenced_out");
+  assert_int_equal(a->finished_at, T(100));
+  tk__task_report_free(&r);
+
+  /* Refused again: counted again, and the row keeps what it says. */
+  before = task_text(w, t);
+  w->clock.now_ms = T(200);
+  o = success_of(&c, "A", T(200));
+  assert_int_equal(record1(w->s, &o, &fx, &err), TK_EFENCED);
+  assert_int_equal(counter(w, "fenced_writes"), fenced + 2);
+  expect_unchanged(w, t, before);
+}
+
+/* A group of outcomes in which one is fenced commits the others, and the
+ * claim made in the same call takes the children they released. */
+static void group_commits_around_a_fenced_outcome(world *w) {
+  add_template(w, chain_toml);
+  add_template(w, one_toml);
+  int64_t x = submit(w, "chain"), y = submit(w, "chain"), z = submit(w, "one");
+  w->clock.now_ms = T(1);
+  tk__claimed c[3];
+  assert_int_equal(claim(w->s, "A", 3, c), 3);
+  assert_int_equal(c[0].task_id, x);
+  assert_int_equal(c[1].task_id, y);
+  assert_int_equal(c[2].task_id, z);
+  w->clock.now_ms = T(2);
+  tk_err err;
+  must(tk_task_operate(w->s, TK_OP_CANCEL, z, NULL, T(2), NULL, &err), &err, "cancel");
+  int64_t fenced = counter(w, "fenced_writes");
+
+  w->clock.now_ms = T(3);
+  tk__outcome o[3] = {success_of(&c[0], "A", T(3)), success_of(&c[2], "A", T(3)),
+                      success_of(&c[1], "A", T(3))};
+  tk__effects fx[3];
+  tk_err errs[3];
+  tk__claimed next_out[4];
+  tk__claim_request next = {.owner = "A", .lease_ms = LEASE_MS, .limit = 4, .fresh_limit = 4,
+                            .out = next_out};
+  must(w->s->ops->record(w->s, o, 3, fx, errs, &next, &err), &err, "record a group");
+  assert_int_equal(errs[0].code, 0);
+  expect_fenced(&errs[1], &o[1]);
+  assert_int_equal(errs[2].code, 0);
+  assert_int_equal(fx[0].children_released, 1);
+  assert_int_equal(fx[2].children_released, 1);
+  assert_int_equal(next.n, 2);
+  assert_int_equal(next_out[0].task_id, x);
+  assert_int_equal(next_out[0].idx, 1);
+  assert_int_equal(next_out[1].task_id, y);
+  assert_int_equal(next_out[1].idx, 1);
+  assert_int_equal(counter(w, "fenced_writes"), fenced + 1);
+  expect_states(w, x, TK__TASK_IN_PROGRESS, "a", TK__STEP_COMPLETE, "b", TK__STEP_IN_PROGRESS,
+                NULL);
+  expect_states(w, y, TK__TASK_IN_PROGRESS, "a", TK__STEP_COMPLETE, "b", TK__STEP_IN_PROGRESS,
+                NULL);
+  expect_states(w, z, TK__TASK_CANCELLED, "s", TK__STEP_CANCELLED, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* The reaper                                                          */
+/* ------------------------------------------------------------------ */
+
+/* A lease expires at its expiry, not before; the reaper's lease_expired
+ * outcome takes the step, and the owner's late outcome is fenced. */
+static void reaper_wins_an_expired_lease(world *w) {
+  add_template(w, one_toml);
+  int64_t t = submit(w, "one");
+  tk__claimed c = claim_one(w->s, "A");
+  tk__expired x[4];
+  assert_int_equal(expired_at(w->s, T(LEASE_MS - 1), x, 4), 0);
+  assert_int_equal(expired_at(w->s, T(LEASE_MS), x, 4), 1);
+  assert_int_equal(x[0].step.step_id, c.step_id);
+  assert_int_equal(x[0].step.claim_id, c.claim_id);
+  assert_int_equal(x[0].step.task_id, t);
+  assert_int_equal(x[0].step.attempt, 1);
+  assert_int_equal(x[0].step.lease_expires_at, T(LEASE_MS));
+  assert_string_equal(x[0].owner, "A");
+
+  w->clock.now_ms = T(LEASE_MS);
+  tk__outcome o = reaped_of(&x[0], T(LEASE_MS), T(LEASE_MS + 3000));
+  record_ok(w->s, &o);
+  tk__task_report r;
+  report_on(w->s, t, &r);
+  const tk__step_rec *s = step_named(&r, "s");
+  assert_string_equal(s->state, TK__STEP_WAITING);
+  assert_int_equal(s->run_at, T(LEASE_MS + 3000));
+  assert_null(s->lease_owner);
+  const tk__attempt_rec *a = attempt_of(&r, "s", 1);
+  assert_string_equal(a->outcome, "lease_expired");
+  assert_int_equal(a->delay_ms, 3000);
+  assert_int_equal(a->next_run_at, T(LEASE_MS + 3000));
+  tk__task_report_free(&r);
+
+  char *before = task_text(w, t);
+  int64_t fenced = counter(w, "fenced_writes");
+  w->clock.now_ms = T(LEASE_MS + 500);
+  o = success_of(&c, "A", T(LEASE_MS + 500));
+  tk__effects fx;
+  tk_err err;
+  assert_int_equal(record1(w->s, &o, &fx, &err), TK_EFENCED);
+  expect_fenced(&err, &o);
+  assert_int_equal(counter(w, "fenced_writes"), fenced + 1);
+  /* Also the attempt row: it stays lease_expired. */
+  expect_unchanged(w, t, before);
+  assert_int_equal(expired_at(w->s, T(10 * LEASE_MS), x, 4), 0);
+}
+
+/* The reaper reads an expired lease and writes later: an owner whose
+ * heartbeat renewed the lease in between keeps its claim, and the reaper's
+ * outcome is refused. */
+static void heartbeat_before_the_reaper_keeps_the_claim(world *w) {
+  add_template(w, one_toml);
+  int64_t t = submit(w, "one");
+  tk__claimed c = claim_one(w->s, "A");
+  tk__expired x[4];
+  assert_int_equal(expired_at(w->s, T(LEASE_MS), x, 4), 1);
+  w->clock.now_ms = T(LEASE_MS);
+  tk_err err;
+  must(w->s->ops->heartbeat(w->s, c.step_id, c.claim_id, T(2 * LEASE_MS), &err), &err,
+       "heartbeat");
+  int64_t fenced = counter(w, "fenced_writes");
+  tk__outcome o = reaped_of(&x[0], T(LEASE_MS), T(LEASE_MS + 3000));
+  tk__effects fx;
+  assert_int_equal(record1(w->s, &o, &fx, &err), TK_EFENCED);
+  assert_int_equal(counter(w, "fenced_writes"), fenced + 1);
+  tk__task_report r;
+  report_on(w->s, t, &r);
+  const tk__step_rec *s = step_named(&r, "s");
+  assert_string_equal(s->state, TK__STEP_IN_PROGRESS);
+  assert_string_equal(s->lease_owner, "A");
+  assert_int_equal(s->lease_expires_at, T(2 * LEASE_MS));
+  assert_int_equal(r.nattempts, 1);
+  assert_null(attempt_of(&r, "s", 1)->outcome); /* the claim is alive */
+  tk__task_report_free(&r);
+  assert_int_equal(expired_at(w->s, T(2 * LEASE_MS - 1), x, 4), 0);
+
+  w->clock.now_ms = T(LEASE_MS + 2000);
+  o = success_of(&c, "A", T(LEASE_MS + 2000));
+  assert_string_equal(record_ok(w->s, &o).task_state, TK__TASK_COMPLETE);
+  expect_states(w, t, TK__TASK_COMPLETE, "s", TK__STEP_COMPLETE, NULL);
+}
+
+/* Two reapers on two connections find the same expired lease: exactly one
+ * lease_expired is recorded. */
+static void reaper_against_reaper(world *w) {
+  add_template(w, one_toml);
+  int64_t t = submit(w, "one");
+  tk_store *s2 = open_store(w, w->url);
+  tk__claimed c = claim_one(w->s, "ghost");
+  tk__expired x1[2], x2[2];
+  assert_int_equal(expired_at(w->s, T(LEASE_MS), x1, 2), 1);
+  /* The second may skip a row the first is taking; none is being taken. */
+  assert_int_equal(expired_at(s2, T(LEASE_MS), x2, 2), 1);
+  assert_int_equal(x1[0].step.claim_id, c.claim_id);
+  assert_int_equal(x2[0].step.claim_id, c.claim_id);
+  w->clock.now_ms = T(LEASE_MS);
+  tk__outcome o2 = reaped_of(&x2[0], T(LEASE_MS), T(LEASE_MS + 1000));
+  tk__outcome o1 = reaped_of(&x1[0], T(LEASE_MS), T(LEASE_MS + 2000));
+  record_ok(s2, &o2);
+  tk__effects fx;
+  tk_err err;
+  assert_int_equal(record1(w->s, &o1, &fx, &err), TK_EFENCED);
+  tk__task_report r;
+  report_on(w->s, t, &r);
+  assert_int_equal(r.nattempts, 1);
+  assert_int_equal(attempts_with(&r, "s", "lease_expired"), 1);
+  const tk__step_rec *s = step_named(&r, "s");
+  assert_string_equal(s->state, TK__STEP_WAITING);
+  assert_int_equal(s->run_at, T(LEASE_MS + 1000)); /* the winner's */
+  assert_int_equal(s->attempts, 1);
+  assert_int_equal(transitions(&r, "s", TK__STEP_IN_PROGRESS, TK__STEP_WAITING, NULL), 1);
+  tk__task_report_free(&r);
+}
+
+#define REAPED_TASKS 12
+
+/* A reaper on its own connection: reap until no lease is left expired. */
+typedef struct reaper {
+  tk_store *s;
+  pthread_barrier_t *go;
+  int64_t now;
+  int won, refused;
+  char error[TK_ERR_MSG_MAX + 64];
+} reaper;
+
+/* The reaper thread: expire four at a time until none is left. */
+static void *reap_until_none(void *arg) {
+  reaper *k = arg;
+  pthread_barrier_wait(k->go);
+  for (int round = 0; round < 100; round++) {
+    tk__expired x[4];
+    int n = 0;
+    tk_err err;
+    if (k->s->ops->expired(k->s, k->now, 4, x, &n, &err) != 0) {
+      snprintf(k->error, sizeof k->error, "expired: %s", err.msg);
+      return NULL;
+    }
+    if (n == 0) return NULL;
+    for (int i = 0; i < n; i++) {
+      tk__outcome o = reaped_of(&x[i], k->now, k->now + 5000);
+      tk__effects fx;
+      int rc = record1(k->s, &o, &fx, &err);
+      if (rc == 0) {
+        k->won++;
+      } else if (rc == TK_EFENCED) {
+        k->refused++;
+      } else {
+        snprintf(k->error, sizeof k->error, "record: %s", err.msg);
+        return NULL;
+      }
+    }
+  }
+  snprintf(k->error, sizeof k->error, "still reaping after 100 rounds");
+  return NULL;
+}
+
+/* Two reapers at once over many expired leases: each lease is expired
+ * exactly once. */
+static void reapers_at_once(world *w) {
+  add_template(w, one_toml);
+  int64_t t[REAPED_TASKS];
+  for (int i = 0; i < REAPED_TASKS; i++) t[i] = submit(w, "one");
+  tk__claimed c[REAPED_TASKS];
+  assert_int_equal(claim(w->s, "ghost", REAPED_TASKS, c), REAPED_TASKS);
+  w->clock.now_ms = T(LEASE_MS);
+  pthread_barrier_t go;
+  pthread_barrier_init(&go, NULL, 2);
+  reaper k[2] = {{.s = w->s, .go = &go, .now = T(LEASE_MS)},
+                 {.s = open_store(w, w->url), .go = &go, .now = T(LEASE_MS)}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, reap_until_none, &k[i]);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&go);
+  for (int i = 0; i < 2; i++)
+    if (k[i].error[0]) fail_msg("reaper %d: %s", i + 1, k[i].error);
+  assert_int_equal(k[0].won + k[1].won, REAPED_TASKS);
+  for (int i = 0; i < REAPED_TASKS; i++) {
+    tk__task_report r;
+    report_on(w->s, t[i], &r);
+    assert_int_equal(attempts_with(&r, "s", "lease_expired"), 1);
+    assert_int_equal(r.nattempts, 1);
+    assert_string_equal(step_named(&r, "s")->state, TK__STEP_WAITING);
+    tk__task_report_free(&r);
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* Identity                                                            */
+/* ------------------------------------------------------------------ */
+
+#define IDENTITY_ROUNDS 16
+
+/* A thread submitting identities race-0, race-1, ... on its connection,
+ * each round starting with the other thread's. */
+typedef struct submitter {
+  world *w;
+  tk_store *s;
+  pthread_barrier_t *go;
+  int64_t ids[IDENTITY_ROUNDS];
+  int existed[IDENTITY_ROUNDS];
+  char error[TK_ERR_MSG_MAX + 64];
+} submitter;
+
+/* The submitter thread: one submission per round, both threads
+ * starting each round together. */
+static void *submit_identities(void *arg) {
+  submitter *k = arg;
+  for (int i = 0; i < IDENTITY_ROUNDS; i++) {
+    char identity[32];
+    snprintf(identity, sizeof identity, "race-%d", i);
+    tk_submit_request req = {.template_name = "one", .identity = identity};
+    tk_err err;
+    pthread_barrier_wait(k->go);
+    if (!k->error[0] && tk_task_submit(k->s, k->w->cfg, &req, k->w->clock.now_ms, &k->ids[i],
+                                       &k->existed[i], &err) != 0)
+      snprintf(k->error, sizeof k->error, "submit %s: %s", identity, err.msg);
+  }
+  return NULL;
+}
+
+/* Two connections submitting one identity make one task; the other
+ * submission gets it back with existed = 1. */
+static void identity_races(world *w) {
+  add_template(w, one_toml);
+  tk_store *s2 = open_store(w, w->url);
+  int e1 = -1, e2 = -1;
+  int64_t first = submit_on(w, w->s, "one", "{\"n\":1}", "order-42", T(0), &e1);
+  int64_t again = submit_on(w, s2, "one", "{\"n\":2}", "order-42", T(0), &e2);
+  assert_int_equal(e1, 0);
+  assert_int_equal(e2, 1);
+  assert_int_equal(again, first);
+  tk__task_report r;
+  report_on(w->s, first, &r);
+  assert_string_equal(r.identity, "order-42");
+  expect_contains(r.context, "\"n\":1"); /* the first submission's */
+  tk__task_report_free(&r);
+
+  pthread_barrier_t go;
+  pthread_barrier_init(&go, NULL, 2);
+  submitter k[2] = {{.w = w, .s = w->s, .go = &go}, {.w = w, .s = s2, .go = &go}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, submit_identities, &k[i]);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&go);
+  for (int i = 0; i < 2; i++)
+    if (k[i].error[0]) fail_msg("connection %d: %s", i + 1, k[i].error);
+  for (int i = 0; i < IDENTITY_ROUNDS; i++) {
+    if (k[0].existed[i] + k[1].existed[i] != 1 || k[0].ids[i] != k[1].ids[i])
+      fail_msg("race-%d: tasks %lld (existed %d) and %lld (existed %d)", i,
+               (long long)k[0].ids[i], k[0].existed[i], (long long)k[1].ids[i], k[1].existed[i]);
+  }
+  assert_int_equal(tasks_in(w, TK__TASK_PENDING), 1 + IDENTITY_ROUNDS);
+}
+
+/* ------------------------------------------------------------------ */
+/* Operator actions                                                    */
+/* ------------------------------------------------------------------ */
+
+/* Expect `action` on task/step refused with code and, unless NULL, the
+ * exact message want; the task must not change. */
+static void expect_refused(world *w, tk_operator_action action, int64_t task, const char *step,
+                           int code, const char *want) {
+  char *before = code == TK_ENOENT ? NULL : task_text(w, task);
+  const char *ts = "unset";
+  tk_err err;
+  tk_err_clear(&err);
+  int rc = tk_task_operate(w->s, action, task, step, w->clock.now_ms, &ts, &err);
+  if (rc != code)
+    fail_msg("action %d on task %lld step %s: %s (%s), expected %s", (int)action, (long long)task,
+             STR(step), err.msg, tk_err_name(rc), tk_err_name(code));
+  assert_null(ts);
+  if (want) assert_string_equal(err.msg, want);
+  assert_true(err.msg[0] != '\0');
+  if (before) expect_unchanged(w, task, before);
+}
+
+/* The rules' message refusing `action` on step of task in state. */
+static const char *refusal(char *buf, size_t cap, tk_operator_action action, const char *step,
+                           int64_t task, const char *state) {
+  if (action == TK_OP_RETRY)
+    snprintf(buf, cap, "step \"%s\" of task %lld is %s: only a step in error can be retried",
+             step, (long long)task, state);
+  else
+    snprintf(buf, cap,
+             "step \"%s\" of task %lld is %s: only a step that is pending, waiting for a retry "
+             "or in error can be resolved",
+             step, (long long)task, state);
+  return buf;
+}
+
+/* Retry: only a step in error; its attempts start again and it is due at
+ * once; a task in error goes back to in_progress. */
+static void operator_retry(world *w) {
+  add_template(w, one_toml);
+  int64_t t = submit(w, "one");
+  tk__claimed c = claim_one(w->s, "A");
+  w->clock.now_ms = T(10);
+  tk__outcome o = error_of(&c, "A", T(10));
+  assert_string_equal(record_ok(w->s, &o).task_state, TK__TASK_ERROR);
+  expect_states(w, t, TK__TASK_ERROR, "s", TK__STEP_ERROR, NULL);
+  expect_refused(w, TK_OP_RETRY, t, "nope", TK_ENOENT, NULL);
+  expect_refused(w, TK_OP_RETRY, t + 1000, "s", TK_ENOENT, NULL);
+
+  w->clock.now_ms = T(20);
+  const char *ts = NULL;
+  tk_err err;
+  must(tk_task_operate(w->s, TK_OP_RETRY, t, "s", T(20), &ts, &err), &err, "retry");
+  assert_string_equal(ts, TK__TASK_IN_PROGRESS);
+  tk__task_report r;
+  report_on(w->s, t, &r);
+  const tk__step_rec *s = step_named(&r, "s");
+  assert_string_equal(s->state, TK__STEP_WAITING);
+  assert_int_equal(s->attempts, 0);
+  assert_int_equal(s->run_at, T(20));
+  assert_int_equal(s->last_delay_ms, 0);
+  assert_string_equal(r.state, TK__TASK_IN_PROGRESS);
+  assert_int_equal(r.steps_error, 0);
+  assert_int_equal(transitions(&r, "s", TK__STEP_ERROR, TK__STEP_WAITING, "operator retry"), 1);
+  assert_int_equal(transitions(&r, NULL, TK__TASK_ERROR, TK__TASK_IN_PROGRESS,
+                               TK__REASON_TASK_RESUMED), 1);
+  tk__task_report_free(&r);
+
+  char want[256];
+  expect_refused(w, TK_OP_RETRY, t, "s", TK_ESTATE,
+                 refusal(want, sizeof want, TK_OP_RETRY, "s", t, TK__STEP_WAITING));
+  c = claim_one(w->s, "A");
+  assert_int_equal(c.task_id, t);
+  assert_int_equal(c.attempt, 1); /* the attempts started again */
+  expect_refused(w, TK_OP_RETRY, t, "s", TK_ESTATE,
+                 refusal(want, sizeof want, TK_OP_RETRY, "s", t, TK__STEP_IN_PROGRESS));
+  w->clock.now_ms = T(30);
+  o = success_of(&c, "A", T(30));
+  assert_string_equal(record_ok(w->s, &o).task_state, TK__TASK_COMPLETE);
+  expect_refused(w, TK_OP_RETRY, t, "s", TK_ESTATE,
+                 refusal(want, sizeof want, TK_OP_RETRY, "s", t, TK__STEP_COMPLETE));
+  int64_t p = submit(w, "one");
+  expect_refused(w, TK_OP_RETRY, p, "s", TK_ESTATE,
+                 refusal(want, sizeof want, TK_OP_RETRY, "s", p, TK__STEP_PENDING));
+}
+
+/* Resolve: a step pending, waiting or in error becomes resolved_manually,
+ * which counts as complete: its children are released, the task may
+ * complete, and a task in error goes back to in_progress. */
+static void operator_resolve(world *w) {
+  add_template(w, chain_toml);
+  add_template(w, one_toml);
+  char want[256];
+  const char *ts = "unset";
+  tk_err err;
+
+  /* Pending. */
+  int64_t p = submit(w, "chain");
+  must(tk_task_operate(w->s, TK_OP_RESOLVE, p, "a", T(0), &ts, &err), &err, "resolve pending");
+  assert_null(ts);
+  tk__task_report r;
+  report_on(w->s, p, &r);
+  assert_string_equal(step_named(&r, "a")->state, TK__STEP_RESOLVED);
+  assert_int_equal(step_named(&r, "b")->parents_remaining, 0);
+  assert_int_equal(r.steps_done, 1);
+  assert_int_equal(transitions(&r, "a", TK__STEP_PENDING, TK__STEP_RESOLVED, "operator resolve"),
+                   1);
+  tk__task_report_free(&r);
+  expect_refused(w, TK_OP_RESOLVE, p, "a", TK_ESTATE,
+                 refusal(want, sizeof want, TK_OP_RESOLVE, "a", p, TK__STEP_RESOLVED));
+  tk__claimed c = claim_one(w->s, "A");
+  assert_int_equal(c.task_id, p);
+  assert_int_equal(c.idx, 1);
+  expect_refused(w, TK_OP_RESOLVE, p, "b", TK_ESTATE,
+                 refusal(want, sizeof want, TK_OP_RESOLVE, "b", p, TK__STEP_IN_PROGRESS));
+  tk__outcome o = success_of(&c, "A", T(0));
+  assert_string_equal(record_ok(w->s, &o).task_state, TK__TASK_COMPLETE);
+  expect_refused(w, TK_OP_RESOLVE, p, "b", TK_ESTATE,
+                 refusal(want, sizeof want, TK_OP_RESOLVE, "b", p, TK__STEP_COMPLETE));
+
+  /* Waiting for a retry far away: resolved now, and b is due now. */
+  w->clock.now_ms = T(100);
+  int64_t q = submit(w, "chain");
+  c = claim_one(w->s, "A");
+  o = retry_of(&c, "A", T(100), T(3600000));
+  record_ok(w->s, &o);
+  w->clock.now_ms = T(200);
+  must(tk_task_operate(w->s, TK_OP_RESOLVE, q, "a", T(200), &ts, &err), &err, "resolve waiting");
+  expect_states(w, q, TK__TASK_IN_PROGRESS, "a", TK__STEP_RESOLVED, "b", TK__STEP_PENDING, NULL);
+  c = claim_one(w->s, "A");
+  assert_int_equal(c.task_id, q);
+  assert_int_equal(c.idx, 1);
+
+  /* In error: the task resumes, and completes with its last step. */
+  w->clock.now_ms = T(300);
+  int64_t e = submit(w, "chain");
+  c = claim_one(w->s, "A");
+  assert_int_equal(c.task_id, e);
+  o = error_of(&c, "A", T(300));
+  assert_string_equal(record_ok(w->s, &o).task_state, TK__TASK_ERROR);
+  w->clock.now_ms = T(400);
+  must(tk_task_operate(w->s, TK_OP_RESOLVE, e, "a", T(400), &ts, &err), &err, "resolve error");
+  assert_string_equal(ts, TK__TASK_IN_PROGRESS);
+  report_on(w->s, e, &r);
+  assert_int_equal(r.steps_error, 0);
+  assert_int_equal(r.steps_done, 1);
+  assert_int_equal(transitions(&r, NULL, TK__TASK_ERROR, TK__TASK_IN_PROGRESS,
+                               TK__REASON_TASK_RESUMED), 1);
+  tk__task_report_free(&r);
+  c = claim_one(w->s, "A");
+  assert_int_equal(c.task_id, e);
+  o = success_of(&c, "A", T(400));
+  assert_string_equal(record_ok(w->s, &o).task_state, TK__TASK_COMPLETE);
+
+  /* Resolving the last step completes the task. */
+  int64_t one = submit(w, "one");
+  must(tk_task_operate(w->s, TK_OP_RESOLVE, one, "s", T(400), &ts, &err), &err, "resolve last");
+  assert_string_equal(ts, TK__TASK_COMPLETE);
+  tk__task_report_free(&r);
+  report_on(w->s, one, &r);
+  assert_string_equal(r.state, TK__TASK_COMPLETE);
+  assert_int_equal(r.finished_at, T(400));
+  tk__task_report_free(&r);
+  expect_refused(w, TK_OP_RESOLVE, one, "nope", TK_ENOENT, NULL);
+}
+
+/* Cancel: any task not complete or cancelled; its pending, running and
+ * waiting steps are cancelled, finished ones stay; nothing of it is
+ * claimed again. */
+static void operator_cancel(world *w) {
+  add_template(w, four_toml);
+  add_template(w, one_toml);
+  char want[256];
+  const char *ts = "unset";
+  tk_err err;
+  int64_t t = submit(w, "four");
+  tk__claimed c[4];
+  assert_int_equal(claim(w->s, "A", 4, c), 3); /* a, b, c; d waits for a */
+  w->clock.now_ms = T(10);
+  tk__outcome o = success_of(&c[0], "A", T(10));
+  record_ok(w->s, &o); /* d is pending and ready */
+  o = retry_of(&c[1], "A", T(10), T(5000));
+  record_ok(w->s, &o); /* b waits; c runs */
+  w->clock.now_ms = T(20);
+  must(tk_task_operate(w->s, TK_OP_CANCEL, t, NULL, T(20), &ts, &err), &err, "cancel");
+  assert_string_equal(ts, TK__TASK_CANCELLED);
+  tk__task_report r;
+  report_on(w->s, t, &r);
+  assert_string_equal(r.state, TK__TASK_CANCELLED);
+  assert_int_equal(r.finished_at, T(20));
+  assert_string_equal(step_named(&r, "a")->state, TK__STEP_COMPLETE);
+  static const char *const cancelled[][2] = {
+      {"b", TK__STEP_WAITING}, {"c", TK__STEP_IN_PROGRESS}, {"d", TK__STEP_PENDING}};
+  for (int i = 0; i < 3; i++) {
+    assert_string_equal(step_named(&r, cancelled[i][0])->state, TK__STEP_CANCELLED);
+    assert_int_equal(transitions(&r, cancelled[i][0], cancelled[i][1], TK__STEP_CANCELLED,
+                                 TK__REASON_TASK_CANCELLED), 1);
+  }
+  assert_int_equal(transitions(&r, NULL, TK__TASK_IN_PROGRESS, TK__TASK_CANCELLED, NULL), 1);
+  tk__task_report_free(&r);
+  w->clock.now_ms = T(6000);
+  assert_int_equal(claim(w->s, "A", 4, c), 0);
+
+  snprintf(want, sizeof want, "task %lld is already cancelled", (long long)t);
+  expect_refused(w, TK_OP_CANCEL, t, NULL, TK_ESTATE, want);
+  snprintf(want, sizeof want, "task %lld is cancelled", (long long)t);
+  expect_refused(w, TK_OP_RETRY, t, "b", TK_ESTATE, want);
+  expect_refused(w, TK_OP_RESOLVE, t, "b", TK_ESTATE, want);
+
+  int64_t done = submit(w, "one");
+  c[0] = claim_one(w->s, "A");
+  o = success_of(&c[0], "A", T(6000));
+  record_ok(w->s, &o);
+  snprintf(want, sizeof want, "task %lld is already complete", (long long)done);
+  expect_refused(w, TK_OP_CANCEL, done, NULL, TK_ESTATE, want);
+
+  /* A task in error can be cancelled; its failed step keeps its error. */
+  int64_t failed = submit(w, "one");
+  c[0] = claim_one(w->s, "A");
+  o = error_of(&c[0], "A", T(6000));
+  record_ok(w->s, &o);
+  must(tk_task_operate(w->s, TK_OP_CANCEL, failed, NULL, T(6000), &ts, &err), &err,
+       "cancel a failed task");
+  assert_string_equal(ts, TK__TASK_CANCELLED);
+  expect_states(w, failed, TK__TASK_CANCELLED, "s", TK__STEP_ERROR, NULL);
+  expect_refused(w, TK_OP_CANCEL, failed + 1000, NULL, TK_ENOENT, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* Batch items                                                         */
+/* ------------------------------------------------------------------ */
+
+/* The batch step's items as items_load gives them (free_items after). */
+static void load_items(tk_store *s, int64_t step_id, tk__batch_load *b) {
+  tk_err err;
+  must(s->ops->items_load(s, step_id, b, &err), &err, "items_load");
+}
+
+/* Free what load_items loaded. */
+static void free_items(tk__batch_load *b) {
+  free(b->items);
+  free(b->text);
+}
+
+/* Assert a batch step's counts and its pending items as "key/attempts"
+ * joined by spaces, in submission order. */
+static void expect_items(tk_store *s, int64_t step_id, int64_t acked, int64_t gave_up,
+                         const char *pending) {
+  tk__batch_load b;
+  load_items(s, step_id, &b);
+  text t = {0};
+  add(&t, "%s", "");
+  for (int64_t i = 0; i < b.npending; i++)
+    add(&t, "%s%s/%d", i ? " " : "", b.items[i].key, (int)b.items[i].attempts);
+  char got[512];
+  snprintf(got, sizeof got, "acked %lld, gave up %lld, total %lld, pending: %s",
+           (long long)b.acked, (long long)b.gave_up, (long long)b.total, t.s);
+  char want[512];
+  snprintf(want, sizeof want, "acked %lld, gave up %lld, total %lld, pending: %s",
+           (long long)acked, (long long)gave_up, (long long)(acked + gave_up + b.npending),
+           pending);
+  free(t.s);
+  free_items(&b);
+  assert_string_equal(got, want);
+}
+
+/* Items are loaded in submission order with their settings; a checkpoint
+ * and an outcome write item results only under the claim that holds the
+ * step, and only to items still pending. */
+static void batch_items(world *w) {
+  add_template(w, bulk_toml);
+  add_template(w, one_toml);
+  int existed;
+  int64_t t = submit_on(w, w->s, "bulk", "{\"items\": [\"a\", {\"key\": \"b\", \"n\": 2}, \"c\", \"d\"]}",
+                        NULL, T(0), &existed);
+  tk__claimed c = claim_one(w->s, "A");
+  assert_int_equal(c.task_id, t);
+  tk__batch_load b;
+  load_items(w->s, c.step_id, &b);
+  assert_int_equal(b.max_in_call_retries, 1);
+  assert_int_equal(b.max_item_attempts, 2);
+  assert_int_equal(b.fail_if_any_gave_up, 0);
+  assert_int_equal(b.total, 4);
+  assert_int_equal(b.npending, 4);
+  for (int i = 0; i < 4; i++) assert_int_equal(b.items[i].seq, i);
+  assert_null(b.items[0].data);
+  json_t *data = json_loads(b.items[1].data, 0, NULL);
+  assert_non_null(data);
+  assert_string_equal(json_string_value(json_object_get(data, "key")), "b");
+  assert_int_equal(json_integer_value(json_object_get(data, "n")), 2);
+  json_decref(data);
+  free_items(&b);
+  expect_items(w->s, c.step_id, 0, 0, "a/0 b/0 c/0 d/0");
+
+  /* A step that is not a batch step has no items. */
+  int64_t plain = submit(w, "one");
+  tk__task_report r;
+  report_on(w->s, plain, &r);
+  tk_err err;
+  assert_int_equal(w->s->ops->items_load(w->s, step_named(&r, "s")->id, &b, &err), TK_ENOENT);
+  tk__task_report_free(&r);
+
+  /* Between two calls of one claim. */
+  const tk__item_result first[] = {{0, TK__ITEM_ACKED, 1, NULL, "a", 1},
+                                   {1, TK__ITEM_PENDING, 1, "busy", "b", 1}};
+  must(w->s->ops->items_checkpoint(w->s, c.step_id, c.claim_id, first, 2, &err), &err,
+       "checkpoint");
+  expect_items(w->s, c.step_id, 1, 0, "b/1 c/0 d/0");
+  const tk__item_result stale[] = {{2, TK__ITEM_ACKED, 1, NULL, "c", 1}};
+  assert_int_equal(w->s->ops->items_checkpoint(w->s, c.step_id, INT64_C(1) << 50, stale, 1, &err),
+                   TK_EFENCED);
+  expect_items(w->s, c.step_id, 1, 0, "b/1 c/0 d/0");
+
+  /* With the attempt's outcome: b gives up, c is acked; d is left. */
+  w->clock.now_ms = T(100);
+  const tk__item_result second[] = {{1, TK__ITEM_GAVE_UP, 1, "gone", "b", 2},
+                                    {2, TK__ITEM_ACKED, 1, NULL, "c", 1}};
+  tk__outcome o = retry_of(&c, "A", T(100), T(200));
+  o.items = second;
+  o.nitems = 2;
+  record_ok(w->s, &o);
+  expect_items(w->s, c.step_id, 2, 1, "d/0");
+  report_on(w->s, t, &r);
+  const tk__step_rec *s = step_named(&r, "send");
+  assert_int_equal(s->batch, 1);
+  assert_int_equal(s->items_pending, 1);
+  assert_int_equal(s->items_acked, 2);
+  assert_int_equal(s->items_gave_up, 1);
+  assert_int_equal(r.ngave_up, 1);
+  assert_string_equal(r.gave_up[0].key, "b");
+  assert_int_equal(r.gave_up[0].attempts, 2);
+  assert_string_equal(r.gave_up[0].last_error, "gone");
+  tk__task_report_free(&r);
+
+  /* A fenced outcome writes none of its items. */
+  const tk__item_result late[] = {{3, TK__ITEM_ACKED, 1, NULL, "d", 1}};
+  o = success_of(&c, "A", T(150));
+  o.items = late;
+  o.nitems = 1;
+  tk__effects fx;
+  assert_int_equal(record1(w->s, &o, &fx, &err), TK_EFENCED);
+  expect_items(w->s, c.step_id, 2, 1, "d/0");
+
+  /* The next attempt: an acked item never changes again. */
+  w->clock.now_ms = T(200);
+  tk__claimed c2 = claim_one(w->s, "A");
+  assert_int_equal(c2.step_id, c.step_id);
+  const tk__item_result again[] = {{0, TK__ITEM_GAVE_UP, 1, "late", "a", 2}};
+  must(w->s->ops->items_checkpoint(w->s, c2.step_id, c2.claim_id, again, 1, &err), &err,
+       "checkpoint on an acked item");
+  expect_items(w->s, c.step_id, 2, 1, "d/0");
+  o = success_of(&c2, "A", T(200));
+  o.items = late;
+  o.nitems = 1;
+  assert_string_equal(record_ok(w->s, &o).task_state, TK__TASK_COMPLETE);
+  expect_items(w->s, c.step_id, 3, 1, "");
+}
+
+/* ------------------------------------------------------------------ */
+/* Upgrades                                                            */
+/* ------------------------------------------------------------------ */
+
+/* Fail naming the schema version the store was populated at. */
+#define AT_VERSION(v, rc, what, err)                                                        \
+  do {                                                                                      \
+    int rc_ = (rc);                                                                         \
+    if (rc_ != 0) fail_msg("from schema version %d: %s: %s (%s)", (v), (what), (err).msg,  \
+                           tk_err_name(rc_));                                               \
+  } while (0)
+
+/* A store migrated to version v only, populated through the public API and
+ * the ops that work at that version (a template, a task, and a claimed and
+ * completed step where claims work there), then migrated to `latest`: what
+ * it held is still there, and it works. */
+static void upgrade_from(world *w, int v, int latest) {
+  char url[1024];
+  new_store(w, url, sizeof url);
+  tk_store *s = open_store(w, url);
+  tk_err err;
+  int applied = -1, version = -1;
+  AT_VERSION(v, tk_store_migrate_to(s, v, &applied, &version, &err), "migrate", err);
+  assert_int_equal(applied, v);
+  assert_int_equal(version, v);
+  AT_VERSION(v, tk_store_schema_version(s, &version, &err), "schema version", err);
+  assert_int_equal(version, v);
+
+  char path[512], name[32];
+  snprintf(name, sizeof name, "upgrade%d.toml", v);
+  efx_write(w->dir, name, chain_toml, path, sizeof path);
+  tk_template_info info;
+  AT_VERSION(v, tk_template_add_file(s, w->cfg, path, T(0), &info, &err), "add a template", err);
+  tk_submit_request req = {.template_name = "chain", .context_json = "{\"kept\":true}",
+                           .identity = "kept"};
+  int64_t task = 0;
+  int existed = -1;
+  AT_VERSION(v, tk_task_submit(s, w->cfg, &req, T(0), &task, &existed, &err), "submit", err);
+  /* A claim needs what the newest schema gives it (an index, a column):
+   * where it cannot claim, this version is populated without one, and
+   * says so. A claim that fails must leave the store as it was. */
+  tk__claimed c;
+  tk__claim_request r = {.owner = "old", .lease_ms = LEASE_MS, .limit = 1, .fresh_limit = 1,
+                         .out = &c};
+  int claimed = s->ops->record(s, NULL, 0, NULL, NULL, &r, &err) == 0;
+  tk__effects fx;
+  if (claimed) {
+    if (r.n != 1) fail_msg("from schema version %d: the claim took %d steps, not 1", v, r.n);
+    tk__outcome o = success_of(&c, "old", T(10));
+    AT_VERSION(v, record1(s, &o, &fx, &err), "record", err);
+  } else {
+    print_message("# %s: at schema version %d a claim fails (%s): populated with a template "
+                  "and a task only\n", w->be->name, v, err.msg);
+  }
+
+  AT_VERSION(v, tk_store_migrate(s, &applied, &version, &err), "migrate to the newest", err);
+  assert_int_equal(applied, latest - v);
+  assert_int_equal(version, latest);
+
+  tk__template_rec tmpl;
+  AT_VERSION(v, tk__template_lookup(s, "chain", NULL, &tmpl, &err), "template lookup", err);
+  assert_int_equal(tmpl.id, info.id);
+  tk__template_rec_free(&tmpl);
+  tk__task_report rep;
+  AT_VERSION(v, s->ops->task_report(s, task, &rep, &err), "task report", err);
+  assert_string_equal(rep.identity, "kept");
+  expect_contains(rep.context, "\"kept\"");
+  if (claimed) {
+    assert_string_equal(step_named(&rep, "a")->state, TK__STEP_COMPLETE);
+    assert_string_equal(attempt_of(&rep, "a", 1)->outcome, "success");
+    assert_string_equal(attempt_of(&rep, "a", 1)->owner, "old");
+    assert_string_equal(step_named(&rep, "b")->state, TK__STEP_PENDING);
+    assert_int_equal(step_named(&rep, "b")->parents_remaining, 0);
+  } else {
+    assert_string_equal(rep.state, TK__TASK_PENDING);
+    assert_string_equal(step_named(&rep, "a")->state, TK__STEP_PENDING);
+    assert_int_equal(rep.nattempts, 0);
+  }
+  tk__task_report_free(&rep);
+
+  /* It works: the task's steps left to run run, the identity holds, new
+   * tasks go in and are claimed. */
+  w->clock.now_ms = T(20);
+  for (int idx = claimed ? 1 : 0; idx < 2; idx++) {
+    r = (tk__claim_request){.owner = "new", .lease_ms = LEASE_MS, .limit = 1, .fresh_limit = 1,
+                            .out = &c};
+    AT_VERSION(v, s->ops->record(s, NULL, 0, NULL, NULL, &r, &err), "claim after upgrading",
+               err);
+    assert_int_equal(r.n, 1);
+    assert_int_equal(c.task_id, task);
+    assert_int_equal(c.idx, idx);
+    tk__outcome o = success_of(&c, "new", T(20));
+    AT_VERSION(v, record1(s, &o, &fx, &err), "record after upgrading", err);
+  }
+  assert_string_equal(fx.task_state, TK__TASK_COMPLETE);
+  int64_t same = 0;
+  AT_VERSION(v, tk_task_submit(s, w->cfg, &req, T(20), &same, &existed, &err), "submit again",
+             err);
+  assert_int_equal(existed, 1);
+  assert_int_equal(same, task);
+  req.identity = NULL;
+  AT_VERSION(v, tk_task_submit(s, w->cfg, &req, T(20), &same, &existed, &err), "submit", err);
+  assert_int_equal(claim(s, "new", 4, &c), 1);
+  assert_int_equal(c.task_id, same);
+  close_store(w, s);
+}
+
+/* Every older schema version of the backend upgrades with its data. */
+static void upgrade_from_every_older_version(world *w) {
+  tk_err err;
+  int applied = -1, latest = 0, version = 0;
+  must(tk_store_schema_version(w->s, &version, &err), &err, "schema version");
+  assert_int_equal(version, 0); /* the case's store starts empty */
+  must(tk_store_migrate(w->s, &applied, &latest, &err), &err, "migrate");
+  assert_true(latest >= 1);
+  assert_int_equal(applied, latest);
+  must(tk_store_migrate(w->s, &applied, &version, &err), &err, "migrate again");
+  assert_int_equal(applied, 0);
+  assert_int_equal(version, latest);
+  for (int v = 1; v < latest; v++) upgrade_from(w, v, latest);
+}
+
+/* ------------------------------------------------------------------ */
+/* The table                                                           */
+/* ------------------------------------------------------------------ */
+
+/* Every case, run once per backend as "BACKEND: CASE". */
+static const conformance_case cases[] = {
+    {"claim order: due retries by run_at, then pending work", due_retries_first_then_pending, 0},
+    {"claim order: the oldest task's steps first", oldest_task_first, 0},
+    {"claim order: fresh_limit", fresh_limit_bounds_only_fresh_work, 0},
+    {"claim order: retry_ahead_ms", retry_ahead_claims_early_and_no_earlier, 0},
+    {"claim order: attempts, leases and unique claim ids", claims_count_attempts_with_unique_ids,
+     0},
+    {"claim order: two connections never share a step", two_connections_never_share_a_step, 0},
+    {"handler inputs", handler_inputs, 0},
+    {"fencing: a stale claim changes only the counter", stale_claim_changes_only_the_counter, 0},
+    {"fencing: an outcome after cancel is fenced_out", outcome_after_cancel_is_fenced_out, 0},
+    {"fencing: a group commits around a fenced outcome", group_commits_around_a_fenced_outcome,
+     0},
+    {"reaper against owner: the reaper wins an expired lease", reaper_wins_an_expired_lease, 0},
+    {"reaper against owner: a heartbeat first keeps the claim",
+     heartbeat_before_the_reaper_keeps_the_claim, 0},
+    {"reaper against reaper", reaper_against_reaper, 0},
+    {"reaper against reaper: many leases at once", reapers_at_once, 0},
+    {"identity races", identity_races, 0},
+    {"operator: retry", operator_retry, 0},
+    {"operator: resolve", operator_resolve, 0},
+    {"operator: cancel", operator_cancel, 0},
+    {"batch items", batch_items, 0},
+    {"upgrade from every older schema version", upgrade_from_every_older_version, 1},
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+/* Run the table on every backend that can run here (or must: TK_REQUIRE_PG);
+ * exit 77 after a clean run that skipped a backend. An argument runs only
+ * the cases whose names match it (cmocka's pattern: * and ?), as in
+ * test_conformance 'postgres: fencing*'. */
+int main(int argc, char **argv) {
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
+  pg_probe();
+  const char *require = getenv("TK_REQUIRE_PG");
+  int require_pg = require != NULL && strcmp(require, "1") == 0;
+  const backend *backends[] = {&sqlite_backend, &pg_backend};
+  static struct CMUnitTest tests[2 * NCASES];
+  static test_param params[2 * NCASES];
+  static char names[2 * NCASES][128];
+  size_t n = 0;
+  const backend *skipped = NULL;
+  for (size_t b = 0; b < 2; b++) {
+    /* Unavailable and not required: skipped, and said so below. */
+    if (backends[b]->unavailable && !require_pg) {
+      skipped = backends[b];
+      continue;
+    }
+    for (size_t i = 0; i < NCASES; i++, n++) {
+      params[n] = (test_param){backends[b], &cases[i]};
+      snprintf(names[n], sizeof names[n], "%s: %s", backends[b]->name, cases[i].name);
+      tests[n] = (struct CMUnitTest){names[n], run_case, world_setup, world_teardown, &params[n]};
+    }
+  }
+  int failed = _cmocka_run_group_tests("store conformance", tests, n, NULL, NULL);
+  if (skipped) printf("# SKIP %s half: %s\n", skipped->name, skipped->unavailable);
+  return failed ? failed : skipped ? 77 : 0;
+}
