@@ -350,6 +350,9 @@ static int capacity(const tk_engine *e) {
   int most = max_in_flight(e);
   int held = e->held_seen < most ? e->held_seen : most;
   int cap = most + held - e->in_flight;
+  /* The bound moves with the handlers' measured time: more may be in
+   * flight than it now allows, and then nothing more is taken. */
+  if (cap < 0) cap = 0;
   return cap > e->claim_batch ? e->claim_batch : cap;
 }
 

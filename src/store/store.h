@@ -122,7 +122,7 @@ typedef struct tk__claimed {
 typedef struct tk__claim_request {
   const char *owner;
   int64_t lease_ms;
-  int limit;
+  int limit;        /* >= 0; 0 claims nothing (the outcomes are still recorded) */
   int fresh_limit;  /* at most this many of them not retries (limit if larger) */
   int64_t retry_ahead_ms; /* also claim retries due up to this long after now */
   tk__claimed *out; /* limit slots */
