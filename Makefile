@@ -25,8 +25,9 @@ CFLAGS    += $(WARN) $(OPTFLAGS) -fPIC -MMD -MP $(PKG_CFLAGS)
 LDFLAGS   += $(OPTFLAGS)
 LDLIBS    += $(PKG_LIBS) -lm -lpthread
 
-# PG_BACKEND=0 builds without src/store/postgres (while it is being written).
-PG_BACKEND ?= 0
+# PG_BACKEND=0 builds without the PostgreSQL backend (and without libpq's
+# use at run time: postgres:// URLs are then refused with a clear error).
+PG_BACKEND ?= 1
 ifeq ($(PG_BACKEND),1)
 LIB_SRC   := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
 else

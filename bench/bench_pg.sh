@@ -32,12 +32,12 @@ cleanup() { "$TOP/scripts/pg-cluster" stop "$W/pg" >/dev/null 2>&1 || true; rm -
 trap cleanup EXIT INT TERM
 BASE_URL=$("$TOP/scripts/pg-cluster" start "$W/pg")
 sql() { psql -qAtX -d "$1" -c "$2"; }
-ndb=0
-# fresh_db: a new database on the cluster; its URL on stdout.
+# fresh_db: a new database on the cluster; its URL on stdout. Called in
+# $(...), a subshell: the number comes from the cluster, not a variable.
 fresh_db() {
-  ndb=$((ndb + 1))
-  sql "$BASE_URL" "CREATE DATABASE bench_$ndb" >/dev/null
-  printf '%s' "$BASE_URL" | sed "s|:///[^?]*|:///bench_$ndb|"
+  n=$(sql "$BASE_URL" "SELECT count(*) + 1 FROM pg_database WHERE datname LIKE 'bench\_%'")
+  sql "$BASE_URL" "CREATE DATABASE bench_$n" >/dev/null
+  printf '%s' "$BASE_URL" | sed "s|:///[^?]*|:///bench_$n|"
 }
 now_ms() { date +%s%3N; }
 

@@ -47,6 +47,9 @@ int tk_store_open(const char *url, tk_store **out, tk_err *err) {
   } else if (colon != NULL && colon != url && strchr(url, '/') != url) {
     size_t n = (size_t)(colon - url);
     ops = backend(url, n);
+    if (ops == NULL && strncmp(url, "postgres", 8) == 0 && (n == 8 || n == 10))
+      return tk_err_set(err, TK_EUNSUPPORTED,
+                        "store URL \"%s\": this build has no PostgreSQL backend", url);
     if (ops == NULL)
       return tk_err_set(err, TK_EINVAL,
                         "store URL \"%s\": unknown scheme \"%.*s\" (expected sqlite:PATH or "

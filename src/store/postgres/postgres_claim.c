@@ -1,0 +1,246 @@
+/* The PostgreSQL backend's claims (DESIGN §4), leases, the reaper's query
+ * and the questions an idle engine asks (what is due, is there work). */
+#include "store/postgres/postgres_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "store/rules.h"
+
+#define Q TK__PG_Q
+
+/* One statement claims the whole batch. The two readiness scans lock their
+ * rows with SKIP LOCKED, so concurrent claims divide the ready steps
+ * between them instead of queueing on each other, and each locked row is
+ * read as it is after every committed change (a row another claim took
+ * meanwhile no longer matches and is dropped), so the attempt number
+ * written is the one the step gets. Then: an attempt row per step, whose
+ * id becomes the step's claim_id (the fence), the steps in progress under
+ * the lease, the pending tasks started (locked with SKIP LOCKED too: a
+ * task locked by another claim is being started by it, one locked by an
+ * operator is being cancelled; either way this claim need not wait), and
+ * the transitions. Due retries come first, earliest run_at first, then
+ * ready pending steps, oldest task first (DESIGN §4), each a range scan of
+ * its partial index (0001_init.sql). Rows of tables are reached by their
+ * keys (= ANY of an array, a scalar subquery) rather than by joins, so
+ * that the plan stays a few index lookups per step when the server uses
+ * its generic plan for this prepared statement, whose estimate of the
+ * LIMIT (a parameter) would otherwise make it hash whole tables.
+ * $1 owner, $2 now, $3 lease expiry, $4 retries due until, $5 limit,
+ * $6 fresh limit, $7 and $8 the reasons of the step and task transitions. */
+static const char CLAIM_SQL[] =
+    "WITH due AS ("
+    " SELECT id, task_id, attempts, run_at, 0 AS kind FROM steps"
+    " WHERE state = " Q(TK__STEP_WAITING) " AND run_at <= $4::bigint"
+    " ORDER BY run_at, id LIMIT $5::int FOR UPDATE SKIP LOCKED),"
+    " fresh AS ("
+    " SELECT id, task_id, attempts, run_at, 1 AS kind FROM steps"
+    " WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = 0 AND run_at <= $2::bigint"
+    " ORDER BY task_id, id LIMIT GREATEST(0, LEAST($6::int, $5 - (SELECT count(*) FROM due)))"
+    " FOR UPDATE SKIP LOCKED),"
+    " picked AS (SELECT * FROM due UNION ALL SELECT * FROM fresh),"
+    " att AS (INSERT INTO attempts (step_id, attempt, owner, started_at)"
+    " SELECT id, attempts + 1, $1::text, $2 FROM picked RETURNING id, step_id),"
+    " moved AS (UPDATE steps s SET state = " Q(TK__STEP_IN_PROGRESS) ", attempts = s.attempts + 1,"
+    " lease_owner = $1, lease_expires_at = $3::bigint,"
+    " claim_id = (SELECT att.id FROM att WHERE att.step_id = s.id)"
+    " WHERE s.id = ANY (ARRAY(SELECT step_id FROM att))"
+    " RETURNING s.id, s.task_id, s.idx, s.attempts, s.max_attempts, s.retryable, s.run_at,"
+    " s.last_delay_ms, s.backoff, s.claim_id),"
+    " started AS (UPDATE tasks t SET state = " Q(TK__TASK_IN_PROGRESS) ", updated_at = $2"
+    " WHERE t.id = ANY (ARRAY(SELECT id FROM tasks"
+    " WHERE id = ANY (ARRAY(SELECT task_id FROM picked)) AND state = " Q(TK__TASK_PENDING)
+    " ORDER BY id FOR NO KEY UPDATE SKIP LOCKED))"
+    " RETURNING t.id),"
+    " trans AS (INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason,"
+    " attempt)"
+    " SELECT task_id, id, CASE kind WHEN 0 THEN " Q(TK__STEP_WAITING) " ELSE " Q(TK__STEP_PENDING)
+    " END, " Q(TK__STEP_IN_PROGRESS) ", $2, $7::text, attempts + 1 FROM picked"
+    " UNION ALL SELECT id, NULL, " Q(TK__TASK_PENDING) ", " Q(TK__TASK_IN_PROGRESS) ", $2,"
+    " $8::text, NULL FROM started)"
+    " SELECT m.id, m.task_id, (SELECT t.template_id FROM tasks t WHERE t.id = m.task_id),"
+    " m.idx, m.attempts, m.max_attempts, m.retryable, m.run_at, m.last_delay_ms, m.backoff,"
+    " m.claim_id, p.kind, m.task_id IN (SELECT id FROM started)"
+    " FROM moved m JOIN picked p ON p.id = m.id"
+    " ORDER BY p.kind, CASE p.kind WHEN 0 THEN p.run_at END,"
+    " CASE p.kind WHEN 1 THEN p.task_id END, p.id";
+
+/* The earliest retry still waiting after the claim (its own snapshot, so
+ * the steps just claimed are no longer among them). */
+static const char NEXT_RETRY_SQL[] =
+    "SELECT MIN(run_at) FROM steps WHERE state = " Q(TK__STEP_WAITING);
+
+int tk__pg_claim_queue(tk__pg_pipe *p, tk__claim_request *r, int *claim_slot, int *retry_slot) {
+  /* The store's clock, read right before the claim is sent (after the
+   * outcomes of the same transaction were queued): a retry that came due
+   * meanwhile is found. */
+  r->now = tk__store_now(&p->pg->base);
+  *claim_slot = -1;
+  if (r->limit > 0) {
+    int fresh = r->fresh_limit < r->limit ? r->fresh_limit : r->limit;
+    tk__pg_args a = {0};
+    tk__pg_arg_text(&a, r->owner);
+    tk__pg_arg_i64(&a, r->now);
+    tk__pg_arg_i64(&a, r->now + r->lease_ms);
+    tk__pg_arg_i64(&a, r->now + (r->retry_ahead_ms > 0 ? r->retry_ahead_ms : 0));
+    tk__pg_arg_i64(&a, r->limit);
+    tk__pg_arg_i64(&a, fresh > 0 ? fresh : 0);
+    tk__pg_arg_text(&a, TK__REASON_CLAIMED);
+    tk__pg_arg_text(&a, TK__REASON_FIRST_CLAIM);
+    *claim_slot = tk__pg_pipe_stmt(p, PG_CLAIM, CLAIM_SQL, a.n, a.v);
+    if (*claim_slot < 0) return -1;
+  }
+  *retry_slot = tk__pg_pipe_stmt(p, PG_NEXT_RETRY, NEXT_RETRY_SQL, 0, NULL);
+  return *retry_slot < 0 ? -1 : 0;
+}
+
+int tk__pg_claim_read(tk__pg_pipe *p, tk__claim_request *r, int claim_slot, int retry_slot,
+                      tk_err *err) {
+  r->n = 0;
+  PGresult *res = tk__pg_result(p, claim_slot);
+  int rows = res ? PQntuples(res) : 0;
+  if (rows > r->limit) /* cannot happen: LIMIT says so */
+    return tk_err_set(err, TK_ESTORE, "postgres: claim: %d rows for %d slots", rows, r->limit);
+  for (int i = 0; i < rows; i++) {
+    tk__claimed *c = &r->out[i];
+    memset(c, 0, sizeof *c);
+    c->step_id = tk__pg_i64(res, i, 0);
+    c->task_id = tk__pg_i64(res, i, 1);
+    c->template_id = tk__pg_i64(res, i, 2);
+    c->idx = (int)tk__pg_i64(res, i, 3);
+    c->attempt = (int)tk__pg_i64(res, i, 4);
+    c->max_attempts = (int)tk__pg_i64(res, i, 5);
+    c->retryable = tk__pg_bool(res, i, 6);
+    c->run_at = tk__pg_i64(res, i, 7);
+    c->last_delay_ms = tk__pg_i64(res, i, 8);
+    tk__pg_copy(c->backoff, sizeof c->backoff, res, i, 9);
+    c->claim_id = tk__pg_i64(res, i, 10);
+    snprintf(c->prev_state, sizeof c->prev_state, "%s",
+             tk__pg_i64(res, i, 11) == 0 ? TK__STEP_WAITING : TK__STEP_PENDING);
+    c->task_was_pending = tk__pg_bool(res, i, 12);
+    c->lease_expires_at = r->now + r->lease_ms;
+  }
+  r->n = rows;
+  int64_t next = tk__pg_i64(tk__pg_result(p, retry_slot), 0, 0);
+  r->next_retry_at = next == TK__NONE ? INT64_MAX : next;
+  return 0;
+}
+
+/* A heartbeat changes nothing but the lease, and only while the claim
+ * still holds the step: the row lock the UPDATE takes and the condition
+ * it checks on the newest row version make the fence exact. */
+int tk__pg_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
+                     tk_err *err) {
+  tk__pg_pipe p;
+  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
+  if (rc) return rc;
+  tk__pg_args a = {0};
+  tk__pg_arg_i64(&a, step_id);
+  tk__pg_arg_i64(&a, claim_id);
+  tk__pg_arg_i64(&a, expires_at);
+  int slot = tk__pg_pipe_stmt(&p, PG_HEARTBEAT,
+                              "UPDATE steps SET lease_expires_at = $3::bigint"
+                              " WHERE id = $1::bigint AND state = " Q(TK__STEP_IN_PROGRESS)
+                              " AND claim_id = $2::bigint",
+                              a.n, a.v);
+  if ((rc = tk__pg_pipe_run(&p, "heartbeat", err)) == 0 &&
+      strcmp(PQcmdTuples(tk__pg_result(&p, slot)), "1") != 0) {
+    rc = tk_err_set(err, TK_EFENCED, "the lease of step %lld is no longer held by claim %lld",
+                    (long long)step_id, (long long)claim_id);
+  }
+  tk__pg_pipe_end(&p);
+  return rc;
+}
+
+/* Expired leases, oldest first. SKIP LOCKED: a row locked now belongs to
+ * a transaction recording its outcome or to another reaper's look, and is
+ * left to it; several reapers at once each take what is free. (A reaper
+ * that finds a step another already failed is fenced when it records.) */
+int tk__pg_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err) {
+  *n = 0;
+  tk__pg_pipe p;
+  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
+  if (rc) return rc;
+  tk__pg_args a = {0};
+  tk__pg_arg_i64(&a, now);
+  tk__pg_arg_i64(&a, limit);
+  int slot = tk__pg_pipe_stmt(
+      &p, PG_EXPIRED,
+      "SELECT s.id, s.task_id, t.template_id, s.idx, s.attempts, s.max_attempts, s.retryable,"
+      " s.run_at, s.last_delay_ms, s.backoff, s.lease_owner, s.lease_expires_at, s.claim_id"
+      " FROM steps s JOIN tasks t ON t.id = s.task_id"
+      /* <=: next_due wakes the engine at the expiry itself, which must find it */
+      " WHERE s.state = " Q(TK__STEP_IN_PROGRESS) " AND s.lease_expires_at <= $1::bigint"
+      " ORDER BY s.lease_expires_at LIMIT $2::int FOR UPDATE OF s SKIP LOCKED",
+      a.n, a.v);
+  if ((rc = tk__pg_pipe_run(&p, "expired leases", err)) == 0) {
+    PGresult *r = tk__pg_result(&p, slot);
+    int rows = PQntuples(r);
+    for (int i = 0; i < rows && i < limit; i++) {
+      tk__expired *e = &out[i];
+      tk__claimed *c = &e->step;
+      memset(e, 0, sizeof *e);
+      c->step_id = tk__pg_i64(r, i, 0);
+      c->task_id = tk__pg_i64(r, i, 1);
+      c->template_id = tk__pg_i64(r, i, 2);
+      c->idx = (int)tk__pg_i64(r, i, 3);
+      c->attempt = (int)tk__pg_i64(r, i, 4);
+      c->max_attempts = (int)tk__pg_i64(r, i, 5);
+      c->retryable = tk__pg_bool(r, i, 6);
+      c->run_at = tk__pg_i64(r, i, 7);
+      c->last_delay_ms = tk__pg_i64(r, i, 8);
+      tk__pg_copy(c->backoff, sizeof c->backoff, r, i, 9);
+      tk__pg_copy(e->owner, sizeof e->owner, r, i, 10);
+      c->lease_expires_at = tk__pg_i64(r, i, 11);
+      c->claim_id = tk__pg_i64(r, i, 12);
+      *n = i + 1;
+    }
+  }
+  tk__pg_pipe_end(&p);
+  return rc;
+}
+
+int tk__pg_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *err) {
+  tk__pg_pipe p;
+  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
+  if (rc) return rc;
+  /* A ready pending step is due since it became ready: the first one in
+   * claim order stands for them all, without a scan of every one. */
+  int slot = tk__pg_pipe_stmt(
+      &p, PG_NEXT_DUE,
+      "SELECT (SELECT MIN(run_at) FROM steps WHERE state = " Q(TK__STEP_WAITING) "),"
+      " (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_PENDING)
+      " AND parents_remaining = 0 ORDER BY task_id, id LIMIT 1),"
+      " (SELECT MIN(lease_expires_at) FROM steps WHERE lease_expires_at IS NOT NULL"
+      " AND state = " Q(TK__STEP_IN_PROGRESS) ")",
+      0, NULL);
+  if ((rc = tk__pg_pipe_run(&p, "next due", err)) == 0) {
+    PGresult *r = tk__pg_result(&p, slot);
+    int64_t retry = tk__pg_i64(r, 0, 0), fresh = tk__pg_i64(r, 0, 1), lease = tk__pg_i64(r, 0, 2);
+    if (retry == TK__NONE) retry = INT64_MAX;
+    if (fresh == TK__NONE) fresh = INT64_MAX;
+    if (ready_at) *ready_at = retry < fresh ? retry : fresh;
+    if (lease_at) *lease_at = lease == TK__NONE ? INT64_MAX : lease;
+  }
+  tk__pg_pipe_end(&p);
+  return rc;
+}
+
+int tk__pg_has_work(tk_store *s, int *yes, tk_err *err) {
+  tk__pg_pipe p;
+  *yes = 0;
+  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
+  if (rc) return rc;
+  int slot = tk__pg_pipe_stmt(
+      &p, PG_HAS_WORK,
+      "SELECT EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_PENDING)
+      " AND parents_remaining = 0)"
+      " OR EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_WAITING) ")"
+      " OR EXISTS (SELECT 1 FROM steps WHERE lease_expires_at IS NOT NULL"
+      " AND state = " Q(TK__STEP_IN_PROGRESS) ")",
+      0, NULL);
+  if ((rc = tk__pg_pipe_run(&p, "has work", err)) == 0)
+    *yes = tk__pg_bool(tk__pg_result(&p, slot), 0, 0);
+  tk__pg_pipe_end(&p);
+  return rc;
+}

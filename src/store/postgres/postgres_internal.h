@@ -1,0 +1,261 @@
+/* The PostgreSQL backend's private state and helpers, shared by its files.
+ *
+ * Every operation talks to the server through a pipeline (libpq pipeline
+ * mode, tk__pg_pipe): the statements of one transaction are sent together
+ * and their results read after one sync, so an operation costs one round
+ * trip for each point where C must look at results before it can say what
+ * to send next. Statements are prepared on a connection's first use of
+ * them, inside the same pipeline.
+ *
+ * Concurrency (READ COMMITTED; any number of orchestrators): rows are
+ * locked in one order everywhere, a task's row before the rows of its
+ * steps, so that writers queue instead of deadlocking:
+ *   - an outcome locks its task (FOR NO KEY UPDATE) before it touches the
+ *     step, its children or the task's counters, and a group of outcomes
+ *     takes its tasks in ascending id order;
+ *   - an operator action locks the task (FOR UPDATE), then the steps;
+ *   - a claim locks only ready steps, skipping locked ones, and the pending
+ *     tasks it starts, also skipping locked ones: it never waits;
+ *   - a heartbeat and an item checkpoint lock one step and nothing else;
+ *   - the counter of refused writes, a row every orchestrator shares, is
+ *     written last, right before COMMIT.
+ * Each statement says why its read-modify-write is safe.
+ *
+ * Plans: statements are prepared once per session, so the server soon
+ * runs a generic plan made without the parameters' values, perhaps while
+ * the tables were small. Rows are therefore reached by their keys (= ANY
+ * of an array, scalar subqueries) rather than by joins whose estimates a
+ * LIMIT parameter could inflate, sequential scans are off for the session
+ * (postgres_store.c), and the partial indexes' predicates are written so
+ * that only the statements meant for them can use them. */
+#ifndef TASKER_STORE_POSTGRES_INTERNAL_H
+#define TASKER_STORE_POSTGRES_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libpq-fe.h>
+
+#include "store/store.h"
+
+/* Prepared statements, by id (their SQL lives next to the code using it). */
+enum {
+  PG_BEGIN, PG_COMMIT, PG_ROLLBACK, PG_SAVEPOINT, PG_ROLLBACK_SAVEPOINT, PG_NOTIFY,
+  PG_BEGIN_SNAPSHOT, PG_SEQSCAN_ON, PG_SERVER_TIME,
+  PG_TASK_LOCK, PG_OUTCOME, PG_OUTCOME_ITEMS, PG_CAN_PROGRESS, PG_SETTLE, PG_COUNT,
+  PG_CLAIM, PG_NEXT_RETRY, PG_HEARTBEAT, PG_EXPIRED, PG_NEXT_DUE, PG_HAS_WORK,
+  PG_TASK_CREATE, PG_TASK_BY_IDENTITY,
+  PG_TEMPLATE_INSERT, PG_TEMPLATE_DIGEST, PG_ANALYZE_EDGES, PG_TEMPLATE_FIND, PG_TEMPLATE_BY_ID,
+  PG_TEMPLATE_LIST,
+  PG_INPUTS,
+  PG_OP_TASK, PG_OP_STEP, PG_OP_STEP_SET, PG_OP_ITEMS_RESET, PG_OP_TASK_COUNTS, PG_RELEASE,
+  PG_OP_CANCEL_STEPS, PG_OP_CANCEL_TASK, PG_TRANSITION,
+  PG_REPORT_TASK, PG_REPORT_STEPS, PG_REPORT_ATTEMPTS, PG_REPORT_TRANSITIONS, PG_REPORT_GAVE_UP,
+  PG_STATUS_TASKS, PG_STATUS_STEPS, PG_STATUS_READY, PG_STATUS_COUNTERS,
+  PG_BATCH_GET, PG_ITEMS_GET, PG_ITEMS_CHECKPOINT,
+  PG__COUNT
+};
+
+typedef struct tk__pg {
+  tk_store base; /* first: a tk__pg is a tk_store */
+  PGconn *conn;
+  char prepared[PG__COUNT]; /* on this session (cleared by reconnect) */
+  int listening;            /* LISTEN tasker sent on this connection */
+  int epoll_fd, event_fd;   /* change_fd: the socket and "notices queued" */
+} tk__pg;
+
+/* The notification channel: every transaction that makes work visible to
+ * other orchestrators notifies it, so their sleeps end (DESIGN §4). */
+#define TK__PG_CHANNEL "tasker"
+
+/* ---- Pipelines (postgres_pipe.c) ---- */
+
+/* Commands queued since the last reset and, after tk__pg_pipe_run, their
+ * results (tk__pg_result of the slot a queue call returned). */
+typedef struct tk__pg_pipe {
+  tk__pg *pg;
+  PGresult **res;
+  int *prepare; /* per command: statement id + 1 for a PQsendPrepare, else 0 */
+  int n, cap;   /* commands queued (prepares included) */
+  int ran;      /* how many of them were sent and read */
+  int nslots;   /* slots handed out */
+  int *slot_of; /* per command: its slot, -1 for prepares */
+  int failed;   /* after a run: the slot of the first failed command, -1 none */
+  int broken;   /* the connection failed: nothing more can be sent */
+  char error[TK_ERR_MSG_MAX]; /* after a run: the first failure's first line */
+  char sqlstate[6];
+  int active; /* in pipeline mode */
+} tk__pg_pipe;
+
+/* Check that the connection is there (TK_EDISCONNECTED when it was lost:
+ * the caller reconnects, store.h) and enter pipeline mode. */
+int tk__pg_pipe_begin(tk__pg *pg, tk__pg_pipe *p, tk_err *err);
+/* Queue prepared statement `id` (prepared from sql with nparams
+ * parameters on first use) with text parameter values (NULL for SQL
+ * NULL). Returns its slot, or -1 when it could not be sent. */
+int tk__pg_pipe_stmt(tk__pg_pipe *p, int id, const char *sql, int nparams,
+                     const char *const *values);
+/* Send the queued commands, sync, and read every result. 0 when all
+ * succeeded; else TK_ESTORE, or TK_EDISCONNECTED when the session is gone
+ * (p->broken), with p->failed the first failed slot and err saying
+ * "postgres: what: <server message>". A failure ends the batch: later
+ * commands were not run, and an open transaction is in its failed state
+ * (ROLLBACK TO SAVEPOINT or ROLLBACK next; tk__pg_pipe_end rolls back
+ * whatever is left open). */
+int tk__pg_pipe_run(tk__pg_pipe *p, const char *what, tk_err *err);
+/* Forget the results of the last run (the next commands get slots from 0). */
+void tk__pg_pipe_reset(tk__pg_pipe *p);
+/* Leave pipeline mode, roll back a transaction left open, free it all. */
+void tk__pg_pipe_end(tk__pg_pipe *p);
+
+/* The result of slot's command, or NULL when it did not run or failed. */
+PGresult *tk__pg_result(const tk__pg_pipe *p, int slot);
+
+/* ---- Small helpers (postgres_util.c) ---- */
+
+/* Shorthands for the transaction commands. */
+int tk__pg_begin(tk__pg_pipe *p);
+int tk__pg_commit(tk__pg_pipe *p);
+int tk__pg_rollback(tk__pg_pipe *p);
+int tk__pg_notify(tk__pg_pipe *p);
+
+/* A parameter list: values as text, numbers written into own buffers. */
+#define TK__PG_MAX_PARAMS 24
+typedef struct tk__pg_args {
+  int n;
+  const char *v[TK__PG_MAX_PARAMS];
+  char num[TK__PG_MAX_PARAMS][24];
+} tk__pg_args;
+
+void tk__pg_arg_i64(tk__pg_args *a, int64_t v);
+void tk__pg_arg_text(tk__pg_args *a, const char *v); /* NULL: SQL NULL */
+void tk__pg_arg_bool(tk__pg_args *a, int v);
+void tk__pg_arg_null(tk__pg_args *a);
+
+/* Run prepared statement id alone (its own implicit transaction) and hand
+ * back its result in *out (PQclear it). */
+int tk__pg_query(tk_store *s, int id, const char *sql, const tk__pg_args *a, const char *what,
+                 PGresult **out, tk_err *err);
+
+/* A growing text buffer, for array literals. */
+typedef struct tk__pg_buf {
+  char *s;
+  size_t len, cap;
+  int oom;
+} tk__pg_buf;
+
+void tk__pg_buf_add(tk__pg_buf *b, const char *s, size_t n);
+void tk__pg_buf_free(tk__pg_buf *b);
+/* Array literals: open with "{", add elements, close with "}". A text
+ * element is quoted (NULL: the NULL element); an integer one is bare. */
+void tk__pg_array_open(tk__pg_buf *b);
+void tk__pg_array_text(tk__pg_buf *b, const char *v);
+void tk__pg_array_i64(tk__pg_buf *b, int64_t v);
+void tk__pg_array_bool(tk__pg_buf *b, int v);
+/* The finished literal (NUL-terminated), or NULL when memory ran out. */
+const char *tk__pg_array_close(tk__pg_buf *b);
+
+/* Column values: text or NULL; integers (TK__NONE for NULL); booleans. */
+const char *tk__pg_text(const PGresult *r, int row, int col);
+int64_t tk__pg_i64(const PGresult *r, int row, int col);
+int tk__pg_bool(const PGresult *r, int row, int col);
+/* Copy text column col into dst (cap bytes), cut short if it must be. */
+void tk__pg_copy(char *dst, size_t cap, const PGresult *r, int row, int col);
+
+/* Text that PostgreSQL accepts: s itself when it is valid UTF-8, else a
+ * copy in *tmp (free it) with each bad byte replaced by U+FFFD; NULL stays
+ * NULL. Error texts come from handlers' output, which may be any bytes. */
+const char *tk__pg_utf8(const char *s, char **tmp);
+
+/* Out of memory while talking to the server. */
+int tk__pg_oom(tk_err *err, const char *what);
+
+/* ---- Operations (one file each group) ---- */
+
+int tk__pg_template_put(tk_store *s, tk__template_row *rows, int n, tk_err *err);
+int tk__pg_template_find(tk_store *s, const char *ns, const char *name, const char *version,
+                         tk__template_rec *out, int max, int *n, tk_err *err);
+int tk__pg_template_get_by_id(tk_store *s, int64_t id, tk__template_rec *out, tk_err *err);
+int tk__pg_template_list(tk_store *s, tk__template_rec **out, int *n, tk_err *err);
+int tk__pg_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
+                       tk_err *err);
+int tk__pg_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_err *errs,
+                  tk__claim_request *next, tk_err *err);
+int tk__pg_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
+                     tk_err *err);
+int tk__pg_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);
+int tk__pg_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *err);
+int tk__pg_has_work(tk_store *s, int *yes, tk_err *err);
+int tk__pg_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_err *err);
+int tk__pg_operator(tk_store *s, tk__operator_action action, int64_t task_id, const char *step,
+                    int64_t now, tk__effects *fx, tk_err *err);
+int tk__pg_task_report(tk_store *s, int64_t task_id, tk__task_report *out, tk_err *err);
+int tk__pg_status(tk_store *s, int64_t now, tk__status_report *out, tk_err *err);
+int tk__pg_items_load(tk_store *s, int64_t step_id, tk__batch_load *out, tk_err *err);
+int tk__pg_items_checkpoint(tk_store *s, int64_t step_id, int64_t claim_id,
+                            const tk__item_result *r, int n, tk_err *err);
+
+/* ---- Shared pieces of the state machine's SQL ---- */
+
+/* A stored state name as an SQL literal. States are literals in the SQL,
+ * never parameters: the planner matches them against the partial indexes'
+ * predicates. */
+#define TK__PG_Q(s) "'" s "'"
+
+/* The release of a finished step's children, as an UPDATE ... RETURNING
+ * (c.parents_remaining, c.state) of each child, with SQL expressions for
+ * the task, the template, the finished step's idx, now, and one more
+ * condition. Children are found by (task_id, idx) through template_edges.
+ * A child waiting for its last parent becomes due now. Safe only under the
+ * task's lock: every other writer of a waiting child's row (an outcome, an
+ * operator) holds that lock too, and claims take only children with no
+ * parents left, which this never touches. The children's positions come
+ * from the template's edges first, then each row by its (task_id, idx)
+ * key: never a walk over the task's other steps. */
+#define TK__PG_RELEASE(task, tpl, idx, now, cond)                                        \
+  "UPDATE steps c SET parents_remaining = c.parents_remaining - 1,"                      \
+  " run_at = CASE WHEN c.parents_remaining = 1 THEN " now " ELSE c.run_at END"           \
+  " WHERE c.task_id = " task " AND c.idx = ANY (ARRAY(SELECT e.child_idx"                \
+  " FROM template_edges e WHERE e.template_id = " tpl " AND e.parent_idx = " idx "))"    \
+  " AND c.parents_remaining > 0 AND " cond " RETURNING c.parents_remaining, c.state"
+
+/* Of such RETURNING rows in `rel`: the children that became ready. */
+#define TK__PG_RELEASED(rel)                                                             \
+  "(SELECT count(*) FROM " rel " WHERE parents_remaining = 0 AND state = "               \
+  TK__PG_Q(TK__STEP_PENDING) ")"
+
+/* Whether a step x of a task can still progress (DESIGN §3). */
+#define TK__PG_CAN_PROGRESS(x)                                                           \
+  "(" x ".state IN (" TK__PG_Q(TK__STEP_IN_PROGRESS) ", " TK__PG_Q(TK__STEP_WAITING)     \
+  ") OR (" x ".state = " TK__PG_Q(TK__STEP_PENDING) " AND " x ".parents_remaining = 0))"
+
+/* Queue the claim of request r (postgres_claim.c), reading the store's
+ * clock now; *claim_slot and *retry_slot get the slots whose results
+ * tk__pg_claim_read turns into r->out and r->next_retry_at. */
+int tk__pg_claim_queue(tk__pg_pipe *p, tk__claim_request *r, int *claim_slot, int *retry_slot);
+int tk__pg_claim_read(tk__pg_pipe *p, tk__claim_request *r, int claim_slot, int retry_slot,
+                      tk_err *err);
+
+/* Queue the release of the children of step idx of task_id (template
+ * template_id): each waits for one parent fewer, and one that waited for
+ * it alone becomes due at now. Its result has one row: how many became
+ * ready. The caller holds the task's lock. */
+int tk__pg_release_queue(tk__pg_pipe *p, int64_t task_id, int64_t template_id, int idx,
+                         int64_t now);
+
+/* Queue "the task can still progress" (a step in progress, waiting for a
+ * retry, or pending with no parents left): one row, one boolean. Run after
+ * the task's lock is held, so it sees every committed change to its steps. */
+int tk__pg_can_progress_queue(tk__pg_pipe *p, int64_t task_id);
+
+/* Queue the write of a batch step's item results (postgres_record.c),
+ * only while claim_id holds the step: the caller holds a lock that keeps
+ * it so (the task's, or a share lock on the step). */
+int tk__pg_items_queue(tk__pg_pipe *p, int64_t step_id, int64_t claim_id,
+                       const tk__item_result *r, int n);
+
+/* Queue the move of task_id from `from` to `to` with its transition. */
+int tk__pg_settle_queue(tk__pg_pipe *p, int64_t task_id, const char *from, const char *to,
+                        const char *reason, int64_t now);
+
+#endif

@@ -1,0 +1,194 @@
+/* Operator actions (DESIGN §3): retry, resolve, cancel. One transaction
+ * that locks the task, then its steps; the rules (preconditions, messages,
+ * what changes) are tk__operator_plan's and tk__settle's. */
+#include "store/postgres/postgres_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "store/rules.h"
+
+#define Q TK__PG_Q
+
+/* FOR UPDATE: the task's row lock is what every outcome of the task waits
+ * for, so nothing of it changes while the action is decided and applied. */
+static const char TASK_SQL[] =
+    "SELECT state, template_id FROM tasks WHERE id = $1::bigint FOR UPDATE";
+
+/* FOR UPDATE too: claims move a ready step without the task's lock, so the
+ * step's state is read from its newest version, locked. */
+static const char STEP_SQL[] =
+    "SELECT id, state, idx FROM steps WHERE task_id = $1::bigint AND name = $2::text"
+    " FOR UPDATE";
+
+/* $1 step, $2 new state, $3 reset the attempts (due now, $4), */
+static const char STEP_SET_SQL[] =
+    "UPDATE steps SET state = $2::text,"
+    " attempts = CASE WHEN $3::boolean THEN 0 ELSE attempts END,"
+    " run_at = CASE WHEN $3 THEN $4::bigint ELSE run_at END,"
+    " last_delay_ms = CASE WHEN $3 THEN 0 ELSE last_delay_ms END WHERE id = $1::bigint";
+
+/* A retried batch step's given-up items get a fresh budget with it. */
+static const char ITEMS_RESET_SQL[] =
+    "UPDATE items SET state = " Q(TK__ITEM_PENDING) ", attempts = 0"
+    " WHERE step_id = $1::bigint AND state = " Q(TK__ITEM_GAVE_UP);
+
+static const char TRANSITION_SQL[] =
+    "INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason)"
+    " VALUES ($1::bigint, $2::bigint, $3::text, $4::text, $5::bigint, $6::text)";
+
+static const char COUNTS_SQL[] =
+    "UPDATE tasks SET steps_done = steps_done + $2::int, steps_error = steps_error + $3::int,"
+    " updated_at = $4::bigint WHERE id = $1::bigint"
+    " RETURNING state, steps_done, steps_total, steps_error";
+
+/* Every unfinished step, locked as it is now (a claim may have just moved
+ * one to in_progress), cancelled with its transition. */
+static const char CANCEL_STEPS_SQL[] =
+    "WITH old AS (SELECT id, state FROM steps WHERE task_id = $1::bigint AND state IN ("
+    Q(TK__STEP_PENDING) ", " Q(TK__STEP_IN_PROGRESS) ", " Q(TK__STEP_WAITING) ") FOR UPDATE),"
+    " c AS (UPDATE steps s SET state = " Q(TK__STEP_CANCELLED) ", lease_owner = NULL,"
+    " lease_expires_at = NULL FROM old WHERE s.id = old.id RETURNING s.id, old.state)"
+    " INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason)"
+    " SELECT $1, id, state, " Q(TK__STEP_CANCELLED) ", $2::bigint, $3::text FROM c";
+
+static const char CANCEL_TASK_SQL[] =
+    "WITH t AS (UPDATE tasks SET state = " Q(TK__TASK_CANCELLED) ", updated_at = $2::bigint,"
+    " finished_at = $2 WHERE id = $1::bigint RETURNING id)"
+    " INSERT INTO transitions (task_id, from_state, to_state, at, reason)"
+    " SELECT id, $3::text, " Q(TK__TASK_CANCELLED) ", $2, $4::text FROM t";
+
+/* What the action found: the task, and the step for retry and resolve. */
+typedef struct target {
+  char task_state[TK__STATE_MAX], step_state[TK__STATE_MAX];
+  int64_t template_id, step_id;
+  int idx;
+} target;
+
+/* Lock and read the task and (step not NULL) its step. */
+static int find(tk__pg_pipe *p, int64_t task_id, const char *step, target *t, tk_err *err) {
+  tk__pg_args a = {0};
+  tk__pg_arg_i64(&a, task_id);
+  tk__pg_arg_text(&a, step);
+  tk__pg_begin(p);
+  int task_slot = tk__pg_pipe_stmt(p, PG_OP_TASK, TASK_SQL, 1, a.v);
+  int step_slot = step ? tk__pg_pipe_stmt(p, PG_OP_STEP, STEP_SQL, 2, a.v) : -1;
+  int rc = tk__pg_pipe_run(p, "operator", err);
+  if (rc) return rc;
+  PGresult *r = tk__pg_result(p, task_slot);
+  if (PQntuples(r) == 0) return tk_err_set(err, TK_ENOENT, "no task %lld", (long long)task_id);
+  tk__pg_copy(t->task_state, sizeof t->task_state, r, 0, 0);
+  t->template_id = tk__pg_i64(r, 0, 1);
+  if (step == NULL) return 0;
+  r = tk__pg_result(p, step_slot);
+  if (PQntuples(r) == 0)
+    return tk_err_set(err, TK_ENOENT, "task %lld has no step \"%s\"", (long long)task_id, step);
+  t->step_id = tk__pg_i64(r, 0, 0);
+  tk__pg_copy(t->step_state, sizeof t->step_state, r, 0, 1);
+  t->idx = (int)tk__pg_i64(r, 0, 2);
+  return 0;
+}
+
+/* Queue the writes of plan; the slots of the task's counts and of the
+ * children released (-1 when not asked). */
+static void queue_plan(tk__pg_pipe *p, const tk__op_plan *plan, int64_t task_id, const target *t,
+                       int64_t now, int *counts_slot, int *release_slot) {
+  tk__pg_args a = {0};
+  *counts_slot = *release_slot = -1;
+  if (plan->cancel_task) {
+    tk__pg_arg_i64(&a, task_id);
+    tk__pg_arg_i64(&a, now);
+    tk__pg_arg_text(&a, plan->step_reason);
+    tk__pg_pipe_stmt(p, PG_OP_CANCEL_STEPS, CANCEL_STEPS_SQL, a.n, a.v);
+    a.n = 0;
+    tk__pg_arg_i64(&a, task_id);
+    tk__pg_arg_i64(&a, now);
+    tk__pg_arg_text(&a, t->task_state);
+    tk__pg_arg_text(&a, plan->reason);
+    tk__pg_pipe_stmt(p, PG_OP_CANCEL_TASK, CANCEL_TASK_SQL, a.n, a.v);
+    return;
+  }
+  if (plan->step_to != NULL) {
+    tk__pg_arg_i64(&a, t->step_id);
+    tk__pg_arg_text(&a, plan->step_to);
+    tk__pg_arg_bool(&a, plan->reset_attempts);
+    tk__pg_arg_i64(&a, now);
+    tk__pg_pipe_stmt(p, PG_OP_STEP_SET, STEP_SET_SQL, a.n, a.v);
+    if (plan->reset_attempts) tk__pg_pipe_stmt(p, PG_OP_ITEMS_RESET, ITEMS_RESET_SQL, 1, a.v);
+    a.n = 0;
+    tk__pg_arg_i64(&a, task_id);
+    tk__pg_arg_i64(&a, t->step_id);
+    tk__pg_arg_text(&a, t->step_state);
+    tk__pg_arg_text(&a, plan->step_to);
+    tk__pg_arg_i64(&a, now);
+    tk__pg_arg_text(&a, plan->reason);
+    tk__pg_pipe_stmt(p, PG_TRANSITION, TRANSITION_SQL, a.n, a.v);
+  }
+  a.n = 0;
+  tk__pg_arg_i64(&a, task_id);
+  tk__pg_arg_i64(&a, plan->steps_done_delta);
+  tk__pg_arg_i64(&a, plan->steps_error_delta);
+  tk__pg_arg_i64(&a, now);
+  *counts_slot = tk__pg_pipe_stmt(p, PG_OP_TASK_COUNTS, COUNTS_SQL, a.n, a.v);
+  if (plan->release_children)
+    *release_slot = tk__pg_release_queue(p, task_id, t->template_id, t->idx, now);
+}
+
+/* After the plan's writes: the task's move, if tk__settle chooses one. */
+static int settle(tk__pg_pipe *p, int64_t task_id, const tk__task_counts *c, int can_progress,
+                  int64_t now, tk__effects *fx) {
+  const char *reason = NULL;
+  const char *to = tk__settle(c, can_progress, &reason);
+  if (to == NULL || strcmp(to, c->state) == 0) return 0;
+  fx->task_state = to;
+  return tk__pg_settle_queue(p, task_id, c->state, to, reason ? reason : "", now) < 0 ? -1 : 0;
+}
+
+int tk__pg_operator(tk_store *s, tk__operator_action action, int64_t task_id, const char *step,
+                    int64_t now, tk__effects *fx, tk_err *err) {
+  memset(fx, 0, sizeof *fx);
+  if (action == TK__OP_CANCEL) step = NULL;
+  else if (step == NULL) return tk_err_set(err, TK_EINVAL, "retry and resolve need a step name");
+  tk__pg_pipe p;
+  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
+  if (rc) return rc;
+  target t = {0};
+  tk__op_plan plan;
+  memset(&plan, 0, sizeof plan);
+  if ((rc = find(&p, task_id, step, &t, err)) == 0)
+    rc = tk__operator_plan(action, task_id, t.task_state, step, step ? t.step_state : NULL, &plan,
+                           err);
+  int counts_slot = -1, release_slot = -1, progress_slot = -1;
+  if (rc == 0) {
+    tk__pg_pipe_reset(&p);
+    queue_plan(&p, &plan, task_id, &t, now, &counts_slot, &release_slot);
+    /* After the writes, in the same batch: a new snapshot with them. */
+    if (plan.settle) progress_slot = tk__pg_can_progress_queue(&p, task_id);
+    rc = tk__pg_pipe_run(&p, "operator", err);
+  }
+  if (rc == 0) {
+    if (release_slot >= 0)
+      fx->children_released = (int)tk__pg_i64(tk__pg_result(&p, release_slot), 0, 0);
+    if (plan.cancel_task) fx->task_state = TK__TASK_CANCELLED;
+    PGresult *counts = tk__pg_result(&p, counts_slot);
+    int can_progress = progress_slot >= 0 && tk__pg_bool(tk__pg_result(&p, progress_slot), 0, 0);
+    char state[TK__STATE_MAX];
+    tk__task_counts c = {.state = state};
+    int known = counts != NULL && PQntuples(counts) == 1;
+    if (known) {
+      tk__pg_copy(state, sizeof state, counts, 0, 0);
+      c.done = (int)tk__pg_i64(counts, 0, 1);
+      c.total = (int)tk__pg_i64(counts, 0, 2);
+      c.errors = (int)tk__pg_i64(counts, 0, 3);
+    }
+    tk__pg_pipe_reset(&p);
+    if (plan.settle && known) settle(&p, task_id, &c, can_progress, now, fx);
+    /* A retried or resolved step is work for someone; a cancel ends work
+     * others may be sleeping on. */
+    tk__pg_notify(&p);
+    tk__pg_commit(&p);
+    if ((rc = tk__pg_pipe_run(&p, "operator", err)) != 0) memset(fx, 0, sizeof *fx);
+  }
+  tk__pg_pipe_end(&p); /* rolls back what failed */
+  return rc;
+}

@@ -1,0 +1,481 @@
+/* Recording outcomes (DESIGN §5), fenced by their claims, with the next
+ * claim in the same transaction (group commit).
+ *
+ * Round trips, for a group of n outcomes and a claim:
+ *   1. BEGIN, then per outcome SAVEPOINT, its task's lock and one
+ *      statement that writes the step, its attempt row, its transition,
+ *      its children and its task's counters and returns what settling the
+ *      task needs;
+ *   2. the task moves tk__settle chose, the claim (under a savepoint of its
+ *      own), the fenced-writes counter, NOTIFY and COMMIT.
+ * A claim alone is one round trip. More than GROUP_MAX outcomes take one
+ * such transaction per GROUP_MAX, the claim going with the last. An
+ * outcome that fails (a store error) is rolled back to its savepoint (one
+ * more round trip) and the rest of the group goes on; a failure later in
+ * the transaction rolls it all back and each outcome is then recorded in a
+ * transaction of its own, so that only a failing one is lost (its lease
+ * expires and the reaper fails it). A lost connection is TK_EDISCONNECTED
+ * for the whole call: the caller records everything again once it has
+ * reconnected. */
+#include "store/postgres/postgres_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/rules.h"
+
+#define Q TK__PG_Q
+
+/* The outcome statement, after the task's lock is held (so no other
+ * outcome or operator action of the task runs meanwhile, and its snapshot
+ * sees everything they committed). The step is written only where its
+ * claim still holds it: the UPDATE checks that on the newest row version,
+ * after any concurrent heartbeat, so a reaper's outcome ($8: now) is also
+ * refused when the lease was renewed after the reaper looked. Refused, the
+ * claim's attempt row is finished as fenced_out if nothing finished it
+ * ($17: its text; NULL for a reaper, whose claim is alive). The scan for
+ * "can the task progress" reads this statement's snapshot, in which the
+ * step itself is still in progress and released children still wait: it
+ * leaves out the one and adds the other.
+ * $1 step, $2 claim, $3 new state, $4 results, $5 error, $6 run_at and $7
+ * delay (retries), $8 now (reaper), $9 finished_at, $10 attempt outcome,
+ * $11 delay source, $12 now, $13 task, $14 template, $15 idx, $16 attempt,
+ * $17 fenced-out text, $18 steps done +, $19 steps in error +, $20 release
+ * the children. */
+static const char OUTCOME_SQL[] =
+    "WITH upd AS (UPDATE steps SET state = $3::text, results = $4::text, last_error = $5::text,"
+    " run_at = COALESCE($6::bigint, run_at), last_delay_ms = COALESCE($7::bigint, last_delay_ms),"
+    " lease_owner = NULL, lease_expires_at = NULL, claim_id = NULL"
+    " WHERE id = $1::bigint AND state = " Q(TK__STEP_IN_PROGRESS) " AND claim_id = $2::bigint"
+    " AND ($8::bigint IS NULL OR lease_expires_at <= $8) RETURNING id),"
+    " fin AS (UPDATE attempts a SET"
+    " finished_at = CASE WHEN u.ok THEN $9::bigint ELSE $12::bigint END,"
+    " outcome = CASE WHEN u.ok THEN $10::text ELSE 'fenced_out' END,"
+    " error = CASE WHEN u.ok THEN $5 ELSE $17::text END,"
+    " delay_ms = CASE WHEN u.ok THEN $7 END,"
+    " delay_source = CASE WHEN u.ok THEN $11::text END,"
+    " next_run_at = CASE WHEN u.ok THEN $6 END"
+    " FROM (SELECT EXISTS (SELECT 1 FROM upd) AS ok) u"
+    " WHERE a.id = $2 AND (u.ok OR (a.outcome IS NULL AND $17::text IS NOT NULL))),"
+    " trans AS (INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason,"
+    " attempt) SELECT $13::bigint, id, " Q(TK__STEP_IN_PROGRESS) ", $3, $12, $10, $16::int"
+    " FROM upd),"
+    " rel AS (" TK__PG_RELEASE("$13", "$14::bigint", "$15::int", "$12",
+                               "$20::boolean AND EXISTS (SELECT 1 FROM upd)") "),"
+    " tsk AS (UPDATE tasks SET steps_done = steps_done + $18::int,"
+    " steps_error = steps_error + $19::int, updated_at = $12"
+    " WHERE id = $13 AND $18::int + $19::int > 0 AND EXISTS (SELECT 1 FROM upd)"
+    " RETURNING state, steps_done, steps_total, steps_error)"
+    " SELECT (SELECT count(*) FROM upd), " TK__PG_RELEASED("rel") ","
+    " t.state, t.steps_done, t.steps_total, t.steps_error,"
+    " CASE WHEN t.steps_error > 0 OR t.state = " Q(TK__TASK_ERROR) " THEN"
+    " EXISTS (SELECT 1 FROM steps x WHERE x.task_id = $13 AND x.id <> $1"
+    " AND " TK__PG_CAN_PROGRESS("x") ") OR " TK__PG_RELEASED("rel") " > 0 END"
+    " FROM (SELECT 1) one LEFT JOIN tsk t ON true";
+
+/* A batch step's item results, written with its outcome or at a
+ * checkpoint, only while the claim holds the step (the caller holds a lock
+ * that keeps it so: the task's, or a share lock on the step) and only to
+ * items still pending: an acked or given-up item never changes again.
+ * $1 step, $2 claim, then parallel arrays of seq, state, delta, error. */
+static const char ITEMS_SQL[] =
+    "UPDATE items i SET state = u.state, attempts = i.attempts + u.delta,"
+    " last_error = COALESCE(u.error, i.last_error)"
+    " FROM unnest($3::bigint[], $4::text[], $5::int[], $6::text[]) AS u(seq, state, delta, error)"
+    " WHERE i.step_id = $1::bigint AND i.seq = u.seq AND i.state = " Q(TK__ITEM_PENDING)
+    " AND EXISTS (SELECT 1 FROM steps WHERE id = $1 AND state = " Q(TK__STEP_IN_PROGRESS)
+    " AND claim_id = $2::bigint)";
+
+/* Refused writes, counted last in the transaction: the counter's row is
+ * shared by every orchestrator, so it is held only for the commit. */
+static const char COUNT_SQL[] =
+    "INSERT INTO counters (name, value) VALUES ('fenced_writes', $1::bigint)"
+    " ON CONFLICT (name) DO UPDATE SET value = counters.value + EXCLUDED.value";
+
+enum { PENDING, RECORDED, FENCED, FAILED };
+
+/* Outcomes per transaction at most. Each has a savepoint, and a
+ * transaction with more than 64 subtransactions that wrote overflows the
+ * server's per-backend cache of them, which slows every other session's
+ * snapshots while it lasts. */
+#define GROUP_MAX 48
+
+/* One outcome of the group, in the order they are written. */
+typedef struct rec {
+  int i;                 /* its index in the caller's arrays */
+  int savepoint, result; /* slots of its SAVEPOINT and its outcome statement */
+  int last;              /* the slot of its last command */
+  int tries, status;
+  tk__task_counts counts; /* after it, for settling; state NULL: not settled */
+  char state[TK__STATE_MAX];
+  int can_progress; /* -1: not known */
+  /* The task's move that settling chose (to NULL: none). */
+  const char *to, *reason;
+  char from[TK__STATE_MAX];
+} rec;
+
+/* Lock order (postgres_internal.h): tasks in ascending id; a task's
+ * outcomes in the order the caller gave them. */
+static int by_task(const void *a, const void *b) {
+  const tk__outcome *x = *(const tk__outcome *const *)a, *y = *(const tk__outcome *const *)b;
+  if (x->task_id != y->task_id) return x->task_id < y->task_id ? -1 : 1;
+  return (x > y) - (x < y);
+}
+
+/* The items of outcome o as the arrays of ITEMS_SQL, in b[0..3]. */
+static int item_arrays(const tk__item_result *r, int n, tk__pg_buf b[4], const char *v[4]) {
+  for (int k = 0; k < 4; k++) tk__pg_array_open(&b[k]);
+  for (int j = 0; j < n; j++) {
+    char *tmp;
+    tk__pg_array_i64(&b[0], r[j].seq);
+    tk__pg_array_text(&b[1], r[j].state);
+    tk__pg_array_i64(&b[2], r[j].delta);
+    tk__pg_array_text(&b[3], tk__pg_utf8(r[j].error, &tmp));
+    free(tmp);
+  }
+  int ok = 1;
+  for (int k = 0; k < 4; k++) ok &= (v[k] = tk__pg_array_close(&b[k])) != NULL;
+  return ok;
+}
+
+int tk__pg_items_queue(tk__pg_pipe *p, int64_t step_id, int64_t claim_id,
+                       const tk__item_result *r, int n) {
+  tk__pg_buf b[4] = {{0}};
+  const char *v[4];
+  int slot = -1;
+  if (item_arrays(r, n, b, v)) {
+    tk__pg_args a = {0};
+    tk__pg_arg_i64(&a, step_id);
+    tk__pg_arg_i64(&a, claim_id);
+    for (int k = 0; k < 4; k++) tk__pg_arg_text(&a, v[k]);
+    slot = tk__pg_pipe_stmt(p, PG_OUTCOME_ITEMS, ITEMS_SQL, a.n, a.v);
+  }
+  for (int k = 0; k < 4; k++) tk__pg_buf_free(&b[k]);
+  return slot;
+}
+
+/* Queue outcome o's commands: its savepoint, its task's lock, its items,
+ * and the outcome statement. */
+static int queue_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r) {
+  r->savepoint = tk__pg_pipe_stmt(p, PG_SAVEPOINT, "SAVEPOINT o", 0, NULL);
+  tk__pg_args a = {0};
+  tk__pg_arg_i64(&a, o->task_id);
+  if (tk__pg_pipe_stmt(p, PG_TASK_LOCK,
+                       "SELECT 1 FROM tasks WHERE id = $1::bigint FOR NO KEY UPDATE", a.n,
+                       a.v) < 0)
+    return -1;
+  if (o->nitems > 0 && tk__pg_items_queue(p, o->step_id, o->claim_id, o->items, o->nitems) < 0)
+    return -1;
+  char fenced[256];
+  tk__fenced_attempt_text(fenced, sizeof fenced, o);
+  char *err_tmp, *fenced_tmp;
+  int retry = o->next == TK__NEXT_RETRY;
+  a.n = 0;
+  tk__pg_arg_i64(&a, o->step_id);
+  tk__pg_arg_i64(&a, o->claim_id);
+  tk__pg_arg_text(&a, tk__next_state_name(o->next));
+  tk__pg_arg_text(&a, o->results);
+  tk__pg_arg_text(&a, tk__pg_utf8(o->error, &err_tmp));
+  if (retry) tk__pg_arg_i64(&a, o->run_at), tk__pg_arg_i64(&a, o->delay_ms);
+  else tk__pg_arg_null(&a), tk__pg_arg_null(&a);
+  if (o->fence_lease) tk__pg_arg_i64(&a, o->now);
+  else tk__pg_arg_null(&a);
+  tk__pg_arg_i64(&a, o->finished_at);
+  tk__pg_arg_text(&a, o->attempt_outcome);
+  tk__pg_arg_text(&a, retry ? tk_delay_source_name(o->source) : NULL);
+  tk__pg_arg_i64(&a, o->now);
+  tk__pg_arg_i64(&a, o->task_id);
+  tk__pg_arg_i64(&a, o->template_id);
+  tk__pg_arg_i64(&a, o->idx);
+  tk__pg_arg_i64(&a, o->attempt);
+  tk__pg_arg_text(&a, o->fence_lease ? NULL : tk__pg_utf8(fenced, &fenced_tmp));
+  tk__pg_arg_i64(&a, o->next == TK__NEXT_COMPLETE);
+  tk__pg_arg_i64(&a, o->next == TK__NEXT_ERROR);
+  tk__pg_arg_bool(&a, o->next == TK__NEXT_COMPLETE);
+  r->result = r->last = tk__pg_pipe_stmt(p, PG_OUTCOME, OUTCOME_SQL, a.n, a.v);
+  free(err_tmp);
+  if (!o->fence_lease) free(fenced_tmp);
+  return r->result < 0 || r->savepoint < 0 ? -1 : 0;
+}
+
+/* Read outcome r's statement: recorded (with what settling needs) or
+ * fenced. */
+static void read_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r, tk__effects *fx,
+                         tk_err *e) {
+  PGresult *res = tk__pg_result(p, r->result);
+  if (tk__pg_i64(res, 0, 0) != 1) {
+    r->status = FENCED;
+    tk__fenced_error(e, o);
+    return;
+  }
+  r->status = RECORDED;
+  fx->children_released = (int)tk__pg_i64(res, 0, 1);
+  r->can_progress = -1;
+  if (PQgetisnull(res, 0, 2)) return; /* a retry: the task is not settled */
+  tk__pg_copy(r->state, sizeof r->state, res, 0, 2);
+  r->counts.state = r->state;
+  r->counts.done = (int)tk__pg_i64(res, 0, 3);
+  r->counts.total = (int)tk__pg_i64(res, 0, 4);
+  r->counts.errors = (int)tk__pg_i64(res, 0, 5);
+  if (!PQgetisnull(res, 0, 6)) r->can_progress = tk__pg_bool(res, 0, 6);
+}
+
+/* A failure that a retry of the same outcome may get past. */
+static int transient(const tk__pg_pipe *p) {
+  return strcmp(p->sqlstate, "40P01") == 0 || strcmp(p->sqlstate, "40001") == 0;
+}
+
+/* Phase 1: every outcome from recs[0], each in its savepoint. A failed
+ * outcome is rolled back to its savepoint and the rest goes on. 0, or a
+ * failure that leaves the transaction unusable (rolled back by the
+ * caller). */
+static int write_outcomes(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs,
+                          tk__effects *fx, tk_err *errs, tk_err *err) {
+  int k = 0;
+  while (k < n) {
+    for (int j = k; j < n; j++)
+      if (queue_outcome(p, &o[recs[j].i], &recs[j]) != 0) break;
+    int rc = tk__pg_pipe_run(p, "record outcome", err);
+    int failed = rc ? p->failed : -1, j = k;
+    for (; j < n && (failed < 0 || recs[j].last < failed); j++)
+      read_outcome(p, &o[recs[j].i], &recs[j], &fx[recs[j].i], &errs[recs[j].i]);
+    if (rc == 0) return 0;
+    if (p->broken || j >= n || failed <= recs[j].savepoint) return rc;
+    /* Outcome j failed after its savepoint: undo it alone. */
+    tk_err one;
+    tk_err_set(&one, TK_ESTORE, "%s", err->msg);
+    int again = transient(p) && ++recs[j].tries < 2;
+    tk__pg_pipe_reset(p);
+    tk__pg_pipe_stmt(p, PG_ROLLBACK_SAVEPOINT, "ROLLBACK TO SAVEPOINT o", 0, NULL);
+    if ((rc = tk__pg_pipe_run(p, "record outcome", err))) return rc;
+    tk__pg_pipe_reset(p);
+    memset(&fx[recs[j].i], 0, sizeof fx[recs[j].i]);
+    if (!again) {
+      recs[j].status = FAILED;
+      errs[recs[j].i] = one;
+      j++;
+    }
+    k = j;
+  }
+  return 0;
+}
+
+/* Settle the tasks of recorded outcomes (tk__settle), in write order: an
+ * outcome's counts were read right after it, and a move chosen for an
+ * earlier outcome of the same task is the state the next one sees. The
+ * moves are written with the commit. *notify is set when an outcome made
+ * work visible (children released, a retry scheduled) or moved a task. */
+static int settle_tasks(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, tk__effects *fx,
+                        int *notify, tk_err *err) {
+  const char *moved_to = NULL;
+  int64_t moved_task = 0;
+  for (int k = 0; k < n; k++) {
+    rec *r = &recs[k];
+    const tk__outcome *x = &o[r->i];
+    if (r->status != RECORDED) continue;
+    if (fx[r->i].children_released > 0 || x->next == TK__NEXT_RETRY) *notify = 1;
+    if (r->counts.state == NULL) continue; /* a retry */
+    if (moved_to != NULL && moved_task == x->task_id) r->counts.state = moved_to;
+    if (r->can_progress < 0 && tk__settle_needs_scan(&r->counts)) {
+      /* Not answered with the outcome (the task had no step in error
+       * then): ask now, still under the task's lock. */
+      tk__pg_pipe_reset(p);
+      int slot = tk__pg_can_progress_queue(p, x->task_id);
+      int rc = tk__pg_pipe_run(p, "settle task", err);
+      if (rc) return rc;
+      r->can_progress = tk__pg_bool(tk__pg_result(p, slot), 0, 0);
+    }
+    const char *reason = NULL;
+    const char *to = tk__settle(&r->counts, r->can_progress > 0, &reason);
+    if (to == NULL || strcmp(to, r->counts.state) == 0) continue;
+    snprintf(r->from, sizeof r->from, "%s", r->counts.state);
+    r->to = to;
+    r->reason = reason ? reason : "";
+    fx[r->i].task_state = to;
+    /* A task that ends can end someone's wait for work to run out
+     * (`tasker run --until-idle`). */
+    *notify = 1;
+    moved_to = to;
+    moved_task = x->task_id;
+  }
+  return 0;
+}
+
+/* Phase 2: the task moves, the claim, the counter, NOTIFY, COMMIT. The
+ * claim has a savepoint of its own: if it fails, the outcomes still
+ * commit and next->n stays 0. 1: the transaction failed outside the claim
+ * and was rolled back; TK_*: a claim alone failed (rolled back). */
+static int commit_group(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, int notify,
+                        tk__claim_request *next, tk_err *err) {
+  if (p->ran > 0) tk__pg_pipe_reset(p); /* else BEGIN is queued still (a claim alone) */
+  int64_t fenced = 0;
+  for (int k = 0; k < n; k++) {
+    const tk__outcome *x = &o[recs[k].i];
+    if (recs[k].status == FENCED) fenced++;
+    if (recs[k].to != NULL)
+      tk__pg_settle_queue(p, x->task_id, recs[k].from, recs[k].to, recs[k].reason, x->now);
+  }
+  int claim_first = -1, claim_slot = -1, retry_slot = -1;
+  if (next) {
+    claim_first = n > 0 ? tk__pg_pipe_stmt(p, PG_SAVEPOINT, "SAVEPOINT o", 0, NULL) : p->nslots;
+    tk__pg_claim_queue(p, next, &claim_slot, &retry_slot);
+  }
+  int tail = p->nslots;
+  tk__pg_args a = {0};
+  tk__pg_arg_i64(&a, fenced);
+  if (fenced > 0) tk__pg_pipe_stmt(p, PG_COUNT, COUNT_SQL, a.n, a.v);
+  if (notify) tk__pg_notify(p);
+  tk__pg_commit(p);
+  int rc = tk__pg_pipe_run(p, next && n == 0 ? "claim" : "record outcome", err);
+  if (rc == 0) return next ? tk__pg_claim_read(p, next, claim_slot, retry_slot, err) : 0;
+  if (p->broken) return rc; /* TK_EDISCONNECTED: nothing was committed */
+  /* The claim's own savepoint failing leaves no savepoint of its own to
+   * return to: that counts as a failure of the whole. */
+  int in_claim = next != NULL && p->failed < tail &&
+                 (n > 0 ? p->failed > claim_first : p->failed >= claim_first);
+  if (!in_claim) {
+    tk__pg_pipe_reset(p);
+    tk__pg_rollback(p);
+    tk__pg_pipe_run(p, "rollback", NULL);
+    return n == 0 ? rc : 1;
+  }
+  /* The claim failed: keep the outcomes. */
+  tk_err claim_err = *err;
+  tk__pg_pipe_reset(p);
+  if (n == 0) {
+    tk__pg_rollback(p);
+    tk__pg_pipe_run(p, "rollback", NULL);
+    *err = claim_err;
+    return rc;
+  }
+  tk__pg_pipe_stmt(p, PG_ROLLBACK_SAVEPOINT, "ROLLBACK TO SAVEPOINT o", 0, NULL);
+  if (fenced > 0) tk__pg_pipe_stmt(p, PG_COUNT, COUNT_SQL, a.n, a.v);
+  if (notify) tk__pg_notify(p);
+  tk__pg_commit(p);
+  if (tk__pg_pipe_run(p, "record outcome", err) != 0) return 1;
+  next->n = 0;
+  next->next_retry_at = INT64_MIN; /* unknown: look again soon */
+  return 0;
+}
+
+/* Record the group in one transaction. 0: done (errs say how each went);
+ * 1: the transaction failed as a whole (nothing of it kept); TK_*: a
+ * claim alone failed, or the connection is unusable. */
+static int write_group(tk__pg *pg, const tk__outcome *o, int n, rec *recs, tk__effects *fx,
+                       tk_err *errs, tk__claim_request *next, tk_err *err) {
+  tk__pg_pipe p;
+  int rc = tk__pg_pipe_begin(pg, &p, err);
+  if (rc) return rc;
+  int notify = 0;
+  tk__pg_begin(&p);
+  if (n > 0) {
+    rc = write_outcomes(&p, o, n, recs, fx, errs, err);
+    if (rc == 0) rc = settle_tasks(&p, o, n, recs, fx, &notify, err);
+    if (rc) {
+      int broken = p.broken;
+      tk__pg_pipe_reset(&p);
+      tk__pg_rollback(&p);
+      tk__pg_pipe_run(&p, "rollback", NULL);
+      tk__pg_pipe_end(&p);
+      return broken ? rc : 1;
+    }
+  }
+  rc = commit_group(&p, o, n, recs, notify, next, err);
+  tk__pg_pipe_end(&p);
+  return rc;
+}
+
+/* After the group's transaction failed as a whole: each outcome in a
+ * transaction of its own, then the claim alone. 0 unless nothing at all
+ * could be recorded. */
+static int write_alone(tk__pg *pg, const tk__outcome *o, int n, rec *recs, tk__effects *fx,
+                       tk_err *errs, tk__claim_request *next, tk_err *err) {
+  int recorded = 0;
+  for (int k = 0; k < n; k++) {
+    int i = recs[k].i;
+    rec one = {.i = 0};
+    tk_err_clear(&errs[i]);
+    memset(&fx[i], 0, sizeof fx[i]);
+    int rc = write_group(pg, &o[i], 1, &one, &fx[i], &errs[i], NULL, &errs[i]);
+    if (rc == 0 && (errs[i].code == 0 || errs[i].code == TK_EFENCED)) {
+      recorded++; /* a fenced one too: its refusal was counted */
+      continue;
+    }
+    if (rc == 0) continue; /* its own error says why */
+    memset(&fx[i], 0, sizeof fx[i]);
+    if (rc == 1) tk_err_set(&errs[i], TK_ESTORE, "postgres: record outcome: failed twice");
+    if (rc == TK_EDISCONNECTED) {
+      /* The rest cannot be tried now; the caller records them all again
+       * after reconnecting (those done already are then fenced). */
+      *err = errs[i];
+      return TK_EDISCONNECTED;
+    }
+  }
+  if (recorded == 0) {
+    *err = errs[recs[0].i];
+    return err->code ? err->code : TK_ESTORE;
+  }
+  tk_err ignored;
+  if (next) write_group(pg, o, 0, recs, fx, errs, next, &ignored);
+  return 0;
+}
+
+int tk__pg_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_err *errs,
+                  tk__claim_request *next, tk_err *err) {
+  tk__pg *pg = (tk__pg *)s;
+  if (next) {
+    next->n = 0;
+    next->next_retry_at = INT64_MIN;
+  }
+  for (int i = 0; i < n; i++) {
+    tk_err_clear(&errs[i]);
+    memset(&fx[i], 0, sizeof fx[i]);
+  }
+  if (n <= 0) {
+    rec none;
+    return next ? write_group(pg, o, 0, &none, fx, errs, next, err) : 0;
+  }
+  rec *recs = calloc((size_t)n, sizeof *recs);
+  const tk__outcome **order = malloc((size_t)n * sizeof *order);
+  if (recs == NULL || order == NULL) {
+    free(recs);
+    free(order);
+    return tk__pg_oom(err, "record");
+  }
+  for (int i = 0; i < n; i++) order[i] = &o[i];
+  qsort(order, (size_t)n, sizeof *order, by_task);
+  for (int k = 0; k < n; k++) recs[k].i = (int)(order[k] - o);
+  free(order);
+  /* Transactions of at most GROUP_MAX outcomes, the claim with the last. */
+  int rc = 0, recorded = 0;
+  for (int start = 0; start < n; start += GROUP_MAX) {
+    int m = n - start < GROUP_MAX ? n - start : GROUP_MAX;
+    tk__claim_request *claim = start + m >= n ? next : NULL;
+    rc = write_group(pg, o, m, recs + start, fx, errs, claim, err);
+    if (rc == 1) {
+      /* The group's transaction failed as a whole: one transaction per
+       * outcome now, so that only a failing one is lost. */
+      rc = write_alone(pg, o, m, recs + start, fx, errs, claim, err);
+    }
+    if (rc == TK_EDISCONNECTED) break;
+    if (rc == 0) {
+      recorded = 1;
+      continue;
+    }
+    for (int k = start; k < start + m; k++) /* nothing of this group recorded */
+      if (errs[recs[k].i].code == 0) errs[recs[k].i] = *err;
+  }
+  if (rc == TK_EDISCONNECTED) {
+    /* The caller records them all again once connected (any committed
+     * already are then fenced). */
+    for (int i = 0; i < n; i++) {
+      errs[i] = *err;
+      memset(&fx[i], 0, sizeof fx[i]);
+    }
+  } else if (recorded) {
+    rc = 0;
+  }
+  free(recs);
+  return rc;
+}
