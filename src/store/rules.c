@@ -94,6 +94,11 @@ int tk__fenced_error(tk_err *err, const tk__outcome *o) {
                     (long long)o->step_id, o->attempt, o->owner);
 }
 
+int tk__heartbeat_refused(tk_err *err, int64_t step_id, int64_t claim_id) {
+  return tk_err_set(err, TK_EFENCED, "the lease of step %lld is no longer held by claim %lld",
+                    (long long)step_id, (long long)claim_id);
+}
+
 void tk__fenced_attempt_text(char *buf, size_t cap, const tk__outcome *o) {
   snprintf(buf, cap, "%s refused: the step was no longer held by this claim", o->attempt_outcome);
 }

@@ -62,8 +62,9 @@ typedef struct tk__op_plan {
 int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *task_state,
                       const char *step, const char *step_state, tk__op_plan *plan, tk_err *err);
 
-/* The message of a refused (fenced) outcome and of a refused heartbeat. */
+/* The message of a refused (fenced) outcome, and of a refused heartbeat. */
 int tk__fenced_error(tk_err *err, const tk__outcome *o);
+int tk__heartbeat_refused(tk_err *err, int64_t step_id, int64_t claim_id);
 /* The text a fenced-out attempt row keeps as its error. */
 void tk__fenced_attempt_text(char *buf, size_t cap, const tk__outcome *o);
 

@@ -145,8 +145,7 @@ int tk__pg_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t exp
                               a.n, a.v);
   if ((rc = tk__pg_pipe_run(&p, "heartbeat", err)) == 0 &&
       strcmp(PQcmdTuples(tk__pg_result(&p, slot)), "1") != 0) {
-    rc = tk_err_set(err, TK_EFENCED, "the lease of step %lld is no longer held by claim %lld",
-                    (long long)step_id, (long long)claim_id);
+    rc = tk__heartbeat_refused(err, step_id, claim_id);
   }
   tk__pg_pipe_end(&p);
   return rc;

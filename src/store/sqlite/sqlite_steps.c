@@ -536,8 +536,7 @@ int tk__sq_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t exp
   int rc = tk__sq_done(q, st, err);
   if (rc) return rc;
   if (sqlite3_changes(q->db) == 0)
-    return tk_err_set(err, TK_EFENCED, "the lease of step %lld is no longer held by claim %lld",
-                      (long long)step_id, (long long)claim_id);
+    return tk__heartbeat_refused(err, step_id, claim_id);
   return 0;
 }
 
