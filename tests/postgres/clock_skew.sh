@@ -17,6 +17,9 @@ if [ -z "$FAKETIME_LIB" ]; then
   exit 1
 fi
 pg_database skew
+# Under AddressSanitizer the preloaded libfaketime comes before ASan's
+# runtime, which ASan refuses by default; the order is harmless here.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 W=$TMPDIR_TEST
 cat >"$W/tasker.toml" <<TOML
 [backoff.profiles.half]
@@ -82,8 +85,9 @@ real=$(date +%s)
 if [ $((skewed - real)) -ge 29 ]; then tap_ok "libfaketime shifts the clock ($((skewed - real)) s)"
 else tap_fail "libfaketime shifts the clock" "date under FAKETIME=+30s: $skewed, real: $real"; fi
 
-expect_eq "every task complete" \
-  "$(pg_sql "SELECT count(*) FROM tasks WHERE state <> 'complete'")" 0
+expect_eq "all 144 tasks complete" \
+  "$(pg_sql "SELECT count(*) FILTER (WHERE state = 'complete') || '/' || count(*) FROM tasks")" \
+  "144/144"
 expect_eq "both orchestrators ran retries" \
   "$(pg_sql "SELECT count(DISTINCT owner) FROM attempts a JOIN steps s ON s.id = a.step_id
              WHERE s.name = 'flaky' AND a.attempt = 2")" 2
