@@ -503,6 +503,7 @@ static int record_and_claim(tk_engine *e, int rounds, int *claimed, tk_err *err)
     int64_t t0 = tk_monotonic_ns();
     if (done != NULL) {
       recorded = complete_jobs(e, done, &next);
+      done = NULL; /* recorded and freed, or kept in e->unrecorded */
       if (e->unrecorded != NULL) break;
     } else if (limit > 0) {
       int rc = e->store->ops->record(e->store, NULL, 0, NULL, NULL, &next, err);
