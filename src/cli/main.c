@@ -48,7 +48,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "\n"
           "Global options (before or after the command):\n"
-          "  --db URL          store, e.g. sqlite:./tasker.db (default $TASKER_DB)\n"
+          "  --db URL          store: sqlite:PATH or postgresql://... (default $TASKER_DB)\n"
           "  --config FILE     configuration file (default config/tasker.toml)\n"
           "  --env NAME        environment overlay (default $TASKER_ENV)\n"
           "  --set KEY=VALUE   override one setting (repeatable)\n"
