@@ -15,9 +15,12 @@
 #   precision   10,000 steps failing once with a 50 ms delay (jitter none):
 #               how late each retry started after its run_at, by the
 #               server's clock
+#   split       8 orchestrators (4 workers each) on 1,600 steps that sleep
+#               100 ms: the time against the ideal, and the fewest and most
+#               claims any orchestrator made (an even split is 200 each)
 #   scale       claiming 100 ready steps with 10^4 / 10^5 / 10^6 stored,
 #               90% of them waiting for a retry an hour ahead
-# Usage: sh bench/bench_pg.sh [throughput|jobs|peers|latency|precision|scale]...
+# Usage: sh bench/bench_pg.sh [throughput|jobs|peers|latency|precision|split|scale]...
 # (default all). BENCH_QUICK=1 runs a tenth of the sizes.
 set -eu
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -188,6 +191,19 @@ precision() {
       printf "%-12s %8d %10d %10d %10d\n", "50 ms once", NR, a[int(NR * 0.5) + 1], a[p99], a[NR] }'
 }
 
+split() {
+  url=$(fresh_db)
+  f=$(template slow 1 0 '{ kind = "builtin", name = "sleep", duration = "100ms" }')
+  n=$(div 1600)
+  prepare "$url" "$f" "$n"
+  secs=$(drain "$url" 8)
+  printf '\n%-12s %8s %6s %10s %10s %14s\n' split tasks procs seconds ideal "claims min/max"
+  sql "$url" "SELECT min(c) || '/' || max(c) FROM (SELECT owner, count(*) c FROM attempts
+              GROUP BY owner) x" |
+    awk -v n="$n" -v s="$secs" '{ printf "%-12s %8d %6d %10s %10.3f %14s\n", "100 ms steps", n, 8, s,
+      n * 0.1 / 32, $1 }'
+}
+
 scale() {
   printf '\n%-12s %10s %10s %22s\n' scale stored ready "claim 100: best / p50 ms"
   wide=$(template wide 100 0 "$NOOP")
@@ -206,5 +222,5 @@ scale() {
   done
 }
 
-what=${*:-throughput jobs peers latency precision scale}
+what=${*:-throughput jobs peers latency precision split scale}
 for w in $what; do "$w"; done
