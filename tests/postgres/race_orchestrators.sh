@@ -100,8 +100,13 @@ expect_eq "each step's attempts equal its attempt rows" \
              (SELECT count(*) FROM attempts a WHERE a.step_id = s.id)")" "0"
 fenced=$(pg_sql "SELECT COALESCE((SELECT value FROM counters WHERE name = 'fenced_writes'), 0)")
 expired=$(pg_sql "SELECT count(*) FROM attempts WHERE outcome = 'lease_expired'")
+# A refused write is either a live owner's outcome after its lease was
+# reaped (its attempt row says fenced_out) or a reaper that found a lease
+# another reaper had just expired (no row of its own).
+owners=$(pg_sql "SELECT count(*) FROM attempts WHERE outcome = 'fenced_out'")
 echo "# $ORCHS orchestrators, $TASKS diamond tasks, ${CHAOS_S}s of chaos: $kills kills," \
-     "$fenced fenced writes, $expired expired leases ($(( kills > 0 ? expired / kills : 0 )) per kill)"
+     "$fenced fenced writes ($owners by owners, $((fenced - owners)) by reapers beaten to it)," \
+     "$expired expired leases ($(( kills > 0 ? expired / kills : 0 )) per kill)"
 if [ "$kills" -gt 0 ]; then tap_ok "orchestrators were killed ($kills)"
 else tap_fail "orchestrators were killed" "no kill happened"; fi
 tap_done
