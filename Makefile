@@ -104,7 +104,9 @@ $(BUILD)/tests/%: tests/%.c $(TEST_COMMON_OBJ) $(STATIC_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJ) $(STATIC_LIB) -lcmocka $(LDLIBS)
 
-$(BUILD)/bench/claim_timer: bench/claim_timer.c $(STATIC_LIB)
+# Tools bench_pg.sh runs (not benchmarks of their own).
+BENCH_TOOLS := $(BUILD)/bench/claim_timer $(BUILD)/bench/submit_paced
+$(BENCH_TOOLS): $(BUILD)/bench/%: bench/%.c $(STATIC_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
 
@@ -140,7 +142,7 @@ demo-pg: deps
 	@TASKER=$(TASKER) scripts/demo-pg
 
 bench: deps
-	@$(MAKE) --no-print-directory $(BENCH_BIN) $(BUILD)/bench/claim_timer $(TASKER)
+	@$(MAKE) --no-print-directory $(BENCH_BIN) $(BENCH_TOOLS) $(TASKER)
 	@BUILD=$(BUILD) bench/run
 
 install: all

@@ -11,7 +11,8 @@
 #               run (../shared/peers/run-peers.sh, when present), and the
 #               ratio of tasker's best single-step figure to the best peer's
 #   latency     a linear 4-step noop task, submit to complete, p50/p99 (200
-#               tasks submitted 20 ms apart to one running orchestrator)
+#               tasks submitted 20 ms apart from one connection, as an
+#               embedding application does, to one running orchestrator)
 #   precision   10,000 steps failing once with a 50 ms delay (jitter none):
 #               how late each retry started after its run_at, by the
 #               server's clock
@@ -27,6 +28,7 @@ TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 TASKER=$TOP/$BUILD/bin/tasker
 CLAIM_TIMER=$TOP/$BUILD/bench/claim_timer
+SUBMIT_PACED=$TOP/$BUILD/bench/submit_paced
 Q=${BENCH_QUICK:-0}
 div() { if [ "$Q" = 1 ]; then echo $(($1 / 10)); else echo "$1"; fi; }
 W=$(mktemp -d /tmp/tasker-bench-pg.XXXXXX)
@@ -156,13 +158,7 @@ latency() {
   "$TASKER" --config "$W/tasker.toml" --db "$url" run --id lat 2>>"$W/run.log" &
   pid=$!
   sleep 1
-  n=$(div 200)
-  i=0
-  while [ "$i" -lt "$n" ]; do
-    "$TASKER" --config "$W/tasker.toml" --db "$url" submit linear4 >/dev/null
-    sleep 0.02
-    i=$((i + 1))
-  done
+  "$SUBMIT_PACED" "$url" linear4 "$(div 200)" 20
   while [ "$(sql "$url" "SELECT count(*) FROM tasks WHERE state <> 'complete'")" != 0 ]; do
     sleep 0.2
   done
