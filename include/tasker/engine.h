@@ -60,7 +60,11 @@ typedef void (*tk_log_sink)(tk_log_level level, const char *msg, void *ud);
 typedef struct tk_engine_options {
   tk_store *store;           /* required; used only by the engine's thread */
   const tk_config *config;   /* required: engine settings and backoff profiles */
-  tk_clock clock;            /* zeroed: the system clock */
+  /* zeroed: the store's clock (the machine's on SQLite, the database
+   * server's on PostgreSQL; see tk_store_clock). A clock given here (a
+   * test's manual clock) is installed as the store's, so what the engine
+   * plans and what the store writes come from one clock. */
+  tk_clock clock;
   uint64_t seed;             /* jitter; 0: from entropy */
   const char *id;            /* orchestrator id; NULL: "HOST-PID" */
   int workers;               /* 0: inline on the engine's thread; <0: config */
