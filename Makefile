@@ -58,11 +58,17 @@ SHARED_LIB := $(BUILD)/lib/libtasker.so.$(VERSION)
 PC_FILE    := $(BUILD)/lib/pkgconfig/tasker.pc
 TASKER     := $(BUILD)/bin/tasker
 
-.PHONY: all deps test test-asan check demo demo-pg bench install clean tests examples fuzz fuzz-smoke
+.PHONY: all deps server-deps test test-asan check demo demo-pg bench install clean tests examples fuzz fuzz-smoke
 all: $(STATIC_LIB) $(SHARED_LIB) $(PC_FILE) $(TASKER)
 
 deps:
 	@scripts/ensure-deps
+
+# What the tests, the PostgreSQL demo and the benchmarks run besides the
+# build: a PostgreSQL server (a private cluster each time) and libfaketime.
+SERVER_DEPS := postgresql faketime
+server-deps:
+	@TASKER_EXTRA_DEPS="$(SERVER_DEPS)" scripts/ensure-deps
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -124,11 +130,11 @@ examples: $(EXAMPLE_BIN)
 tests: $(TEST_BIN) $(TASKER) $(EXAMPLE_BIN)
 
 # Build and run every unit and integration test; last line "N passed, N failed".
-test: deps
+test: server-deps
 	@$(MAKE) --no-print-directory tests
 	@BUILD=$(BUILD) scripts/run-tests
 
-test-asan: deps
+test-asan: server-deps
 	@$(MAKE) --no-print-directory MODE=asan tests
 	@BUILD=build-asan ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 scripts/run-tests
 
@@ -137,11 +143,11 @@ demo: deps
 	@TASKER=$(TASKER) scripts/demo
 
 # The demo across processes: a private PostgreSQL cluster, three orchestrators.
-demo-pg: deps
+demo-pg: server-deps
 	@$(MAKE) --no-print-directory $(TASKER)
 	@TASKER=$(TASKER) scripts/demo-pg
 
-bench: deps
+bench: server-deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN) $(BENCH_TOOLS) $(TASKER)
 	@BUILD=$(BUILD) bench/run
 
