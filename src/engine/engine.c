@@ -58,6 +58,9 @@ int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
   e->next_retry_at = INT64_MAX; /* none known: full passes until a claim says */
   e->ns_per_step = 20000; /* a first guess; passes measure it */
   e->claims = calloc((size_t)e->claim_batch, sizeof *e->claims);
+  e->starting = calloc((size_t)e->claim_batch, sizeof *e->starting);
+  e->input_ids = calloc((size_t)e->claim_batch, sizeof *e->input_ids);
+  e->inputs = calloc((size_t)e->claim_batch, sizeof *e->inputs);
   e->expired = calloc(REAP_BATCH, sizeof *e->expired);
   pthread_mutex_init(&e->mu, NULL);
   pthread_condattr_t ca;
@@ -65,7 +68,8 @@ int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* held retries: pool.c */
   pthread_cond_init(&e->have_todo, &ca);
   pthread_condattr_destroy(&ca);
-  if (e->claims == NULL || e->expired == NULL || pipe2(e->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+  if (e->claims == NULL || e->starting == NULL || e->input_ids == NULL || e->inputs == NULL ||
+      e->expired == NULL || pipe2(e->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     e->wake_pipe[0] = e->wake_pipe[1] = -1;
     tk_engine_free(e);
     return tk_err_set(err, TK_ENOMEM, "engine: out of memory or file descriptors");
@@ -230,6 +234,9 @@ void tk_engine_free(tk_engine *e) {
   for (int i = 0; i < e->nfns; i++) free(e->fns[i].name);
   free(e->fns);
   free(e->claims);
+  free(e->starting);
+  free(e->input_ids);
+  free(e->inputs);
   free(e->expired);
   tk__engine_finish_free(e);
   tk__batch_engine_free(e);
@@ -389,23 +396,17 @@ static job *new_job(tk_engine *e, const tk__claimed *c, int64_t now) {
  * in one store call; a job whose input cannot be read is freed and its
  * slot set to NULL: it is not started blind. */
 static void read_inputs(tk_engine *e, job **jobs, int n) {
-  int64_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
-  json_t **inputs = calloc((size_t)n + 1, sizeof *inputs);
-  int m = 0, ok = 1;
-  tk_err err = {0};
-  if (ids == NULL || inputs == NULL) {
-    ok = 0;
-    tk_err_set(&err, TK_ENOMEM, "out of memory");
-  } else {
-    for (int i = 0; i < n; i++)
-      if (jobs[i] && jobs[i]->def->kind != KIND_BUILTIN) ids[m++] = jobs[i]->claim.step_id;
-    if (m > 0 && e->store->ops->inputs(e->store, ids, m, inputs, &err) != 0) ok = 0;
-  }
-  /* inputs[] is in the order of ids[], which is the order of jobs[]. */
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (jobs[i] && jobs[i]->def->kind != KIND_BUILTIN) e->input_ids[m++] = jobs[i]->claim.step_id;
+  if (m == 0) return;
+  tk_err err;
+  int ok = e->store->ops->inputs(e->store, e->input_ids, m, e->inputs, &err) == 0;
+  /* inputs[] is in the order of input_ids[], which is the order of jobs[]. */
   for (int k = 0, i = 0; i < n; i++) {
     job *j = jobs[i];
     if (j == NULL || j->def->kind == KIND_BUILTIN) continue;
-    json_t *input = ok ? inputs[k++] : NULL;
+    json_t *input = ok ? e->inputs[k++] : NULL;
     if (input != NULL) j->input = json_dumps(input, JSON_COMPACT);
     json_decref(input);
     if (j->input == NULL) {
@@ -415,8 +416,6 @@ static void read_inputs(tk_engine *e, job **jobs, int n) {
       jobs[i] = NULL;
     }
   }
-  free(ids);
-  free(inputs);
 }
 
 /* Start the n attempts claimed into e->claims: hand them to the workers,
@@ -425,12 +424,7 @@ static void start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us, jo
   job *queued = NULL, **queued_end = &queued; /* for the workers, in claim order */
   *inline_done = NULL;
   e->stats.claimed += n;
-  if (n == 0) return;
-  job **jobs = calloc((size_t)n, sizeof *jobs);
-  if (jobs == NULL) {
-    tk__engine_log(e, TK_LOG_ERROR, "cannot start %d steps: out of memory", n);
-    return;
-  }
+  job **jobs = e->starting;
   for (int i = 0; i < n; i++) jobs[i] = new_job(e, &e->claims[i], now);
   read_inputs(e, jobs, n);
   for (int i = 0; i < n; i++) {
@@ -454,7 +448,6 @@ static void start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us, jo
       *inline_done = j;
     }
   }
-  free(jobs);
   if (queued != NULL) tk__pool_submit(e, queued);
 }
 
@@ -600,21 +593,24 @@ int tk_engine_tick(tk_engine *e, int64_t *next_due, tk_err *err) {
   return pass(e, 1, next_due, err);
 }
 
-/* Sleep until `due` (engine clock), until something writes the wake pipe
- * (a worker's result, wake, stop), or until another process changes the
- * store. */
-void tk__engine_wait_until(tk_engine *e, int64_t due) {
-  int64_t now = tk_clock_now(&e->clock);
-  if (due <= now) return;
-  int64_t ms = due - now;
+void tk__engine_wait(tk_engine *e, int64_t ms, int watch_store) {
+  if (ms <= 0) return;
   struct pollfd p[2] = {{.fd = e->wake_pipe[0], .events = POLLIN},
-                        {.fd = e->store->ops->change_fd(e->store), .events = POLLIN}};
+                        {.fd = watch_store ? e->store->ops->change_fd(e->store) : -1,
+                         .events = POLLIN}};
   int r = poll(p, p[1].fd >= 0 ? 2 : 1, ms > 3600000 ? 3600000 : (int)ms);
   if (r > 0 && p[0].revents) {
     char buf[256];
     while (read(e->wake_pipe[0], buf, sizeof buf) > 0) {
     }
   }
+}
+
+/* Sleep until `due` (engine clock), until something writes the wake pipe
+ * (a worker's result, wake, stop), or until another process changes the
+ * store. */
+static void wait_until(tk_engine *e, int64_t due) {
+  tk__engine_wait(e, due - tk_clock_now(&e->clock), 1);
 }
 
 int tk_engine_run(tk_engine *e, int until_idle, tk_err *err) {
@@ -641,12 +637,12 @@ int tk_engine_run(tk_engine *e, int until_idle, tk_err *err) {
       heartbeat(e, tk_clock_now(&e->clock), &hb);
       due = hb;
     }
-    tk__engine_wait_until(e, due);
+    wait_until(e, due);
   }
   /* Finish what is running, so no attempt is left to the reaper (unless
    * the store cannot be reached: then the leases run out). */
   while (e->in_flight > 0 && rc != TK_EDISCONNECTED) {
-    tk__engine_wait_until(e, tk_clock_now(&e->clock) + 1000);
+    wait_until(e, tk_clock_now(&e->clock) + 1000);
     complete_jobs(e, take_finished(e), NULL);
     if (e->unrecorded != NULL && tk__engine_reconnect(e, NULL) != 0) break;
   }

@@ -85,6 +85,11 @@ struct tk_engine {
   double ns_per_handler; /* how long a handler call takes (0: none seen yet) */
   int system_clock;      /* the clock is the system's: retries may be held */
   tk__claimed *claims; /* claim_batch slots */
+  /* start_claimed's arrays, claim_batch slots each: the jobs made from
+   * claims, and the steps whose inputs are read and those inputs. */
+  struct job **starting;
+  int64_t *input_ids;
+  json_t **inputs;
   tk__expired *expired;
   /* tk__engine_finish's arrays, kept and grown to the largest group. */
   tk__outcome *fin_outcomes;
@@ -161,8 +166,10 @@ typedef struct tk__finish {
  * caller keeps the items for after the reconnection; else 0. */
 int tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_request *next,
                       tk_err *lost);
-/* Sleep until `due` (engine clock) or until woken (engine.c). */
-void tk__engine_wait_until(tk_engine *e, int64_t due);
+/* Sleep up to ms, until something writes the wake pipe (a worker's
+ * result, wake, stop) or, with watch_store, until another process changes
+ * the store (engine.c). */
+void tk__engine_wait(tk_engine *e, int64_t ms, int watch_store);
 
 /* After TK_EDISCONNECTED: reconnect the store under the configured backoff
  * profile (engine.reconnect_backoff), logging what happened, until it

@@ -36,12 +36,12 @@ int tk__engine_reconnect(tk_engine *e, tk_err *err) {
     prev_delay = delay;
     if (delay > set->reconnect_give_up_ms - elapsed_ms)
       delay = set->reconnect_give_up_ms - elapsed_ms;
-    /* Sleep on the monotonic clock: the store's clock may be the server's,
-     * last measured before the loss. Worker results that wake the sleep
-     * wait in the pool until the store is back. */
+    /* Counted on the monotonic clock. Worker results that wake the sleep
+     * wait in the pool until the store is back; the store's change
+     * notices are not watched (a lost connection's socket stays readable). */
     int64_t until_ns = tk_monotonic_ns() + delay * 1000000;
     while (!e->stop && tk_monotonic_ns() < until_ns)
-      tk__engine_wait_until(e, tk_clock_now(&e->clock) + (until_ns - tk_monotonic_ns()) / 1000000 + 1);
+      tk__engine_wait(e, (until_ns - tk_monotonic_ns()) / 1000000 + 1, 0);
     if (e->stop) break;
     if (e->store->ops->reconnect(e->store, &why) == 0) {
       tk_err clock_err;

@@ -10,15 +10,11 @@
  * not move it, and its error is at most half a round trip. */
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
-
-#include <errno.h>
 
 #include "store/store.h"
 
 struct tk__store_clock {
-  _Atomic int64_t offset_us; /* server time - monotonic time */
-  int64_t rtt_us;            /* the round trip of the sample in use */
+  _Atomic int64_t offset_us; /* server time - monotonic time; read by workers */
 };
 
 static int64_t monotonic_us(void) { return tk_monotonic_ns() / 1000; }
@@ -26,14 +22,6 @@ static int64_t monotonic_us(void) { return tk_monotonic_ns() / 1000; }
 static int64_t server_now(void *ud) {
   struct tk__store_clock *c = ud;
   return (monotonic_us() + atomic_load_explicit(&c->offset_us, memory_order_relaxed)) / 1000;
-}
-
-static void sleep_ms(void *ud, int64_t ms) {
-  (void)ud;
-  if (ms <= 0) return;
-  struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
 }
 
 /* Samples per measurement: the fastest round trip wins. */
@@ -52,7 +40,6 @@ int tk_store_clock_sync(tk_store *s, tk_err *err) {
       best_offset = server_us - (t0 + (t1 - t0) / 2);
     }
   }
-  s->server->rtt_us = best_rtt;
   atomic_store(&s->server->offset_us, best_offset);
   return 0;
 }
@@ -68,7 +55,8 @@ int tk__store_clock_init(tk_store *s, tk_err *err) {
     s->server = NULL;
     return rc;
   }
-  s->clock = (tk_clock){server_now, sleep_ms, s->server};
+  /* Sleeping is the machine's (it ignores its ud). */
+  s->clock = (tk_clock){server_now, tk_clock_system().sleep_ms, s->server};
   return 0;
 }
 

@@ -133,6 +133,13 @@ int tk__sq_items_insert(tk__sqlite *q, int64_t step_id, const tk__new_step *ns, 
 int tk__sq_items_apply(tk__sqlite *q, int64_t step_id, const tk__item_result *r, int n,
                        tk_err *err);
 
+/* A template's columns, each with `prefix` ("tp." or " "), in the order
+ * tk__sq_template_rec reads them from column `col` on into r (strings
+ * copied; TK_ENOMEM leaves r empty). */
+#define TK__SQ_TEMPLATE_COLUMNS(p)                                                            \
+  p "id," p "namespace," p "name," p "version," p "description," p "definition," p "created_at"
+int tk__sq_template_rec(sqlite3_stmt *st, int col, tk__template_rec *r);
+
 /* Operations implemented in the backend's files. */
 int tk__sq_template_put(tk_store *s, tk__template_row *rows, int n, tk_err *err);
 int tk__sq_template_find(tk_store *s, const char *ns, const char *name, const char *version,

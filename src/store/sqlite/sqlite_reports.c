@@ -215,8 +215,7 @@ static int report_task(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *
   sqlite3_stmt *st = task_query(q, "show task",
                                 "SELECT t.id, t.state, t.identity, t.created_at, t.updated_at,"
                                 " t.finished_at, t.steps_total, t.steps_done, t.steps_error,"
-                                " t.context, tp.id, tp.namespace, tp.name, tp.version,"
-                                " tp.description, tp.definition, tp.created_at"
+                                " t.context," TK__SQ_TEMPLATE_COLUMNS(" tp.")
                                 " FROM tasks t JOIN templates tp ON tp.id = t.template_id"
                                 " WHERE t.id = ?1",
                                 task_id, err);
@@ -233,14 +232,7 @@ static int report_task(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *
     r->steps_done = sqlite3_column_int(st, 7);
     r->steps_error = sqlite3_column_int(st, 8);
     r->context = col_dup(st, 9, oom);
-    tk__template_rec *t = &r->template_;
-    t->id = sqlite3_column_int64(st, 10);
-    t->namespace_ = col_dup(st, 11, oom);
-    t->name = col_dup(st, 12, oom);
-    t->version = col_dup(st, 13, oom);
-    t->description = col_dup(st, 14, oom);
-    t->definition = col_dup(st, 15, oom);
-    t->created_at = sqlite3_column_int64(st, 16);
+    if (tk__sq_template_rec(st, 10, &r->template_) != 0) *oom = 1;
   }
   sqlite3_finalize(st);
   if (rc) return rc;

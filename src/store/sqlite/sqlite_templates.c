@@ -82,18 +82,16 @@ int tk__sq_template_put(tk_store *s, tk__template_row *rows, int n, tk_err *err)
   return rc;
 }
 
-#define TEMPLATE_COLUMNS "id, namespace, name, version, description, definition, created_at"
 
-/* The template row st is on, into r (strings copied). */
-static int template_rec(sqlite3_stmt *st, tk__template_rec *r) {
+int tk__sq_template_rec(sqlite3_stmt *st, int col, tk__template_rec *r) {
   int oom = 0;
-  r->id = sqlite3_column_int64(st, 0);
-  r->namespace_ = tk__dup(tk__sq_text(st, 1), &oom);
-  r->name = tk__dup(tk__sq_text(st, 2), &oom);
-  r->version = tk__dup(tk__sq_text(st, 3), &oom);
-  r->description = tk__dup(tk__sq_text(st, 4), &oom);
-  r->definition = tk__dup(tk__sq_text(st, 5), &oom);
-  r->created_at = sqlite3_column_int64(st, 6);
+  r->id = sqlite3_column_int64(st, col);
+  r->namespace_ = tk__dup(tk__sq_text(st, col + 1), &oom);
+  r->name = tk__dup(tk__sq_text(st, col + 2), &oom);
+  r->version = tk__dup(tk__sq_text(st, col + 3), &oom);
+  r->description = tk__dup(tk__sq_text(st, col + 4), &oom);
+  r->definition = tk__dup(tk__sq_text(st, col + 5), &oom);
+  r->created_at = sqlite3_column_int64(st, col + 6);
   if (oom) tk__template_rec_free(r);
   return oom ? TK_ENOMEM : 0;
 }
@@ -105,7 +103,7 @@ int tk__sq_template_find(tk_store *s, const char *ns, const char *name, const ch
   *n = 0;
   /* Newest = most recently added among matching versions. */
   if (sqlite3_prepare_v2(q->db,
-                         "SELECT " TEMPLATE_COLUMNS " FROM templates WHERE name = ?1"
+                         "SELECT " TK__SQ_TEMPLATE_COLUMNS(" ") " FROM templates WHERE name = ?1"
                          " AND (?2 IS NULL OR namespace = ?2) AND (?3 IS NULL OR version = ?3)"
                          " ORDER BY id DESC LIMIT ?4",
                          -1, &st, NULL))
@@ -116,7 +114,7 @@ int tk__sq_template_find(tk_store *s, const char *ns, const char *name, const ch
   sqlite3_bind_int(st, 4, max);
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW && *n < max) {
-    if (template_rec(st, &out[*n]) != 0) {
+    if (tk__sq_template_rec(st, 0, &out[*n]) != 0) {
       rc = SQLITE_NOMEM;
       break;
     }
@@ -138,11 +136,13 @@ int tk__sq_template_get_by_id(tk_store *s, int64_t id, tk__template_rec *out, tk
   tk__sqlite *q = (tk__sqlite *)s;
   memset(out, 0, sizeof *out);
   sqlite3_stmt *st = tk__sq_stmt(q, SQ_TEMPLATE_BY_ID,
-                                 "SELECT " TEMPLATE_COLUMNS " FROM templates WHERE id = ?", err);
+                                 "SELECT " TK__SQ_TEMPLATE_COLUMNS(" ")
+                                 " FROM templates WHERE id = ?",
+                                 err);
   if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, id);
   int found, rc = tk__sq_row(q, st, "template lookup", &found, err);
-  if (rc == 0 && found && template_rec(st, out) != 0)
+  if (rc == 0 && found && tk__sq_template_rec(st, 0, out) != 0)
     rc = tk_err_set(err, TK_ENOMEM, "out of memory");
   sqlite3_reset(st);
   if (rc) return rc;
@@ -156,13 +156,14 @@ int tk__sq_template_list(tk_store *s, tk__template_rec **out, int *n, tk_err *er
   *out = NULL;
   *n = 0;
   if (sqlite3_prepare_v2(q->db,
-                         "SELECT " TEMPLATE_COLUMNS " FROM templates ORDER BY namespace, name, id",
+                         "SELECT " TK__SQ_TEMPLATE_COLUMNS(" ")
+                         " FROM templates ORDER BY namespace, name, id",
                          -1, &st, NULL))
     return tk__sq_fail(q, "template list", err);
   int rc, cap = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     if (tk__grow((void **)out, &cap, *n + 1, sizeof **out) != 0 ||
-        template_rec(st, &(*out)[*n]) != 0) {
+        tk__sq_template_rec(st, 0, &(*out)[*n]) != 0) {
       rc = SQLITE_NOMEM;
       break;
     }
