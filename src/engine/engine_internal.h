@@ -161,7 +161,7 @@ typedef struct tk__finish {
  * the one backoff function, record them all in one store call (group
  * commit; each outcome fenced and atomic on its own), then emit the events
  * and log lines. With `next` (may be NULL) the same transaction claims the
- * next ready steps. Returns TK_EDISCONNECTED (why in *lost) when the
+ * next ready steps. Returns TK_EDISCONNECTED (why in *lost, required) when the
  * store's connection was lost and nothing was recorded or reported: the
  * caller keeps the items for after the reconnection; else 0. */
 int tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_request *next,

@@ -201,7 +201,7 @@ int tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_re
   tk_err err;
   tk_err_clear(&err);
   int rc = e->store->ops->record(e->store, o, n, fx, errs, next, &err);
-  if (rc == TK_EDISCONNECTED && lost != NULL) {
+  if (rc == TK_EDISCONNECTED) {
     *lost = err;
     return rc;
   }
