@@ -115,8 +115,7 @@ void tk__batch_prepare(tk_engine *e, job *j) {
 void tk__batch_free(struct tk__batch_job *b) {
   if (b == NULL) return;
   for (int64_t i = 0; b->reasons && i < b->load.npending; i++) free(b->reasons[i]);
-  free(b->load.items);
-  free(b->load.text);
+  tk__batch_load_free(&b->load);
   free(b->states);
   free(b->attempts);
   free(b->written);

@@ -8,22 +8,30 @@
 int tk__store_clock_init(tk_store *s, tk_err *err); /* store_clock.c */
 void tk__store_clock_free(tk_store *s);
 
-/* The backends, by URL scheme. */
-static const tk__store_ops *const backends[] = {
-    &tk__sqlite_store_ops,
-#ifndef TK_NO_POSTGRES
-    &tk__postgres_store_ops,
+/* URL schemes and their backends; ops NULL: a backend this build leaves
+ * out (make PG_BACKEND=0). */
+#ifdef TK_NO_POSTGRES
+#define POSTGRES_OPS NULL
+#else
+#define POSTGRES_OPS (&tk__postgres_store_ops)
 #endif
+typedef struct scheme {
+  const char *name, *backend;
+  const tk__store_ops *ops;
+} scheme;
+static const scheme schemes[] = {
+    {"sqlite", "SQLite", &tk__sqlite_store_ops},
+    {"postgres", "PostgreSQL", POSTGRES_OPS},
+    {"postgresql", "PostgreSQL", POSTGRES_OPS}, /* PostgreSQL's own spelling */
 };
-#define NBACKENDS (sizeof backends / sizeof backends[0])
+#define NSCHEMES (sizeof schemes / sizeof schemes[0])
 
-/* The backend of `scheme` (n bytes), or NULL. "postgresql" is PostgreSQL's
- * own spelling of "postgres". */
-static const tk__store_ops *backend(const char *scheme, size_t n) {
-  if (n == 10 && strncmp(scheme, "postgresql", n) == 0) return backend("postgres", 8);
-  for (size_t i = 0; i < NBACKENDS; i++)
-    if (strlen(backends[i]->scheme) == n && strncmp(scheme, backends[i]->scheme, n) == 0)
-      return backends[i];
+/* The entry of the scheme that url starts with ("name:"), or NULL. */
+static const scheme *scheme_of(const char *url) {
+  for (size_t i = 0; i < NSCHEMES; i++) {
+    size_t n = strlen(schemes[i].name);
+    if (strncmp(url, schemes[i].name, n) == 0 && url[n] == ':') return &schemes[i];
+  }
   return NULL;
 }
 
@@ -39,34 +47,25 @@ static int libpq_keywords(const char *url) {
 int tk_store_open(const char *url, tk_store **out, tk_err *err) {
   *out = NULL;
   if (url == NULL || *url == '\0') return tk_err_set(err, TK_EINVAL, "empty store URL");
+  /* A bare path is a SQLite file; each backend's open reads the whole URL. */
+  const scheme *sc = libpq_keywords(url) ? scheme_of("postgres:") : scheme_of(url);
   const char *colon = strchr(url, ':');
-  const char *location = url;
-  const tk__store_ops *ops = &tk__sqlite_store_ops; /* a bare path is a SQLite file */
-  if (libpq_keywords(url)) {
-    ops = backend("postgres", 8);
-  } else if (colon != NULL && colon != url && strchr(url, '/') != url) {
-    size_t n = (size_t)(colon - url);
-    ops = backend(url, n);
-    if (ops == NULL && strncmp(url, "postgres", 8) == 0 && (n == 8 || n == 10))
-      return tk_err_set(err, TK_EUNSUPPORTED,
-                        "store URL \"%s\": this build has no PostgreSQL backend", url);
-    if (ops == NULL)
-      return tk_err_set(err, TK_EINVAL,
-                        "store URL \"%s\": unknown scheme \"%.*s\" (expected sqlite:PATH or "
-                        "postgres://...)",
-                        url, (int)n, url);
-    /* SQLite takes the path after "sqlite:"; libpq the whole URL. */
-    if (ops == &tk__sqlite_store_ops) location = colon + 1;
-  }
+  if (sc == NULL && colon != NULL && colon != url && strchr(url, '/') != url)
+    return tk_err_set(err, TK_EINVAL,
+                      "store URL \"%s\": unknown scheme \"%.*s\" (expected sqlite:PATH or "
+                      "postgres://...)",
+                      url, (int)(colon - url), url);
+  if (sc == NULL) sc = &schemes[0];
+  const tk__store_ops *ops = sc->ops;
   if (ops == NULL)
-    return tk_err_set(err, TK_EUNSUPPORTED,
-                      "store URL \"%s\": this build has no PostgreSQL backend", url);
+    return tk_err_set(err, TK_EUNSUPPORTED, "store URL \"%s\": this build has no %s backend",
+                      url, sc->backend);
   if (ops->version != TK__STORE_OPS_VERSION)
     return tk_err_set(err, TK_EUNSUPPORTED,
                       "store backend \"%s\" implements store interface version %d; this build "
                       "needs version %d",
                       ops->scheme, ops->version, TK__STORE_OPS_VERSION);
-  int rc = ops->open(location, out, err);
+  int rc = ops->open(url, out, err);
   if (rc) return rc;
   (*out)->clock = tk_clock_system();
   (*out)->server = NULL;
@@ -78,8 +77,10 @@ int tk_store_open(const char *url, tk_store **out, tk_err *err) {
 }
 
 void tk_store_process_init(void) {
-  for (size_t i = 0; i < NBACKENDS; i++)
-    if (backends[i]->process_init) backends[i]->process_init();
+  for (size_t i = 0; i < NSCHEMES; i++) {
+    const tk__store_ops *ops = schemes[i].ops;
+    if (ops && ops->process_init && (i == 0 || schemes[i - 1].ops != ops)) ops->process_init();
+  }
 }
 
 void tk_store_close(tk_store *s) {
@@ -212,6 +213,13 @@ void tk__task_report_free(tk__task_report *r) {
   }
   free(r->gave_up);
   memset(r, 0, sizeof *r);
+}
+
+void tk__batch_load_free(tk__batch_load *b) {
+  if (b == NULL) return;
+  free(b->items);
+  free(b->text);
+  memset(b, 0, sizeof *b);
 }
 
 int tk__grow(void **arr, int *cap, int need, size_t size) {

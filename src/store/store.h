@@ -311,8 +311,8 @@ typedef struct tk__store_ops {
   /* Once per process before any store of this kind opens (may be NULL):
    * tk_store_process_init. */
   void (*process_init)(void);
-  /* Open the store at `location` (the URL without "scheme:" for schemes
-   * that want it so, the whole URL otherwise). */
+  /* Open the store at `location`: the URL as the user gave it (with its
+   * scheme, or SQLite's bare path, or a libpq key=value string). */
   int (*open)(const char *location, tk_store **out, tk_err *err);
   void (*close)(tk_store *s);
   /* Apply the migrations the store lacks up to `target` (0: all), each
@@ -448,6 +448,8 @@ int tk__input_add(json_t **slot, const char *context, const char *parent, const 
 void tk__template_rec_free(tk__template_rec *r);
 void tk__template_recs_free(tk__template_rec *r, int n);
 void tk__task_report_free(tk__task_report *r);
+/* Free a batch load's items and text and zero it (NULL allowed). */
+void tk__batch_load_free(tk__batch_load *b);
 
 /* Grow *arr (of elements of `size` bytes, *cap of them) to hold at least
  * need; new elements are zeroed. */

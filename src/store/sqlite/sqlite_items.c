@@ -172,11 +172,7 @@ int tk__sq_items_load(tk_store *s, int64_t step_id, tk__batch_load *out, tk_err 
         rows[i].data == SIZE_MAX ? NULL : out->text + rows[i].data, rows[i].attempts};
   }
   free(rows);
-  if (rc) {
-    free(out->items);
-    free(out->text);
-    memset(out, 0, sizeof *out);
-  }
+  if (rc) tk__batch_load_free(out);
   return rc;
 }
 

@@ -186,6 +186,7 @@ static void sq_close(tk_store *s) {
 
 static int sq_open(const char *location, tk_store **out, tk_err *err) {
   *out = NULL;
+  if (strncmp(location, "sqlite:", 7) == 0) location += 7; /* else a bare path */
   if (location == NULL || *location == '\0')
     return tk_err_set(err, TK_EINVAL, "sqlite store: empty path (use sqlite:PATH)");
   tk__sqlite *q = calloc(1, sizeof *q);
