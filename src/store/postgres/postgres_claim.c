@@ -94,6 +94,9 @@ int tk__pg_claim_queue(tk__pg_pipe *p, tk__claim_request *r, int *claim_slot, in
   return *retry_slot < 0 ? -1 : 0;
 }
 
+/* An absent time (SQL NULL) as "never". */
+static int64_t or_never(int64_t t) { return t == TK__NONE ? INT64_MAX : t; }
+
 int tk__pg_claim_read(tk__pg_pipe *p, tk__claim_request *r, int claim_slot, int retry_slot,
                       tk_err *err) {
   r->n = 0;
@@ -121,8 +124,7 @@ int tk__pg_claim_read(tk__pg_pipe *p, tk__claim_request *r, int claim_slot, int 
     c->lease_expires_at = r->now + r->lease_ms;
   }
   r->n = rows;
-  int64_t next = tk__pg_i64(tk__pg_result(p, retry_slot), 0, 0);
-  r->next_retry_at = next == TK__NONE ? INT64_MAX : next;
+  r->next_retry_at = or_never(tk__pg_i64(tk__pg_result(p, retry_slot), 0, 0));
   return 0;
 }
 
@@ -131,23 +133,19 @@ int tk__pg_claim_read(tk__pg_pipe *p, tk__claim_request *r, int claim_slot, int 
  * it checks on the newest row version make the fence exact. */
 int tk__pg_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
                      tk_err *err) {
-  tk__pg_pipe p;
-  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
-  if (rc) return rc;
   tk__pg_args a = {0};
   tk__pg_arg_i64(&a, step_id);
   tk__pg_arg_i64(&a, claim_id);
   tk__pg_arg_i64(&a, expires_at);
-  int slot = tk__pg_pipe_stmt(&p, PG_HEARTBEAT,
-                              "UPDATE steps SET lease_expires_at = $3::bigint"
-                              " WHERE id = $1::bigint AND state = " Q(TK__STEP_IN_PROGRESS)
-                              " AND claim_id = $2::bigint",
-                              a.n, a.v);
-  if ((rc = tk__pg_pipe_run(&p, "heartbeat", err)) == 0 &&
-      strcmp(PQcmdTuples(tk__pg_result(&p, slot)), "1") != 0) {
+  PGresult *r;
+  int rc = tk__pg_query(s, PG_HEARTBEAT,
+                        "UPDATE steps SET lease_expires_at = $3::bigint"
+                        " WHERE id = $1::bigint AND state = " Q(TK__STEP_IN_PROGRESS)
+                        " AND claim_id = $2::bigint",
+                        &a, "heartbeat", &r, err);
+  if (rc == 0 && strcmp(PQcmdTuples(r), "1") != 0)
     rc = tk__heartbeat_refused(err, step_id, claim_id);
-  }
-  tk__pg_pipe_end(&p);
+  PQclear(r);
   return rc;
 }
 
@@ -157,89 +155,75 @@ int tk__pg_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t exp
  * that finds a step another already failed is fenced when it records.) */
 int tk__pg_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err) {
   *n = 0;
-  tk__pg_pipe p;
-  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
-  if (rc) return rc;
   tk__pg_args a = {0};
   tk__pg_arg_i64(&a, now);
   tk__pg_arg_i64(&a, limit);
-  int slot = tk__pg_pipe_stmt(
-      &p, PG_EXPIRED,
+  PGresult *r;
+  int rc = tk__pg_query(
+      s, PG_EXPIRED,
       "SELECT s.id, s.task_id, t.template_id, s.idx, s.attempts, s.max_attempts, s.retryable,"
       " s.run_at, s.last_delay_ms, s.backoff, s.lease_owner, s.lease_expires_at, s.claim_id"
       " FROM steps s JOIN tasks t ON t.id = s.task_id"
       /* <=: next_due wakes the engine at the expiry itself, which must find it */
       " WHERE s.state = " Q(TK__STEP_IN_PROGRESS) " AND s.lease_expires_at <= $1::bigint"
       " ORDER BY s.lease_expires_at LIMIT $2::int FOR UPDATE OF s SKIP LOCKED",
-      a.n, a.v);
-  if ((rc = tk__pg_pipe_run(&p, "expired leases", err)) == 0) {
-    PGresult *r = tk__pg_result(&p, slot);
-    int rows = PQntuples(r);
-    for (int i = 0; i < rows && i < limit; i++) {
-      tk__expired *e = &out[i];
-      tk__claimed *c = &e->step;
-      memset(e, 0, sizeof *e);
-      c->step_id = tk__pg_i64(r, i, 0);
-      c->task_id = tk__pg_i64(r, i, 1);
-      c->template_id = tk__pg_i64(r, i, 2);
-      c->idx = (int)tk__pg_i64(r, i, 3);
-      c->attempt = (int)tk__pg_i64(r, i, 4);
-      c->max_attempts = (int)tk__pg_i64(r, i, 5);
-      c->retryable = tk__pg_bool(r, i, 6);
-      c->run_at = tk__pg_i64(r, i, 7);
-      c->last_delay_ms = tk__pg_i64(r, i, 8);
-      tk__pg_copy(c->backoff, sizeof c->backoff, r, i, 9);
-      tk__pg_copy(e->owner, sizeof e->owner, r, i, 10);
-      c->lease_expires_at = tk__pg_i64(r, i, 11);
-      c->claim_id = tk__pg_i64(r, i, 12);
-      *n = i + 1;
-    }
+      &a, "expired leases", &r, err);
+  for (int i = 0; rc == 0 && i < PQntuples(r) && i < limit; i++) {
+    tk__expired *e = &out[i];
+    tk__claimed *c = &e->step;
+    memset(e, 0, sizeof *e);
+    c->step_id = tk__pg_i64(r, i, 0);
+    c->task_id = tk__pg_i64(r, i, 1);
+    c->template_id = tk__pg_i64(r, i, 2);
+    c->idx = (int)tk__pg_i64(r, i, 3);
+    c->attempt = (int)tk__pg_i64(r, i, 4);
+    c->max_attempts = (int)tk__pg_i64(r, i, 5);
+    c->retryable = tk__pg_bool(r, i, 6);
+    c->run_at = tk__pg_i64(r, i, 7);
+    c->last_delay_ms = tk__pg_i64(r, i, 8);
+    tk__pg_copy(c->backoff, sizeof c->backoff, r, i, 9);
+    tk__pg_copy(e->owner, sizeof e->owner, r, i, 10);
+    c->lease_expires_at = tk__pg_i64(r, i, 11);
+    c->claim_id = tk__pg_i64(r, i, 12);
+    *n = i + 1;
   }
-  tk__pg_pipe_end(&p);
+  PQclear(r);
   return rc;
 }
 
 int tk__pg_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *err) {
-  tk__pg_pipe p;
-  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
-  if (rc) return rc;
+  PGresult *r;
   /* A ready pending step is due since it became ready: the first one in
    * claim order stands for them all, without a scan of every one. */
-  int slot = tk__pg_pipe_stmt(
-      &p, PG_NEXT_DUE,
+  int rc = tk__pg_query(
+      s, PG_NEXT_DUE,
       "SELECT (SELECT MIN(run_at) FROM steps WHERE state = " Q(TK__STEP_WAITING) "),"
       " (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_PENDING)
       " AND parents_remaining = 0 ORDER BY task_id, id LIMIT 1),"
       " (SELECT MIN(lease_expires_at) FROM steps WHERE lease_expires_at IS NOT NULL"
       " AND state = " Q(TK__STEP_IN_PROGRESS) ")",
-      0, NULL);
-  if ((rc = tk__pg_pipe_run(&p, "next due", err)) == 0) {
-    PGresult *r = tk__pg_result(&p, slot);
-    int64_t retry = tk__pg_i64(r, 0, 0), fresh = tk__pg_i64(r, 0, 1), lease = tk__pg_i64(r, 0, 2);
-    if (retry == TK__NONE) retry = INT64_MAX;
-    if (fresh == TK__NONE) fresh = INT64_MAX;
+      NULL, "next due", &r, err);
+  if (rc == 0) {
+    int64_t retry = or_never(tk__pg_i64(r, 0, 0)), fresh = or_never(tk__pg_i64(r, 0, 1));
     if (ready_at) *ready_at = retry < fresh ? retry : fresh;
-    if (lease_at) *lease_at = lease == TK__NONE ? INT64_MAX : lease;
+    if (lease_at) *lease_at = or_never(tk__pg_i64(r, 0, 2));
   }
-  tk__pg_pipe_end(&p);
+  PQclear(r);
   return rc;
 }
 
 int tk__pg_has_work(tk_store *s, int *yes, tk_err *err) {
-  tk__pg_pipe p;
   *yes = 0;
-  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
-  if (rc) return rc;
-  int slot = tk__pg_pipe_stmt(
-      &p, PG_HAS_WORK,
+  PGresult *r;
+  int rc = tk__pg_query(
+      s, PG_HAS_WORK,
       "SELECT EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_PENDING)
       " AND parents_remaining = 0)"
       " OR EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_WAITING) ")"
       " OR EXISTS (SELECT 1 FROM steps WHERE lease_expires_at IS NOT NULL"
       " AND state = " Q(TK__STEP_IN_PROGRESS) ")",
-      0, NULL);
-  if ((rc = tk__pg_pipe_run(&p, "has work", err)) == 0)
-    *yes = tk__pg_bool(tk__pg_result(&p, slot), 0, 0);
-  tk__pg_pipe_end(&p);
+      NULL, "has work", &r, err);
+  if (rc == 0) *yes = tk__pg_bool(r, 0, 0);
+  PQclear(r);
   return rc;
 }

@@ -60,8 +60,9 @@ typedef struct tk__pg {
   tk_store base; /* first: a tk__pg is a tk_store */
   PGconn *conn;
   char prepared[PG__COUNT]; /* on this session (cleared by reconnect) */
-  int listening;            /* LISTEN tasker sent on this connection */
-  int epoll_fd, event_fd;   /* change_fd: the socket and "notices queued" */
+  /* change_fd: the socket and "notices queued" (-1 until change_fd is
+   * first called; then LISTEN was sent on this connection). */
+  int epoll_fd, event_fd;
 } tk__pg;
 
 /* The notification channel: every transaction that makes work visible to
@@ -88,8 +89,11 @@ typedef struct tk__pg_pipe {
 } tk__pg_pipe;
 
 /* Check that the connection is there (TK_EDISCONNECTED when it was lost:
- * the caller reconnects, store.h) and enter pipeline mode. */
-int tk__pg_pipe_begin(tk__pg *pg, tk__pg_pipe *p, tk_err *err);
+ * the caller reconnects, store.h) and idle (a transaction left open is
+ * rolled back). `what` names the operation in the error. */
+int tk__pg_usable(tk__pg *pg, const char *what, tk_err *err);
+/* tk__pg_usable, then enter pipeline mode. */
+int tk__pg_pipe_begin(tk__pg *pg, tk__pg_pipe *p, const char *what, tk_err *err);
 /* Queue prepared statement `id` (prepared from sql with nparams
  * parameters on first use) with text parameter values (NULL for SQL
  * NULL). Returns its slot, or -1 when it could not be sent. */
@@ -118,6 +122,9 @@ int tk__pg_begin(tk__pg_pipe *p);
 int tk__pg_commit(tk__pg_pipe *p);
 int tk__pg_rollback(tk__pg_pipe *p);
 int tk__pg_notify(tk__pg_pipe *p);
+/* BEGIN of a read-only transaction whose statements all see one snapshot
+ * (REPEATABLE READ). */
+int tk__pg_begin_snapshot(tk__pg_pipe *p);
 
 /* A parameter list: values as text, numbers written into own buffers. */
 #define TK__PG_MAX_PARAMS 24
@@ -132,8 +139,9 @@ void tk__pg_arg_text(tk__pg_args *a, const char *v); /* NULL: SQL NULL */
 void tk__pg_arg_bool(tk__pg_args *a, int v);
 void tk__pg_arg_null(tk__pg_args *a);
 
-/* Run prepared statement id alone (its own implicit transaction) and hand
- * back its result in *out (PQclear it). */
+/* Run prepared statement id alone (its own implicit transaction; a NULL:
+ * no parameters) and hand back its result in *out (PQclear it; NULL when
+ * it failed). */
 int tk__pg_query(tk_store *s, int id, const char *sql, const tk__pg_args *a, const char *what,
                  PGresult **out, tk_err *err);
 
@@ -144,7 +152,6 @@ typedef struct tk__pg_buf {
   int oom;
 } tk__pg_buf;
 
-void tk__pg_buf_add(tk__pg_buf *b, const char *s, size_t n);
 void tk__pg_buf_free(tk__pg_buf *b);
 /* Array literals: open with "{", add elements, close with "}". A text
  * element is quoted (NULL: the NULL element); an integer one is bare. */

@@ -2,7 +2,6 @@
  * and item results written between two handler calls of one claim. */
 #include "store/postgres/postgres_internal.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,13 +57,11 @@ static int take_pending(tk__batch_load *out, const PGresult *r) {
 int tk__pg_items_load(tk_store *s, int64_t step_id, tk__batch_load *out, tk_err *err) {
   memset(out, 0, sizeof *out);
   tk__pg_pipe p;
-  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
+  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, "load items", err);
   if (rc) return rc;
   tk__pg_args a = {0};
   tk__pg_arg_i64(&a, step_id);
-  /* One snapshot for the counts and the items. */
-  tk__pg_pipe_stmt(&p, PG_BEGIN_SNAPSHOT, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0,
-                   NULL);
+  tk__pg_begin_snapshot(&p); /* one snapshot for the counts and the items */
   int batch = tk__pg_pipe_stmt(&p, PG_BATCH_GET, BATCH_SQL, a.n, a.v);
   int items = tk__pg_pipe_stmt(&p, PG_ITEMS_GET, PENDING_SQL, a.n, a.v);
   tk__pg_commit(&p);
@@ -88,11 +85,7 @@ int tk__pg_items_load(tk_store *s, int64_t step_id, tk__batch_load *out, tk_err 
     }
   }
   tk__pg_pipe_end(&p);
-  if (rc) {
-    free(out->items);
-    free(out->text);
-    memset(out, 0, sizeof *out);
-  }
+  if (rc) tk__batch_load_free(out);
   return rc;
 }
 
@@ -102,7 +95,7 @@ int tk__pg_items_load(tk_store *s, int64_t step_id, tk__batch_load *out, tk_err 
 int tk__pg_items_checkpoint(tk_store *s, int64_t step_id, int64_t claim_id,
                             const tk__item_result *r, int n, tk_err *err) {
   tk__pg_pipe p;
-  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
+  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, "item checkpoint", err);
   if (rc) return rc;
   tk__pg_args a = {0};
   tk__pg_arg_i64(&a, step_id);

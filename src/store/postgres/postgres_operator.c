@@ -3,7 +3,6 @@
  * what changes) are tk__operator_plan's and tk__settle's. */
 #include "store/postgres/postgres_internal.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "store/rules.h"
@@ -134,14 +133,15 @@ static void queue_plan(tk__pg_pipe *p, const tk__op_plan *plan, int64_t task_id,
     *release_slot = tk__pg_release_queue(p, task_id, t->template_id, t->idx, now);
 }
 
-/* After the plan's writes: the task's move, if tk__settle chooses one. */
-static int settle(tk__pg_pipe *p, int64_t task_id, const tk__task_counts *c, int can_progress,
-                  int64_t now, tk__effects *fx) {
-  const char *reason = NULL;
+/* After the plan's writes: the task's move, if tk__settle chooses one
+ * (always another state than c->state, with a reason). */
+static void settle(tk__pg_pipe *p, int64_t task_id, const tk__task_counts *c, int can_progress,
+                   int64_t now, tk__effects *fx) {
+  const char *reason;
   const char *to = tk__settle(c, can_progress, &reason);
-  if (to == NULL || strcmp(to, c->state) == 0) return 0;
+  if (to == NULL) return;
   fx->task_state = to;
-  return tk__pg_settle_queue(p, task_id, c->state, to, reason ? reason : "", now) < 0 ? -1 : 0;
+  tk__pg_settle_queue(p, task_id, c->state, to, reason, now);
 }
 
 int tk__pg_operator(tk_store *s, tk__operator_action action, int64_t task_id, const char *step,
@@ -150,11 +150,10 @@ int tk__pg_operator(tk_store *s, tk__operator_action action, int64_t task_id, co
   if (action == TK__OP_CANCEL) step = NULL;
   else if (step == NULL) return tk_err_set(err, TK_EINVAL, "retry and resolve need a step name");
   tk__pg_pipe p;
-  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
+  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, "operator", err);
   if (rc) return rc;
   target t = {0};
-  tk__op_plan plan;
-  memset(&plan, 0, sizeof plan);
+  tk__op_plan plan = {0};
   if ((rc = find(&p, task_id, step, &t, err)) == 0)
     rc = tk__operator_plan(action, task_id, t.task_state, step, step ? t.step_state : NULL, &plan,
                            err);

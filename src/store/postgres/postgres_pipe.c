@@ -28,11 +28,11 @@ static int session_lost(const char *sqlstate) {
 /* The connection must be there: a lost one is TK_EDISCONNECTED until the
  * caller reconnects (store.h: `reconnect`), never reset behind its back,
  * since the prepared statements and LISTEN of the old session are gone. */
-static int usable(tk__pg *pg, tk_err *err) {
+int tk__pg_usable(tk__pg *pg, const char *what, tk_err *err) {
   if (PQstatus(pg->conn) != CONNECTION_OK) {
     char line[TK_ERR_MSG_MAX];
     first_line(line, sizeof line, PQerrorMessage(pg->conn));
-    return tk_err_set(err, TK_EDISCONNECTED, "postgres: connection lost: %s", line);
+    return tk_err_set(err, TK_EDISCONNECTED, "postgres: %s: connection lost: %s", what, line);
   }
   /* A transaction left open by an operation that could not finish it is
    * ended before anything else. */
@@ -40,16 +40,17 @@ static int usable(tk__pg *pg, tk_err *err) {
   return 0;
 }
 
-int tk__pg_pipe_begin(tk__pg *pg, tk__pg_pipe *p, tk_err *err) {
+int tk__pg_pipe_begin(tk__pg *pg, tk__pg_pipe *p, const char *what, tk_err *err) {
   memset(p, 0, sizeof *p);
   p->pg = pg;
   p->failed = -1;
-  int rc = usable(pg, err);
+  int rc = tk__pg_usable(pg, what, err);
   if (rc) return rc;
   if (!PQenterPipelineMode(pg->conn)) {
     char line[TK_ERR_MSG_MAX];
     first_line(line, sizeof line, PQerrorMessage(pg->conn));
-    return tk_err_set(err, TK_ESTORE, "postgres: pipeline: %s", line);
+    return tk_err_set(err, TK_ESTORE, "postgres: %s: cannot enter pipeline mode: %s", what,
+                      line);
   }
   p->active = 1;
   return 0;
@@ -153,8 +154,7 @@ int tk__pg_pipe_run(tk__pg_pipe *p, const char *what, tk_err *err) {
      * session anyway when the connection is gone). */
     for (int c = 0; c < p->n; c++)
       if (p->prepare[c] && PQstatus(conn) != CONNECTION_OK) p->pg->prepared[p->prepare[c] - 1] = 0;
-    if (p->failed == -1 && p->n > 0) note_failure(p, 0, NULL);
-    if (p->failed == -1) {
+    if (p->failed == -1) { /* no result said why: the connection's message does */
       p->failed = 0;
       first_line(p->error, sizeof p->error, PQerrorMessage(conn));
     }

@@ -19,7 +19,6 @@
  * reconnected. */
 #include "store/postgres/postgres_internal.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,16 +103,25 @@ enum { PENDING, RECORDED, FENCED, FAILED };
 /* One outcome of the group, in the order they are written. */
 typedef struct rec {
   int i;                 /* its index in the caller's arrays */
-  int savepoint, result; /* slots of its SAVEPOINT and its outcome statement */
-  int last;              /* the slot of its last command */
+  int savepoint, result; /* slots of its SAVEPOINT and of its last command, the outcome */
   int tries, status;
-  tk__task_counts counts; /* after it, for settling; state NULL: not settled */
+  /* After it, for settling; state NULL: not settled. state points to
+   * `state` or to the move chosen for an earlier outcome of the task, and
+   * is the `from` of this one's move. */
+  tk__task_counts counts;
   char state[TK__STATE_MAX];
   int can_progress; /* -1: not known */
-  /* The task's move that settling chose (to NULL: none). */
-  const char *to, *reason;
-  char from[TK__STATE_MAX];
+  const char *to, *reason; /* the task's move that settling chose (to NULL: none) */
 } rec;
+
+/* The savepoint of each outcome, and of the claim after them. */
+static int savepoint(tk__pg_pipe *p) {
+  return tk__pg_pipe_stmt(p, PG_SAVEPOINT, "SAVEPOINT o", 0, NULL);
+}
+
+static int rollback_savepoint(tk__pg_pipe *p) {
+  return tk__pg_pipe_stmt(p, PG_ROLLBACK_SAVEPOINT, "ROLLBACK TO SAVEPOINT o", 0, NULL);
+}
 
 /* Lock order (postgres_internal.h): tasks in ascending id; a task's
  * outcomes in the order the caller gave them. */
@@ -158,7 +166,7 @@ int tk__pg_items_queue(tk__pg_pipe *p, int64_t step_id, int64_t claim_id,
 /* Queue outcome o's commands: its savepoint, its task's lock, its items,
  * and the outcome statement. */
 static int queue_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r) {
-  r->savepoint = tk__pg_pipe_stmt(p, PG_SAVEPOINT, "SAVEPOINT o", 0, NULL);
+  r->savepoint = savepoint(p);
   tk__pg_args a = {0};
   tk__pg_arg_i64(&a, o->task_id);
   if (tk__pg_pipe_stmt(p, PG_TASK_LOCK,
@@ -167,9 +175,12 @@ static int queue_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r) {
     return -1;
   if (o->nitems > 0 && tk__pg_items_queue(p, o->step_id, o->claim_id, o->items, o->nitems) < 0)
     return -1;
+  /* A reaper's outcome leaves a refused claim's attempt row alone; an
+   * owner's finishes it with this text (ASCII: attempt_outcome is one of
+   * the engine's names). */
   char fenced[256];
-  tk__fenced_attempt_text(fenced, sizeof fenced, o);
-  char *err_tmp, *fenced_tmp;
+  if (!o->fence_lease) tk__fenced_attempt_text(fenced, sizeof fenced, o);
+  char *err_tmp;
   int retry = o->next == TK__NEXT_RETRY;
   a.n = 0;
   tk__pg_arg_i64(&a, o->step_id);
@@ -189,13 +200,12 @@ static int queue_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r) {
   tk__pg_arg_i64(&a, o->template_id);
   tk__pg_arg_i64(&a, o->idx);
   tk__pg_arg_i64(&a, o->attempt);
-  tk__pg_arg_text(&a, o->fence_lease ? NULL : tk__pg_utf8(fenced, &fenced_tmp));
+  tk__pg_arg_text(&a, o->fence_lease ? NULL : fenced);
   tk__pg_arg_i64(&a, o->next == TK__NEXT_COMPLETE);
   tk__pg_arg_i64(&a, o->next == TK__NEXT_ERROR);
   tk__pg_arg_bool(&a, o->next == TK__NEXT_COMPLETE);
-  r->result = r->last = tk__pg_pipe_stmt(p, PG_OUTCOME, OUTCOME_SQL, a.n, a.v);
+  r->result = tk__pg_pipe_stmt(p, PG_OUTCOME, OUTCOME_SQL, a.n, a.v);
   free(err_tmp);
-  if (!o->fence_lease) free(fenced_tmp);
   return r->result < 0 || r->savepoint < 0 ? -1 : 0;
 }
 
@@ -238,7 +248,7 @@ static int write_outcomes(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs
       if (queue_outcome(p, &o[recs[j].i], &recs[j]) != 0) break;
     int rc = tk__pg_pipe_run(p, "record outcome", err);
     int failed = rc ? p->failed : -1, j = k;
-    for (; j < n && (failed < 0 || recs[j].last < failed); j++)
+    for (; j < n && (failed < 0 || recs[j].result < failed); j++)
       read_outcome(p, &o[recs[j].i], &recs[j], &fx[recs[j].i], &errs[recs[j].i]);
     if (rc == 0) return 0;
     if (p->broken || j >= n || failed <= recs[j].savepoint) return rc;
@@ -247,7 +257,7 @@ static int write_outcomes(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs
     tk_err_set(&one, TK_ESTORE, "%s", err->msg);
     int again = transient(p) && ++recs[j].tries < 2;
     tk__pg_pipe_reset(p);
-    tk__pg_pipe_stmt(p, PG_ROLLBACK_SAVEPOINT, "ROLLBACK TO SAVEPOINT o", 0, NULL);
+    rollback_savepoint(p);
     if ((rc = tk__pg_pipe_run(p, "record outcome", err))) return rc;
     tk__pg_pipe_reset(p);
     memset(&fx[recs[j].i], 0, sizeof fx[recs[j].i]);
@@ -286,12 +296,10 @@ static int settle_tasks(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, 
       if (rc) return rc;
       r->can_progress = tk__pg_bool(tk__pg_result(p, slot), 0, 0);
     }
-    const char *reason = NULL;
-    const char *to = tk__settle(&r->counts, r->can_progress > 0, &reason);
-    if (to == NULL || strcmp(to, r->counts.state) == 0) continue;
-    snprintf(r->from, sizeof r->from, "%s", r->counts.state);
+    /* Another state than counts.state, and a reason, or NULL. */
+    const char *to = tk__settle(&r->counts, r->can_progress > 0, &r->reason);
+    if (to == NULL) continue;
     r->to = to;
-    r->reason = reason ? reason : "";
     fx[r->i].task_state = to;
     /* A task that ends can end someone's wait for work to run out
      * (`tasker run --until-idle`). */
@@ -304,8 +312,9 @@ static int settle_tasks(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, 
 
 /* Phase 2: the task moves, the claim, the counter, NOTIFY, COMMIT. The
  * claim has a savepoint of its own: if it fails, the outcomes still
- * commit and next->n stays 0. 1: the transaction failed outside the claim
- * and was rolled back; TK_*: a claim alone failed (rolled back). */
+ * commit and next->n stays 0. 1: the transaction failed outside the claim;
+ * TK_*: a claim alone failed. Either way the caller's tk__pg_pipe_end
+ * rolls back what is left open. */
 static int commit_group(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, int notify,
                         tk__claim_request *next, tk_err *err) {
   if (p->ran > 0) tk__pg_pipe_reset(p); /* else BEGIN is queued still (a claim alone) */
@@ -314,11 +323,12 @@ static int commit_group(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, 
     const tk__outcome *x = &o[recs[k].i];
     if (recs[k].status == FENCED) fenced++;
     if (recs[k].to != NULL)
-      tk__pg_settle_queue(p, x->task_id, recs[k].from, recs[k].to, recs[k].reason, x->now);
+      tk__pg_settle_queue(p, x->task_id, recs[k].counts.state, recs[k].to, recs[k].reason,
+                          x->now);
   }
-  int claim_first = -1, claim_slot = -1, retry_slot = -1;
+  int claim_savepoint = -1, claim_slot = -1, retry_slot = -1;
   if (next) {
-    claim_first = n > 0 ? tk__pg_pipe_stmt(p, PG_SAVEPOINT, "SAVEPOINT o", 0, NULL) : p->nslots;
+    if (n > 0) claim_savepoint = savepoint(p);
     tk__pg_claim_queue(p, next, &claim_slot, &retry_slot);
   }
   int tail = p->nslots;
@@ -327,29 +337,16 @@ static int commit_group(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, 
   if (fenced > 0) tk__pg_pipe_stmt(p, PG_COUNT, COUNT_SQL, a.n, a.v);
   if (notify) tk__pg_notify(p);
   tk__pg_commit(p);
-  int rc = tk__pg_pipe_run(p, next && n == 0 ? "claim" : "record outcome", err);
+  int rc = tk__pg_pipe_run(p, n == 0 ? "claim" : "record outcome", err);
   if (rc == 0) return next ? tk__pg_claim_read(p, next, claim_slot, retry_slot, err) : 0;
-  if (p->broken) return rc; /* TK_EDISCONNECTED: nothing was committed */
+  /* Broken (TK_EDISCONNECTED: nothing was committed), or a claim alone. */
+  if (p->broken || n == 0) return rc;
   /* The claim's own savepoint failing leaves no savepoint of its own to
    * return to: that counts as a failure of the whole. */
-  int in_claim = next != NULL && p->failed < tail &&
-                 (n > 0 ? p->failed > claim_first : p->failed >= claim_first);
-  if (!in_claim) {
-    tk__pg_pipe_reset(p);
-    tk__pg_rollback(p);
-    tk__pg_pipe_run(p, "rollback", NULL);
-    return n == 0 ? rc : 1;
-  }
+  if (next == NULL || p->failed <= claim_savepoint || p->failed >= tail) return 1;
   /* The claim failed: keep the outcomes. */
-  tk_err claim_err = *err;
   tk__pg_pipe_reset(p);
-  if (n == 0) {
-    tk__pg_rollback(p);
-    tk__pg_pipe_run(p, "rollback", NULL);
-    *err = claim_err;
-    return rc;
-  }
-  tk__pg_pipe_stmt(p, PG_ROLLBACK_SAVEPOINT, "ROLLBACK TO SAVEPOINT o", 0, NULL);
+  rollback_savepoint(p);
   if (fenced > 0) tk__pg_pipe_stmt(p, PG_COUNT, COUNT_SQL, a.n, a.v);
   if (notify) tk__pg_notify(p);
   tk__pg_commit(p);
@@ -365,24 +362,17 @@ static int commit_group(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, 
 static int write_group(tk__pg *pg, const tk__outcome *o, int n, rec *recs, tk__effects *fx,
                        tk_err *errs, tk__claim_request *next, tk_err *err) {
   tk__pg_pipe p;
-  int rc = tk__pg_pipe_begin(pg, &p, err);
+  int rc = tk__pg_pipe_begin(pg, &p, n == 0 ? "claim" : "record outcome", err);
   if (rc) return rc;
   int notify = 0;
   tk__pg_begin(&p);
   if (n > 0) {
     rc = write_outcomes(&p, o, n, recs, fx, errs, err);
     if (rc == 0) rc = settle_tasks(&p, o, n, recs, fx, &notify, err);
-    if (rc) {
-      int broken = p.broken;
-      tk__pg_pipe_reset(&p);
-      tk__pg_rollback(&p);
-      tk__pg_pipe_run(&p, "rollback", NULL);
-      tk__pg_pipe_end(&p);
-      return broken ? rc : 1;
-    }
+    if (rc) rc = p.broken ? rc : 1;
   }
-  rc = commit_group(&p, o, n, recs, notify, next, err);
-  tk__pg_pipe_end(&p);
+  if (rc == 0) rc = commit_group(&p, o, n, recs, notify, next, err);
+  tk__pg_pipe_end(&p); /* rolls back what failed */
   return rc;
 }
 
@@ -404,7 +394,10 @@ static int write_alone(tk__pg *pg, const tk__outcome *o, int n, rec *recs, tk__e
     }
     if (rc == 0) continue; /* its own error says why */
     memset(&fx[i], 0, sizeof fx[i]);
-    if (rc == 1) tk_err_set(&errs[i], TK_ESTORE, "postgres: record outcome: failed twice");
+    if (rc == 1) { /* errs[i] has the failure of its own transaction */
+      tk_err last = errs[i];
+      tk_err_set(&errs[i], TK_ESTORE, "%s (failed twice: in its group and alone)", last.msg);
+    }
     if (rc == TK_EDISCONNECTED) {
       /* The rest cannot be tried now; the caller records them all again
        * after reconnecting (those done already are then fenced). */

@@ -2,7 +2,6 @@
  * store-wide status, and the handler inputs of claimed steps. */
 #include "store/postgres/postgres_internal.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,8 +48,8 @@ static const char REPORT_GAVE_UP_SQL[] =
     " ORDER BY i.seq LIMIT " STR(TK__GAVE_UP_SHOWN) ") g"
     " WHERE s.task_id = $1::bigint ORDER BY s.idx, g.seq";
 
-/* Fill the task and its template from row 0 of r; 0 or TK_ENOMEM. */
-static int fill_task(tk__task_report *out, const PGresult *r, int *oom) {
+/* Fill the task and its template from row 0 of r. */
+static void fill_task(tk__task_report *out, const PGresult *r, int *oom) {
   out->id = tk__pg_i64(r, 0, 0);
   tk__pg_copy(out->state, sizeof out->state, r, 0, 1);
   out->identity = tk__dup(tk__pg_text(r, 0, 2), oom);
@@ -69,7 +68,6 @@ static int fill_task(tk__task_report *out, const PGresult *r, int *oom) {
   tp->description = tk__dup(tk__pg_text(r, 0, 14), oom);
   tp->definition = tk__dup(tk__pg_text(r, 0, 15), oom);
   tp->created_at = tk__pg_i64(r, 0, 16);
-  return *oom;
 }
 
 /* Room for rows elements of size in *arr; 0 when memory ran out. */
@@ -169,8 +167,7 @@ static void fill_gave_up(tk__task_report *out, const PGresult *r, int *oom) {
 /* The begin of a read that sees one moment: REPEATABLE READ gives every
  * statement of the report the same snapshot. */
 static int begin_snapshot(tk__pg_pipe *p) {
-  tk__pg_pipe_stmt(p, PG_BEGIN_SNAPSHOT, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0,
-                   NULL);
+  tk__pg_begin_snapshot(p);
   /* Counting whole tables is what sequential scans are for (the session
    * has them off: postgres_store.c). */
   return tk__pg_pipe_stmt(p, PG_SEQSCAN_ON, "SET LOCAL enable_seqscan = on", 0, NULL);
@@ -179,7 +176,7 @@ static int begin_snapshot(tk__pg_pipe *p) {
 int tk__pg_task_report(tk_store *s, int64_t task_id, tk__task_report *out, tk_err *err) {
   memset(out, 0, sizeof *out);
   tk__pg_pipe p;
-  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
+  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, "task report", err);
   if (rc) return rc;
   tk__pg_args a = {0};
   tk__pg_arg_i64(&a, task_id);
@@ -224,7 +221,7 @@ static int fill_counts(tk__state_count *c, int max, const PGresult *r) {
 int tk__pg_status(tk_store *s, int64_t now, tk__status_report *out, tk_err *err) {
   memset(out, 0, sizeof *out);
   tk__pg_pipe p;
-  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
+  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, "status", err);
   if (rc) return rc;
   tk__pg_args a = {0};
   tk__pg_arg_i64(&a, now);

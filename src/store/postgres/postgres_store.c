@@ -61,11 +61,10 @@ static void pg_close(tk_store *s) {
   free(pg);
 }
 
-/* Run one command outside a pipeline; 0, or TK_ESTORE naming `what`
+/* The result r of a command run outside a pipeline: 0 (r into *res, or
+ * cleared), or TK_ESTORE naming `what` with the server's first line
  * (TK_EDISCONNECTED when the session is gone). */
-static int exec_simple(tk__pg *pg, const char *sql, const char *what, PGresult **res,
-                       tk_err *err) {
-  PGresult *r = PQexec(pg->conn, sql);
+static int checked(tk__pg *pg, PGresult *r, const char *what, PGresult **res, tk_err *err) {
   ExecStatusType st = PQresultStatus(r);
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
     const char *msg = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
@@ -80,6 +79,12 @@ static int exec_simple(tk__pg *pg, const char *sql, const char *what, PGresult *
   if (res) *res = r;
   else PQclear(r);
   return 0;
+}
+
+/* Run one command (or several, with no parameters) outside a pipeline. */
+static int exec_simple(tk__pg *pg, const char *sql, const char *what, PGresult **res,
+                       tk_err *err) {
+  return checked(pg, PQexec(pg->conn, sql), what, res, err);
 }
 
 /* Settings of every session. The orchestrator's statements all reach rows
@@ -141,7 +146,7 @@ static int pg_open(const char *location, tk_store **out, tk_err *err) {
 
 /* The highest migration applied, 0 when there is none (or no table yet). */
 static int read_version(tk__pg *pg, int *version, tk_err *err) {
-  PGresult *r;
+  PGresult *r = NULL;
   *version = 0;
   int rc = exec_simple(pg, "SELECT to_regclass('schema_migrations') IS NOT NULL", "schema version",
                        &r, err);
@@ -159,9 +164,7 @@ static int read_version(tk__pg *pg, int *version, tk_err *err) {
 
 static int pg_schema_version(tk_store *s, int *version, tk_err *err) {
   tk__pg *pg = (tk__pg *)s;
-  tk__pg_pipe p; /* for its connection check only */
-  int rc = tk__pg_pipe_begin(pg, &p, err);
-  tk__pg_pipe_end(&p);
+  int rc = tk__pg_usable(pg, "schema version", err);
   return rc ? rc : read_version(pg, version, err);
 }
 
@@ -172,10 +175,7 @@ static int pg_migrate(tk_store *s, int target, int *applied, int *version, tk_er
   tk__pg *pg = (tk__pg *)s;
   int n = 0, v = 0, rc;
   if (applied) *applied = 0;
-  tk__pg_pipe check;
-  rc = tk__pg_pipe_begin(pg, &check, err);
-  tk__pg_pipe_end(&check);
-  if (rc) return rc;
+  if ((rc = tk__pg_usable(pg, "migrate", err))) return rc;
   if ((rc = exec_simple(pg, "BEGIN", "migrate", NULL, err))) return rc;
   if ((rc = exec_simple(pg, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", "migrate", NULL,
                         err)) ||
@@ -195,18 +195,14 @@ static int pg_migrate(tk_store *s, int target, int *applied, int *version, tk_er
     snprintf(num, sizeof num, "%d", m->number);
     const char *params[] = {num, m->name};
     /* applied_at is the server's clock: the store's own time. */
-    PGresult *r = PQexecParams(pg->conn,
-                               "INSERT INTO schema_migrations (version, name, applied_at)"
-                               " VALUES ($1, $2, floor(extract(epoch FROM clock_timestamp())"
-                               " * 1000)::bigint)",
-                               2, NULL, params, NULL, NULL, 0);
-    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    if (!ok) {
-      const char *msg = PQerrorMessage(pg->conn);
-      rc = tk_err_set(err, TK_ESTORE, "postgres: %s: %.*s", what, (int)strcspn(msg, "\n"), msg);
+    if ((rc = checked(pg,
+                      PQexecParams(pg->conn,
+                                   "INSERT INTO schema_migrations (version, name, applied_at)"
+                                   " VALUES ($1, $2, floor(extract(epoch FROM clock_timestamp())"
+                                   " * 1000)::bigint)",
+                                   2, NULL, params, NULL, NULL, 0),
+                      what, NULL, err)))
       goto fail;
-    }
     n++;
   }
   if ((rc = exec_simple(pg, "COMMIT", "migrate", NULL, err))) goto fail;
@@ -220,16 +216,12 @@ fail:
 
 /* The server's clock in microseconds (its resolution), one round trip. */
 static int pg_server_time(tk_store *s, int64_t *us, tk_err *err) {
-  tk__pg *pg = (tk__pg *)s;
-  tk__pg_pipe p;
-  int rc = tk__pg_pipe_begin(pg, &p, err);
-  if (rc) return rc;
-  int slot = tk__pg_pipe_stmt(
-      &p, PG_SERVER_TIME, "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint",
-      0, NULL);
-  if ((rc = tk__pg_pipe_run(&p, "server time", err)) == 0)
-    *us = tk__pg_i64(tk__pg_result(&p, slot), 0, 0);
-  tk__pg_pipe_end(&p);
+  PGresult *r;
+  int rc = tk__pg_query(s, PG_SERVER_TIME,
+                        "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint",
+                        NULL, "server time", &r, err);
+  if (rc == 0) *us = tk__pg_i64(r, 0, 0);
+  PQclear(r);
   return rc;
 }
 
@@ -241,6 +233,13 @@ static int pg_server_time(tk_store *s, int64_t *us, tk_err *err) {
  * change_fd raises when notices from other sessions are already queued
  * (this session's own NOTIFYs come back to it too, and are ignored). */
 
+/* Make change_fd readable. */
+static void wake(tk__pg *pg) {
+  uint64_t one = 1;
+  ssize_t w = write(pg->event_fd, &one, sizeof one);
+  (void)w;
+}
+
 static void raise_if_queued(tk__pg *pg) {
   int others = 0;
   PGnotify *n;
@@ -248,22 +247,15 @@ static void raise_if_queued(tk__pg *pg) {
     if (n->be_pid != PQbackendPID(pg->conn)) others = 1;
     PQfreemem(n);
   }
-  if (others) {
-    uint64_t one = 1;
-    ssize_t w = write(pg->event_fd, &one, sizeof one);
-    (void)w;
-  }
+  if (others) wake(pg);
 }
 
 static int pg_change_fd(tk_store *s) {
   tk__pg *pg = (tk__pg *)s;
   if (pg->epoll_fd < 0) {
-    tk_err err;
-    tk__pg_pipe p;
-    if (tk__pg_pipe_begin(pg, &p, &err) != 0) return -1;
-    tk__pg_pipe_end(&p);
-    if (exec_simple(pg, "LISTEN " TK__PG_CHANNEL, "listen", NULL, &err) != 0) return -1;
-    pg->listening = 1;
+    if (tk__pg_usable(pg, "listen", NULL) != 0 ||
+        exec_simple(pg, "LISTEN " TK__PG_CHANNEL, "listen", NULL, NULL) != 0)
+      return -1;
     int ep = epoll_create1(EPOLL_CLOEXEC);
     int ev = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     struct epoll_event a = {.events = EPOLLIN}, b = {.events = EPOLLIN};
@@ -306,16 +298,14 @@ static int pg_reconnect(tk_store *s, tk_err *err) {
   memset(pg->prepared, 0, sizeof pg->prepared);
   int rc = session_setup(pg, err);
   if (rc) return PQstatus(pg->conn) == CONNECTION_OK ? rc : TK_EDISCONNECTED;
-  if (pg->listening && pg->epoll_fd >= 0) {
+  if (pg->epoll_fd >= 0) { /* LISTEN was sent on the old session */
     rc = exec_simple(pg, "LISTEN " TK__PG_CHANNEL, "listen", NULL, err);
     if (rc) return PQstatus(pg->conn) == CONNECTION_OK ? rc : TK_EDISCONNECTED;
     struct epoll_event ev = {.events = EPOLLIN};
     ev.data.fd = PQsocket(pg->conn);
     if (epoll_ctl(pg->epoll_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) != 0)
       epoll_ctl(pg->epoll_fd, EPOLL_CTL_MOD, ev.data.fd, &ev);
-    uint64_t one = 1;
-    ssize_t w = write(pg->event_fd, &one, sizeof one);
-    (void)w;
+    wake(pg);
   }
   return 0;
 }

@@ -83,7 +83,7 @@ int tk__pg_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
     return tk__pg_oom(err, "create task");
   }
   tk__pg_pipe p;
-  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
+  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, "create task", err);
   if (rc == 0) {
     tk__pg_args a = {0};
     tk__pg_arg_i64(&a, t->template_id);

@@ -58,7 +58,7 @@ int tk__pg_template_put(tk_store *s, tk__template_row *rows, int n, tk_err *err)
   int *slots = calloc((size_t)n * 2 + 1, sizeof *slots);
   if (slots == NULL) return tk__pg_oom(err, "store template");
   tk__pg_pipe p;
-  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
+  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, "store template", err);
   if (rc == 0) {
     tk__pg_begin(&p);
     for (int i = 0; i < n; i++)
@@ -66,7 +66,7 @@ int tk__pg_template_put(tk_store *s, tk__template_row *rows, int n, tk_err *err)
         rc = tk__pg_oom(err, "store template");
         break;
       }
-    int ran = tk__pg_pipe_run(&p, "store template", err);
+    int ran = tk__pg_pipe_run(&p, "store template", rc ? NULL : err);
     if (rc == 0) rc = ran;
   }
   for (int i = 0; i < n && rc == 0; i++) {

@@ -18,6 +18,11 @@ int tk__pg_notify(tk__pg_pipe *p) {
   return tk__pg_pipe_stmt(p, PG_NOTIFY, "NOTIFY " TK__PG_CHANNEL, 0, NULL);
 }
 
+int tk__pg_begin_snapshot(tk__pg_pipe *p) {
+  return tk__pg_pipe_stmt(p, PG_BEGIN_SNAPSHOT, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+                          0, NULL);
+}
+
 int tk__pg_oom(tk_err *err, const char *what) {
   return tk_err_set(err, TK_ENOMEM, "postgres: %s: out of memory", what);
 }
@@ -28,9 +33,9 @@ int tk__pg_query(tk_store *s, int id, const char *sql, const tk__pg_args *a, con
                  PGresult **out, tk_err *err) {
   tk__pg_pipe p;
   *out = NULL;
-  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, err);
+  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, what, err);
   if (rc == 0) {
-    int slot = tk__pg_pipe_stmt(&p, id, sql, a->n, a->v);
+    int slot = tk__pg_pipe_stmt(&p, id, sql, a ? a->n : 0, a ? a->v : NULL);
     if ((rc = tk__pg_pipe_run(&p, what, err)) == 0) {
       /* Taken out of the pipe, which frees what it still holds. */
       for (int c = 0; c < p.n; c++)
@@ -63,7 +68,7 @@ void tk__pg_arg_null(tk__pg_args *a) { *next_arg(a) = NULL; }
 
 /* ---- Array literals ---- */
 
-void tk__pg_buf_add(tk__pg_buf *b, const char *s, size_t n) {
+static void buf_add(tk__pg_buf *b, const char *s, size_t n) {
   if (b->oom) return;
   if (b->len + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
@@ -88,48 +93,48 @@ void tk__pg_buf_free(tk__pg_buf *b) {
 
 void tk__pg_array_open(tk__pg_buf *b) {
   b->len = 0;
-  tk__pg_buf_add(b, "{", 1);
+  buf_add(b, "{", 1);
 }
 
 static void element_separator(tk__pg_buf *b) {
-  if (b->len > 1) tk__pg_buf_add(b, ",", 1);
+  if (b->len > 1) buf_add(b, ",", 1);
 }
 
 void tk__pg_array_text(tk__pg_buf *b, const char *v) {
   element_separator(b);
   if (v == NULL) {
-    tk__pg_buf_add(b, "NULL", 4);
+    buf_add(b, "NULL", 4);
     return;
   }
   /* Quoted, with backslash and double quote escaped: every other byte
    * (commas, braces, spaces, the word NULL) stands for itself inside. */
-  tk__pg_buf_add(b, "\"", 1);
+  buf_add(b, "\"", 1);
   const char *run = v;
   for (const char *c = v; *c; c++) {
     if (*c == '"' || *c == '\\') {
-      tk__pg_buf_add(b, run, (size_t)(c - run));
-      tk__pg_buf_add(b, "\\", 1);
+      buf_add(b, run, (size_t)(c - run));
+      buf_add(b, "\\", 1);
       run = c;
     }
   }
-  tk__pg_buf_add(b, run, strlen(run));
-  tk__pg_buf_add(b, "\"", 1);
+  buf_add(b, run, strlen(run));
+  buf_add(b, "\"", 1);
 }
 
 void tk__pg_array_i64(tk__pg_buf *b, int64_t v) {
   char num[24];
   int n = snprintf(num, sizeof num, "%" PRId64, v);
   element_separator(b);
-  tk__pg_buf_add(b, num, (size_t)n);
+  buf_add(b, num, (size_t)n);
 }
 
 void tk__pg_array_bool(tk__pg_buf *b, int v) {
   element_separator(b);
-  tk__pg_buf_add(b, v ? "t" : "f", 1);
+  buf_add(b, v ? "t" : "f", 1);
 }
 
 const char *tk__pg_array_close(tk__pg_buf *b) {
-  tk__pg_buf_add(b, "}", 1);
+  buf_add(b, "}", 1);
   return b->oom ? NULL : b->s;
 }
 
