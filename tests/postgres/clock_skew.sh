@@ -16,11 +16,17 @@ if [ -z "$FAKETIME_LIB" ]; then
   tap_done
   exit 1
 fi
-pg_database skew
 # Under AddressSanitizer the preloaded libfaketime comes before ASan's
 # runtime, which ASan refuses by default; the order is harmless here.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-W=$TMPDIR_TEST
+# skewed OFFSET CMD...: CMD with every clock it reads shifted by OFFSET.
+skewed() { sk_offset=$1; shift; FAKETIME="$sk_offset" LD_PRELOAD=$FAKETIME_LIB "$@"; }
+# The premise: without a shifted clock the test shows nothing.
+skewed_s=$(skewed +30s date +%s)
+real_s=$(date +%s)
+if [ $((skewed_s - real_s)) -ge 29 ]; then tap_ok "libfaketime shifts the clock ($((skewed_s - real_s)) s)"
+else tap_fail "libfaketime shifts the clock" "date under FAKETIME=+30s: $skewed_s, real: $real_s"; fi
+pg_database skew
 cat >"$W/tasker.toml" <<TOML
 [backoff.profiles.half]
 base = "500ms"
@@ -56,38 +62,24 @@ version = "1"
 name = "sleep"
 handler = { kind = "builtin", name = "sleep", duration = "2500ms" }
 TOML
-t() { "$TASKER" --config "$W/tasker.toml" "$@"; }
-run t init
-expect_rc "init" 0
+tasker_setup "$W/retry.toml" "$W/long.toml"
 pg_sql "CREATE TABLE starts (task bigint, attempt int, at bigint)" >/dev/null
-run t template add "$W/retry.toml" "$W/long.toml"
-expect_rc "template add" 0
 # Submitted from a machine whose clock is behind too: without the server's
 # clock the tasks would be due 30 s early for some and late for others.
-FAKETIME="-30s" LD_PRELOAD=$FAKETIME_LIB "$TASKER" --config "$W/tasker.toml" \
-  submit retry_once --count 120 >/dev/null
-FAKETIME="-30s" LD_PRELOAD=$FAKETIME_LIB "$TASKER" --config "$W/tasker.toml" \
-  submit long --count 24 >/dev/null
+skewed -30s t submit retry_once --count 120 >/dev/null
+skewed -30s t submit long --count 24 >/dev/null
 
 # Each orchestrator's every clock is shifted; both run until idle.
-FAKETIME="+30s" LD_PRELOAD=$FAKETIME_LIB "$TASKER" --config "$W/tasker.toml" run --until-idle \
-  --id ahead >"$W/ahead.log" 2>&1 &
+skewed +30s t run --until-idle --id ahead >"$W/ahead.log" 2>&1 &
 ahead=$!
-FAKETIME="-30s" LD_PRELOAD=$FAKETIME_LIB "$TASKER" --config "$W/tasker.toml" run --until-idle \
-  --id behind >"$W/behind.log" 2>&1 &
+skewed -30s t run --until-idle --id behind >"$W/behind.log" 2>&1 &
 behind=$!
 wait $ahead; rc_ahead=$?
 wait $behind; rc_behind=$?
 expect_eq "the orchestrator 30 s ahead exits 0" "$rc_ahead" 0
 expect_eq "the orchestrator 30 s behind exits 0" "$rc_behind" 0
-skewed=$(FAKETIME="+30s" LD_PRELOAD=$FAKETIME_LIB date +%s)
-real=$(date +%s)
-if [ $((skewed - real)) -ge 29 ]; then tap_ok "libfaketime shifts the clock ($((skewed - real)) s)"
-else tap_fail "libfaketime shifts the clock" "date under FAKETIME=+30s: $skewed, real: $real"; fi
 
-expect_eq "all 144 tasks complete" \
-  "$(pg_sql "SELECT count(*) FILTER (WHERE state = 'complete') || '/' || count(*) FROM tasks")" \
-  "144/144"
+expect_all_complete 144
 expect_eq "both orchestrators ran retries" \
   "$(pg_sql "SELECT count(DISTINCT owner) FROM attempts a JOIN steps s ON s.id = a.step_id
              WHERE s.name = 'flaky' AND a.attempt = 2")" 2

@@ -13,7 +13,6 @@
 pg_database restart
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 PGDIR=$(printf '%s' "$TK_TEST_PG_URL" | sed -n 's/.*[?&]host=\([^&]*\).*/\1/p')
-W=$TMPDIR_TEST
 cat >"$W/tasker.toml" <<TOML
 [backoff.profiles.reconnect]
 base = "100ms"
@@ -39,21 +38,26 @@ name = "b"
 depends_on = ["a"]
 handler = { kind = "command", argv = ["sh", "-c", "sleep 0.1; echo '{\"ok\": true}'"] }
 TOML
-t() { "$TASKER" --config "$W/tasker.toml" "$@"; }
-run t init
-expect_rc "init" 0
-run t template add "$W/work.toml"
-expect_rc "template add" 0
+tasker_setup "$W/work.toml"
 t submit work --count 400 >/dev/null
 
-"$TASKER" --config "$W/tasker.toml" run --until-idle --id one >"$W/one.log" 2>&1 &
+t run --until-idle --id one >"$W/one.log" 2>&1 &
 one=$!
-"$TASKER" --config "$W/tasker.toml" run --until-idle --id two >"$W/two.log" 2>&1 &
+t run --until-idle --id two >"$W/two.log" 2>&1 &
 two=$!
-sleep 2
+# Both at work before the server goes: each has claimed a step.
+both_claimed() {
+  [ "$(pg_sql "SELECT count(DISTINCT owner) FROM attempts WHERE owner IN ('one', 'two')")" = 2 ]
+}
+wait_for "both orchestrators claimed steps before the restart" 30 both_claimed
 "$TOP/scripts/pg-cluster" restart "$PGDIR" fast >"$W/restart1.log" 2>&1
 expect_eq "the server restarted (fast shutdown)" "$?" 0
-sleep 2
+# Both back at work before the crash.
+both_reconnected() {
+  grep -q "reconnected to the store after" "$W/one.log" &&
+    grep -q "reconnected to the store after" "$W/two.log"
+}
+wait_for "both orchestrators reconnected after the fast restart" 30 both_reconnected
 "$TOP/scripts/pg-cluster" restart "$PGDIR" immediate >"$W/restart2.log" 2>&1
 expect_eq "the server restarted (immediate shutdown: crash recovery)" "$?" 0
 wait $one; rc_one=$?
@@ -63,28 +67,20 @@ expect_eq "orchestrator two finished (exit 0)" "$rc_two" 0
 logs=$(cat "$W/one.log" "$W/two.log")
 expect_match "an orchestrator said it lost the store" "$logs" "lost the store"
 expect_match "an orchestrator said it reconnected" "$logs" "reconnected to the store after"
-expect_eq "all 400 tasks complete" \
-  "$(pg_sql "SELECT count(*) FILTER (WHERE state = 'complete') || '/' || count(*) FROM tasks")" \
-  "400/400"
-expect_eq "no step succeeded twice" \
-  "$(pg_sql "SELECT count(*) FROM (SELECT step_id FROM attempts WHERE outcome = 'success'
-             GROUP BY step_id HAVING count(*) > 1) twice")" 0
-expect_eq "no attempt row left open" \
-  "$(pg_sql "SELECT count(*) FROM attempts WHERE outcome IS NULL")" 0
-expect_eq "each step's attempts equal its attempt rows" \
-  "$(pg_sql "SELECT count(*) FROM steps s WHERE s.attempts <>
-             (SELECT count(*) FROM attempts a WHERE a.step_id = s.id)")" 0
+expect_all_complete 400
+expect_attempts_consistent
 echo "# attempts by outcome: $(pg_sql "SELECT string_agg(outcome || ' ' || n, ', ')
       FROM (SELECT outcome, count(*) n FROM attempts GROUP BY 1 ORDER BY 1) x")"
 
 # A server that is gone for good: give up after reconnect_give_up.
 t submit work --count 50 >/dev/null
-"$TASKER" --config "$W/tasker.toml" --set engine.reconnect_give_up=2s run --id three \
-  >"$W/three.log" 2>&1 &
+t --set engine.reconnect_give_up=2s run --id three >"$W/three.log" 2>&1 &
 three=$!
-sleep 1
+three_claimed() { [ "$(pg_sql "SELECT count(*) FROM attempts WHERE owner = 'three'")" -gt 0 ]; }
+wait_for "orchestrator three claimed a step" 30 three_claimed
 # Stop the cluster under the orchestrator for 4 s, longer than it waits.
 "$TOP/scripts/pg-cluster" restart "$PGDIR" fast 4 >"$W/restart3.log" 2>&1
+expect_eq "the server came back after 4 s down" "$?" 0
 wait $three; rc_three=$?
 expect_eq "with the server gone, tasker run gives up with exit 1" "$rc_three" 1
 expect_match "and says it gave up" "$(cat "$W/three.log")" "gave up reconnecting to the store after 2s"

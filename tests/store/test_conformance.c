@@ -133,8 +133,9 @@ static void world_free(world *w) {
   free(w);
 }
 
-/* cmocka setup: a fresh store of the backend, migrated unless the case
- * migrates itself, a configuration and the clock at T(0). */
+/* cmocka setup: the world of the test's case on its backend, with a
+ * configuration and the clock at T(0); its store is made by run_case,
+ * where a failure is the case's (and teardown still removes it). */
 static int world_setup(void **state) {
   const test_param *p = *state;
   if (p->be->unavailable) {
@@ -148,33 +149,8 @@ static int world_setup(void **state) {
   w->kase = p->kase;
   w->clock.now_ms = T(0);
   efx_tmpdir(w->dir, sizeof w->dir);
-  tk_config_source src = {NULL, NULL, NULL, config_sets,
-                          (int)(sizeof config_sets / sizeof config_sets[0])};
-  tk_err err;
-  char why[512];
-  if (tk_config_load(&src, &w->cfg, &err) != 0) {
-    print_error("configuration: %s\n", err.msg);
-    goto fail;
-  }
-  if (w->be->create(w, w->url, sizeof w->url, why, sizeof why) != 0) {
-    print_error("%s: a new store: %s\n", w->be->name, why);
-    goto fail;
-  }
-  if (tk_store_open(w->url, &w->s, &err) != 0) {
-    print_error("%s: open %s: %s\n", w->be->name, w->url, err.msg);
-    goto fail;
-  }
-  tk_store_set_clock(w->s, tk_clock_manual(&w->clock));
-  w->open[w->nopen++] = w->s;
-  if (!w->kase->unmigrated && tk_store_migrate(w->s, NULL, NULL, &err) != 0) {
-    print_error("%s: migrate: %s\n", w->be->name, err.msg);
-    goto fail;
-  }
   *state = w;
   return 0;
-fail:
-  world_free(w);
-  return -1;
 }
 
 /* cmocka teardown: close every connection and remove every store. */
@@ -183,9 +159,17 @@ static int world_teardown(void **state) {
   return 0;
 }
 
-/* The cmocka test of every row: run the world's case. */
+/* The cmocka test of every row: a fresh store of the backend, migrated
+ * unless the case migrates itself; then the case. */
 static void run_case(void **state) {
   world *w = *state;
+  tk_config_source src = {NULL, NULL, NULL, config_sets,
+                          (int)(sizeof config_sets / sizeof config_sets[0])};
+  tk_err err;
+  must(tk_config_load(&src, &w->cfg, &err), &err, "configuration");
+  new_store(w, w->url, sizeof w->url);
+  w->s = open_store(w, w->url);
+  if (!w->kase->unmigrated) must(tk_store_migrate(w->s, NULL, NULL, &err), &err, "migrate");
   w->kase->run(w);
 }
 
@@ -1619,7 +1603,6 @@ static void operator_resolve(world *w) {
   int64_t one = submit(w, "one");
   must(tk_task_operate(w->s, TK_OP_RESOLVE, one, "s", T(400), &ts, &err), &err, "resolve last");
   assert_string_equal(ts, TK__TASK_COMPLETE);
-  tk__task_report_free(&r);
   report_on(w->s, one, &r);
   assert_string_equal(r.state, TK__TASK_COMPLETE);
   assert_int_equal(r.finished_at, T(400));
