@@ -21,8 +21,13 @@
 #               claims any orchestrator made (an even split is 200 each)
 #   scale       claiming 100 ready steps with 10^4 / 10^5 / 10^6 stored,
 #               90% of them waiting for a retry an hour ahead
-# Usage: sh bench/bench_pg.sh [throughput|jobs|peers|latency|precision|split|scale]...
-# (default all). BENCH_QUICK=1 runs a tenth of the sizes.
+#   where       where the time of a single-step task goes, over its whole
+#               life (submit, claim, outcome), beside each peer mode's job:
+#               the server's CPU and the clients' CPU per job, transactions,
+#               row writes and WAL per job; then the server's busiest
+#               functions while tasker drains (perf, when it can record)
+# Usage: sh bench/bench_pg.sh [throughput|jobs|peers|latency|precision|split|scale|where]...
+# (default all but where). BENCH_QUICK=1 runs a tenth of the sizes.
 set -eu
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
@@ -79,13 +84,14 @@ prepare() {
 # drain URL PROCS: seconds (3 decimals) for PROCS orchestrators to finish.
 drain() {
   t0=$(now_ms)
-  i=1
+  i=1 pids=
   while [ "$i" -le "$2" ]; do
     "$TASKER" --config "$W/tasker.toml" --db "$1" run --until-idle --id "bench-$i" \
       2>>"$W/run.log" &
+    pids="$pids $!"
     i=$((i + 1))
   done
-  wait
+  for pid in $pids; do wait "$pid" || true; done
   t1=$(now_ms)
   echo "$t0 $t1" | awk '{ printf "%.3f", ($2 - $1) / 1000 }'
 }
@@ -216,6 +222,83 @@ scale() {
     printf '%-12s %10d %10d %22s\n' "10^$exp" "$stored" $((stored / 10)) \
       "$(echo "$r" | awk '{ printf "%.3f / %.3f", $1, $2 }')"
   done
+}
+
+# snapshot: one line of cumulative counters for the whole machine and
+# cluster: server CPU ticks (the postmaster, its live children, and the
+# children it has reaped), all CPU ticks busy, then the cluster's
+# transactions, rows inserted, updated, deleted, WAL records, WAL bytes.
+snapshot() {
+  pm=$(head -n 1 "$W/pg/data/postmaster.pid")
+  srv=$(for pid in $pm $(ps -o pid= --ppid "$pm"); do
+    cat "/proc/$pid/stat" 2>/dev/null | sed 's/.*) //'
+  done | awk -v pm="$pm" '{ t += $12 + $13 } NR == 1 { t += $14 + $15 } END { print t }')
+  busy=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat)
+  db=$(sql "$BASE_URL" "SELECT sum(xact_commit + xact_rollback), sum(tup_inserted),
+         sum(tup_updated), sum(tup_deleted), (SELECT wal_records FROM pg_stat_wal),
+         (SELECT wal_bytes FROM pg_stat_wal) FROM pg_stat_database" | tr '|' ' ')
+  echo "$srv $busy $db"
+}
+# where_row LABEL JOBS SECONDS BEFORE AFTER: one column set per job.
+where_row() {
+  echo "$4 $5" | awk -v l="$1" -v n="$2" -v s="$3" -v hz="$(getconf CLK_TCK)" '{
+    us = 1e6 / hz / n
+    srv = ($9 - $1) * us; cli = (($10 - $2) - ($9 - $1)) * us
+    printf "%-30s %7.0f %9.0f %9.0f %6.2f %5.1f %5.1f %5.1f %7.1f %7.0f\n", l, n / s, srv, cli,
+      ($11 - $3) / n, ($12 - $4) / n, ($13 - $5) / n, ($14 - $6) / n, ($15 - $7) / n, ($16 - $8) / n }'
+}
+
+where() {
+  n=$(div 50000)
+  one=$(template single 1 0 "$NOOP")
+  printf '\n%s\n' "where the time goes: one job's whole life (insert, claim, complete), per job"
+  printf '%-30s %7s %9s %9s %6s %5s %5s %5s %7s %7s\n' "" "jobs/s" "server us" \
+    "client us" "xacts" ins upd del "WAL rec" "WAL B"
+  url=$(fresh_db)
+  a=$(snapshot)
+  prepare "$url" "$one" "$n"
+  drain "$url" 4 >"$W/secs"
+  b=$(snapshot)
+  where_row "tasker, 4 procs (submit+run)" "$n" "$(cat "$W/secs")" "$a" "$b"
+  # The run alone, with a profile of the server while it drains.
+  url=$(fresh_db)
+  prepare "$url" "$one" "$n"
+  a=$(snapshot)
+  perf_ok=0
+  if command -v perf >/dev/null 2>&1 &&
+    perf record -q -e cpu-clock -g -o "$W/perf.data" -- true >/dev/null 2>&1; then
+    perf_ok=1
+    perf record -q -e cpu-clock -a -g -o "$W/perf.data" >/dev/null 2>&1 &
+    perf_pid=$!
+  fi
+  drain "$url" 4 >"$W/secs"
+  [ "$perf_ok" = 1 ] && kill -INT "$perf_pid" && wait "$perf_pid" || true
+  b=$(snapshot)
+  where_row "tasker, 4 procs (run only)" "$n" "$(cat "$W/secs")" "$a" "$b"
+  # Each peer mode, between the lines it prints (its insert, drain and
+  # clean-up: the same whole life).
+  script=$TOP/../shared/peers/run-peers.sh
+  if [ -f "$script" ]; then
+    sql "$BASE_URL" "CREATE DATABASE peers_where" >/dev/null 2>&1 || true
+    purl=$(printf '%s' "$BASE_URL" | sed "s|:///[^?]*|:///peers_where|")
+    a=$(snapshot)
+    PEERS_PG=$purl bash "$script" "$n" 2>"$W/peers.err" | while IFS= read -r line; do
+      b=$(snapshot)
+      peer=$(printf '%s' "$line" | sed -n 's/.*"peer":"\([^"]*\)".*/\1/p')
+      mode=$(printf '%s' "$line" | sed -n 's/.*"mode":"\([^"]*\)".*/\1/p')
+      batch=$(printf '%s' "$line" | sed -n 's/.*"batchSize":\([0-9]*\).*/\1/p')
+      secs=$(printf '%s' "$line" | sed -n 's/.*"seconds":\([0-9.]*\).*/\1/p')
+      [ -n "$secs" ] && where_row "$peer ${mode:-batch $batch}" "$n" "$secs" "$a" "$b"
+      a=$b
+    done
+  fi
+  [ "$perf_ok" = 1 ] || { echo "(perf cannot record here: no server profile)"; return; }
+  printf '\n%s\n' "where the server's CPU goes while tasker drains (% of all samples)"
+  perf report -i "$W/perf.data" --comm postgres --no-children --sort dso --stdio -g none \
+    2>/dev/null | grep -E '^ +[0-9]' | head -n 6
+  printf '%s\n' "its busiest functions (self)"
+  perf report -i "$W/perf.data" --comm postgres --no-children --sort sym --stdio -g none \
+    2>/dev/null | grep -E '^ +[0-9]' | head -n 20
 }
 
 what=${*:-throughput jobs peers latency precision split scale}

@@ -42,7 +42,7 @@
 enum {
   PG_BEGIN, PG_COMMIT, PG_ROLLBACK, PG_SAVEPOINT, PG_ROLLBACK_SAVEPOINT, PG_NOTIFY,
   PG_BEGIN_SNAPSHOT, PG_SEQSCAN_ON, PG_SERVER_TIME,
-  PG_TASK_LOCK, PG_OUTCOME, PG_OUTCOME_ITEMS, PG_CAN_PROGRESS, PG_SETTLE, PG_COUNT,
+  PG_TASK_LOCK, PG_OUTCOME, PG_OUTCOME_ITEMS, PG_CAN_PROGRESS, PG_TASK_WRITE, PG_COUNT,
   PG_CLAIM, PG_NEXT_RETRY, PG_HEARTBEAT, PG_EXPIRED, PG_NEXT_DUE, PG_HAS_WORK,
   PG_TASK_CREATE, PG_TASK_BY_IDENTITY,
   PG_TEMPLATE_INSERT, PG_TEMPLATE_DIGEST, PG_ANALYZE_EDGES, PG_TEMPLATE_FIND, PG_TEMPLATE_BY_ID,
@@ -260,6 +260,19 @@ int tk__pg_can_progress_queue(tk__pg_pipe *p, int64_t task_id);
  * it so (the task's, or a share lock on the step). */
 int tk__pg_items_queue(tk__pg_pipe *p, int64_t step_id, int64_t claim_id,
                        const tk__item_result *r, int n);
+
+/* A move of a task that tk__settle chose, at time `at`. */
+typedef struct tk__pg_task_move {
+  const char *from, *to, *reason;
+  int64_t at;
+} tk__pg_task_move;
+
+/* Queue the one write of task_id in this transaction: done and errors
+ * added to its counters, updated_at = now, and its moves (in order, each
+ * with its transition; the last one's `to` is its state). -1 when memory
+ * ran out. */
+int tk__pg_task_write_queue(tk__pg_pipe *p, int64_t task_id, int done, int errors, int64_t now,
+                            const tk__pg_task_move *moves, int nmoves);
 
 /* Queue the move of task_id from `from` to `to` with its transition. */
 int tk__pg_settle_queue(tk__pg_pipe *p, int64_t task_id, const char *from, const char *to,

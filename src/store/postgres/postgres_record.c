@@ -3,11 +3,11 @@
  *
  * Round trips, for a group of n outcomes and a claim:
  *   1. BEGIN, then per outcome SAVEPOINT, its task's lock and one
- *      statement that writes the step, its attempt row, its transition,
- *      its children and its task's counters and returns what settling the
- *      task needs;
- *   2. the task moves tk__settle chose, the claim (under a savepoint of its
- *      own), the fenced-writes counter, NOTIFY and COMMIT.
+ *      statement that writes the step, its attempt row, its transition and
+ *      its children and returns what settling the task needs;
+ *   2. one write per task (its counters and the moves tk__settle chose),
+ *      the claim (under a savepoint of its own), the fenced-writes
+ *      counter, NOTIFY and COMMIT.
  * A claim alone is one round trip. More than GROUP_MAX outcomes take one
  * such transaction per GROUP_MAX, the claim going with the last. An
  * outcome that fails (a store error) is rolled back to its savepoint (one
@@ -36,7 +36,11 @@
  * ($17: its text; NULL for a reaper, whose claim is alive). The scan for
  * "can the task progress" reads this statement's snapshot, in which the
  * step itself is still in progress and released children still wait: it
- * leaves out the one and adds the other.
+ * leaves out the one and adds the other. The task's counters are not
+ * written here: its row is written once per transaction, at the end
+ * (commit_group), with the sum of its outcomes and its moves; this returns
+ * the stored counts plus this outcome's, and settle_tasks adds those of
+ * the task's earlier outcomes in the same transaction.
  * $1 step, $2 claim, $3 new state, $4 results, $5 error, $6 run_at and $7
  * delay (retries), $8 now (reaper), $9 finished_at, $10 attempt outcome,
  * $11 delay source, $12 now, $13 task, $14 template, $15 idx, $16 attempt,
@@ -62,10 +66,9 @@ static const char OUTCOME_SQL[] =
     " FROM upd),"
     " rel AS (" TK__PG_RELEASE("$13", "$14::bigint", "$15::int", "$12",
                                "$20::boolean AND EXISTS (SELECT 1 FROM upd)") "),"
-    " tsk AS (UPDATE tasks SET steps_done = steps_done + $18::int,"
-    " steps_error = steps_error + $19::int, updated_at = $12"
-    " WHERE id = $13 AND $18::int + $19::int > 0 AND EXISTS (SELECT 1 FROM upd)"
-    " RETURNING state, steps_done, steps_total, steps_error)"
+    " tsk AS (SELECT state, steps_done + $18::int AS steps_done, steps_total,"
+    " steps_error + $19::int AS steps_error FROM tasks"
+    " WHERE id = $13 AND $18::int + $19::int > 0 AND EXISTS (SELECT 1 FROM upd))"
     " SELECT (SELECT count(*) FROM upd), " TK__PG_RELEASED("rel") ","
     " t.state, t.steps_done, t.steps_total, t.steps_error,"
     " CASE WHEN t.steps_error > 0 OR t.state = " Q(TK__TASK_ERROR) " THEN"
@@ -105,6 +108,7 @@ typedef struct rec {
   int i;                 /* its index in the caller's arrays */
   int savepoint, result; /* slots of its SAVEPOINT and of its last command, the outcome */
   int tries, status;
+  int done, errors; /* what it adds to its task's counters, once recorded */
   /* After it, for settling; state NULL: not settled. state points to
    * `state` or to the move chosen for an earlier outcome of the task, and
    * is the `from` of this one's move. */
@@ -220,6 +224,8 @@ static void read_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r, tk__effec
     return;
   }
   r->status = RECORDED;
+  r->done = o->next == TK__NEXT_COMPLETE;
+  r->errors = o->next == TK__NEXT_ERROR;
   fx->children_released = (int)tk__pg_i64(res, 0, 1);
   r->can_progress = -1;
   if (PQgetisnull(res, 0, 2)) return; /* a retry: the task is not settled */
@@ -279,14 +285,20 @@ static int write_outcomes(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs
 static int settle_tasks(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, tk__effects *fx,
                         int *notify, tk_err *err) {
   const char *moved_to = NULL;
-  int64_t moved_task = 0;
+  int64_t task = 0;
+  int done = 0, errors = 0; /* added by the task's earlier outcomes */
   for (int k = 0; k < n; k++) {
     rec *r = &recs[k];
     const tk__outcome *x = &o[r->i];
+    if (k == 0 || x->task_id != task) task = x->task_id, moved_to = NULL, done = errors = 0;
     if (r->status != RECORDED) continue;
     if (fx[r->i].children_released > 0 || x->next == TK__NEXT_RETRY) *notify = 1;
     if (r->counts.state == NULL) continue; /* a retry */
-    if (moved_to != NULL && moved_task == x->task_id) r->counts.state = moved_to;
+    r->counts.done += done;
+    r->counts.errors += errors;
+    done += r->done;
+    errors += r->errors;
+    if (moved_to != NULL) r->counts.state = moved_to;
     if (r->can_progress < 0 && tk__settle_needs_scan(&r->counts)) {
       /* Not answered with the outcome (the task had no step in error
        * then): ask now, still under the task's lock. */
@@ -305,12 +317,36 @@ static int settle_tasks(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, 
      * (`tasker run --until-idle`). */
     *notify = 1;
     moved_to = to;
-    moved_task = x->task_id;
   }
   return 0;
 }
 
-/* Phase 2: the task moves, the claim, the counter, NOTIFY, COMMIT. The
+/* Queue the one write of each task of the group: the sum of its recorded
+ * outcomes' counts and the moves settling chose, in write order. A task
+ * whose outcomes were all retries (nothing counted, no move) is not
+ * written. 0, or -1 when memory ran out. */
+static int write_tasks(tk__pg_pipe *p, const tk__outcome *o, int n, const rec *recs) {
+  tk__pg_task_move moves[GROUP_MAX];
+  for (int k = 0; k < n;) {
+    int64_t task = o[recs[k].i].task_id, now = 0;
+    int done = 0, errors = 0, nmoves = 0;
+    for (; k < n && o[recs[k].i].task_id == task; k++) {
+      const rec *r = &recs[k];
+      if (r->status != RECORDED) continue;
+      done += r->done;
+      errors += r->errors;
+      now = o[r->i].now;
+      if (r->to != NULL)
+        moves[nmoves++] = (tk__pg_task_move){r->counts.state, r->to, r->reason, o[r->i].now};
+    }
+    if ((done > 0 || errors > 0 || nmoves > 0) &&
+        tk__pg_task_write_queue(p, task, done, errors, now, moves, nmoves) < 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* Phase 2: the tasks' writes, the claim, the counter, NOTIFY, COMMIT. The
  * claim has a savepoint of its own: if it fails, the outcomes still
  * commit and next->n stays 0. 1: the transaction failed outside the claim;
  * TK_*: a claim alone failed. Either way the caller's tk__pg_pipe_end
@@ -319,12 +355,11 @@ static int commit_group(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, 
                         tk__claim_request *next, tk_err *err) {
   if (p->ran > 0) tk__pg_pipe_reset(p); /* else BEGIN is queued still (a claim alone) */
   int64_t fenced = 0;
-  for (int k = 0; k < n; k++) {
-    const tk__outcome *x = &o[recs[k].i];
+  for (int k = 0; k < n; k++)
     if (recs[k].status == FENCED) fenced++;
-    if (recs[k].to != NULL)
-      tk__pg_settle_queue(p, x->task_id, recs[k].counts.state, recs[k].to, recs[k].reason,
-                          x->now);
+  if (write_tasks(p, o, n, recs) != 0) {
+    tk__pg_oom(err, "record outcome");
+    return 1;
   }
   int claim_savepoint = -1, claim_slot = -1, retry_slot = -1;
   if (next) {
