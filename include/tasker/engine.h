@@ -93,7 +93,9 @@ int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err);
 void tk_engine_free(tk_engine *e);
 
 /* Register an in-process handler, used by steps whose handler is
- * { kind = "function", name = NAME }. Call before running. */
+ * { kind = "function", name = NAME }. Call before running: a template's
+ * steps are bound to the registered functions when the engine first loads
+ * the template (docs/handlers.md). */
 int tk_engine_register(tk_engine *e, const char *name, tk_handler_fn fn, void *ud, tk_err *err);
 
 /* ---- batch steps (DESIGN §9, docs/batch.md) -----------------------------

@@ -62,22 +62,15 @@ static void join(char *buf, const char *path, const char *key, size_t key_len) {
 
 static int unknown_key(const tk__layer *L, const char *path, const tk_toml_entry *e,
                        const char *const *cands, size_t n) {
-  char key[KEY_MAX];
-  join(key, path, e->key, e->key_len);
-  const char *guess = tk__suggest(e->key, cands, n);
-  if (guess != NULL)
-    return fail(L, e->key_pos, "unknown key \"%s\" (did you mean \"%s\"?)", key, guess);
-  char known[KEY_MAX] = "";
-  for (size_t i = 0; i < n; i++)
-    snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
-             cands[i]);
-  return fail(L, e->key_pos, "unknown key \"%s\" (known keys: %s)", key, known);
+  char msg[TK_ERR_MSG_MAX];
+  tk__unknown_key(msg, sizeof msg, path, e->key, cands, n);
+  return fail(L, e->key_pos, "%s", msg);
 }
 
 /* e's value must be a table. */
 static int need_table(const tk__layer *L, const char *path, const tk_toml_entry *e) {
   tk__complaint why;
-  if (tk__expect_table(e->value, &why) == 0) return 0;
+  if (tk__expect_table(e->value, NULL, &why) == 0) return 0;
   char key[KEY_MAX];
   join(key, path, e->key, e->key_len);
   return bad_value(L, key, &why);

@@ -119,6 +119,7 @@ static int add_settings(tk_config *c, const view *v, const char *const *inherite
       s->kind = TK_CONFIG_STRING;
       s->s = *TK__CFIELD(v->obj, k, const char *);
       break;
+    TK__JSON_ONLY_KINDS: break; /* not in a settings struct */
     }
     s->origin = v->origin[i];
     if (inherited && !((v->own >> i) & 1)) s->inherited_from = inherited[i];

@@ -6,18 +6,43 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include <tasker/config.h>
 #include <tasker/toml.h>
 
-/* How a key's value is read, checked and stored. */
+/* How a key's value is read, checked and stored. The first six are read
+ * into a settings struct (tk__convert); DURATION, INT, NUMBER and STRING
+ * also into JSON (tk__convert_json), and the rest only into JSON, for the
+ * tables of templates and handler specs (config/spec.h). */
 typedef enum tk__ckind {
   TK__K_DURATION,  /* int64_t ms: a duration string or seconds */
   TK__K_DURATIONS, /* int64_t[] + int length: an array of durations */
   TK__K_INT,       /* int64_t: a TOML integer */
   TK__K_NUMBER,    /* double: a TOML integer or float */
   TK__K_JITTER,    /* tk_jitter: one of the mode names */
-  TK__K_STRING     /* const char *: a non-empty string */
+  TK__K_STRING,    /* const char *: a non-empty string */
+  TK__K_TEXT,      /* JSON: a string, possibly empty */
+  TK__K_BOOL,      /* JSON: true or false */
+  TK__K_STRINGS,   /* JSON: an array of at least `min` strings */
+  TK__K_INTS,      /* JSON: an array of integers, each from min to max */
+  TK__K_STRMAP,    /* JSON: a table whose values are strings */
+  TK__K_CHOICE,    /* JSON: one of the strings in `choices` */
+  TK__K_NAME,      /* JSON: 1 to 128 letters, digits, '_', '-' or '.' */
+  TK__K_OTHER      /* JSON: a known key whose value the caller reads itself */
 } tk__ckind;
+
+/* The case labels of the JSON-only kinds, for switches over the kinds a
+ * settings struct holds. */
+#define TK__JSON_ONLY_KINDS                                                                 \
+  case TK__K_TEXT:                                                                         \
+  case TK__K_BOOL:                                                                         \
+  case TK__K_STRINGS:                                                                      \
+  case TK__K_INTS:                                                                         \
+  case TK__K_STRMAP:                                                                       \
+  case TK__K_CHOICE:                                                                       \
+  case TK__K_NAME:                                                                         \
+  case TK__K_OTHER
 
 /* One known key: its type, range, built-in default and where it lives in
  * the section's struct (tk_backoff_policy, tk_engine_settings,
@@ -33,6 +58,10 @@ typedef struct tk__key {
   int64_t def_i;       /* default: INT, DURATION, JITTER */
   double def_f;        /* default: NUMBER */
   const char *def_s;   /* default: STRING (DURATIONS default to empty) */
+  /* Read into JSON only (config/spec.h): */
+  const char *const *choices; /* CHOICE: the allowed strings, NULL-terminated */
+  const char *json;           /* the JSON member written; NULL: name */
+  const char *missing;        /* non-NULL: required; what to say when absent */
 } tk__key;
 
 /* A table of keys: [backoff] (also every profile), [engine], [batch]. */
@@ -82,6 +111,7 @@ int tk__field_format(const tk__key *k, const void *obj, char *buf, size_t len);
 typedef struct tk__complaint {
   const tk_toml_value *at;
   int index;
+  const char *member; /* STRMAP: the key of the offending entry; else NULL */
   char what[256];
 } tk__complaint;
 
@@ -90,8 +120,22 @@ typedef struct tk__complaint {
  * them). Returns 0, or TK_ECONFIG with *why filled. */
 int tk__convert(const tk__key *k, const tk_toml_value *v, void *obj, tk__complaint *why);
 
-/* 0 if v is a table, else TK_ECONFIG with *why saying what it is. */
-int tk__expect_table(const tk_toml_value *v, tk__complaint *why);
+/* Read v as k's type into *out, a new JSON value (a duration as integer
+ * ms), checking type and range as tk__convert does. Not for DURATIONS,
+ * JITTER and OTHER keys. Returns 0, TK_ECONFIG with *why filled, or
+ * TK_ENOMEM. */
+int tk__convert_json(const tk__key *k, const tk_toml_value *v, json_t **out, tk__complaint *why);
+
+/* The message for key `name` of the table at `path` ("" or NULL: the
+ * root), which is not in cands[0..n-1], into buf: "unknown key
+ * \"PATH.NAME\" (did you mean \"X\"?)", or "(known keys: a, b)" when no
+ * known key is close. */
+void tk__unknown_key(char *buf, size_t len, const char *path, const char *name,
+                     const char *const *cands, size_t n);
+
+/* 0 if v is a table, else TK_ECONFIG with *why saying what it is and
+ * that `expected` (NULL: "a table") was. */
+int tk__expect_table(const tk_toml_value *v, const char *expected, tk__complaint *why);
 
 /* The candidate closest to `word` by edit distance (a transposition
  * counts once), or NULL when none is close enough to be a likely typo. */

@@ -1,6 +1,7 @@
 /* "Did you mean": the known name nearest to a misspelt one. */
 #include "config/internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define WORD_MAX 64
@@ -47,4 +48,19 @@ const char *tk__suggest(const char *word, const char *const *cands, size_t n) {
     }
   }
   return best;
+}
+
+void tk__unknown_key(char *buf, size_t len, const char *path, const char *name,
+                     const char *const *cands, size_t n) {
+  const char *guess = tk__suggest(name, cands, n);
+  const char *dot = path && *path ? "." : "";
+  if (path == NULL) path = "";
+  if (guess != NULL) {
+    snprintf(buf, len, "unknown key \"%s%s%s\" (did you mean \"%s\"?)", path, dot, name, guess);
+    return;
+  }
+  int used = snprintf(buf, len, "unknown key \"%s%s%s\" (known keys: ", path, dot, name);
+  for (size_t i = 0; i < n && used >= 0 && (size_t)used < len; i++)
+    used += snprintf(buf + used, len - (size_t)used, "%s%s", i ? ", " : "", cands[i]);
+  if (used >= 0 && (size_t)used < len) snprintf(buf + used, len - (size_t)used, ")");
 }

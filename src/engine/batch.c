@@ -17,8 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "handlers/handler.h"
-
 /* Item writes that workers hand to the engine thread. */
 struct tk__batch_queue {
   pthread_mutex_t mu;
@@ -269,7 +267,7 @@ static void batch_sleep(void *ud, int64_t ms) {
 }
 
 /* tk_batch_ops.call: offer the items at idx[0..n-1] to the step's handler
- * (the builtin or the registered function). A whole-call failure is kept
+ * (its kind's run_batch). A whole-call failure is kept
  * in b->failed and returned as TK_EHANDLER with the handler's message. */
 static int do_call(void *ud, const size_t *idx, size_t n, tk_item_report *reports,
                    int64_t *hint_ms, tk_err *err) {
@@ -284,9 +282,9 @@ static int do_call(void *ud, const size_t *idx, size_t n, tk_item_report *report
   }
   tk_batch_call bc = {b->call, b->offer, n, ++b->calls};
   tk_handler_result out = {.status = TK_HANDLER_SUCCESS, .retry_after_ms = -1};
-  const job *j = b->job;
-  if (j->def->kind == KIND_BUILTIN) tk__builtin_batch_run(&bc, j->def->spec, reports, &out);
-  else j->fn->batch(&bc, reports, &out, j->fn->ud);
+  const step_def *d = b->job->def;
+  tk__handler_step step = {d->spec, d->prepared, &b->e->clock};
+  d->kind->run_batch(&step, &bc, reports, &out);
   free(out.results); /* not used: the step's results are the counts */
   if (out.status != TK_HANDLER_SUCCESS) {
     b->failed = out.status;
@@ -376,14 +374,9 @@ void tk__batch_run(job *j, const tk_handler_call *call) {
     tk__handler_fail(r, TK_HANDLER_RETRY, "cannot load the step's items: %s", b->load_err.msg);
     return;
   }
-  if (j->def->kind == KIND_FUNCTION && (j->fn == NULL || j->fn->batch == NULL)) {
-    const char *name = json_string_value(json_object_get(j->def->spec, "name"));
-    tk__handler_fail(r, TK_HANDLER_PERMANENT,
-                     j->fn == NULL ? "no in-process batch handler is registered as \"%s\" in "
-                                     "this orchestrator"
-                                   : "\"%s\" is not a batch handler: register it with "
-                                     "tk_engine_register_batch",
-                     name);
+  if (j->def->kind->run_batch == NULL) { /* templates refuse it; a stored spec may not */
+    tk__handler_fail(r, TK_HANDLER_PERMANENT, "a %s handler does not take batches",
+                     j->def->kind->name);
     return;
   }
   b->call = call;
@@ -431,7 +424,5 @@ int tk_engine_register_batch(tk_engine *e, const char *name, tk_batch_fn fn, voi
                              tk_err *err) {
   if (fn == NULL) return tk_err_set(err, TK_EINVAL, "batch handler \"%s\": no function", name);
   /* The same table as plain handlers, so one name means one handler. */
-  int rc = tk_engine_register(e, name, NULL, ud, err);
-  if (rc == 0) e->fns[e->nfns - 1].batch = fn;
-  return rc;
+  return tk__fn_register(&e->fns, name, NULL, fn, ud, err);
 }

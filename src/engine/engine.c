@@ -11,8 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "handlers/handler.h"
-
 #define REAP_BATCH 64
 /* The fewest steps a pass claims when a retry is near (see fresh_budget). */
 #define MIN_PASS 8
@@ -79,16 +77,7 @@ int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
 }
 
 int tk_engine_register(tk_engine *e, const char *name, tk_handler_fn fn, void *ud, tk_err *err) {
-  for (int i = 0; i < e->nfns; i++)
-    if (strcmp(e->fns[i].name, name) == 0)
-      return tk_err_set(err, TK_EEXIST, "a handler named \"%s\" is already registered", name);
-  registered_fn *f = realloc(e->fns, ((size_t)e->nfns + 1) * sizeof *f);
-  if (f == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory registering \"%s\"", name);
-  e->fns = f;
-  f[e->nfns] = (registered_fn){strdup(name), fn, ud, NULL};
-  if (f[e->nfns].name == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory");
-  e->nfns++;
-  return 0;
+  return tk__fn_register(&e->fns, name, fn, NULL, ud, err);
 }
 
 const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err) {
@@ -117,15 +106,14 @@ const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err)
     tk_err_set(err, TK_ENOMEM, "out of memory loading template %lld", (long long)id);
     return NULL;
   }
+  tk__handler_host host = {&e->fns};
   for (int k = 0; k < te->nsteps; k++) {
     json_t *st = json_array_get(steps, (size_t)k);
     step_def *d = &te->steps[k];
     d->name = json_string_value(json_object_get(st, "name"));
     d->spec = json_object_get(st, "handler");
-    const char *kind = json_string_value(json_object_get(d->spec, "kind"));
-    d->kind = strcmp(kind, "command") == 0    ? KIND_COMMAND
-              : strcmp(kind, "function") == 0 ? KIND_FUNCTION
-                                              : KIND_BUILTIN;
+    d->kind = tk__handler_kind_of(d->spec);
+    d->prepared = d->kind->prepare ? d->kind->prepare(&host, d->spec) : NULL;
     d->spec_text = json_dumps(d->spec, JSON_COMPACT);
     json_t *t_ms = json_object_get(d->spec, "timeout_ms");
     d->timeout_ms = json_is_integer(t_ms) ? json_integer_value(t_ms) : 0;
@@ -153,22 +141,8 @@ static void execute(tk_engine *e, job *j) {
     tk__batch_run(j, &call);
     return;
   }
-  switch (j->def->kind) {
-  case KIND_BUILTIN: tk__builtin_run(&call, j->def->spec, &e->clock, &j->result); break;
-  case KIND_COMMAND: tk__command_run(&call, j->def->spec, &e->clock, &j->result); break;
-  case KIND_FUNCTION:
-    if (j->fn == NULL)
-      tk__handler_fail(&j->result, TK_HANDLER_PERMANENT,
-                       "no in-process handler is registered as \"%s\" in this orchestrator",
-                       json_string_value(json_object_get(j->def->spec, "name")));
-    else if (j->fn->fn == NULL)
-      tk__handler_fail(&j->result, TK_HANDLER_PERMANENT,
-                       "\"%s\" is a batch handler: its step needs batch = { items_from = ... }",
-                       j->fn->name);
-    else
-      j->fn->fn(&call, &j->result, j->fn->ud);
-    break;
-  }
+  tk__handler_step step = {j->def->spec, j->def->prepared, &e->clock};
+  j->def->kind->run(&step, &call, &j->result);
 }
 
 /* The attempt ends when its handler returns, not when the engine thread
@@ -226,13 +200,16 @@ void tk_engine_free(tk_engine *e) {
     free_job(j);
   }
   for (int i = 0; i < e->ntemplates; i++) {
+    for (int k = 0; k < e->templates[i].nsteps; k++) {
+      step_def *d = &e->templates[i].steps[k];
+      if (d->kind->release) d->kind->release(d->prepared);
+      free(d->spec_text);
+    }
     json_decref(e->templates[i].definition);
-    for (int k = 0; k < e->templates[i].nsteps; k++) free(e->templates[i].steps[k].spec_text);
     free(e->templates[i].steps);
   }
   free(e->templates);
-  for (int i = 0; i < e->nfns; i++) free(e->fns[i].name);
-  free(e->fns);
+  tk__fn_table_free(&e->fns);
   free(e->claims);
   free(e->starting);
   free(e->input_ids);
@@ -383,29 +360,24 @@ static job *new_job(tk_engine *e, const tk__claimed *c, int64_t now) {
   j->def = &t->steps[c->idx];
   j->next_heartbeat = now + e->heartbeat_ms;
   if (strcmp(c->prev_state, TK__STEP_WAITING) == 0) j->not_before = c->run_at;
-  if (j->def->kind == KIND_FUNCTION) {
-    const char *fname = json_string_value(json_object_get(j->def->spec, "name"));
-    for (int k = 0; k < e->nfns && j->fn == NULL; k++)
-      if (strcmp(e->fns[k].name, fname) == 0) j->fn = &e->fns[k];
-  }
   if (j->def->batch != NULL) tk__batch_prepare(e, j);
   return j;
 }
 
-/* Read the inputs of the jobs whose handlers take one (all but builtins)
+/* Read the inputs of the jobs whose handlers take one (kind->takes_input)
  * in one store call; a job whose input cannot be read is freed and its
  * slot set to NULL: it is not started blind. */
 static void read_inputs(tk_engine *e, job **jobs, int n) {
   int m = 0;
   for (int i = 0; i < n; i++)
-    if (jobs[i] && jobs[i]->def->kind != KIND_BUILTIN) e->input_ids[m++] = jobs[i]->claim.step_id;
+    if (jobs[i] && jobs[i]->def->kind->takes_input) e->input_ids[m++] = jobs[i]->claim.step_id;
   if (m == 0) return;
   tk_err err;
   int ok = e->store->ops->inputs(e->store, e->input_ids, m, e->inputs, &err) == 0;
   /* inputs[] is in the order of input_ids[], which is the order of jobs[]. */
   for (int k = 0, i = 0; i < n; i++) {
     job *j = jobs[i];
-    if (j == NULL || j->def->kind == KIND_BUILTIN) continue;
+    if (j == NULL || !j->def->kind->takes_input) continue;
     json_t *input = ok ? e->inputs[k++] : NULL;
     if (input != NULL) j->input = json_dumps(input, JSON_COMPACT);
     json_decref(input);

@@ -11,14 +11,14 @@
 #include <tasker/engine.h>
 #include <tasker/rand.h>
 
+#include "handlers/handler.h"
 #include "store/store.h"
-
-typedef enum step_kind { KIND_BUILTIN, KIND_COMMAND, KIND_FUNCTION } step_kind;
 
 /* What the engine needs of one template step at run time. */
 typedef struct step_def {
   const char *name;
-  step_kind kind;
+  const tk__handler_kind *kind; /* the handler's functions */
+  void *prepared;   /* what kind->prepare returned for this engine */
   json_t *spec;     /* the handler table */
   char *spec_text;  /* the same, as JSON text for C handlers */
   int64_t timeout_ms;
@@ -32,13 +32,6 @@ typedef struct template_entry {
   int nsteps;
 } template_entry;
 
-typedef struct registered_fn {
-  char *name;
-  tk_handler_fn fn; /* NULL for a batch handler */
-  void *ud;
-  tk_batch_fn batch; /* a batch handler (tk_engine_register_batch), or NULL */
-} registered_fn;
-
 struct tk__batch_job;
 struct tk__batch_queue;
 
@@ -46,7 +39,6 @@ struct tk__batch_queue;
 typedef struct job {
   tk__claimed claim;
   const step_def *def;
-  const registered_fn *fn;
   char *input;
   int64_t next_heartbeat;
   int64_t started_at;  /* engine clock, when its handler was called */
@@ -75,8 +67,7 @@ struct tk_engine {
 
   template_entry *templates;
   int ntemplates;
-  registered_fn *fns;
-  int nfns;
+  tk__fn_table fns; /* in-process handlers (tk_engine_register) */
 
   int64_t reap_at;     /* earliest lease expiry known to this engine */
   int64_t clock_synced_ns; /* monotonic, when the store's clock was last measured */

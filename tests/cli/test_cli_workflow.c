@@ -112,28 +112,29 @@ static const bad_template bad_templates[] = {
     {HEAD "[[steps]]\nname = \"a\"\ndepends_on = [\"a\"]\n" NOOP, "5:15",
      "steps[1].depends_on: step \"a\" depends on itself"},
     {HEAD "[[steps]]\nname = \"a\"\nhandler = { kind = \"comand\", argv = [\"true\"] }\n", "5:20",
-     "steps[1].handler.kind: unknown handler kind \"comand\": expected builtin, command or "
-     "function (did you mean \"command\"?)"},
+     "steps[1].handler.kind = \"comand\": expected builtin, command or function (did you mean "
+     "\"command\"?)"},
     {HEAD "[[steps]]\nname = \"a\"\n" NOOP "retry = { backoff = \"paymnts\" }\n", "6:21",
      "steps[1].retry.backoff: unknown backoff profile \"paymnts\" (configured: default, "
      "payments)"},
     {HEAD "[[steps]]\nname = \"a\"\n" NOOP "retry = { max_attempts = \"three\" }\n", "6:26",
-     "steps[1].retry.max_attempts: \"three\": expected an integer from 1 to 1000000"},
+     "steps[1].retry.max_attempts = \"three\": expected an integer from 1 to 1000000, got a "
+     "string"},
     {HEAD "[[steps]]\nname = \"a\"\ndepends_on = \"b\"\n" NOOP, "5:14",
-     "steps[1].depends_on: \"b\": expected an array of strings"},
+     "steps[1].depends_on = \"b\": expected an array of strings, got a string"},
     {HEAD "[[steps]]\nname = \"a\"\nhandler = \"noop\"\n", "5:11",
-     "steps[1].handler: \"noop\": expected a table such as { kind = \"command\", argv = [...] }, "
+     "steps[1].handler = \"noop\": expected a table such as { kind = \"command\", argv = [...] }, "
      "got a string"},
     {"name = \"bad\"\nversion = 1\n[[steps]]\nname = \"a\"\n" NOOP, "2:11",
-     "version: 1: expected a string, got an integer"},
+     "version = 1: expected a string, got an integer"},
     {HEAD "[[steps]]\nname = \"a\"\n" NOOP "timeout = true\n", "6:11",
-     "steps[1].timeout: true: expected a duration (\"150ms\", \"2s\", \"5m\") or seconds, got a "
-     "boolean"},
+     "steps[1].timeout = true: expected a duration such as \"150ms\", \"2s\", \"5m\", \"1h\" or a "
+     "number of seconds, got a boolean"},
     {HEAD "[[steps]]\nname = \"a\"\nhandler = { kind = \"builtin\", name = \"nop\" }\n", "5:38",
-     "steps[1].handler.name: unknown builtin \"nop\": expected noop, sleep, fail, flaky or "
-     "batch (did you mean \"noop\"?)"},
+     "steps[1].handler.name = \"nop\": expected noop, sleep, fail, flaky or batch (did you mean "
+     "\"noop\"?)"},
     {HEAD "[[steps]]\nname = \"a b\"\n" NOOP, "4:8",
-     "steps[1].name: \"a b\": expected 1 to 128 letters, digits, '_', '-' or '.'"},
+     "steps[1].name = \"a b\": expected 1 to 128 letters, digits, '_', '-' or '.'"},
     {HEAD, "1:1", "steps: a template needs at least one step ([[steps]] with a name and a handler)"},
 };
 

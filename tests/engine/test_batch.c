@@ -396,10 +396,10 @@ static void bad_batch_templates_name_the_place(void **state) {
        "\"max_item_attempts\"?)"},
       {"handler = { kind = \"builtin\", name = \"batch\" }\n"
        "batch = { items_from = \"i\", max_in_call_retries = 1001 }\n",
-       ":6:51: steps[1].batch.max_in_call_retries: 1001: expected an integer from 0 to 1000"},
+       ":6:51: steps[1].batch.max_in_call_retries = 1001: must be an integer from 0 to 1000"},
       {"handler = { kind = \"builtin\", name = \"batch\", reject_every = 0 }\n"
        "batch = { items_from = \"i\" }\n",
-       ":5:62: steps[1].handler.reject_every: 0: expected an integer from 1 to 2147483647"},
+       ":5:62: steps[1].handler.reject_every = 0: must be an integer from 1 to 2147483647"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char toml[512], path[512], name[32];
