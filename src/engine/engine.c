@@ -106,7 +106,7 @@ const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err)
     tk_err_set(err, TK_ENOMEM, "out of memory loading template %lld", (long long)id);
     return NULL;
   }
-  tk__handler_host host = {&e->fns};
+  tk__handler_host host = {.fns = &e->fns};
   for (int k = 0; k < te->nsteps; k++) {
     json_t *st = json_array_get(steps, (size_t)k);
     step_def *d = &te->steps[k];

@@ -10,7 +10,6 @@ static const tk__handler_kind *const kinds[] = {
     &tk__builtin_kind,
     &tk__command_kind,
     &tk__function_kind,
-    &tk__http_kind,
 };
 
 #define NKINDS (sizeof kinds / sizeof kinds[0])

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <tasker/backoff.h>
+#include <tasker/duration.h>
 #include <tasker/rand.h>
 
 #include "event_heap.h"
@@ -245,4 +246,272 @@ int tk_simulate(const tk_sim_config *c, tk_sim_policy policy, tk_sim_stats *out,
   free(s.attempts);
   free(s.heap.ev);
   return rc;
+}
+
+/* ---- the outage scenario ------------------------------------------------
+ *
+ * Calls are answered at once, so a step is a chain of call times: each
+ * failed call schedules the step's next call (its backoff delay later) in
+ * the event heap, and with a budget a retry the budget refuses waits in a
+ * first-in first-out queue whose head alone asks the budget again: at the
+ * time the budget gave, or when a first attempt adds to it. Times are in
+ * microseconds, so that arrivals at any rate keep their spacing; the budget
+ * and the reported figures are in milliseconds. */
+
+#define MAX_OUTAGE_STEPS 10000000.0
+#define MAX_OUTAGE_ATTEMPTS 1000
+#define MAX_RUN_SECONDS (30LL * 86400) /* of simulated time: bounds the series */
+
+void tk_sim_outage_config_default(tk_sim_outage_config *c) {
+  c->rate_per_s = 100;
+  c->duration_ms = 1200000;
+  c->outage_start_ms = 30000;
+  c->outage_ms = 60000;
+  c->max_attempts = 3;
+  c->budget = (tk_retry_budget_config){.ratio = 0.05, .window_ms = 10000, .min_per_second = 2};
+  c->seed = 1;
+}
+
+int tk_sim_outage_config_validate(const tk_sim_outage_config *c, tk_err *err) {
+  if (!(c->rate_per_s > 0 && c->rate_per_s <= 1e6))
+    return tk_err_set(err, TK_ERANGE, "rate is %g/s: must be above 0 and at most 1000000/s",
+                      c->rate_per_s);
+  if (c->duration_ms <= 0 || c->duration_ms > 86400000)
+    return tk_err_set(err, TK_ERANGE, "duration is %lld ms: must be above 0 and at most 1 day",
+                      (long long)c->duration_ms);
+  if (c->outage_start_ms < 0)
+    return tk_err_set(err, TK_ERANGE, "outage start is %lld ms: must be >= 0",
+                      (long long)c->outage_start_ms);
+  if (c->outage_ms <= 0)
+    return tk_err_set(err, TK_ERANGE, "outage is %lld ms: must be above 0",
+                      (long long)c->outage_ms);
+  /* Without arrivals after the outage there is no "after" to measure. */
+  if (c->outage_ms >= c->duration_ms || c->outage_start_ms >= c->duration_ms - c->outage_ms) {
+    char len[32], at[32], dur[32];
+    tk_duration_format(c->outage_ms, len, sizeof len);
+    tk_duration_format(c->outage_start_ms, at, sizeof at);
+    tk_duration_format(c->duration_ms, dur, sizeof dur);
+    return tk_err_set(err, TK_ERANGE,
+                      "the outage (%s from %s) must end before arrivals stop at %s", len, at, dur);
+  }
+  if (c->max_attempts < 1 || c->max_attempts > MAX_OUTAGE_ATTEMPTS)
+    return tk_err_set(err, TK_ERANGE,
+                      "max_attempts is %d: it counts the first try, so from 1 to %d",
+                      (int)c->max_attempts, MAX_OUTAGE_ATTEMPTS);
+  double steps = c->rate_per_s * (double)c->duration_ms / 1000.0;
+  if (steps > MAX_OUTAGE_STEPS)
+    return tk_err_set(err, TK_ERANGE, "rate x duration is %.0f first attempts: at most %.0f",
+                      steps, MAX_OUTAGE_STEPS);
+  tk_err berr;
+  int rc = tk_retry_budget_config_validate(&c->budget, &berr);
+  if (rc != 0) return tk_err_set(err, rc, "budget: %s", berr.msg);
+  return 0;
+}
+
+/* When step i makes its first attempt, in microseconds. */
+static int64_t arrival_us(const tk_sim_outage_config *c, int64_t i) {
+  return (int64_t)floor((double)i * 1e6 / c->rate_per_s);
+}
+
+/* How many steps arrive before duration_ms. */
+static int64_t arrivals(const tk_sim_outage_config *c) {
+  int64_t end = c->duration_ms * 1000;
+  int64_t n = (int64_t)ceil(c->rate_per_s * (double)c->duration_ms / 1000.0);
+  while (n > 0 && arrival_us(c, n - 1) >= end) n--;
+  while (arrival_us(c, n) < end) n++;
+  return n;
+}
+
+typedef struct outage_sim {
+  const tk_sim_outage_config *cfg;
+  const tk_backoff_policy *policy;
+  tk_sim_outage_stats *out;
+  tk_err *err;
+  tk_rand rng;
+  int with_budget;
+  tk_retry_budget budget;
+  int64_t start_us, end_us;
+  int32_t *attempts;   /* per step: calls made */
+  int64_t *prev_delay; /* per step: its last backoff delay (ms) */
+  tk__event_heap heap; /* retries coming due: at most one per step */
+  /* Retries the budget deferred, oldest first: a ring of `nsteps` entries,
+   * enough since a step has at most one retry waiting. */
+  int32_t *queue_step;
+  int64_t *queue_due; /* when each one came due */
+  size_t qhead, qlen, nsteps;
+  int64_t wake_us;       /* when the head may go; meaningful while qlen > 0 */
+  int64_t last_retry_us; /* -1 before the first retry */
+  size_t seconds_cap;    /* allocated length of out->per_second */
+} outage_sim;
+
+static tk_sim_phase *phase_at(outage_sim *s, int64_t t) {
+  return t < s->start_us ? &s->out->before : t < s->end_us ? &s->out->during : &s->out->after;
+}
+
+/* One downstream call by `step` at t: count it, and on failure schedule the
+ * step's next call or give it up. */
+static int call(outage_sim *s, int32_t step, int64_t t) {
+  int64_t sec = t / 1000000;
+  if ((size_t)sec >= s->seconds_cap) {
+    if (sec >= MAX_RUN_SECONDS)
+      return tk_err_set(s->err, TK_ETOOBIG,
+                        "the run lasts past %lld days of simulated time: retries are waiting "
+                        "too long (raise the budget's floor or shorten the outage)",
+                        MAX_RUN_SECONDS / 86400);
+    size_t cap = s->seconds_cap * 2 > (size_t)sec + 1 ? s->seconds_cap * 2 : (size_t)sec + 1;
+    int64_t *p = realloc(s->out->per_second, cap * sizeof *p);
+    if (p == NULL) return tk_err_set(s->err, TK_ENOMEM, "no memory for %zu seconds of calls", cap);
+    memset(p + s->seconds_cap, 0, (cap - s->seconds_cap) * sizeof *p);
+    s->out->per_second = p;
+    s->seconds_cap = cap;
+  }
+  if ((size_t)sec >= s->out->seconds) s->out->seconds = (size_t)sec + 1;
+  s->out->per_second[sec]++;
+  phase_at(s, t)->calls++;
+  s->out->finish_ms = t / 1000;
+  int32_t a = ++s->attempts[step];
+  if (a > 1) {
+    s->last_retry_us = t;
+    /* Until proven otherwise, this retry is the one that ends the drain. */
+    if (t >= s->end_us) s->out->draining = s->out->after;
+  }
+  if (t < s->start_us || t >= s->end_us) {
+    s->out->succeeded++;
+    return 0;
+  }
+  if (a >= s->cfg->max_attempts) {
+    s->out->exhausted++;
+    return 0;
+  }
+  int64_t d = tk_backoff_delay(s->policy, a, s->prev_delay[step], -1, &s->rng, NULL);
+  s->prev_delay[step] = d;
+  if (d > MAX_RUN_SECONDS * 1000) d = MAX_RUN_SECONDS * 1000; /* past it anyway; no overflow */
+  tk__heap_push(&s->heap, t + d * 1000, step, 0); /* room: one pending retry per step */
+  return 0;
+}
+
+/* Let deferred retries go, oldest first, while the budget allows them. */
+static int drain_queue(outage_sim *s, int64_t t) {
+  while (s->qlen > 0) {
+    int64_t at_ms;
+    if (!tk_retry_budget_try(&s->budget, t / 1000, &at_ms)) {
+      s->wake_us = at_ms * 1000;
+      return 0;
+    }
+    int32_t step = s->queue_step[s->qhead];
+    int64_t waited_ms = (t - s->queue_due[s->qhead]) / 1000;
+    s->qhead = s->qhead + 1 == s->nsteps ? 0 : s->qhead + 1;
+    s->qlen--;
+    if (waited_ms > s->out->max_wait_ms) s->out->max_wait_ms = waited_ms;
+    int rc = call(s, step, t);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+/* A retry comes due. Behind others that wait it waits too (the budget would
+ * refuse it as it refuses the head); alone, it asks the budget. */
+static int retry_due(outage_sim *s, int32_t step, int64_t t) {
+  if (!s->with_budget) return call(s, step, t);
+  if (s->qlen == 0) {
+    int64_t at_ms;
+    if (tk_retry_budget_try(&s->budget, t / 1000, &at_ms)) return call(s, step, t);
+    s->wake_us = at_ms * 1000;
+  }
+  size_t tail = (s->qhead + s->qlen) % s->nsteps;
+  s->queue_step[tail] = step;
+  s->queue_due[tail] = t;
+  s->qlen++;
+  s->out->deferred++;
+  return 0;
+}
+
+static int arrive(outage_sim *s, int32_t step, int64_t t) {
+  phase_at(s, t)->firsts++;
+  if (s->with_budget) tk_retry_budget_first(&s->budget, t / 1000);
+  int rc = call(s, step, t);
+  /* The first attempt added to the budget: the head may go now. */
+  if (rc == 0 && s->qlen > 0) rc = drain_queue(s, t);
+  return rc;
+}
+
+static int run_outage(outage_sim *s) {
+  int64_t i = 0, n = (int64_t)s->nsteps;
+  for (;;) {
+    int64_t ta = i < n ? arrival_us(s->cfg, i) : INT64_MAX;
+    int64_t th = s->heap.len > 0 ? s->heap.ev[0].at_us : INT64_MAX;
+    int64_t tw = s->qlen > 0 ? s->wake_us : INT64_MAX;
+    int rc;
+    if (ta == INT64_MAX && th == INT64_MAX && tw == INT64_MAX) return 0;
+    if (ta <= th && ta <= tw) {
+      rc = arrive(s, (int32_t)i++, ta);
+    } else if (th <= tw) {
+      tk__event e;
+      tk__heap_pop(&s->heap, &e);
+      rc = retry_due(s, e.who, e.at_us);
+    } else {
+      rc = drain_queue(s, tw);
+    }
+    if (rc != 0) return rc;
+  }
+}
+
+static void finish_phase(tk_sim_phase *p) {
+  p->amplification = p->firsts > 0 ? (double)p->calls / (double)p->firsts : NAN;
+}
+
+int tk_simulate_outage(const tk_sim_outage_config *c, const tk_backoff_policy *policy,
+                       int with_budget, tk_sim_outage_stats *out, tk_err *err) {
+  memset(out, 0, sizeof *out);
+  int rc = tk_sim_outage_config_validate(c, err);
+  if (rc != 0) return rc;
+  tk_err perr;
+  if ((rc = tk_backoff_policy_validate(policy, &perr)) != 0)
+    return tk_err_set(err, rc, "invalid backoff policy: %s", perr.msg);
+  outage_sim s;
+  memset(&s, 0, sizeof s);
+  s.cfg = c;
+  s.policy = policy;
+  s.out = out;
+  s.err = err;
+  s.with_budget = with_budget;
+  if (with_budget) tk_retry_budget_init(&s.budget, &c->budget, NULL); /* validated above */
+  tk_rand_seed(&s.rng, c->seed);
+  s.start_us = c->outage_start_ms * 1000;
+  s.end_us = (c->outage_start_ms + c->outage_ms) * 1000;
+  s.last_retry_us = -1;
+  s.nsteps = (size_t)arrivals(c);
+  out->steps = (int64_t)s.nsteps;
+  s.attempts = calloc(s.nsteps, sizeof *s.attempts);
+  s.prev_delay = calloc(s.nsteps, sizeof *s.prev_delay);
+  s.heap.ev = malloc(s.nsteps * sizeof *s.heap.ev);
+  s.heap.cap = s.nsteps;
+  if (with_budget) {
+    s.queue_step = malloc(s.nsteps * sizeof *s.queue_step);
+    s.queue_due = malloc(s.nsteps * sizeof *s.queue_due);
+  }
+  if (s.attempts == NULL || s.prev_delay == NULL || s.heap.ev == NULL ||
+      (with_budget && (s.queue_step == NULL || s.queue_due == NULL))) {
+    rc = tk_err_set(err, TK_ENOMEM, "no memory to simulate %zu steps", s.nsteps);
+  } else if ((rc = run_outage(&s)) == 0) {
+    finish_phase(&out->before);
+    finish_phase(&out->during);
+    finish_phase(&out->draining);
+    finish_phase(&out->after);
+    out->drain_ms = s.last_retry_us > s.end_us ? (s.last_retry_us - s.end_us) / 1000 : 0;
+    for (size_t k = 0; k < out->seconds; k++)
+      if (out->per_second[k] > out->peak_per_s) out->peak_per_s = out->per_second[k];
+  }
+  free(s.attempts);
+  free(s.prev_delay);
+  free(s.heap.ev);
+  free(s.queue_step);
+  free(s.queue_due);
+  return rc;
+}
+
+void tk_sim_outage_stats_free(tk_sim_outage_stats *s) {
+  free(s->per_second);
+  s->per_second = NULL;
+  s->seconds = 0;
 }

@@ -1,0 +1,109 @@
+/* tasker: retry budgets (DESIGN §14).
+ *
+ * A budget bounds the extra load that retries may add to one downstream,
+ * as gRPC retry throttling and Finagle's RetryBudget do: over a sliding
+ * window, retries may spend at most `ratio` of the first attempts seen in
+ * it, plus `min_per_second` (a floor, so that a quiet downstream can still
+ * be retried). A retry over budget is deferred, not failed: the budget says
+ * the earliest time at which it would be allowed. First attempts are never
+ * refused.
+ *
+ * The rule. Time is cut into slots of window_ms / TK_RETRY_BUDGET_SLOTS
+ * milliseconds, counted from time 0 of the caller's clock. At time t the
+ * window holds the slot containing t and the SLOTS - 1 before it. A retry
+ * at t is allowed when
+ *
+ *     retries in the window + 1  <=  ratio * first attempts in the window
+ *                                    + min_per_second * window_ms / 1000
+ *
+ * ratio and min_per_second are held in millionths, so the comparison is
+ * exact integer arithmetic (0.1 * 10 first attempts is exactly 1 retry).
+ * Memory is a fixed ring of SLOTS counters inside the struct; no call
+ * allocates, and each is O(1) amortised: advancing the ring touches each
+ * slot once, and a refusal compares at most SLOTS of them to find when it
+ * ends (bench/bench_budget.c: a few ns to admit, tens to refuse).
+ *
+ * Threads. A budget is not thread-safe: one thread owns it (the engine's
+ * loop thread). Code that shares one across threads must hold its own lock
+ * around every call.
+ *
+ * Time. `now_ms` is the caller's clock (tk_clock, ms). A time earlier than
+ * the latest one seen counts in the latest slot: the ring never moves back,
+ * so a clock that steps back cannot resurrect expired counts.
+ */
+#ifndef TASKER_BUDGET_H
+#define TASKER_BUDGET_H
+
+#include <stdint.h>
+
+#include <tasker/error.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Slots per window: the window slides in steps of window_ms / 100, so a
+ * deferred retry's time is exact to that step (100 ms for a 10 s window). */
+#define TK_RETRY_BUDGET_SLOTS 100
+
+/* What a budget allows; the shape a `[budgets.NAME]` table maps onto. */
+typedef struct tk_retry_budget_config {
+  double ratio;          /* retries per first attempt in the window; 0..1000 */
+  int64_t window_ms;     /* a multiple of TK_RETRY_BUDGET_SLOTS ms, up to 1 day */
+  double min_per_second; /* the floor, 0..1000000; with the window it must
+                            allow at least one retry per window */
+} tk_retry_budget_config;
+
+/* One budget. Fields are readable (the counters are for metrics and
+ * tests); change them only through the functions below.
+ *
+ * The ring holds, per slot, a running balance in millionths of a retry: a
+ * first attempt adds ratio_ppm, a retry takes 1000000. The balance of the
+ * window is then sum[newest] - base, where base is the sum at the end of
+ * the last slot that left; so a check is one subtraction, and finding when
+ * a refused retry fits is one comparison per slot (see budget.c). */
+typedef struct tk_retry_budget {
+  int64_t slot_ms;   /* window_ms / TK_RETRY_BUDGET_SLOTS */
+  int64_t ratio_ppm; /* ratio in millionths of a retry per first attempt */
+  int64_t floor_ppm; /* min_per_second * window, in millionths of a retry */
+  int64_t cur;       /* absolute index of the newest slot */
+  int started;       /* 0 until the first call sets cur */
+  int head;          /* ring position of slot `cur` */
+  int64_t base;      /* running balance before the window's oldest slot */
+  int64_t sum[TK_RETRY_BUDGET_SLOTS]; /* running balance at each slot's end */
+  /* Since init: first attempts recorded, retries allowed, retries refused. */
+  uint64_t total_firsts, total_retries, total_deferred;
+} tk_retry_budget;
+
+/* Check the ranges stated on the fields; 0, or TK_ERANGE with a message
+ * naming the field, its value and what is allowed. */
+int tk_retry_budget_config_validate(const tk_retry_budget_config *c, tk_err *err);
+
+/* Start an empty budget under `c` (copied; c may go away). Returns 0 or the
+ * validation error; *b is untouched on error. */
+int tk_retry_budget_init(tk_retry_budget *b, const tk_retry_budget_config *c, tk_err *err);
+
+/* Record a first attempt made at now_ms: it adds `ratio` to what retries
+ * may spend for one window. Never refused, never fails. */
+void tk_retry_budget_first(tk_retry_budget *b, int64_t now_ms);
+
+/* How many retries would be allowed at now_ms if asked one after another
+ * (0 when over budget): a gauge for metrics. Moves the window to now_ms
+ * but spends nothing. */
+int64_t tk_retry_budget_available(tk_retry_budget *b, int64_t now_ms);
+
+/* Try to spend one retry at now_ms. Returns 1 when allowed (the retry is
+ * counted and *allowed_at_ms is now_ms), or 0 when over budget: nothing is
+ * counted (total_deferred aside) and *allowed_at_ms is the earliest time,
+ * on the same clock and > now_ms, at which this call would return 1 if
+ * nothing else were recorded before then: the slot boundary where enough
+ * old counts have left the window, at most one window after the latest
+ * time seen (the floor alone then allows a retry). First
+ * attempts recorded meanwhile can only bring that time earlier, retries
+ * spent meanwhile only later: a deferred retry asks again at that time. */
+int tk_retry_budget_try(tk_retry_budget *b, int64_t now_ms, int64_t *allowed_at_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
