@@ -56,6 +56,9 @@ typedef struct tk_engine_settings {
   int64_t heartbeat_ms; /* heartbeat interval; 0 < heartbeat < lease */
   int64_t claim_batch;  /* steps claimed per transaction; 1..10000 */
   int64_t workers;      /* concurrent step executions; 1..1024 */
+  /* Attempts in flight at once whose handler holds no worker while it
+   * waits (http); 0..100000, 0: they run on the workers. */
+  int64_t max_async;
   const char *db;       /* store URL, e.g. "sqlite:./tasker.db" */
   /* A lost store connection (a database restart): tried again under this
    * backoff profile until reconnect_give_up has passed. */

@@ -47,6 +47,10 @@ typedef struct tk_handler_result {
   char error[512];        /* why it failed */
   int64_t retry_after_ms; /* a server-requested delay, or -1 for none */
   int timed_out;          /* the failure was the step's timeout */
+  /* The service the attempt called, "host" or "host:port" (the http
+   * handler sets it from the request's URL), or "" when not known: what a
+   * per-host retry budget would be keyed on. */
+  char downstream[256];
 } tk_handler_result;
 
 /* An in-process handler. Runs on a worker thread; must be thread-safe. */

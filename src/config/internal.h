@@ -71,7 +71,7 @@ typedef struct tk__schema {
   size_t nkeys;
 } tk__schema;
 
-enum { TK__BACKOFF_NKEYS = 8, TK__ENGINE_NKEYS = 8, TK__BATCH_NKEYS = 2, TK__MAX_KEYS = 8 };
+enum { TK__BACKOFF_NKEYS = 8, TK__ENGINE_NKEYS = 9, TK__BATCH_NKEYS = 2, TK__MAX_KEYS = 9 };
 
 extern const tk__schema tk__backoff_schema;
 extern const tk__schema tk__engine_schema;

@@ -46,6 +46,8 @@ static const tk__key engine_keys[] = {
      .max = 10000, .allowed = "an integer from 1 to 10000", .def_i = 64},
     {.name = "workers", .kind = TK__K_INT, .offset = ENGINE(workers), .min = 1, .max = 1024,
      .allowed = "an integer from 1 to 1024", .def_i = 4},
+    {.name = "max_async", .kind = TK__K_INT, .offset = ENGINE(max_async), .min = 0,
+     .max = 100000, .allowed = "an integer from 0 to 100000", .def_i = 1000},
     {.name = "db", .kind = TK__K_STRING, .offset = ENGINE(db), .allowed = "a non-empty string",
      .def_s = "sqlite:./tasker.db"},
     {.name = "reconnect_backoff", .kind = TK__K_STRING, .offset = ENGINE(reconnect_backoff),

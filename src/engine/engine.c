@@ -37,6 +37,7 @@ int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
   e->lease_ms = s->lease_ms;
   e->heartbeat_ms = s->heartbeat_ms;
   e->claim_batch = (int)s->claim_batch;
+  e->max_async = (int)s->max_async;
   e->on_event = opts->on_event;
   e->event_ud = opts->event_ud;
   e->on_log = opts->on_log;
@@ -80,6 +81,16 @@ int tk_engine_register(tk_engine *e, const char *name, tk_handler_fn fn, void *u
   return tk__fn_register(&e->fns, name, fn, NULL, ud, err);
 }
 
+/* The engine's slot for kind k's engine-wide state (tk__handler_host). */
+static void **kind_slot(tk_engine *e, const tk__handler_kind *k) {
+  for (int i = 0; i < e->nkind_state; i++)
+    if (e->kind_state[i].kind == k) return &e->kind_state[i].shared;
+  /* registry.c asserts that the kinds fit. */
+  e->kind_state[e->nkind_state].kind = k;
+  e->kind_state[e->nkind_state].shared = NULL;
+  return &e->kind_state[e->nkind_state++].shared;
+}
+
 const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err) {
   for (int i = 0; i < e->ntemplates; i++)
     if (e->templates[i].id == id) return &e->templates[i];
@@ -106,13 +117,13 @@ const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err)
     tk_err_set(err, TK_ENOMEM, "out of memory loading template %lld", (long long)id);
     return NULL;
   }
-  tk__handler_host host = {.fns = &e->fns};
   for (int k = 0; k < te->nsteps; k++) {
     json_t *st = json_array_get(steps, (size_t)k);
     step_def *d = &te->steps[k];
     d->name = json_string_value(json_object_get(st, "name"));
     d->spec = json_object_get(st, "handler");
     d->kind = tk__handler_kind_of(d->spec);
+    tk__handler_host host = {&e->fns, kind_slot(e, d->kind)};
     d->prepared = d->kind->prepare ? d->kind->prepare(&host, d->spec) : NULL;
     d->spec_text = json_dumps(d->spec, JSON_COMPACT);
     json_t *t_ms = json_object_get(d->spec, "timeout_ms");
@@ -123,12 +134,30 @@ const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err)
   return te;
 }
 
-static void execute(tk_engine *e, job *j) {
+/* The attempt ends when its handler returns (or, started asynchronously,
+ * calls back), not when the engine thread gets round to recording it: a
+ * retry's delay counts from then. */
+static void attempt_ended(tk_engine *e, job *j) {
+  j->run_ns = tk_monotonic_ns() - j->start_ns;
+  j->finished_at = tk_clock_now(&e->clock);
+}
+
+/* An asynchronous attempt's end (tk__handler_done), on the handler's
+ * thread: back to the engine thread as a worker's result would go. */
+static void async_done(void *ud) {
+  job *j = ud;
+  tk_engine *e = j->engine;
+  attempt_ended(e, j);
+  tk__pool_done(e, j);
+}
+
+int tk__engine_execute(tk_engine *e, job *j) {
   memset(&j->result, 0, sizeof j->result);
   j->result.retry_after_ms = -1;
+  j->start_ns = tk_monotonic_ns();
   int64_t now = tk_clock_now(&e->clock);
   j->started_at = now;
-  tk_handler_call call = {
+  j->call = (tk_handler_call){
       .task_id = j->claim.task_id,
       .step = j->def->name,
       .attempt = j->claim.attempt,
@@ -137,21 +166,15 @@ static void execute(tk_engine *e, job *j) {
       .spec = j->def->spec_text,
       .deadline_ms = j->def->timeout_ms > 0 ? now + j->def->timeout_ms : 0,
   };
-  if (j->def->batch != NULL) {
-    tk__batch_run(j, &call);
-    return;
+  j->hstep = (tk__handler_step){j->def->spec, j->def->prepared, &e->clock};
+  if (j->async) {
+    j->def->kind->start(&j->hstep, &j->call, &j->result, async_done, j);
+    return 1; /* j belongs to its end now */
   }
-  tk__handler_step step = {j->def->spec, j->def->prepared, &e->clock};
-  j->def->kind->run(&step, &call, &j->result);
-}
-
-/* The attempt ends when its handler returns, not when the engine thread
- * gets round to recording it: a retry's delay counts from then. */
-void tk__engine_execute(tk_engine *e, job *j) {
-  int64_t t0 = tk_monotonic_ns();
-  execute(e, j);
-  j->run_ns = tk_monotonic_ns() - t0;
-  j->finished_at = tk_clock_now(&e->clock);
+  if (j->def->batch != NULL) tk__batch_run(j, &j->call);
+  else j->def->kind->run(&j->hstep, &j->call, &j->result);
+  attempt_ended(e, j);
+  return 0;
 }
 
 static void flight_add(tk_engine *e, job *j) {
@@ -160,6 +183,7 @@ static void flight_add(tk_engine *e, job *j) {
   if (e->running) e->running->flight_prev = j;
   e->running = j;
   e->in_flight++;
+  e->async_in_flight += j->async;
   if (j->next_heartbeat < e->heartbeat_due) e->heartbeat_due = j->next_heartbeat;
 }
 
@@ -168,6 +192,7 @@ static void flight_remove(tk_engine *e, job *j) {
   else e->running = j->flight_next;
   if (j->flight_next) j->flight_next->flight_prev = j->flight_prev;
   e->in_flight--;
+  e->async_in_flight -= j->async;
 }
 
 static const char *job_outcome(const job *j) {
@@ -189,6 +214,11 @@ void tk_engine_free(tk_engine *e) {
    * attempts: stop them, and leave what did not finish to its lease. */
   e->abandon = 1;
   tk__pool_stop(e);
+  /* Kinds stop what they started (abandoned like the queued attempts)
+   * before the jobs and prepared steps those reference go. */
+  for (int i = 0; i < e->nkind_state; i++)
+    if (e->kind_state[i].kind->close && e->kind_state[i].shared)
+      e->kind_state[i].kind->close(e->kind_state[i].shared);
   while (e->running) {
     job *j = e->running;
     flight_remove(e, j);
@@ -229,13 +259,17 @@ void tk_engine_free(tk_engine *e) {
  * When the store's connection is lost, nothing is recorded: the jobs wait
  * in e->unrecorded for the reconnection, and e->disconnected says why. */
 static int complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
-  int n = 0;
+  int n = 0, nsync = 0;
   double run_ns = 0;
-  for (job *j = list; j; j = j->next, n++) run_ns += (double)j->run_ns;
+  /* How long workers are held: an asynchronous attempt holds none. */
+  for (job *j = list; j; j = j->next, n++)
+    if (!j->async) run_ns += (double)j->run_ns, nsync++;
   if (next) next->n = 0;
   if (n == 0) return 0;
-  run_ns /= n;
-  e->ns_per_handler = e->ns_per_handler > 0 ? (7 * e->ns_per_handler + run_ns) / 8 : run_ns;
+  if (nsync > 0) {
+    run_ns /= nsync;
+    e->ns_per_handler = e->ns_per_handler > 0 ? (7 * e->ns_per_handler + run_ns) / 8 : run_ns;
+  }
   tk__finish *items = calloc((size_t)n, sizeof *items);
   int i = 0;
   for (job *j = list; j && items; j = j->next, i++)
@@ -328,15 +362,31 @@ static int max_in_flight(const tk_engine *e) {
 /* How many more attempts this engine takes on now. Retries claimed ahead
  * and waiting for their run_at hold no worker: up to as many again may
  * wait, or a burst of them coming due would fill every slot early and
- * leave the next ones to be claimed late. */
+ * leave the next ones to be claimed late.
+ *
+ * Attempts started asynchronously (kind->start: an HTTP request) hold no
+ * worker either and have room of their own, engine.max_async. A claim
+ * cannot choose its kinds, so it takes as many as the room of each allows
+ * in the proportion recent claims had: L steps with a share s that start
+ * async fill L(1-s) worker slots and Ls async ones. All-HTTP work thus
+ * ramps up to max_async in flight, all-command work stays at the workers'
+ * bound, and a mix moves between the two as it is seen. */
 static int capacity(const tk_engine *e) {
   if (e->workers == 0) return e->claim_batch;
   int most = max_in_flight(e);
   int held = e->held_seen < most ? e->held_seen : most;
-  int cap = most + held - e->in_flight;
+  int cap = most + held - (e->in_flight - e->async_in_flight);
   /* The bound moves with the handlers' measured time: more may be in
    * flight than it now allows, and then nothing more is taken. */
   if (cap < 0) cap = 0;
+  double s = e->async_share;
+  if (s > 0) {
+    int room = e->max_async - e->async_in_flight;
+    double by_async = room > 0 ? room / s : 0;
+    double by_sync = s < 1 ? cap / (1 - s) : by_async;
+    double both = by_async < by_sync ? by_async : by_sync;
+    cap = both >= e->claim_batch ? e->claim_batch : (int)both;
+  }
   return cap > e->claim_batch ? e->claim_batch : cap;
 }
 
@@ -358,6 +408,10 @@ static job *new_job(tk_engine *e, const tk__claimed *c, int64_t now) {
   }
   j->claim = *c;
   j->def = &t->steps[c->idx];
+  j->engine = e;
+  /* Inline (no workers) every attempt runs to its end on this thread. */
+  j->async = e->workers > 0 && e->max_async > 0 && j->def->kind->start != NULL &&
+             j->def->batch == NULL;
   j->next_heartbeat = now + e->heartbeat_ms;
   if (strcmp(c->prev_state, TK__STEP_WAITING) == 0) j->not_before = c->run_at;
   if (j->def->batch != NULL) tk__batch_prepare(e, j);
@@ -397,7 +451,13 @@ static void start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us, jo
   *inline_done = NULL;
   e->stats.claimed += n;
   job **jobs = e->starting;
-  for (int i = 0; i < n; i++) jobs[i] = new_job(e, &e->claims[i], now);
+  int nasync = 0;
+  for (int i = 0; i < n; i++) {
+    jobs[i] = new_job(e, &e->claims[i], now);
+    nasync += jobs[i] && jobs[i]->async;
+  }
+  if (n > 0 && e->workers > 0)
+    e->async_share = e->async_share / 2 + (double)nasync / n / 2;
   read_inputs(e, jobs, n);
   for (int i = 0; i < n; i++) {
     job *j = jobs[i];
@@ -411,6 +471,13 @@ static void start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us, jo
                                  "claim_us", (json_int_t)claim_us));
     if (e->workers > 0) {
       flight_add(e, j);
+      /* Started here, at once: it holds no worker. A retry claimed ahead
+       * of its run_at waits among the workers' held ones, which start it
+       * on time. */
+      if (j->async && j->not_before <= now) {
+        tk__engine_execute(e, j);
+        continue;
+      }
       j->next = NULL;
       *queued_end = j;
       queued_end = &j->next;

@@ -46,6 +46,13 @@ typedef struct job {
   int64_t run_ns;      /* how long the handler took (monotonic) */
   int64_t not_before; /* a retry: its run_at, before which no worker starts it; else 0 */
   tk_handler_result result;
+  /* The handler's view of the attempt, kept in the job because an
+   * asynchronous one (kind->start) reads them until it ends. */
+  tk_handler_call call;
+  tk__handler_step hstep;
+  struct tk_engine *engine; /* for the asynchronous end (async_done) */
+  int async;                /* started by kind->start: no worker waits for it */
+  int64_t start_ns;         /* monotonic, when its handler was called */
   struct tk__batch_job *batch;          /* a batch step's items and results, or NULL */
   struct job *next;                     /* pool queues */
   struct job *flight_prev, *flight_next; /* the engine's in-flight list */
@@ -103,6 +110,17 @@ struct tk_engine {
   tk_err disconnected; /* why, while unrecorded is not empty */
   int64_t heartbeat_due; /* no running job's heartbeat is due before (a lower bound) */
   int in_flight;
+  /* Attempts started by kind->start (a request in flight): they hold no
+   * worker, so they are counted apart, up to engine.max_async. */
+  int max_async;
+  int async_in_flight;
+  double async_share; /* of recent claims, the fraction that started async */
+  /* Each kind's engine-wide state (tk__handler_host.shared). */
+  struct {
+    const tk__handler_kind *kind;
+    void *shared;
+  } kind_state[TK__HANDLER_KINDS_MAX];
+  int nkind_state;
   int held_seen; /* nheld when the engine thread last took results */
   int shutting_down;
   int abandon; /* stopping without running what is queued (tk_engine_free) */
@@ -172,8 +190,10 @@ int tk__engine_reconnect(tk_engine *e, tk_err *err);
 /* Free the arrays tk__engine_finish keeps. */
 void tk__engine_finish_free(tk_engine *e);
 
-/* Run the handler of job j (on any thread). */
-void tk__engine_execute(tk_engine *e, job *j);
+/* Run the handler of job j (on any thread): 0 when it has run; 1 when
+ * it was started asynchronously (j->async), in which case j is handed to
+ * the engine thread by its end (tk__pool_done) and may already be gone. */
+int tk__engine_execute(tk_engine *e, job *j);
 
 /* Batch steps (batch.c, DESIGN §9). On the engine thread: load a claimed
  * batch step's settings and pending items into j->batch (a failure is
@@ -201,6 +221,8 @@ int tk__pool_start(tk_engine *e, tk_err *err);
 void tk__pool_stop(tk_engine *e);
 /* Queue claimed attempts (a list linked by next) for the workers. */
 void tk__pool_submit(tk_engine *e, job *list);
+/* Hand a finished job to the engine thread and wake it (any thread). */
+void tk__pool_done(tk_engine *e, job *j);
 /* Take every finished job (engine thread); *held gets how many retries
  * wait for their run_at in the pool. */
 job *tk__pool_take_done(tk_engine *e, int *held);

@@ -28,6 +28,19 @@ static job *next_job(tk_engine *e, int64_t *wake_at) {
   return j;
 }
 
+/* Put a finished job on the done list and wake the engine thread
+ * (e->mu held). One wake byte per batch of results is enough. */
+static void push_done(tk_engine *e, job *j) {
+  int was_empty = e->done_head == NULL;
+  j->next = e->done_head;
+  e->done_head = j;
+  if (was_empty) {
+    char b = 'd';
+    ssize_t w = write(e->wake_pipe[1], &b, 1);
+    (void)w;
+  }
+}
+
 static void *worker_main(void *arg) {
   tk_engine *e = arg;
   pthread_mutex_lock(&e->mu);
@@ -50,20 +63,20 @@ static void *worker_main(void *arg) {
       continue;
     }
     pthread_mutex_unlock(&e->mu);
-    tk__engine_execute(e, j);
+    /* An attempt started asynchronously comes back through its own end
+     * (tk__pool_done from the handler's thread), not through this one. */
+    int started = tk__engine_execute(e, j);
     pthread_mutex_lock(&e->mu);
-    int was_empty = e->done_head == NULL;
-    j->next = e->done_head;
-    e->done_head = j;
-    /* One wake byte per batch of results is enough. */
-    if (was_empty) {
-      char b = 'd';
-      ssize_t w = write(e->wake_pipe[1], &b, 1);
-      (void)w;
-    }
+    if (!started) push_done(e, j);
   }
   pthread_mutex_unlock(&e->mu);
   return NULL;
+}
+
+void tk__pool_done(tk_engine *e, job *j) {
+  pthread_mutex_lock(&e->mu);
+  push_done(e, j);
+  pthread_mutex_unlock(&e->mu);
 }
 
 int tk__pool_start(tk_engine *e, tk_err *err) {

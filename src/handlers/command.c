@@ -393,17 +393,16 @@ static const char *quote_start(const char *s, size_t len, char *buf, size_t size
   return buf;
 }
 
-/* What stdout was: 0 with *doc NULL (empty or only white space) or a JSON
- * object; else -1 with why it is not one in why. */
-static int parse_stdout(const capture *c, json_t **doc, char *why, size_t len) {
+int tk__command_parse_stdout(const char *buf, size_t n, json_t **doc, char *why, size_t len) {
   *doc = NULL;
   size_t i = 0;
-  while (i < c->len && strchr(" \t\r\n", c->buf[i])) i++;
-  if (i == c->len) return 0;
+  /* strchr would find the terminating NUL: a NUL byte is not white space. */
+  while (i < n && buf[i] != '\0' && strchr(" \t\r\n", buf[i])) i++;
+  if (i == n) return 0;
   char start[STDOUT_QUOTE * 4 + 8];
-  quote_start(c->buf + i, c->len - i, start, sizeof start);
+  quote_start(buf + i, n - i, start, sizeof start);
   json_error_t e;
-  json_t *d = json_loadb(c->buf, c->len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);
+  json_t *d = json_loadb(buf, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);
   if (d == NULL) {
     snprintf(why, len, "invalid JSON at line %d, column %d: %s; stdout began %s", e.line,
              e.column, e.text, start);
@@ -419,6 +418,11 @@ static int parse_stdout(const capture *c, json_t **doc, char *why, size_t len) {
   }
   *doc = d;
   return 0;
+}
+
+/* What the captured stdout was (tk__command_parse_stdout). */
+static int parse_stdout(const capture *c, json_t **doc, char *why, size_t len) {
+  return tk__command_parse_stdout(c->buf ? c->buf : "", c->len, doc, why, len);
 }
 
 /* ---- running ----------------------------------------------------------------- */

@@ -155,6 +155,15 @@ void tk__fn_table_free(tk__fn_table *t);
  * in ms; TK_EINVAL when it is neither. */
 int tk__hint_from_json(json_t *v, int64_t *ms);
 
+/* The command handler's reading of a program's stdout (command.c; the
+ * fuzz target fuzz/fuzz_command_stdout.c drives it). buf[0..n) is any
+ * bytes, NUL included. 0 with *doc NULL: empty or only white space (no
+ * results); 0 with *doc a new JSON object: the results; -1 with why (a
+ * NUL-terminated message of at most len bytes) saying what stdout is
+ * instead (invalid JSON with its line and column, or another JSON type)
+ * and quoting how it began. */
+int tk__command_parse_stdout(const char *buf, size_t n, json_t **doc, char *why, size_t len);
+
 /* Set out to a failure with a printf-style message. */
 void tk__handler_fail(tk_handler_result *out, tk_handler_status status, const char *fmt, ...)
 #if defined(__GNUC__)

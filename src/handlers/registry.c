@@ -10,6 +10,7 @@ static const tk__handler_kind *const kinds[] = {
     &tk__builtin_kind,
     &tk__command_kind,
     &tk__function_kind,
+    &tk__http_kind,
 };
 
 #define NKINDS (sizeof kinds / sizeof kinds[0])
@@ -45,7 +46,7 @@ const tk__handler_kind *tk__handler_kind_of(json_t *spec) {
   return k ? k : &unknown_kind;
 }
 
-/* "builtin, command or function" (quoted: "\"builtin\", ..."). */
+/* "builtin, command, function or http" (quoted: "\"builtin\", ..."). */
 static void kind_list(char *buf, size_t len, int quoted) {
   size_t used = 0;
   buf[0] = '\0';

@@ -129,8 +129,12 @@ tk_engine *efx_engine_on(efx *f, tk_store *s, const char *id) {
 }
 
 void efx_run_workers(efx *f, const char *id, int workers) {
+  efx_run_workers_sink(f, id, workers, efx_on_event, f);
+}
+
+void efx_run_workers_sink(efx *f, const char *id, int workers, tk_event_sink sink, void *ud) {
   tk_engine_options o = {.store = f->store, .config = f->cfg, .seed = f->seed ? f->seed : 42,
-                         .id = id, .workers = workers, .on_event = efx_on_event, .event_ud = f,
+                         .id = id, .workers = workers, .on_event = sink, .event_ud = ud,
                          .on_log = on_log, .log_ud = f};
   tk_engine *e;
   tk_err err;

@@ -75,6 +75,9 @@ void efx_engine(efx *f, const char *id);
  * as orchestrator `id`, events into f->events; fails the test on an
  * error. */
 void efx_run_workers(efx *f, const char *id, int workers);
+/* The same with another event sink (which may pass the events on to
+ * efx_on_event with f). */
+void efx_run_workers_sink(efx *f, const char *id, int workers, tk_event_sink sink, void *ud);
 
 /* Another engine (another orchestrator) on store `s` (e.g. a second
  * connection to f->db), with f's clock, seed and sinks. */

@@ -88,7 +88,7 @@ static void unknown_key_lists_known_keys(void **state) {
   (void)state;
   expect("[engine]\ncolour = \"blue\"\n",
          "x.toml:2:1: unknown key \"engine.colour\" (known keys: max_attempts, lease, heartbeat, "
-         "claim_batch, workers, db, reconnect_backoff, reconnect_give_up)");
+         "claim_batch, workers, max_async, db, reconnect_backoff, reconnect_give_up)");
   expect("title = \"x\"\n", "x.toml:1:1: unknown key \"title\" (known keys: backoff, engine, batch)");
 }
 

@@ -28,6 +28,7 @@
 #include "common/engine_fixture.h"
 #include "common/expect_text.h"
 #include "common/run_cli.h"
+#include "common/spec_read.h"
 #include "handlers/handler.h"
 
 typedef struct fx {
@@ -55,38 +56,6 @@ static void script(fx *f, const char *name, const char *body, char *path, size_t
   snprintf(text, sizeof text, "#!/bin/sh\n%s", body);
   efx_write(f->dir, name, text, path, len);
   assert_int_equal(chmod(path, 0755), 0);
-}
-
-/* Read the handler table `handler` (TOML inline table text) into a spec
- * as a template would, or fail the test with the error. */
-static json_t *spec_of(const char *handler) {
-  char text[4096];
-  snprintf(text, sizeof text, "h = %s\n", handler);
-  tk_toml_doc *doc;
-  tk_err err;
-  if (tk_toml_parse(text, strlen(text), "t.toml", &doc, &err) != 0) fail_msg("%s", err.msg);
-  tk__handler_site site = {{"t.toml", "steps[1].handler", &err}, "steps[1]", NULL};
-  json_t *spec = NULL;
-  if (tk__handler_spec_read(&site, tk_toml_get(tk_toml_root(doc), "h"), &spec) != 0)
-    fail_msg("%s", err.msg);
-  tk_toml_free(doc);
-  return spec;
-}
-
-/* The error a handler table gets at template time. */
-static void expect_spec_error(const char *handler, const char *want) {
-  char text[4096];
-  snprintf(text, sizeof text, "h = %s\n", handler);
-  tk_toml_doc *doc;
-  tk_err err;
-  assert_int_equal(tk_toml_parse(text, strlen(text), "t.toml", &doc, &err), 0);
-  tk__handler_site site = {{"t.toml", "steps[1].handler", &err}, "steps[1]", NULL};
-  json_t *spec = NULL;
-  assert_int_equal(tk__handler_spec_read(&site, tk_toml_get(tk_toml_root(doc), "h"), &spec),
-                   TK_ECONFIG);
-  assert_null(spec);
-  assert_string_equal(err.msg, want);
-  tk_toml_free(doc);
 }
 
 /* Run the handler `handler` once, as attempt 2 of 5 of step "s" of task
@@ -513,7 +482,7 @@ static void bad_specs_are_refused_at_their_place(void **state) {
                     "a string");
   expect_spec_error("{ argv = [\"x\"] }",
                     "t.toml:1:5: steps[1].handler.kind: missing: expected kind = \"builtin\", "
-                    "\"command\" or \"function\"");
+                    "\"command\", \"function\" or \"http\"");
   /* A valid spec, normalized as it is stored. */
   json_t *spec = spec_of("{ kind = \"command\", argv = [\"x\", \"-v\"], timeout = \"2s\", "
                          "env = { A = \"1\" }, permanent_exit_codes = [3], kill_grace = 1 }");
