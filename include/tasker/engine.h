@@ -47,6 +47,10 @@ typedef struct tk_handler_result {
   char error[512];        /* why it failed */
   int64_t retry_after_ms; /* a server-requested delay, or -1 for none */
   int timed_out;          /* the failure was the step's timeout */
+  /* The downstream host the attempt called ("api.example.com"), or empty:
+   * a per_host retry budget keeps one state per host (DESIGN §14); an
+   * attempt without one counts in the budget's shared state. */
+  char host[256];
 } tk_handler_result;
 
 /* An in-process handler. Runs on a worker thread; must be thread-safe. */
@@ -83,6 +87,7 @@ typedef struct tk_engine_stats {
   int64_t lease_expired; /* leases this engine's reaper expired */
   int64_t tasks_completed, tasks_failed; /* tasks this engine's outcomes finished */
   int64_t in_flight;
+  int64_t retries_deferred; /* retries a retry budget moved later (also in `retried`) */
 } tk_engine_stats;
 
 int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err);
