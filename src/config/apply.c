@@ -151,23 +151,29 @@ static tk__profile *find_or_add_profile(tk_config *c, const char *name, size_t l
   return p;
 }
 
+/* Entry e of the tables named by their keys under `section` (a profile, a
+ * budget: `noun`) must have a valid name and be a table. */
+static int named_table(const tk__layer *L, const char *section, const char *noun,
+                       const tk_toml_entry *e) {
+  if (!valid_name(e->key, e->key_len)) {
+    char name[6 * KEY_MAX + 3];
+    tk__toml_format_string(e->key, e->key_len < KEY_MAX ? e->key_len : KEY_MAX, name,
+                           sizeof name);
+    return fail(L, e->key_pos,
+                "%s.%s: a %s name must be 1 to 64 letters, digits, \"_\" or \"-\"", section,
+                name, noun);
+  }
+  return need_table(L, section, e);
+}
+
 static int apply_profiles(const tk__layer *L, const tk_toml_value *profiles) {
   for (size_t i = 0; i < tk_toml_table_len(profiles); i++) {
     const tk_toml_entry *e = tk_toml_table_at(profiles, i);
-    if (!valid_name(e->key, e->key_len)) {
-      char name[6 * KEY_MAX + 3];
-      tk__toml_format_string(e->key, e->key_len < KEY_MAX ? e->key_len : KEY_MAX, name,
-                             sizeof name);
-      return fail(L, e->key_pos,
-                  "backoff.profiles.%s: a profile name must be 1 to 64 letters, digits, "
-                  "\"_\" or \"-\"",
-                  name);
-    }
     if (strcmp(e->key, "default") == 0)
       return fail(L, e->key_pos,
                   "backoff.profiles.default: the default profile is [backoff]; set its keys "
                   "there");
-    int rc = need_table(L, "backoff.profiles", e);
+    int rc = named_table(L, "backoff.profiles", "profile", e);
     if (rc) return rc;
     tk__profile *p = find_or_add_profile(L->c, e->key, e->key_len);
     if (p == NULL) return tk_err_set(L->err, TK_ENOMEM, "out of memory reading the profiles");
@@ -204,15 +210,7 @@ static tk__budget *find_or_add_budget(tk_config *c, const char *name, size_t len
 static int apply_budgets(const tk__layer *L, const tk_toml_value *budgets) {
   for (size_t i = 0; i < tk_toml_table_len(budgets); i++) {
     const tk_toml_entry *e = tk_toml_table_at(budgets, i);
-    if (!valid_name(e->key, e->key_len)) {
-      char name[6 * KEY_MAX + 3];
-      tk__toml_format_string(e->key, e->key_len < KEY_MAX ? e->key_len : KEY_MAX, name,
-                             sizeof name);
-      return fail(L, e->key_pos,
-                  "budgets.%s: a budget name must be 1 to 64 letters, digits, \"_\" or \"-\"",
-                  name);
-    }
-    int rc = need_table(L, "budgets", e);
+    int rc = named_table(L, "budgets", "budget", e);
     if (rc) return rc;
     tk__budget *b = find_or_add_budget(L->c, e->key, e->key_len);
     if (b == NULL) return tk_err_set(L->err, TK_ENOMEM, "out of memory reading the budgets");

@@ -144,10 +144,26 @@ static inline int resv_pending(const tk_retry_budget *b) {
 }
 
 /* What the window holds now, floor included, in PPM. */
-static int64_t balance_now(const tk_retry_budget *b) {
-  int64_t y = b->cur - SLOTS;
-  return b->sum[b->head] - b->base + b->floor_ppm -
-         PPM * (b->resv_total - resv_upto(b, y));
+static inline int64_t balance_now(const tk_retry_budget *b) {
+  int64_t balance = b->sum[b->head] - b->base + b->floor_ppm;
+  if (b->resv_started) balance -= PPM * (b->resv_total - resv_upto(b, b->cur - SLOTS));
+  return balance;
+}
+
+/* The earliest slot after cur in which one more retry fits, with no
+ * reservation in reach (none after cur + 1 - SLOTS): one comparison per
+ * slot of the ring, oldest first. With A(y) the balance at the end of slot
+ * y, the slot e = y + SLOTS fits when A(y) <= A(cur) + floor_ppm - PPM;
+ * y runs from cur + 1 - SLOTS: the ring's positions after head, then from
+ * 0 up to head, where the floor always fits (see budget.h). */
+static inline int64_t next_slot_plain(const tk_retry_budget *b) {
+  int64_t threshold = b->sum[b->head] + b->floor_ppm - PPM;
+  int j = 0;
+  for (int pos = b->head + 1; pos < SLOTS; pos++, j++)
+    if (b->sum[pos] <= threshold) return b->cur + 1 + j;
+  for (int pos = 0; pos <= b->head; pos++, j++)
+    if (b->sum[pos] <= threshold) return b->cur + 1 + j;
+  return b->cur + SLOTS; /* not reached */
 }
 
 /* The earliest slot after cur, and not before the latest reservation, in
@@ -160,16 +176,7 @@ static int64_t next_slot(const tk_retry_budget *b) {
    * without one in reach it is the plain scan of the ring. */
   int64_t threshold = b->sum[b->head] + b->floor_ppm - PPM;
   int64_t y = start - SLOTS;
-  if (!b->resv_started || b->resv_last <= y) {
-    /* y runs from cur + 1 - SLOTS: the ring's positions after head, then
-     * from 0 up to head (where the floor always fits, see budget.h). */
-    int j = 0;
-    for (int pos = b->head + 1; pos < SLOTS; pos++, j++)
-      if (b->sum[pos] <= threshold) return b->cur + 1 + j;
-    for (int pos = 0; pos <= b->head; pos++, j++)
-      if (b->sum[pos] <= threshold) return b->cur + 1 + j;
-    return b->cur + SLOTS; /* not reached: the floor fits at y = cur */
-  }
+  if (!b->resv_started || b->resv_last <= y) return next_slot_plain(b);
   /* Slots whose window starts before cur: both rings, one comparison each
    * (y > cur - SLOTS here, since start > cur). */
   int ps = b->head - (int)(b->cur - y), pr = pos_of(y);
@@ -237,7 +244,7 @@ int tk_retry_budget_try(tk_retry_budget *b, int64_t now_ms, int64_t *allowed_at_
     return 1;
   }
   b->total_deferred++;
-  *allowed_at_ms = next_slot(b) * b->slot_ms;
+  *allowed_at_ms = (b->resv_started ? next_slot(b) : next_slot_plain(b)) * b->slot_ms;
   return 0;
 }
 

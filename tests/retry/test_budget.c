@@ -23,13 +23,16 @@ static tk_retry_budget budget(double ratio, int64_t window_ms, double min_per_se
   return b;
 }
 
-/* Try a retry at `now` and check the verdict and the time it gives. */
-#define EXPECT_TRY(b, now, want_ok, want_at)                          \
-  do {                                                                \
-    int64_t at_ = -1;                                                 \
-    assert_int_equal(tk_retry_budget_try((b), (now), &at_), (want_ok)); \
-    assert_int_equal(at_, (want_at));                                 \
+/* Ask for a retry at `now` with fn (try or reserve) and check the verdict
+ * and the time it gives. */
+#define EXPECT_CALL(fn, b, now, want_ok, want_at)       \
+  do {                                                  \
+    int64_t at_ = -1;                                   \
+    assert_int_equal(fn((b), (now), &at_), (want_ok));  \
+    assert_int_equal(at_, (want_at));                   \
   } while (0)
+#define EXPECT_TRY(b, now, ok, at) EXPECT_CALL(tk_retry_budget_try, b, now, ok, at)
+#define EXPECT_RESERVE(b, now, ok, at) EXPECT_CALL(tk_retry_budget_reserve, b, now, ok, at)
 
 /* ratio 0.5 of 4 first attempts = 2, plus 1/s over 1 s = 1: three retries.
  * The fourth waits; the first attempts leave at 1000 (the capacity falls
@@ -197,14 +200,6 @@ static void drifted_balances_are_shifted_back(void **state) {
   }
   assert_true(b.base < (INT64_C(1) << 61)); /* it was shifted */
 }
-
-/* Reserve a retry at `now` and check the verdict and the time it gives. */
-#define EXPECT_RESERVE(b, now, want_ok, want_at)                          \
-  do {                                                                    \
-    int64_t at_ = -1;                                                     \
-    assert_int_equal(tk_retry_budget_reserve((b), (now), &at_), (want_ok)); \
-    assert_int_equal(at_, (want_at));                                     \
-  } while (0)
 
 /* A floor of 3 per 1 s window and nothing else: three retries at 0 go at
  * once; without reservations every later one would be told 1000 and all
