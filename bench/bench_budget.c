@@ -7,6 +7,11 @@
  *                           find their time a slot or two ahead
  *   check, defers (worst)   every refusal scans all 100 slots: the only
  *                           retry in the window is in the newest one
+ *   reserve, defers (outage) the engine's call: the outage above, each
+ *                           refused retry reserved at its later time, so
+ *                           the queue of reserved retries grows without end
+ *   reserve, defers (worst) reservations alone, a floor of one per window:
+ *                           every one scans a whole window past the last
  * The clock moves 1 ms per first attempt (1000 first attempts/s). */
 #include <stdio.h>
 
@@ -55,7 +60,8 @@ static double loop_ns(tk_retry_budget b, int check, long *refused) {
   int64_t t0 = tk_monotonic_ns();
   for (long i = 0; i < ITERS; i++) {
     tk_retry_budget_first(&b, i);
-    if (check && !tk_retry_budget_try(&b, i, &at)) (*refused)++;
+    if (check == 1 && !tk_retry_budget_try(&b, i, &at)) (*refused)++;
+    if (check == 2 && !tk_retry_budget_reserve(&b, i, &at)) (*refused)++;
     sum += at;
   }
   int64_t t1 = tk_monotonic_ns();
@@ -63,10 +69,10 @@ static double loop_ns(tk_retry_budget b, int check, long *refused) {
   return (double)(t1 - t0);
 }
 
-static void bench_check(const char *name, tk_retry_budget b) {
+static void bench_check(const char *name, tk_retry_budget b, int reserve) {
   long refused, none;
   unsigned long long a0 = bench_allocs;
-  double with = loop_ns(b, 1, &refused);
+  double with = loop_ns(b, reserve ? 2 : 1, &refused);
   unsigned long long allocs = bench_allocs - a0;
   double without = loop_ns(b, 0, &none);
   row(name, (with - without) / ITERS, allocs, ITERS, (double)refused / ITERS);
@@ -92,13 +98,33 @@ static void bench_worst(void) {
       (double)refused / ITERS);
 }
 
+/* Reservations alone under a floor of one retry per window: each goes a
+ * whole window after the one before, found by scanning that window. */
+static void bench_reserve_worst(void) {
+  tk_retry_budget b = make(0, 10000, 0.1);
+  int64_t at, sum = 0;
+  long refused = 0;
+  unsigned long long a0 = bench_allocs;
+  int64_t t0 = tk_monotonic_ns();
+  for (long i = 0; i < ITERS / 10; i++) {
+    if (!tk_retry_budget_reserve(&b, i & 63, &at)) refused++;
+    sum += at;
+  }
+  int64_t t1 = tk_monotonic_ns();
+  sink = sum;
+  row("reserve, defers (worst)", (double)(t1 - t0) / (ITERS / 10), bench_allocs - a0,
+      ITERS / 10, (double)refused / (ITERS / 10));
+}
+
 int main(void) {
   printf("%-34s %10s %12s %11s\n", "retry budget benchmark", "ns/op", "allocs/op", "refused");
   bench_first();
   /* Ratio 1: a retry per first attempt, so every check is admitted. */
-  bench_check("check, admits", make(1, 10000, 10));
+  bench_check("check, admits", make(1, 10000, 10), 0);
   /* Ratio 0.1 and 1 first per check: 9 of 10 refused, as in an outage. */
-  bench_check("check, defers (outage)", make(0.1, 10000, 1));
+  bench_check("check, defers (outage)", make(0.1, 10000, 1), 0);
   bench_worst();
+  bench_check("reserve, defers (outage)", make(0.1, 10000, 1), 1);
+  bench_reserve_worst();
   return 0;
 }

@@ -32,7 +32,8 @@ typedef enum tk_jitter {
 typedef enum tk_delay_source {
   TK_DELAY_COMPUTED = 0, /* the policy */
   TK_DELAY_SERVER,       /* a handler's hint or Retry-After */
-  TK_DELAY_BUDGET        /* a batch step's in-call budget ran out */
+  TK_DELAY_IN_CALL,      /* a batch step's in-call retries ran out (docs/batch.md) */
+  TK_DELAY_BUDGET        /* a retry budget deferred the retry (DESIGN §14) */
 } tk_delay_source;
 
 typedef struct tk_backoff_policy {
@@ -84,7 +85,7 @@ int64_t tk_backoff_delay(const tk_backoff_policy *p, int32_t n, int64_t prev_del
 const char *tk_jitter_name(tk_jitter j);
 int tk_jitter_parse(const char *name, tk_jitter *out);
 
-/* "computed", "server", "budget". */
+/* "computed", "server", "in_call", "budget". */
 const char *tk_delay_source_name(tk_delay_source s);
 
 /* Parse an HTTP Retry-After value (RFC 9110 §10.2.3) relative to now_ms:

@@ -30,6 +30,21 @@
  * Time. `now_ms` is the caller's clock (tk_clock, ms). A time earlier than
  * the latest one seen counts in the latest slot: the ring never moves back,
  * so a clock that steps back cannot resurrect expired counts.
+ *
+ * Reservations. A caller that cannot ask again when the time comes (the
+ * engine writes a deferred retry's run_at to the store and forgets it)
+ * reserves instead (tk_retry_budget_reserve): a refused retry is counted
+ * at the future time it is given, so the next refusal sees it and gets a
+ * later time, and deferred retries never go out together over the budget.
+ * Reserved retries are served first come, first served: while one is
+ * reserved after now, no retry is allowed now, and a new one is placed at
+ * or after the latest reservation. The rule above then holds at the time
+ * of every retry, counting each reserved one in the slot it was given. A
+ * reservation counts only first attempts recorded before it was made:
+ * those recorded later make room for later retries, never move a reserved
+ * one earlier. Memory stays fixed: the reservations are kept for the one
+ * window that ends at the latest of them, which is all any later answer
+ * reads (budget.c).
  */
 #ifndef TASKER_BUDGET_H
 #define TASKER_BUDGET_H
@@ -71,7 +86,17 @@ typedef struct tk_retry_budget {
   int head;          /* ring position of slot `cur` */
   int64_t base;      /* running balance before the window's oldest slot */
   int64_t sum[TK_RETRY_BUDGET_SLOTS]; /* running balance at each slot's end */
-  /* Since init: first attempts recorded, retries allowed, retries refused. */
+  /* Reservations (tk_retry_budget_reserve). resv[] holds, for each slot of
+   * the window that ends at the latest reservation's slot resv_last (at
+   * position slot mod SLOTS), how many reservations were made at or before
+   * that slot since init; resv_base the same for the slot before that
+   * window; resv_total all of them. */
+  int resv_started; /* 0 until the first reservation */
+  int64_t resv_last;
+  int64_t resv_base, resv_total;
+  int64_t resv[TK_RETRY_BUDGET_SLOTS];
+  /* Since init: first attempts recorded, retries allowed (now or reserved),
+   * retries refused (by try) or deferred (reserved for later). */
   uint64_t total_firsts, total_retries, total_deferred;
 } tk_retry_budget;
 
@@ -88,8 +113,8 @@ int tk_retry_budget_init(tk_retry_budget *b, const tk_retry_budget_config *c, tk
 void tk_retry_budget_first(tk_retry_budget *b, int64_t now_ms);
 
 /* How many retries would be allowed at now_ms if asked one after another
- * (0 when over budget): a gauge for metrics. Moves the window to now_ms
- * but spends nothing. */
+ * (0 when over budget, or while a reservation waits for a later time): a
+ * gauge for metrics. Moves the window to now_ms but spends nothing. */
 int64_t tk_retry_budget_available(tk_retry_budget *b, int64_t now_ms);
 
 /* Try to spend one retry at now_ms. Returns 1 when allowed (the retry is
@@ -98,10 +123,20 @@ int64_t tk_retry_budget_available(tk_retry_budget *b, int64_t now_ms);
  * on the same clock and > now_ms, at which this call would return 1 if
  * nothing else were recorded before then: the slot boundary where enough
  * old counts have left the window, at most one window after the latest
- * time seen (the floor alone then allows a retry). First
- * attempts recorded meanwhile can only bring that time earlier, retries
- * spent meanwhile only later: a deferred retry asks again at that time. */
+ * time seen or the latest reservation, whichever is later (the floor alone
+ * then allows a retry). First attempts recorded meanwhile can only bring
+ * that time earlier, retries spent meanwhile only later: a deferred retry
+ * asks again at that time. */
 int tk_retry_budget_try(tk_retry_budget *b, int64_t now_ms, int64_t *allowed_at_ms);
+
+/* Spend one retry at now_ms if allowed, as tk_retry_budget_try does
+ * (returns 1, *at_ms = now_ms); otherwise reserve it (returns 0): the
+ * retry is counted at *at_ms, the time tk_retry_budget_try would have
+ * given (> now_ms, a slot boundary), and the caller must not ask again for
+ * it. Never fails. Each reservation makes the next one's time the same or
+ * later, so retries deferred one after another are spread over time as the
+ * budget allows instead of all going at once (see Reservations above). */
+int tk_retry_budget_reserve(tk_retry_budget *b, int64_t now_ms, int64_t *at_ms);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,9 @@
  * [backoff] is the default profile; [backoff.profiles.NAME] are named
  * profiles that inherit every key they do not set from the effective
  * default profile (after all layers). [engine] and [batch] hold the engine's
- * settings. Every effective value remembers where it came from.
+ * settings; [budgets.NAME] are retry budgets, each key it does not set
+ * taking its built-in default. Every effective value remembers where it
+ * came from.
  *
  * Errors name the place (FILE:LINE:COLUMN, or "--set KEY=VALUE"), the key,
  * the value and what is allowed, e.g.
@@ -23,6 +25,7 @@
 #include <stdint.h>
 
 #include <tasker/backoff.h>
+#include <tasker/budget.h>
 #include <tasker/error.h>
 
 #ifdef __cplusplus
@@ -72,6 +75,14 @@ typedef struct tk_batch_settings {
   int64_t max_item_attempts;   /* attempts before an item gives up; >= 1 */
 } tk_batch_settings;
 
+/* A [budgets.NAME] table: a retry budget that steps name with
+ * retry = { budget = "NAME" } (DESIGN §14, docs/config.md). */
+typedef struct tk_budget_settings {
+  tk_retry_budget_config budget; /* ratio, window, min_per_second */
+  int per_host; /* 1: one budget per destination host (a handler's
+                   tk_handler_result.downstream); 0: one for every step naming it */
+} tk_budget_settings;
+
 typedef enum tk_config_origin_kind {
   TK_CONFIG_DEFAULT = 0, /* built in */
   TK_CONFIG_FILE,        /* a config file or an overlay */
@@ -93,7 +104,8 @@ typedef enum tk_config_kind {
   TK_CONFIG_DURATIONS,    /* list/list_len: milliseconds */
   TK_CONFIG_INTEGER,      /* i */
   TK_CONFIG_NUMBER,       /* f */
-  TK_CONFIG_STRING        /* s (also the jitter mode) */
+  TK_CONFIG_STRING,       /* s (also the jitter mode) */
+  TK_CONFIG_BOOLEAN       /* i: 0 or 1 */
 } tk_config_kind;
 
 /* One effective setting, for `config show`. */
@@ -136,8 +148,17 @@ const char *tk_config_profile_name(const tk_config *c, size_t i);
 const tk_engine_settings *tk_config_engine(const tk_config *c);
 const tk_batch_settings *tk_config_batch(const tk_config *c);
 
-/* Every effective setting: [backoff], each profile, [engine], [batch], in
- * schema order. tk_config_setting_at returns NULL out of range. */
+/* The budget [budgets.NAME], or NULL if there is none by that name. */
+const tk_budget_settings *tk_config_budget(const tk_config *c, const char *name);
+
+/* Budgets in the order they were first defined; tk_config_budget_name
+ * returns NULL out of range. */
+size_t tk_config_budget_count(const tk_config *c);
+const char *tk_config_budget_name(const tk_config *c, size_t i);
+
+/* Every effective setting: [backoff], each profile, [engine], [batch],
+ * then each budget, in schema order. tk_config_setting_at returns NULL out
+ * of range. */
 size_t tk_config_setting_count(const tk_config *c);
 const tk_config_setting *tk_config_setting_at(const tk_config *c, size_t i);
 

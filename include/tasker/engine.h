@@ -48,8 +48,9 @@ typedef struct tk_handler_result {
   int64_t retry_after_ms; /* a server-requested delay, or -1 for none */
   int timed_out;          /* the failure was the step's timeout */
   /* The service the attempt called, "host" or "host:port" (the http
-   * handler sets it from the request's URL), or "" when not known: what a
-   * per-host retry budget would be keyed on. */
+   * handler sets it from the request's URL), or "" when not known: a
+   * per_host retry budget keeps one state per downstream (DESIGN §14); an
+   * attempt without one counts in the budget's shared state. */
   char downstream[256];
 } tk_handler_result;
 
@@ -87,6 +88,7 @@ typedef struct tk_engine_stats {
   int64_t lease_expired; /* leases this engine's reaper expired */
   int64_t tasks_completed, tasks_failed; /* tasks this engine's outcomes finished */
   int64_t in_flight;
+  int64_t retries_deferred; /* retries a retry budget moved later (also in `retried`) */
 } tk_engine_stats;
 
 int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err);

@@ -168,8 +168,8 @@ typedef struct tk_batch_result {
   int64_t slept_ms; /* total slept between them */
   size_t acked, gave_up, pending; /* states of all n_items after the run */
   /* Only when the run returns TK_RETRY_AGAIN: when to run the next call
-   * (clock now + next_delay_ms) and where that delay came from (BUDGET, or
-   * SERVER when the last call gave a hint). Otherwise -1, 0, BUDGET. */
+   * (clock now + next_delay_ms) and where that delay came from (IN_CALL,
+   * or SERVER when the last call gave a hint). Otherwise -1, 0, IN_CALL. */
   int64_t next_retry_at_ms;
   int64_t next_delay_ms;
   tk_delay_source next_source;

@@ -161,6 +161,7 @@ const char *tk_delay_source_name(tk_delay_source s) {
   switch (s) {
   case TK_DELAY_COMPUTED: return "computed";
   case TK_DELAY_SERVER: return "server";
+  case TK_DELAY_IN_CALL: return "in_call";
   case TK_DELAY_BUDGET: return "budget";
   }
   return "unknown";

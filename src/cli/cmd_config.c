@@ -97,6 +97,7 @@ static json_t *setting_json(const tk_config_setting *s) {
   case TK_CONFIG_INTEGER: json_object_set_new(o, "value", json_integer((json_int_t)s->i)); break;
   case TK_CONFIG_NUMBER: json_object_set_new(o, "value", json_real(s->f)); break;
   case TK_CONFIG_STRING: json_object_set_new(o, "value", json_string(s->s)); break;
+  case TK_CONFIG_BOOLEAN: json_object_set_new(o, "value", json_boolean(s->i)); break;
   }
   json_object_set_new(o, "origin", json_string(origin));
   if (s->inherited_from) json_object_set_new(o, "inherited_from", json_string(s->inherited_from));

@@ -132,11 +132,11 @@ int cmd_run(cli_globals *g, int argc, char **argv) {
     } else {
       tk_engine_stats st = tk_engine_stats_get(e);
       fprintf(stderr,
-              "run finished: %lld claimed, %lld completed, %lld retries scheduled, %lld failed, "
-              "%lld exhausted, %lld fenced, %lld leases expired; tasks: %lld complete, "
-              "%lld failed\n",
+              "run finished: %lld claimed, %lld completed, %lld retries scheduled "
+              "(%lld deferred by retry budgets), %lld failed, %lld exhausted, %lld fenced, "
+              "%lld leases expired; tasks: %lld complete, %lld failed\n",
               (long long)st.claimed, (long long)st.completed, (long long)st.retried,
-              (long long)st.failed, (long long)st.exhausted, (long long)st.fenced,
+              (long long)st.retries_deferred, (long long)st.failed, (long long)st.exhausted, (long long)st.fenced,
               (long long)st.lease_expired, (long long)st.tasks_completed,
               (long long)st.tasks_failed);
     }

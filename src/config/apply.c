@@ -12,7 +12,7 @@
 
 #define KEY_MAX 256
 
-static const char *const sections[] = {"backoff", "engine", "batch"};
+static const char *const sections[] = {"backoff", "engine", "batch", "budgets"};
 
 /* The place of a problem: "FILE:L:C" for a file, "--set K=V" for a flag. */
 static void place(const tk__layer *L, tk_toml_pos pos, char *buf, size_t len) {
@@ -151,29 +151,72 @@ static tk__profile *find_or_add_profile(tk_config *c, const char *name, size_t l
   return p;
 }
 
+/* Entry e of the tables named by their keys under `section` (a profile, a
+ * budget: `noun`) must have a valid name and be a table. */
+static int named_table(const tk__layer *L, const char *section, const char *noun,
+                       const tk_toml_entry *e) {
+  if (!valid_name(e->key, e->key_len)) {
+    char name[6 * KEY_MAX + 3];
+    tk__toml_format_string(e->key, e->key_len < KEY_MAX ? e->key_len : KEY_MAX, name,
+                           sizeof name);
+    return fail(L, e->key_pos,
+                "%s.%s: a %s name must be 1 to 64 letters, digits, \"_\" or \"-\"", section,
+                name, noun);
+  }
+  return need_table(L, section, e);
+}
+
 static int apply_profiles(const tk__layer *L, const tk_toml_value *profiles) {
   for (size_t i = 0; i < tk_toml_table_len(profiles); i++) {
     const tk_toml_entry *e = tk_toml_table_at(profiles, i);
-    if (!valid_name(e->key, e->key_len)) {
-      char name[6 * KEY_MAX + 3];
-      tk__toml_format_string(e->key, e->key_len < KEY_MAX ? e->key_len : KEY_MAX, name,
-                             sizeof name);
-      return fail(L, e->key_pos,
-                  "backoff.profiles.%s: a profile name must be 1 to 64 letters, digits, "
-                  "\"_\" or \"-\"",
-                  name);
-    }
     if (strcmp(e->key, "default") == 0)
       return fail(L, e->key_pos,
                   "backoff.profiles.default: the default profile is [backoff]; set its keys "
                   "there");
-    int rc = need_table(L, "backoff.profiles", e);
+    int rc = named_table(L, "backoff.profiles", "profile", e);
     if (rc) return rc;
     tk__profile *p = find_or_add_profile(L->c, e->key, e->key_len);
     if (p == NULL) return tk_err_set(L->err, TK_ENOMEM, "out of memory reading the profiles");
     char path[KEY_MAX];
     join(path, "backoff.profiles", e->key, e->key_len);
     target t = {path, &tk__backoff_schema, &p->own, p->origin, &p->set};
+    if ((rc = apply_table(L, &t, e->value))) return rc;
+  }
+  return 0;
+}
+
+static tk__budget *find_or_add_budget(tk_config *c, const char *name, size_t len) {
+  for (size_t i = 0; i < c->nbudgets; i++)
+    if (strlen(c->budgets[i].name) == len && memcmp(c->budgets[i].name, name, len) == 0)
+      return &c->budgets[i];
+  if (c->nbudgets == c->budgets_cap) {
+    size_t cap = c->budgets_cap ? 2 * c->budgets_cap : 4;
+    tk__budget *grown = realloc(c->budgets, cap * sizeof *grown);
+    if (grown == NULL) return NULL;
+    c->budgets = grown;
+    c->budgets_cap = cap;
+  }
+  tk__budget *b = &c->budgets[c->nbudgets];
+  memset(b, 0, sizeof *b); /* origins: built in */
+  if ((b->name = tk__config_strdup(c, name, len)) == NULL) return NULL;
+  for (size_t i = 0; i < tk__budget_schema.nkeys; i++)
+    tk__field_default(&tk__budget_schema.keys[i], &b->s);
+  c->nbudgets++;
+  return b;
+}
+
+/* [budgets.NAME] tables: named like profiles, each key not set keeping its
+ * built-in default. */
+static int apply_budgets(const tk__layer *L, const tk_toml_value *budgets) {
+  for (size_t i = 0; i < tk_toml_table_len(budgets); i++) {
+    const tk_toml_entry *e = tk_toml_table_at(budgets, i);
+    int rc = named_table(L, "budgets", "budget", e);
+    if (rc) return rc;
+    tk__budget *b = find_or_add_budget(L->c, e->key, e->key_len);
+    if (b == NULL) return tk_err_set(L->err, TK_ENOMEM, "out of memory reading the budgets");
+    char path[KEY_MAX];
+    join(path, "budgets", e->key, e->key_len);
+    target t = {path, &tk__budget_schema, &b->s, b->origin, NULL};
     if ((rc = apply_table(L, &t, e->value))) return rc;
   }
   return 0;
@@ -201,12 +244,14 @@ int tk__apply_layer(const tk__layer *L, const tk_toml_value *root) {
   for (size_t i = 0; i < tk_toml_table_len(root); i++) {
     const tk_toml_entry *e = tk_toml_table_at(root, i);
     const target *t = NULL;
+    int budgets = strcmp(e->key, "budgets") == 0;
     if (strcmp(e->key, "engine") == 0) t = &engine;
     else if (strcmp(e->key, "batch") == 0) t = &batch;
-    else if (strcmp(e->key, "backoff") != 0)
+    else if (strcmp(e->key, "backoff") != 0 && !budgets)
       return unknown_key(L, "", e, sections, sizeof sections / sizeof sections[0]);
     int rc = need_table(L, "", e);
-    if (rc == 0) rc = t ? apply_table(L, t, e->value) : apply_backoff(L, e->value);
+    if (rc == 0 && budgets) rc = apply_budgets(L, e->value);
+    else if (rc == 0) rc = t ? apply_table(L, t, e->value) : apply_backoff(L, e->value);
     if (rc) return rc;
   }
   return 0;

@@ -26,6 +26,7 @@ void tk_config_free(tk_config *c) {
   for (size_t i = 0; i < c->npool; i++) free(c->pool[i]);
   free(c->pool);
   free(c->profiles);
+  free(c->budgets);
   free(c->settings);
   free(c);
 }
@@ -45,6 +46,18 @@ const char *tk_config_profile_name(const tk_config *c, size_t i) {
 const tk_engine_settings *tk_config_engine(const tk_config *c) { return &c->engine; }
 
 const tk_batch_settings *tk_config_batch(const tk_config *c) { return &c->batch; }
+
+const tk_budget_settings *tk_config_budget(const tk_config *c, const char *name) {
+  for (size_t i = 0; i < c->nbudgets; i++)
+    if (strcmp(c->budgets[i].name, name) == 0) return &c->budgets[i].s;
+  return NULL;
+}
+
+size_t tk_config_budget_count(const tk_config *c) { return c->nbudgets; }
+
+const char *tk_config_budget_name(const tk_config *c, size_t i) {
+  return i < c->nbudgets ? c->budgets[i].name : NULL;
+}
 
 size_t tk_config_setting_count(const tk_config *c) { return c->nsettings; }
 

@@ -13,6 +13,7 @@ void tk__field_default(const tk__key *k, void *obj) {
   case TK__K_NUMBER: *TK__FIELD(obj, k, double) = k->def_f; break;
   case TK__K_JITTER: *TK__FIELD(obj, k, tk_jitter) = (tk_jitter)k->def_i; break;
   case TK__K_STRING: *TK__FIELD(obj, k, const char *) = k->def_s; break;
+  case TK__K_BOOL: *TK__FIELD(obj, k, int) = k->def_i != 0; break;
   TK__JSON_ONLY_KINDS: break; /* not in a settings struct */
   }
 }

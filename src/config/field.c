@@ -20,6 +20,7 @@ void tk__field_copy(const tk__key *k, void *dst, const void *src) {
   case TK__K_NUMBER: *TK__FIELD(dst, k, double) = *TK__CFIELD(src, k, double); break;
   case TK__K_JITTER: *TK__FIELD(dst, k, tk_jitter) = *TK__CFIELD(src, k, tk_jitter); break;
   case TK__K_STRING: *TK__FIELD(dst, k, const char *) = *TK__CFIELD(src, k, const char *); break;
+  case TK__K_BOOL: *TK__FIELD(dst, k, int) = *TK__CFIELD(src, k, int); break;
   TK__JSON_ONLY_KINDS: break; /* not in a settings struct */
   }
 }
@@ -60,6 +61,7 @@ int tk__field_format(const tk__key *k, const void *obj, char *buf, size_t len) {
   case TK__K_NUMBER: return tk__toml_format_float(*TK__CFIELD(obj, k, double), buf, len);
   case TK__K_JITTER: return quote(tk_jitter_name(*TK__CFIELD(obj, k, tk_jitter)), buf, len);
   case TK__K_STRING: return quote(*TK__CFIELD(obj, k, const char *), buf, len);
+  case TK__K_BOOL: return snprintf(buf, len, "%s", *TK__CFIELD(obj, k, int) ? "true" : "false");
   TK__JSON_ONLY_KINDS: break; /* not in a settings struct */
   }
   return snprintf(buf, len, "?");

@@ -119,6 +119,7 @@ static int add_settings(tk_config *c, const view *v, const char *const *inherite
       s->kind = TK_CONFIG_STRING;
       s->s = *TK__CFIELD(v->obj, k, const char *);
       break;
+    case TK__K_BOOL: s->kind = TK_CONFIG_BOOLEAN; s->i = *TK__CFIELD(v->obj, k, int); break;
     TK__JSON_ONLY_KINDS: break; /* not in a settings struct */
     }
     s->origin = v->origin[i];
@@ -145,10 +146,47 @@ static int check_profile_name(tk_config *c, const char *key, tk_err *err) {
                     key, name, known);
 }
 
-/* Each profile is resolved once, checked and listed; then [engine] and
- * [batch]. */
+/* The checks of a budget that span keys or are not a range: the window is
+ * a multiple of 100 ms, and the floor allows a retry per window. Each names
+ * the place of the value to blame (for the floor, the one set by the later
+ * layer), then tk_retry_budget_config_validate is the backstop. */
+static int check_budget(const tk__budget *b, tk_err *err) {
+  const tk_retry_budget_config *c = &b->s.budget;
+  if (tk_retry_budget_config_validate(c, NULL) == 0) return 0;
+  enum { RATIO, WINDOW, MIN }; /* key indices in tk__budget_schema */
+  char place[TK_ERR_MSG_MAX], other[TK_ERR_MSG_MAX], w[32], m[32];
+  tk__field_format(&tk__budget_schema.keys[WINDOW], &b->s, w, sizeof w);
+  tk__field_format(&tk__budget_schema.keys[MIN], &b->s, m, sizeof m);
+  if (c->window_ms % TK_RETRY_BUDGET_SLOTS != 0) {
+    tk__origin_place(&b->origin[WINDOW], place, sizeof place);
+    return tk_err_set(err, TK_ECONFIG,
+                      "%s: budgets.%s.window = %s: must be a multiple of 100ms (the window "
+                      "slides in 100 equal steps)",
+                      place, b->name, w);
+  }
+  double per_window = c->min_per_second * (double)c->window_ms / 1000.0;
+  if (per_window < 1.0) {
+    int blame_min = b->origin[MIN].layer >= b->origin[WINDOW].layer;
+    tk__origin_place(&b->origin[blame_min ? MIN : WINDOW], place, sizeof place);
+    tk__origin_place(&b->origin[blame_min ? WINDOW : MIN], other, sizeof other);
+    return tk_err_set(err, TK_ECONFIG,
+                      "%s: budgets.%s.%s = %s: with %s = %s (%s) the floor allows %g retries "
+                      "per window; min_per_second x window must be at least 1, or a deferred "
+                      "retry could wait for first attempts that never come",
+                      place, b->name, blame_min ? "min_per_second" : "window", blame_min ? m : w,
+                      blame_min ? "window" : "min_per_second", blame_min ? w : m, other,
+                      per_window);
+  }
+  tk_err why;
+  tk_retry_budget_config_validate(c, &why);
+  return tk_err_set(err, TK_ECONFIG, "budgets.%s: %s", b->name, why.msg);
+}
+
+/* Each profile is resolved once, checked and listed; then [engine],
+ * [batch] and each budget. */
 int tk__config_finish(tk_config *c, tk_err *err) {
-  size_t total = c->nprofiles * TK__BACKOFF_NKEYS + TK__ENGINE_NKEYS + TK__BATCH_NKEYS;
+  size_t total = c->nprofiles * TK__BACKOFF_NKEYS + TK__ENGINE_NKEYS + TK__BATCH_NKEYS +
+                 c->nbudgets * TK__BUDGET_NKEYS;
   if ((c->settings = calloc(total, sizeof *c->settings)) == NULL)
     return tk_err_set(err, TK_ENOMEM, "out of memory");
   const char *inherited[TK__BACKOFF_NKEYS]; /* the default profile's keys */
@@ -169,5 +207,13 @@ int tk__config_finish(tk_config *c, tk_err *err) {
   if ((rc = check_profile_name(c, "reconnect_backoff", err))) return rc;
   if (add_settings(c, &engine, NULL) != 0 || add_settings(c, &batch, NULL) != 0)
     return tk_err_set(err, TK_ENOMEM, "out of memory");
+  for (size_t i = 0; i < c->nbudgets; i++) {
+    tk__budget *b = &c->budgets[i];
+    char path[PATH_MAX_LEN];
+    snprintf(path, sizeof path, "budgets.%s", b->name);
+    view v = {path, &tk__budget_schema, &b->s, b->origin, 0};
+    if ((rc = check_budget(b, err))) return rc;
+    if (add_settings(c, &v, NULL) != 0) return tk_err_set(err, TK_ENOMEM, "out of memory");
+  }
   return 0;
 }

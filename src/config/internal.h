@@ -11,10 +11,11 @@
 #include <tasker/config.h>
 #include <tasker/toml.h>
 
-/* How a key's value is read, checked and stored. The first six are read
- * into a settings struct (tk__convert); DURATION, INT, NUMBER and STRING
- * also into JSON (tk__convert_json), and the rest only into JSON, for the
- * tables of templates and handler specs (config/spec.h). */
+/* How a key's value is read, checked and stored. The first six and BOOL
+ * are read into a settings struct (tk__convert); DURATION, INT, NUMBER,
+ * STRING and BOOL also into JSON (tk__convert_json), and the rest only
+ * into JSON, for the tables of templates and handler specs
+ * (config/spec.h). */
 typedef enum tk__ckind {
   TK__K_DURATION,  /* int64_t ms: a duration string or seconds */
   TK__K_DURATIONS, /* int64_t[] + int length: an array of durations */
@@ -23,7 +24,7 @@ typedef enum tk__ckind {
   TK__K_JITTER,    /* tk_jitter: one of the mode names */
   TK__K_STRING,    /* const char *: a non-empty string */
   TK__K_TEXT,      /* JSON: a string, possibly empty */
-  TK__K_BOOL,      /* JSON: true or false */
+  TK__K_BOOL,      /* int (0 or 1), or JSON: true or false */
   TK__K_STRINGS,   /* JSON: an array of at least `min` strings */
   TK__K_INTS,      /* JSON: an array of integers, each from min to max */
   TK__K_STRMAP,    /* JSON: a table whose values are strings */
@@ -36,7 +37,6 @@ typedef enum tk__ckind {
  * settings struct holds. */
 #define TK__JSON_ONLY_KINDS                                                                 \
   case TK__K_TEXT:                                                                         \
-  case TK__K_BOOL:                                                                         \
   case TK__K_STRINGS:                                                                      \
   case TK__K_INTS:                                                                         \
   case TK__K_STRMAP:                                                                       \
@@ -46,7 +46,7 @@ typedef enum tk__ckind {
 
 /* One known key: its type, range, built-in default and where it lives in
  * the section's struct (tk_backoff_policy, tk_engine_settings,
- * tk_batch_settings). */
+ * tk_batch_settings, tk_budget_settings). */
 typedef struct tk__key {
   const char *name;
   tk__ckind kind;
@@ -55,7 +55,7 @@ typedef struct tk__key {
   int64_t min, max;  /* INT and DURATION (ms) inclusive; DURATIONS: max entries */
   double fmin, fmax; /* NUMBER inclusive */
   const char *allowed; /* what a value must be, for messages */
-  int64_t def_i;       /* default: INT, DURATION, JITTER */
+  int64_t def_i;       /* default: INT, DURATION, JITTER, BOOL */
   double def_f;        /* default: NUMBER */
   const char *def_s;   /* default: STRING (DURATIONS default to empty) */
   /* Read into JSON only (config/spec.h): */
@@ -76,6 +76,10 @@ enum { TK__BACKOFF_NKEYS = 8, TK__ENGINE_NKEYS = 9, TK__BATCH_NKEYS = 2, TK__MAX
 extern const tk__schema tk__backoff_schema;
 extern const tk__schema tk__engine_schema;
 extern const tk__schema tk__batch_schema;
+
+/* [budgets.NAME]: a schema of its own, like the profiles' [backoff]. */
+enum { TK__BUDGET_NKEYS = 4 };
+extern const tk__schema tk__budget_schema;
 
 /* The key named `name` (len bytes) in s, or NULL. */
 const tk__key *tk__schema_find(const tk__schema *s, const char *name, size_t len);
@@ -150,9 +154,19 @@ typedef struct tk__profile {
   tk_backoff_policy eff;      /* after inheritance from the default */
 } tk__profile;
 
+/* A budget: the keys its tables set, and the effective settings (the
+ * built-in default of every key it does not set). */
+typedef struct tk__budget {
+  char *name;
+  tk_budget_settings s;
+  tk_config_origin origin[TK__BUDGET_NKEYS];
+} tk__budget;
+
 struct tk_config {
   tk__profile *profiles; /* [0] is the default profile */
   size_t nprofiles, profiles_cap;
+  tk__budget *budgets; /* in the order first defined */
+  size_t nbudgets, budgets_cap;
   tk_engine_settings engine;
   tk_config_origin engine_origin[TK__ENGINE_NKEYS];
   tk_batch_settings batch;

@@ -8,6 +8,7 @@
 #define POLICY(f) offsetof(tk_backoff_policy, f)
 #define ENGINE(f) offsetof(tk_engine_settings, f)
 #define BATCH(f) offsetof(tk_batch_settings, f)
+#define BUDGET(f) offsetof(tk_budget_settings, f)
 
 #define SECONDS 1000
 #define MINUTES (60 * SECONDS)
@@ -63,14 +64,31 @@ static const tk__key batch_keys[] = {
      .min = 1, .max = INT32_MAX, .allowed = "an integer from 1 to 2147483647", .def_i = 5},
 };
 
+/* [budgets.NAME] (DESIGN §14). The ranges are tk_retry_budget_config's;
+ * that the window is a multiple of 100 ms and that the floor allows a
+ * retry per window are checked after the last layer (finish.c). */
+static const tk__key budget_keys[] = {
+    {.name = "ratio", .kind = TK__K_NUMBER, .offset = BUDGET(budget.ratio), .fmin = 0,
+     .fmax = 1000, .allowed = "a number from 0 to 1000 (retries per first attempt)",
+     .def_f = 0.1},
+    {.name = "window", .kind = TK__K_DURATION, .offset = BUDGET(budget.window_ms), .min = 100,
+     .max = 24 * HOURS, .allowed = "a duration from 100ms to 24h", .def_i = 10 * SECONDS},
+    {.name = "min_per_second", .kind = TK__K_NUMBER, .offset = BUDGET(budget.min_per_second),
+     .fmin = 0, .fmax = 1e6, .allowed = "a number from 0 to 1000000", .def_f = 1},
+    {.name = "per_host", .kind = TK__K_BOOL, .offset = BUDGET(per_host),
+     .allowed = "true or false", .def_i = 0},
+};
+
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 _Static_assert(COUNT(backoff_keys) == TK__BACKOFF_NKEYS, "TK__BACKOFF_NKEYS");
 _Static_assert(COUNT(engine_keys) == TK__ENGINE_NKEYS, "TK__ENGINE_NKEYS");
 _Static_assert(COUNT(batch_keys) == TK__BATCH_NKEYS, "TK__BATCH_NKEYS");
+_Static_assert(COUNT(budget_keys) == TK__BUDGET_NKEYS, "TK__BUDGET_NKEYS");
 
 const tk__schema tk__backoff_schema = {"backoff", backoff_keys, COUNT(backoff_keys)};
 const tk__schema tk__engine_schema = {"engine", engine_keys, COUNT(engine_keys)};
 const tk__schema tk__batch_schema = {"batch", batch_keys, COUNT(batch_keys)};
+const tk__schema tk__budget_schema = {"budgets", budget_keys, COUNT(budget_keys)};
 
 const tk__key *tk__schema_find(const tk__schema *s, const char *name, size_t len) {
   for (size_t i = 0; i < s->nkeys; i++)

@@ -136,6 +136,12 @@ int tk__convert(const tk__key *k, const tk_toml_value *v, void *obj, tk__complai
     return 0;
   }
   case TK__K_STRING: return read_string(k, v, 0, TK__FIELD(obj, k, const char *), why);
+  case TK__K_BOOL: {
+    int b;
+    if (tk_toml_bool(v, &b) != 0) return wrong_type(why, v, "true or false");
+    *TK__FIELD(obj, k, int) = b != 0;
+    return 0;
+  }
   TK__JSON_ONLY_KINDS: break; /* not in a settings struct */
   }
   return complain(why, v, "cannot be read");

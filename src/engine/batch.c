@@ -55,7 +55,7 @@ struct tk__batch_job {
   int64_t failed_hint;
   int budget_spent;         /* items remained after the in-call budget: */
   int64_t next_delay_ms;    /* the delay tk_batch_retry chose, and */
-  tk_delay_source next_source; /* its source (budget or server) */
+  tk_delay_source next_source; /* its source (in_call or server) */
   char first_gave_up[320];  /* for fail_if_any_gave_up's message */
 };
 

@@ -129,6 +129,7 @@ const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err)
     json_t *t_ms = json_object_get(d->spec, "timeout_ms");
     d->timeout_ms = json_is_integer(t_ms) ? json_integer_value(t_ms) : 0;
     d->batch = json_object_get(st, "batch");
+    d->budget = tk__step_budget(te->definition, st);
   }
   e->ntemplates++;
   return te;
@@ -247,6 +248,7 @@ void tk_engine_free(tk_engine *e) {
   free(e->expired);
   tk__engine_finish_free(e);
   tk__batch_engine_free(e);
+  tk__budgets_free(e);
   if (e->wake_pipe[0] >= 0) close(e->wake_pipe[0]);
   if (e->wake_pipe[1] >= 0) close(e->wake_pipe[1]);
   pthread_mutex_destroy(&e->mu);

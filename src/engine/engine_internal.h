@@ -23,6 +23,8 @@ typedef struct step_def {
   char *spec_text;  /* the same, as JSON text for C handlers */
   int64_t timeout_ms;
   json_t *batch;    /* the step's batch table, or NULL: not a batch step */
+  const char *budget; /* the retry budget it names (its own or the
+                         template's retry table), or NULL */
 } step_def;
 
 typedef struct template_entry {
@@ -34,6 +36,16 @@ typedef struct template_entry {
 
 struct tk__batch_job;
 struct tk__batch_queue;
+struct tk__budgets;
+
+/* What a retry budget did to one outcome, for its event and log line. */
+typedef struct tk__deferral {
+  const char *budget; /* the budget that deferred the retry; NULL: none did */
+  const char *host;   /* the per-host state it used, or NULL */
+  int64_t delay_ms;   /* the delay, source and run_at before the budget */
+  tk_delay_source source;
+  int64_t run_at;
+} tk__deferral;
 
 /* One claimed attempt on its way through a worker. */
 typedef struct job {
@@ -94,7 +106,9 @@ struct tk_engine {
   tk__effects *fin_effects;
   tk_err *fin_errs;
   int *fin_exhausted;
+  tk__deferral *fin_deferrals;
   int fin_cap;
+  struct tk__budgets *budgets; /* retry budgets' states (budgets.c), or NULL */
 
   /* The worker pool: jobs go in `todo`, come back in `done`. */
   pthread_t *threads;
@@ -166,6 +180,18 @@ typedef struct tk__finish {
   int reaped; /* the reaper's: refused if the lease was renewed after it looked */
 } tk__finish;
 
+/* Retry budgets (DESIGN §14, budgets.c). The name of the budget step
+ * `step` of template `definition` names (borrowed from them), or NULL. */
+const char *tk__step_budget(json_t *definition, json_t *step);
+/* Before n decided outcomes are recorded: count each first attempt that
+ * ran in its step's budget, and ask the budget for each retry (at the
+ * time its attempt ended). A retry it defers past its computed run_at gets
+ * the budget's time, its full delay and source budget; d[i] keeps what was
+ * computed. Engine thread. */
+void tk__budgets_apply(tk_engine *e, const tk__finish *items, tk__outcome *o, tk__deferral *d,
+                       int n);
+void tk__budgets_free(tk_engine *e);
+
 /* Decide each attempt's next state (DESIGN §5), taking retry delays from
  * the one backoff function, record them all in one store call (group
  * commit; each outcome fenced and atomic on its own), then emit the events
@@ -203,7 +229,7 @@ void tk__batch_prepare(tk_engine *e, job *j);
 void tk__batch_run(job *j, const tk_handler_call *call);
 /* Before an outcome is recorded: add the item results to *o. When the
  * in-call budget ran out, chosen_delay gives the delay tk_batch_retry
- * already took from the policy (source budget, or server for a handler's
+ * already took from the policy (source in_call, or server for a handler's
  * hint) and returns 1, so decide() does not compute another. After the
  * outcome is committed: item.gave_up events and log lines. */
 void tk__batch_decide(const struct tk__batch_job *b, tk__outcome *o);

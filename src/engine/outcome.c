@@ -74,14 +74,18 @@ static void count(tk_engine *e, const tk__outcome *o, int exhausted, int rc,
   }
   switch (o->next) {
   case TK__NEXT_COMPLETE: e->stats.completed++; break;
-  case TK__NEXT_RETRY: e->stats.retried++; break;
+  case TK__NEXT_RETRY:
+    e->stats.retried++;
+    if (o->source == TK_DELAY_BUDGET) e->stats.retries_deferred++;
+    break;
   case TK__NEXT_ERROR: *(exhausted ? &e->stats.exhausted : &e->stats.failed) += 1; break;
   }
 }
 
-/* Events, log lines and counters for one recorded (or refused) outcome. */
+/* Events, log lines and counters for one recorded (or refused) outcome;
+ * d says what a retry budget did to it. */
 static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int exhausted,
-                   int rc, const tk__effects *fx, const tk_err *err) {
+                   int rc, const tk__effects *fx, const tk_err *err, const tk__deferral *d) {
   const tk__claimed *c = f->claim;
   int64_t now = o->now;
   count(e, o, exhausted, rc, fx);
@@ -124,15 +128,33 @@ static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int 
     json_object_set_new(failed, "error", json_string(o->error));
     json_object_set_new(failed, "outcome", json_string(o->attempt_outcome));
     tk__engine_event(e, "step.failed", now, failed);
+    if (d->budget != NULL) {
+      json_t *deferred = json_deep_copy(base);
+      json_object_set_new(deferred, "budget", json_string(d->budget));
+      json_object_set_new(deferred, "host", d->host ? json_string(d->host) : json_null());
+      json_object_set_new(deferred, "computed_delay_ms", json_integer(d->delay_ms));
+      json_object_set_new(deferred, "computed_source",
+                          json_string(tk_delay_source_name(d->source)));
+      json_object_set_new(deferred, "computed_run_at", json_integer(d->run_at));
+      json_object_set_new(deferred, "deferred_until", json_integer(o->run_at));
+      tk__engine_event(e, "step.retry_deferred", now, deferred);
+    }
     json_object_set_new(base, "delay_ms", json_integer(o->delay_ms));
     json_object_set_new(base, "source", json_string(tk_delay_source_name(o->source)));
     json_object_set_new(base, "run_at", json_integer(o->run_at));
     tk__engine_event(e, "step.retry_scheduled", now, base);
-    char d[32];
-    tk_duration_format(o->delay_ms, d, sizeof d);
+    char delay[32], why[160];
+    tk_duration_format(o->delay_ms, delay, sizeof delay);
+    snprintf(why, sizeof why, "%s", tk_delay_source_name(o->source));
+    if (d->budget != NULL) {
+      char was[32];
+      tk_duration_format(d->delay_ms, was, sizeof was);
+      snprintf(why, sizeof why, "retry budget %s%s%s deferred it from %s", d->budget,
+               d->host ? " for " : "", d->host ? d->host : "", was);
+    }
     tk__engine_log(e, TK_LOG_INFO, "task %lld step %s attempt %d/%d failed: %s; retry in %s (%s)",
-                   (long long)c->task_id, f->step_name, c->attempt, c->max_attempts, o->error, d,
-                   tk_delay_source_name(o->source));
+                   (long long)c->task_id, f->step_name, c->attempt, c->max_attempts, o->error,
+                   delay, why);
     break;
   }
   case TK__NEXT_ERROR:
@@ -166,7 +188,9 @@ static int finish_room(tk_engine *e, int n) {
   if (errs) e->fin_errs = errs;
   int *ex = realloc(e->fin_exhausted, (size_t)cap * sizeof *ex);
   if (ex) e->fin_exhausted = ex;
-  if (!o || !fx || !errs || !ex) return TK_ENOMEM;
+  tk__deferral *d = realloc(e->fin_deferrals, (size_t)cap * sizeof *d);
+  if (d) e->fin_deferrals = d;
+  if (!o || !fx || !errs || !ex || !d) return TK_ENOMEM;
   e->fin_cap = cap;
   return 0;
 }
@@ -176,6 +200,7 @@ void tk__engine_finish_free(tk_engine *e) {
   free(e->fin_effects);
   free(e->fin_errs);
   free(e->fin_exhausted);
+  free(e->fin_deferrals);
   e->fin_cap = 0;
 }
 
@@ -198,6 +223,9 @@ int tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_re
     decide(e, &items[i], now, &o[i], &exhausted[i]);
     if (items[i].batch) tk__batch_decide(items[i].batch, &o[i]);
   }
+  /* Outcomes that a lost connection kept come back here and are counted
+   * in their budgets again: rare, and a few counts off for one window. */
+  tk__budgets_apply(e, items, o, e->fin_deferrals, n);
   tk_err err;
   tk_err_clear(&err);
   int rc = e->store->ops->record(e->store, o, n, fx, errs, next, &err);
@@ -215,7 +243,8 @@ int tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_re
     }
     /* Items that gave up are named before the step's own events. */
     if (rc == 0 && errs[i].code == 0 && items[i].batch) tk__batch_report(e, items[i].batch, now);
-    report(e, &items[i], &o[i], exhausted[i], rc ? rc : errs[i].code, &fx[i], one);
+    report(e, &items[i], &o[i], exhausted[i], rc ? rc : errs[i].code, &fx[i], one,
+           &e->fin_deferrals[i]);
   }
   return 0;
 }

@@ -102,7 +102,7 @@ int tk_batch_retry(const tk_backoff_policy *policy, const tk_batch_limits *limit
                    const tk_clock *clock, tk_rand *rng, tk_batch_result *out, tk_err *err) {
   tk_batch_result local;
   if (out == NULL) out = &local;
-  *out = (tk_batch_result){0, 0, 0, 0, 0, -1, 0, TK_DELAY_BUDGET};
+  *out = (tk_batch_result){0, 0, 0, 0, 0, -1, 0, TK_DELAY_IN_CALL};
   int rc = check_args(limits, ops, states, n_items, clock, err);
   if (rc == 0) rc = tk__retry_check(policy, rng, err);
   if (rc != 0) return rc;
@@ -137,7 +137,7 @@ int tk_batch_retry(const tk_backoff_policy *policy, const tk_batch_limits *limit
       continue;
     }
     out->next_delay_ms = delay;
-    out->next_source = r.source == TK_DELAY_SERVER ? TK_DELAY_SERVER : TK_DELAY_BUDGET;
+    out->next_source = r.source == TK_DELAY_SERVER ? TK_DELAY_SERVER : TK_DELAY_IN_CALL;
     int64_t now = tk_clock_now(clock);
     out->next_retry_at_ms = delay > INT64_MAX - now ? INT64_MAX : now + delay;
     rc = TK_RETRY_AGAIN;

@@ -114,33 +114,151 @@ void tk_retry_budget_first(tk_retry_budget *b, int64_t now_ms) {
   b->total_firsts++;
 }
 
+/* ---- reservations and the window at a later slot --------------------------
+ *
+ * Write A(y) for the running balance at the end of slot y (deposits and
+ * retries spent at once) and R(y) for the reservations made at slots <= y.
+ * With nothing else recorded, the window that ends at slot e >= cur holds
+ *     A(cur) - A(e - SLOTS) - PPM * (R(e) - R(e - SLOTS))
+ * and a retry fits in slot e when that plus floor_ppm is >= PPM. Every
+ * answer reads y = e - SLOTS >= resv_last - SLOTS only (reservations are
+ * first come, first served, so e >= resv_last whenever e > cur, and the
+ * check at cur is made only when resv_last <= cur), and y >= cur - SLOTS:
+ * the two rings hold exactly that. */
+
+static inline int pos_of(int64_t slot) {
+  int64_t p = slot % SLOTS;
+  return (int)(p < 0 ? p + SLOTS : p);
+}
+
+/* R(y), for resv_last - SLOTS <= y. */
+static int64_t resv_upto(const tk_retry_budget *b, int64_t y) {
+  if (!b->resv_started || y >= b->resv_last) return b->resv_total;
+  if (y <= b->resv_last - SLOTS) return b->resv_base;
+  return b->resv[pos_of(y)];
+}
+
+/* A reservation is waiting for a slot after the newest one. */
+static inline int resv_pending(const tk_retry_budget *b) {
+  return b->resv_started && b->resv_last > b->cur;
+}
+
+/* What the window holds now, floor included, in PPM. */
+static inline int64_t balance_now(const tk_retry_budget *b) {
+  int64_t balance = b->sum[b->head] - b->base + b->floor_ppm;
+  if (b->resv_started) balance -= PPM * (b->resv_total - resv_upto(b, b->cur - SLOTS));
+  return balance;
+}
+
+/* The earliest slot after cur in which one more retry fits, with no
+ * reservation in reach (none after cur + 1 - SLOTS): one comparison per
+ * slot of the ring, oldest first. With A(y) the balance at the end of slot
+ * y, the slot e = y + SLOTS fits when A(y) <= A(cur) + floor_ppm - PPM;
+ * y runs from cur + 1 - SLOTS: the ring's positions after head, then from
+ * 0 up to head, where the floor always fits (see budget.h). */
+static inline int64_t next_slot_plain(const tk_retry_budget *b) {
+  int64_t threshold = b->sum[b->head] + b->floor_ppm - PPM;
+  int j = 0;
+  for (int pos = b->head + 1; pos < SLOTS; pos++, j++)
+    if (b->sum[pos] <= threshold) return b->cur + 1 + j;
+  for (int pos = 0; pos <= b->head; pos++, j++)
+    if (b->sum[pos] <= threshold) return b->cur + 1 + j;
+  return b->cur + SLOTS; /* not reached */
+}
+
+/* The earliest slot after cur, and not before the latest reservation, in
+ * which one more retry fits (the caller found none fits now). */
+static int64_t next_slot(const tk_retry_budget *b) {
+  int64_t start = resv_pending(b) ? b->resv_last : b->cur + 1;
+  /* The slot e = y + SLOTS fits when, with the top of this file's
+   * notation, A(y) + PPM * (R(e) - R(y)) <= A(cur) + floor_ppm - PPM. The
+   * term of reservations is 0 for every y at or past the latest of them:
+   * without one in reach it is the plain scan of the ring. */
+  int64_t threshold = b->sum[b->head] + b->floor_ppm - PPM;
+  int64_t y = start - SLOTS;
+  if (!b->resv_started || b->resv_last <= y) return next_slot_plain(b);
+  /* Slots whose window starts before cur: both rings, one comparison each
+   * (y > cur - SLOTS here, since start > cur). */
+  int ps = b->head - (int)(b->cur - y), pr = pos_of(y);
+  if (ps < 0) ps += SLOTS;
+  for (; y < b->cur; y++) {
+    int64_t r = y >= b->resv_last            ? b->resv_total
+                : y <= b->resv_last - SLOTS ? b->resv_base
+                                            : b->resv[pr];
+    if (b->sum[ps] + PPM * (b->resv_total - r) <= threshold) return y + SLOTS;
+    ps = next_pos(ps);
+    pr = next_pos(pr);
+  }
+  /* From y = cur on, A(y) is A(cur) and the condition reads
+   * R(e) - R(y) <= (floor_ppm - PPM) / PPM: R(y) at least `need`. R grows
+   * with y and reaches resv_total at resv_last, so a binary search over the
+   * ring of reservations finds the first such y: a queue of reserved
+   * retries a window or more ahead costs a few steps, not a window's. */
+  int64_t need = b->resv_total - (b->floor_ppm - PPM) / PPM;
+  if (resv_upto(b, y) >= need) return y + SLOTS;
+  int64_t lo = y, hi = b->resv_last > y ? b->resv_last : y; /* R(lo) < need <= R(hi) */
+  while (hi - lo > 1) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (resv_upto(b, mid) >= need) hi = mid;
+    else lo = mid;
+  }
+  return hi + SLOTS;
+}
+
+/* Count one reservation in slot s >= resv_last: the ring of reservations
+ * moves on to end at s, each slot that leaves it becoming the base. */
+static void reserve_at(tk_retry_budget *b, int64_t s) {
+  if (!b->resv_started || s - b->resv_last >= SLOTS) {
+    for (int i = 0; i < SLOTS; i++) b->resv[i] = b->resv_total;
+    b->resv_base = b->resv_total;
+    b->resv_started = 1;
+    b->resv_last = s;
+  }
+  for (; b->resv_last < s; b->resv_last++) {
+    int pos = pos_of(b->resv_last + 1);
+    b->resv_base = b->resv[pos];
+    b->resv[pos] = b->resv_total;
+  }
+  b->resv_total++;
+  b->resv[pos_of(s)] = b->resv_total;
+}
+
 int64_t tk_retry_budget_available(tk_retry_budget *b, int64_t now_ms) {
   advance(b, now_ms);
-  int64_t balance = b->sum[b->head] - b->base + b->floor_ppm;
+  if (resv_pending(b)) return 0;
+  int64_t balance = balance_now(b);
   return balance >= PPM ? balance / PPM : 0;
+}
+
+/* Whether one more retry fits now (the window moved to now already). */
+static int fits_now(const tk_retry_budget *b) {
+  return !resv_pending(b) && balance_now(b) >= PPM;
 }
 
 int tk_retry_budget_try(tk_retry_budget *b, int64_t now_ms, int64_t *allowed_at_ms) {
   advance(b, now_ms);
-  if (b->sum[b->head] - b->base + b->floor_ppm >= PPM) {
+  if (fits_now(b)) {
     b->sum[b->head] -= PPM;
     b->total_retries++;
     *allowed_at_ms = now_ms;
     return 1;
   }
   b->total_deferred++;
-  /* With nothing new recorded, the window changes only as its slots leave,
-   * oldest first, one per slot boundary. Leaving first attempts lower the
-   * balance and leaving retries raise it, so it is not monotonic: find the
-   * first slot whose leaving is enough (see the top of this file). The
-   * newest one always is, since the floor is at least one retry. */
-  int64_t threshold = b->sum[b->head] + b->floor_ppm - PPM;
-  int j = 0;
-  for (int pos = b->head + 1; pos < SLOTS; pos++, j++)
-    if (b->sum[pos] <= threshold) goto found;
-  for (int pos = 0; pos <= b->head; pos++, j++)
-    if (b->sum[pos] <= threshold) goto found;
-found:
-  *allowed_at_ms = (b->cur + 1 + j) * b->slot_ms;
+  *allowed_at_ms = (b->resv_started ? next_slot(b) : next_slot_plain(b)) * b->slot_ms;
+  return 0;
+}
+
+int tk_retry_budget_reserve(tk_retry_budget *b, int64_t now_ms, int64_t *at_ms) {
+  advance(b, now_ms);
+  b->total_retries++;
+  if (fits_now(b)) {
+    b->sum[b->head] -= PPM;
+    *at_ms = now_ms;
+    return 1;
+  }
+  b->total_deferred++;
+  int64_t s = next_slot(b);
+  reserve_at(b, s);
+  *at_ms = s * b->slot_ms;
   return 0;
 }

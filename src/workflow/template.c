@@ -41,6 +41,8 @@ static const tk__key retry_keys[] = {
      .allowed = "an integer from 1 to 1000000"},
     {.name = "backoff", .kind = TK__K_STRING, .allowed = "a backoff profile name"},
     {.name = "retryable", .kind = TK__K_BOOL},
+    /* A [budgets.NAME] of the configuration (DESIGN §14). */
+    {.name = "budget", .kind = TK__K_STRING, .allowed = "a retry budget name"},
 };
 
 /* A step's batch table (DESIGN §9, docs/batch.md). Settings it leaves out
@@ -78,27 +80,46 @@ static int read_table(const tk__spec_where *at, const char *path, const tk__sche
   return rc;
 }
 
+/* The names a configuration has, for "configured: a, b" (NULL entries
+ * end it); "none" when there are none. */
+static void known_names(const tk_config *cfg, const char *(*name_at)(const tk_config *, size_t),
+                        char *known, size_t cap) {
+  size_t used = 0;
+  known[0] = '\0';
+  for (size_t i = 0; name_at(cfg, i) != NULL; i++) {
+    int n = snprintf(known + used, cap - used, "%s%s", i ? ", " : "", name_at(cfg, i));
+    if (n < 0 || (size_t)n >= cap - used) break;
+    used += (size_t)n;
+  }
+  if (used == 0) snprintf(known, cap, "none");
+}
+
 /* The retry table of the template or of a step (at `path`), with its
- * backoff profile looked up in the configuration. */
+ * backoff profile and its retry budget looked up in the configuration. */
 static int parse_retry(const tk__spec_where *at, const tk_config *cfg, const tk_toml_value *t,
                        const char *path, json_t **out) {
   int rc = read_table(at, path, &retry_schema, t, out);
-  const tk_toml_value *v = tk_toml_get(t, "backoff");
-  const char *name = tk_toml_string(v, NULL); /* the document's: *out may go */
-  if (rc || name == NULL || tk_config_profile(cfg, name) != NULL) return rc;
-  char known[256] = "";
-  size_t used = 0;
-  for (size_t i = 0; i < tk_config_profile_count(cfg); i++) {
-    int n = snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
-                     tk_config_profile_name(cfg, i));
-    if (n < 0 || (size_t)n >= sizeof known - used) break;
-    used += (size_t)n;
-  }
+  if (rc) return rc;
+  /* The document's names: *out may go. */
+  const tk_toml_value *pv = tk_toml_get(t, "backoff"), *bv = tk_toml_get(t, "budget");
+  const char *profile = tk_toml_string(pv, NULL), *budget = tk_toml_string(bv, NULL);
+  int bad_profile = profile != NULL && tk_config_profile(cfg, profile) == NULL;
+  int bad_budget = !bad_profile && budget != NULL && tk_config_budget(cfg, budget) == NULL;
+  if (!bad_profile && !bad_budget) return 0;
+  char known[256];
   json_decref(*out);
   *out = NULL;
   tk__spec_where w = {at->file, path, at->err};
-  return tk__spec_fail(&w, v, "backoff",
-                       "unknown backoff profile \"%s\" (configured: %s)", name, known);
+  if (bad_profile) {
+    known_names(cfg, tk_config_profile_name, known, sizeof known);
+    return tk__spec_fail(&w, pv, "backoff", "unknown backoff profile \"%s\" (configured: %s)",
+                         profile, known);
+  }
+  known_names(cfg, tk_config_budget_name, known, sizeof known);
+  return tk__spec_fail(&w, bv, "budget",
+                       "unknown retry budget \"%s\" (configured: %s; a budget is a "
+                       "[budgets.NAME] table of the configuration)",
+                       budget, known);
 }
 
 /* Step i (0-based) into JSON: its keys, its handler's spec by the

@@ -14,20 +14,10 @@
 
 #include <jansson.h>
 
+#include "common/cli_store.h"
 #include "common/engine_fixture.h"
 #include "common/run_cli.h"
 #include "common/expect_text.h"
-
-typedef struct cli {
-  char dir[256], db[320], url[340], cfg[400];
-} cli;
-
-/* Run tasker with this store and configuration. */
-#define CLI(c, r, ...)                                                                     \
-  do {                                                                                     \
-    const char *args_[] = {"--config", (c)->cfg, "--db", (c)->url, __VA_ARGS__, NULL};      \
-    assert_int_equal(run_cli((r), NULL, args_), 0);                                        \
-  } while (0)
 
 /* Run and expect exit status `status`, stdout `out` and stderr `err`. */
 #define EXPECT(c, status, out, err, ...)                                                   \
@@ -59,23 +49,12 @@ static const char order[] = "name = \"order\"\nnamespace = \"shop\"\nversion = \
                             "handler = { kind = \"builtin\", name = \"noop\" }\n";
 
 static int setup(void **state) {
-  cli *c = calloc(1, sizeof *c);
-  efx_tmpdir(c->dir, sizeof c->dir);
-  snprintf(c->db, sizeof c->db, "%s/tasker.db", c->dir);
-  snprintf(c->url, sizeof c->url, "sqlite:%s", c->db);
-  efx_write(c->dir, "tasker.toml", config, c->cfg, sizeof c->cfg);
-  run_result r;
-  CLI(c, &r, "init");
-  assert_int_equal(r.status, 0);
-  run_result_free(&r);
-  *state = c;
+  *state = cli_store_open(config);
   return 0;
 }
 
 static int teardown(void **state) {
-  cli *c = *state;
-  efx_rmtree(c->dir);
-  free(c);
+  cli_store_close(*state);
   return 0;
 }
 

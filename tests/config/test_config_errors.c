@@ -89,7 +89,7 @@ static void unknown_key_lists_known_keys(void **state) {
   expect("[engine]\ncolour = \"blue\"\n",
          "x.toml:2:1: unknown key \"engine.colour\" (known keys: max_attempts, lease, heartbeat, "
          "claim_batch, workers, max_async, db, reconnect_backoff, reconnect_give_up)");
-  expect("title = \"x\"\n", "x.toml:1:1: unknown key \"title\" (known keys: backoff, engine, batch)");
+  expect("title = \"x\"\n", "x.toml:1:1: unknown key \"title\" (known keys: backoff, engine, batch, budgets)");
 }
 
 static void wrong_type(void **state) {
@@ -235,6 +235,54 @@ static void profile_names(void **state) {
          "letters, digits, \"_\" or \"-\"");
 }
 
+/* [budgets.NAME] (DESIGN §14): each key's type and range, the window's
+ * 100 ms steps and the floor of one retry per window, placed at the value
+ * to blame; names as for profiles. */
+static void budget_errors(void **state) {
+  (void)state;
+  expect("[budgets.api]\nratio = -0.5\n",
+         "x.toml:2:9: budgets.api.ratio = -0.5: must be a number from 0 to 1000 (retries per "
+         "first attempt)");
+  expect("[budgets.api]\nratio = \"10%\"\n",
+         "x.toml:2:9: budgets.api.ratio = \"10%\": expected a number from 0 to 1000 (retries per "
+         "first attempt), got a string");
+  expect("[budgets.api]\nwindow = \"50ms\"\n",
+         "x.toml:2:10: budgets.api.window = \"50ms\": must be a duration from 100ms to 24h");
+  expect("[budgets.api]\nwindow = \"25h\"\n",
+         "x.toml:2:10: budgets.api.window = \"25h\": must be a duration from 100ms to 24h");
+  expect("[budgets.api]\nratio = 0.2\nwindow = \"150ms\"\nmin_per_second = 10\n",
+         "x.toml:3:10: budgets.api.window = \"150ms\": must be a multiple of 100ms (the window "
+         "slides in 100 equal steps)");
+  expect("[budgets.api]\nmin_per_second = 0.05\n",
+         "x.toml:2:18: budgets.api.min_per_second = 0.05: with window = \"10s\" (default) the "
+         "floor allows 0.5 retries per window; min_per_second x window must be at least 1, or a "
+         "deferred retry could wait for first attempts that never come");
+  /* The later layer's value is blamed: here the window, set by the flag. */
+  const char *sets[] = {"budgets.api.window=500ms"};
+  expect_layers("[budgets.api]\nmin_per_second = 1\n", NULL, sets, 1,
+                "--set budgets.api.window=500ms: budgets.api.window = \"500ms\": with "
+                "min_per_second = 1.0 (x.toml:2:18) the floor allows 0.5 retries per window; "
+                "min_per_second x window must be at least 1, or a deferred retry could wait for "
+                "first attempts that never come");
+  expect("[budgets.api]\nmin_per_second = -1\n",
+         "x.toml:2:18: budgets.api.min_per_second = -1: must be a number from 0 to 1000000");
+  expect("[budgets.api]\nper_host = \"yes\"\n",
+         "x.toml:2:12: budgets.api.per_host = \"yes\": expected true or false, got a string");
+  expect("[budgets.api]\nratoi = 0.1\n",
+         "x.toml:2:1: unknown key \"budgets.api.ratoi\" (did you mean \"ratio\"?)");
+  expect("[budgets.api]\nburst = 3\n",
+         "x.toml:2:1: unknown key \"budgets.api.burst\" (known keys: ratio, window, "
+         "min_per_second, per_host)");
+  expect("[budgets]\napi = 0.1\n",
+         "x.toml:2:7: budgets.api = 0.1: expected a table, got a float");
+  expect("budgets = 1\n", "x.toml:1:11: budgets = 1: expected a table, got an integer");
+  expect("[budgets.\"a b\"]\nratio = 1\n",
+         "x.toml:1:10: budgets.\"a b\": a budget name must be 1 to 64 letters, digits, \"_\" or "
+         "\"-\"");
+  expect("[budget.api]\nratio = 1\n",
+         "x.toml:1:2: unknown key \"budget\" (did you mean \"budgets\"?)");
+}
+
 static void syntax_error_names_the_file(void **state) {
   (void)state;
   write_file("x.toml", "[backoff\nbase = 1\n");
@@ -304,6 +352,7 @@ int main(void) {
       cmocka_unit_test(max_delay_below_min_delay),
       cmocka_unit_test(heartbeat_not_below_lease),
       cmocka_unit_test(profile_names),
+      cmocka_unit_test(budget_errors),
       cmocka_unit_test(syntax_error_names_the_file),
       cmocka_unit_test(set_errors),
       cmocka_unit_test(set_value_with_a_line_break_is_a_string),

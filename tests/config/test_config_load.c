@@ -205,6 +205,45 @@ static void profile_names_and_lookup(void **state) {
   tk_config_free(c);
 }
 
+/* [budgets.NAME] tables layer like profiles (a flag changes one key of
+ * one), keys a budget does not set keep their built-in defaults, and
+ * `config show` lists every key of each, after [batch]. */
+static void budgets_layer_with_defaults(void **state) {
+  (void)state;
+  const char *sets[] = {"budgets.api.ratio=0.25", "budgets.search.per_host=true"};
+  tk_config *c = load(LAYERS, NULL, sets, 2);
+  assert_int_equal(tk_config_budget_count(c), 2);
+  assert_string_equal(tk_config_budget_name(c, 0), "api");
+  assert_string_equal(tk_config_budget_name(c, 1), "search");
+  assert_null(tk_config_budget_name(c, 2));
+  assert_null(tk_config_budget(c, "nope"));
+  const tk_budget_settings *api = tk_config_budget(c, "api");
+  assert_true(api->budget.ratio == 0.25);
+  assert_int_equal(api->budget.window_ms, 10000);
+  assert_true(api->budget.min_per_second == 1.0);
+  assert_int_equal(api->per_host, 0);
+  assert_int_equal(tk_config_budget(c, "search")->per_host, 1);
+  assert_origin(c, "budgets.api.ratio", "--set");
+  assert_origin(c, "budgets.api.window", "default");
+  const tk_config_setting *ph = find(c, "budgets.search.per_host");
+  assert_int_equal(ph->kind, TK_CONFIG_BOOLEAN);
+  assert_int_equal(ph->i, 1);
+  assert_string_equal(ph->text, "true");
+  assert_string_equal(find(c, "budgets.api.window")->text, "\"10s\"");
+  /* After [batch], in schema order, one budget after the other. */
+  size_t n = tk_config_setting_count(c);
+  assert_string_equal(tk_config_setting_at(c, n - 8)->key, "budgets.api.ratio");
+  assert_string_equal(tk_config_setting_at(c, n - 1)->key, "budgets.search.per_host");
+  tk_config_free(c);
+  /* The example configuration's budget. */
+  c = load(EXAMPLE, NULL, NULL, 0);
+  const tk_budget_settings *pay = tk_config_budget(c, "payments");
+  assert_non_null(pay);
+  assert_true(pay->budget.ratio == 0.1);
+  assert_int_equal(pay->per_host, 0);
+  tk_config_free(c);
+}
+
 static void default_path_is_optional(void **state) {
   (void)state;
   tk_config *c = NULL;
@@ -280,6 +319,7 @@ int main(void) {
       cmocka_unit_test(set_overrides_one_profile_field),
       cmocka_unit_test(set_value_forms),
       cmocka_unit_test(profile_names_and_lookup),
+      cmocka_unit_test(budgets_layer_with_defaults),
       cmocka_unit_test(default_path_is_optional),
       cmocka_unit_test(missing_files_are_errors),
       cmocka_unit_test(example_configuration),

@@ -2,7 +2,7 @@
  * stored with the task, each call offers only pending items, per-item
  * attempts are exact, in-call retries sleep the step's backoff on the
  * injected clock, an exhausted in-call budget is a retry with source
- * "budget", poison items give up once with an event and a log line, and
+ * "in_call", poison items give up once with an event and a log line, and
  * bad templates and submissions are refused with nothing stored. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -116,9 +116,9 @@ static void with_no_in_call_retries_each_attempt_is_one_call(void **state) {
   expect_counts(f, id, 1000, 1000, 0);
   /* The budget ends each attempt with the delay after its one call. */
   efx_sql_expect(f->db,
-                 "1|failure|0|100|budget|100|100 of 1000 items still pending after 1 call"
+                 "1|failure|0|100|in_call|100|100 of 1000 items still pending after 1 call"
                  " (max_in_call_retries 0)\n"
-                 "2|failure|100|100|budget|200|100 of 1000 items still pending after 1 call"
+                 "2|failure|100|100|in_call|200|100 of 1000 items still pending after 1 call"
                  " (max_in_call_retries 0)\n"
                  "3|success|200|NULL|NULL|NULL|NULL",
                  "SELECT attempt, outcome, started_at - %1$lld, delay_ms, delay_source,"
@@ -126,7 +126,7 @@ static void with_no_in_call_retries_each_attempt_is_one_call(void **state) {
                  (long long)EFX_T0);
   assert_int_equal(f->clock.sleeps, 0);
   json_t *e = event(f, "step.retry_scheduled", 1);
-  assert_string_equal(json_string_value(json_object_get(e, "source")), "budget");
+  assert_string_equal(json_string_value(json_object_get(e, "source")), "in_call");
   assert_int_equal(json_integer_value(json_object_get(e, "delay_ms")), 100);
   /* Acked items were never sent again across claims. */
   efx_sql_expect(f->db, "acked|1|900\nacked|3|100",
@@ -243,7 +243,7 @@ static void a_poison_item_gives_up_across_claims(void **state) {
   int64_t id = submit_items(f, "b", 5);
   efx_drive(f, 10);
   efx_expect(f, id, "complete", "s", "complete", NULL);
-  efx_sql_expect(f->db, "1|failure|budget\n2|success|NULL",
+  efx_sql_expect(f->db, "1|failure|in_call\n2|success|NULL",
                  "SELECT attempt, outcome, delay_source FROM attempts ORDER BY id");
   efx_sql_expect(f->db, "item-0|acked|1\nitem-1|acked|1\nitem-2|gave_up|2\nitem-3|acked|1\n"
                         "item-4|acked|1",

@@ -965,6 +965,74 @@ static void the_example_template_is_valid(void **state) {
   assert_int_equal(info.steps, 2);
 }
 
+/* ---- a retry budget during an outage ------------------------------------------------- */
+
+/* The downstream fails every call for the first 8 (a scripted outage),
+ * then answers. Its budget (per host, nothing for first attempts, a floor
+ * of 2 retries per 1 s window) lets two retries through per window and
+ * defers the others, spread as the budget allows: four tasks' first
+ * attempts at 0 all go (never refused), their retries at 100, 100, 1000,
+ * 1000, and the retries of the two that fail again at 2000
+ * (tests/engine/test_retry_budget.c works the same figures through).
+ * The downstream sees 2 calls per window at most after the first burst,
+ * each deferral names its host, and every task completes once the outage
+ * is over. */
+static void a_budget_spreads_retries_to_a_failing_host(void **state) {
+  static const char *const sets[] = {"backoff.jitter=none", "backoff.base=100ms",
+                                     "backoff.multiplier=1", "budgets.api.ratio=0",
+                                     "budgets.api.window=1s", "budgets.api.min_per_second=2",
+                                     "budgets.api.per_host=true", NULL};
+  hfx *h = open_with(state, sets);
+  static const http_stub_answer outage[] = {
+      {HTTP_STUB_ANSWER, 503, NULL, "down", 1, 0, 0}, {HTTP_STUB_ANSWER, 503, NULL, "down", 1, 0, 0},
+      {HTTP_STUB_ANSWER, 503, NULL, "down", 1, 0, 0}, {HTTP_STUB_ANSWER, 503, NULL, "down", 1, 0, 0},
+      {HTTP_STUB_ANSWER, 503, NULL, "down", 1, 0, 0}, {HTTP_STUB_ANSWER, 503, NULL, "down", 1, 0, 0},
+      {HTTP_STUB_ANSWER, 200, "Content-Type: application/json\r\n", "{\"ok\": true}", 1, 0, 0}};
+  http_stub_route(h->srv, "/down", outage, 7);
+  http_step(h, "call", "/down", NULL, "{ max_attempts = 3, budget = \"api\" }");
+  int64_t id[4];
+  for (int i = 0; i < 4; i++) id[i] = efx_submit(h->f, "call", NULL);
+  efx_drive(h->f, 60);
+  for (int i = 0; i < 4; i++) efx_expect(h->f, id[i], "complete", "s", "complete", NULL);
+  /* 4 first attempts and 2 retries at 100, all 503; 2 retries deferred
+   * to 1000, answered; the 2 that failed twice deferred to 2000 (the two
+   * reserved at 1000 fill that window), answered. */
+  assert_int_equal(http_stub_count(h->srv, "/down"), 10);
+  char want[1024];
+  snprintf(want, sizeof want,
+           "%1$lld|1|failure|0|100|computed|100\n"
+           "%1$lld|2|failure|100|1900|budget|2000\n"
+           "%1$lld|3|success|2000|NULL|NULL|NULL\n"
+           "%2$lld|1|failure|0|100|computed|100\n"
+           "%2$lld|2|failure|100|1900|budget|2000\n"
+           "%2$lld|3|success|2000|NULL|NULL|NULL\n"
+           "%3$lld|1|failure|0|1000|budget|1000\n"
+           "%3$lld|2|success|1000|NULL|NULL|NULL\n"
+           "%4$lld|1|failure|0|1000|budget|1000\n"
+           "%4$lld|2|success|1000|NULL|NULL|NULL",
+           (long long)id[0], (long long)id[1], (long long)id[2], (long long)id[3]);
+  efx_sql_expect(h->f->db, want,
+                 "SELECT s.task_id, a.attempt, a.outcome, a.started_at - %1$lld, a.delay_ms,"
+                 " a.delay_source, a.next_run_at - %1$lld FROM attempts a"
+                 " JOIN steps s ON s.id = a.step_id ORDER BY s.task_id, a.attempt",
+                 (long long)EFX_T0);
+  /* Every deferral names the host the budget kept its state for. */
+  char host[64];
+  snprintf(host, sizeof host, "127.0.0.1:%d", http_stub_port(h->srv));
+  size_t i;
+  json_t *e;
+  int deferred = 0;
+  json_array_foreach(h->f->events, i, e) {
+    if (strcmp(str(e, "type"), "step.retry_deferred") != 0) continue;
+    deferred++;
+    assert_string_equal(str(e, "budget"), "api");
+    assert_string_equal(str(e, "host"), host);
+  }
+  assert_int_equal(deferred, 4);
+  tk_engine_stats st = tk_engine_stats_get(h->f->engine);
+  assert_int_equal(st.retries_deferred, (uint64_t)deferred);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(a_json_object_becomes_the_results, setup, teardown),
@@ -998,6 +1066,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(
           the_tasker_binary_runs_http_steps_and_shows_the_servers_delay, setup, teardown),
       cmocka_unit_test_setup_teardown(the_example_template_is_valid, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_budget_spreads_retries_to_a_failing_host, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

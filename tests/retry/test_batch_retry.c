@@ -160,7 +160,7 @@ static void persistent_partial_spends_the_budget_and_hints(void **state) {
   assert_int_equal(x.rc.sleeps[2], 40);
   assert_int_equal(x.res.next_delay_ms, 80);
   assert_int_equal(x.res.next_retry_at_ms, 5000 + 70 + 80);
-  assert_int_equal(x.res.next_source, TK_DELAY_BUDGET);
+  assert_int_equal(x.res.next_source, TK_DELAY_IN_CALL);
   assert_int_equal(x.res.pending, 2);
   assert_int_equal(x.res.acked, 2);
   assert_int_equal(x.f.attempts[1], 4);

@@ -1,7 +1,8 @@
 /* Retry budgets: the limit (ratio of first attempts plus the floor), the
  * exact time a refused retry may go, the window sliding, first attempts
- * never refused, and a randomized comparison against a model that keeps
- * every event instead of a ring of counts. */
+ * never refused, reservations (deferred retries counted at their later
+ * time, first come, first served), and a randomized comparison against a
+ * model that keeps every event instead of a ring of counts. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -22,13 +23,16 @@ static tk_retry_budget budget(double ratio, int64_t window_ms, double min_per_se
   return b;
 }
 
-/* Try a retry at `now` and check the verdict and the time it gives. */
-#define EXPECT_TRY(b, now, want_ok, want_at)                          \
-  do {                                                                \
-    int64_t at_ = -1;                                                 \
-    assert_int_equal(tk_retry_budget_try((b), (now), &at_), (want_ok)); \
-    assert_int_equal(at_, (want_at));                                 \
+/* Ask for a retry at `now` with fn (try or reserve) and check the verdict
+ * and the time it gives. */
+#define EXPECT_CALL(fn, b, now, want_ok, want_at)       \
+  do {                                                  \
+    int64_t at_ = -1;                                   \
+    assert_int_equal(fn((b), (now), &at_), (want_ok));  \
+    assert_int_equal(at_, (want_at));                   \
   } while (0)
+#define EXPECT_TRY(b, now, ok, at) EXPECT_CALL(tk_retry_budget_try, b, now, ok, at)
+#define EXPECT_RESERVE(b, now, ok, at) EXPECT_CALL(tk_retry_budget_reserve, b, now, ok, at)
 
 /* ratio 0.5 of 4 first attempts = 2, plus 1/s over 1 s = 1: three retries.
  * The fourth waits; the first attempts leave at 1000 (the capacity falls
@@ -197,6 +201,64 @@ static void drifted_balances_are_shifted_back(void **state) {
   assert_true(b.base < (INT64_C(1) << 61)); /* it was shifted */
 }
 
+/* A floor of 3 per 1 s window and nothing else: three retries at 0 go at
+ * once; without reservations every later one would be told 1000 and all
+ * would go together. Reserved, they are counted where they go: three at
+ * 1000, three at 2000, and so on. try gives the time the next reservation
+ * would get, and counts nothing. */
+static void reservations_spread_deferred_retries(void **state) {
+  (void)state;
+  tk_retry_budget b = budget(0, 1000, 3);
+  for (int i = 0; i < 3; i++) EXPECT_RESERVE(&b, 0, 1, 0);
+  EXPECT_TRY(&b, 0, 0, 1000);
+  for (int i = 0; i < 3; i++) EXPECT_RESERVE(&b, 0, 0, 1000);
+  EXPECT_TRY(&b, 0, 0, 2000);
+  for (int i = 0; i < 3; i++) EXPECT_RESERVE(&b, 5, 0, 2000);
+  EXPECT_RESERVE(&b, 10, 0, 3000);
+  assert_int_equal(b.total_retries, 10);
+  assert_int_equal(b.total_deferred, 9); /* the reservations and the two tries */
+  assert_int_equal(b.resv_total, 7);
+  /* While reservations wait, nothing goes now, however much the floor
+   * would allow: the reserved ones are served first. */
+  assert_int_equal(tk_retry_budget_available(&b, 999), 0);
+  EXPECT_TRY(&b, 999, 0, 3000);
+  /* At 1000 the ones reserved at 2000 and 3000 still wait. The slot of
+   * 3000 holds one of 3, so two more fit there, and the next goes a window
+   * later. */
+  assert_int_equal(tk_retry_budget_available(&b, 1000), 0);
+  EXPECT_RESERVE(&b, 1500, 0, 3000);
+  EXPECT_RESERVE(&b, 1500, 0, 3000);
+  EXPECT_RESERVE(&b, 1500, 0, 4000);
+  /* Past the last reservation, the window counts the reserved retries in
+   * their slots like any other. */
+  assert_int_equal(tk_retry_budget_available(&b, 4000), 2);
+  EXPECT_TRY(&b, 4000, 1, 4000);
+  EXPECT_RESERVE(&b, 4000, 1, 4000);
+  EXPECT_RESERVE(&b, 4000, 0, 5000);
+}
+
+/* A reservation counts the first attempts recorded before it; those that
+ * come after make room for later retries, and never move a reserved one. */
+static void reservations_and_first_attempts(void **state) {
+  (void)state;
+  tk_retry_budget b = budget(1, 1000, 1); /* slots of 10 ms */
+  tk_retry_budget_first(&b, 0);
+  EXPECT_RESERVE(&b, 0, 1, 0);
+  EXPECT_RESERVE(&b, 0, 1, 0); /* 1 first + the floor */
+  /* The first attempt and the two retries leave at 1000. */
+  EXPECT_RESERVE(&b, 0, 0, 1000);
+  /* Two first attempts at 500: a retry at 1000 finds them in the window
+   * (they leave at 1500), and the one reserved at 1000: 2 + 1 - 1 = 2. */
+  tk_retry_budget_first(&b, 500);
+  tk_retry_budget_first(&b, 500);
+  EXPECT_RESERVE(&b, 600, 0, 1000);
+  EXPECT_RESERVE(&b, 600, 0, 1000);
+  /* Full at 1000 (3 of 3); at 1500 the first attempts leave and take their
+   * share with them while the three reserved at 1000 stay until 2000. */
+  EXPECT_RESERVE(&b, 600, 0, 2000);
+  EXPECT_TRY(&b, 700, 0, 3000);
+}
+
 static void bad_configs_are_named(void **state) {
   (void)state;
   static const struct {
@@ -240,6 +302,8 @@ typedef struct model {
   int64_t slot_ms, ratio_ppm, floor_ppm;
   int64_t newest; /* the newest slot seen */
   int started;
+  int reserved;      /* a reservation was made */
+  int64_t resv_last; /* the latest reservation's slot */
   int64_t *slot_of; /* each event's slot */
   int *is_retry;
   size_t n;
@@ -279,8 +343,9 @@ static void matches_a_model_that_keeps_every_event(void **state) {
   model m;
   m.slot_of = malloc(OPS * sizeof *m.slot_of);
   m.is_retry = malloc(OPS * sizeof *m.is_retry);
-  int refusals = 0, admissions = 0;
-  for (int round = 0; round < 60; round++) {
+  int refusals = 0, admissions = 0, reservations = 0;
+  for (int round = 0; round < 120; round++) {
+    int with_resv = round >= 60; /* the same configurations again, reserving */
     tk_retry_budget_config c = {ratios[round % 5], windows[round % 3], floors[round % 4]};
     if (tk_retry_budget_config_validate(&c, NULL) != 0) continue; /* floor below 1 */
     tk_retry_budget b;
@@ -289,6 +354,7 @@ static void matches_a_model_that_keeps_every_event(void **state) {
     m.ratio_ppm = b.ratio_ppm;
     m.floor_ppm = b.floor_ppm;
     m.started = 0;
+    m.reserved = 0;
     m.n = 0;
     int64_t now = tk_rand_range(&r, 0, 100000);
     for (int op = 0; op < OPS; op++) {
@@ -305,9 +371,14 @@ static void matches_a_model_that_keeps_every_event(void **state) {
         model_add(&m, k, 0);
         continue;
       }
+      /* With reservations, half the checks reserve. */
+      int reserve = with_resv && tk_rand_range(&r, 0, 1) == 0;
       int64_t at;
-      int ok = tk_retry_budget_try(&b, now, &at);
-      assert_int_equal(ok, model_allows(&m, k));
+      int ok = reserve ? tk_retry_budget_reserve(&b, now, &at) : tk_retry_budget_try(&b, now, &at);
+      /* First come, first served: nothing goes now while a reservation
+       * waits for a later slot. */
+      int pending = m.reserved && m.resv_last > k;
+      assert_int_equal(ok, !pending && model_allows(&m, k));
       if (ok) {
         assert_int_equal(at, now);
         model_add(&m, k, 1);
@@ -315,17 +386,25 @@ static void matches_a_model_that_keeps_every_event(void **state) {
         continue;
       }
       refusals++;
-      /* The model's answer: the first later slot where the rule holds. */
-      int64_t j = k + 1;
+      /* The model's answer: the first later slot, not before the latest
+       * reservation, where the rule holds. */
+      int64_t from = pending ? m.resv_last : k + 1, j = from;
       while (!model_allows(&m, j)) j++;
       assert_int_equal(at, j * b.slot_ms);
-      assert_true(j - k <= TK_RETRY_BUDGET_SLOTS);
+      assert_true(j - (pending ? m.resv_last : k) <= TK_RETRY_BUDGET_SLOTS);
+      if (reserve) {
+        model_add(&m, j, 1);
+        m.reserved = 1;
+        m.resv_last = j;
+        reservations++;
+      }
     }
     assert_int_equal(b.total_retries + b.total_firsts, m.n);
   }
   /* Both verdicts were exercised many times. */
   assert_true(refusals > 1000);
   assert_true(admissions > 1000);
+  assert_true(reservations > 1000);
   free(m.slot_of);
   free(m.is_retry);
 }
@@ -340,6 +419,8 @@ int main(void) {
       cmocka_unit_test(window_slides_by_slots),
       cmocka_unit_test(clock_stepping_back),
       cmocka_unit_test(drifted_balances_are_shifted_back),
+      cmocka_unit_test(reservations_spread_deferred_retries),
+      cmocka_unit_test(reservations_and_first_attempts),
       cmocka_unit_test(bad_configs_are_named),
       cmocka_unit_test(matches_a_model_that_keeps_every_event),
   };

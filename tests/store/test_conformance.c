@@ -31,6 +31,7 @@
 #include <tasker/workflow.h>
 
 #include "common/engine_fixture.h"
+#include "store/migration.h"
 #include "store/rules.h"
 #include "store/store.h"
 
@@ -55,6 +56,7 @@ typedef struct backend {
   /* Remove every store create made for w (its connections are closed). */
   void (*destroy)(world *w);
   const char *unavailable; /* why it cannot run here; NULL: it can */
+  const tk__migration *migrations; /* the backend's own, for upgrade cases */
 } backend;
 
 typedef struct conformance_case {
@@ -187,7 +189,8 @@ static int sqlite_create(world *w, char *url, size_t cap, char *why, size_t why_
 /* The files go with the world's directory. */
 static void sqlite_destroy(world *w) { (void)w; }
 
-static backend sqlite_backend = {"sqlite", sqlite_create, sqlite_destroy, NULL};
+static backend sqlite_backend = {"sqlite", sqlite_create, sqlite_destroy, NULL,
+                                 tk__sqlite_migrations};
 
 /* The run's PostgreSQL server (TK_TEST_PG_URL); a database per store. */
 static const char *pg_url;
@@ -288,7 +291,11 @@ static void pg_destroy(world *w) {
   w->ndatabases = 0;
 }
 
-static backend pg_backend = {"postgres", pg_create, pg_destroy, NULL};
+#ifdef TK_NO_POSTGRES
+static backend pg_backend = {"postgres", pg_create, pg_destroy, NULL, NULL};
+#else
+static backend pg_backend = {"postgres", pg_create, pg_destroy, NULL, tk__postgres_migrations};
+#endif
 
 /* Decide whether the PostgreSQL half can run here; if not, say why in
  * pg_backend.unavailable. A server that TK_TEST_PG_URL names but that
@@ -1814,10 +1821,21 @@ static void batch_items(world *w) {
                            tk_err_name(rc_));                                               \
   } while (0)
 
+/* The number of the backend's migration called `name`; 0 if none. */
+static int migration_number(const world *w, const char *name) {
+  for (const tk__migration *m = w->be->migrations; m && m->number != 0; m++)
+    if (strcmp(m->name, name) == 0) return m->number;
+  return 0;
+}
+
 /* A store migrated to version v only, populated through the public API and
- * the ops that work at that version (a template, a task, and a claimed and
- * completed step where claims work there), then migrated to `latest`: what
- * it held is still there, and it works. */
+ * the ops that work at that version (a template, a task, and a claimed
+ * step that failed once and then completed, where claims work there), then
+ * migrated to `latest`: what it held is still there, and it works. The
+ * failed attempt's delay source was written as "budget", which before the
+ * migration delay_source_in_call meant a batch step's in-call retries ran
+ * out: upgrading through it renames it "in_call"; from a version after it
+ * "budget" is a retry budget's and stays. */
 static void upgrade_from(world *w, int v, int latest) {
   char url[1024];
   new_store(w, url, sizeof url);
@@ -1850,7 +1868,13 @@ static void upgrade_from(world *w, int v, int latest) {
   tk__effects fx;
   if (claimed) {
     if (r.n != 1) fail_msg("from schema version %d: the claim took %d steps, not 1", v, r.n);
-    tk__outcome o = success_of(&c, "old", T(10));
+    tk__outcome o = retry_of(&c, "old", T(0), T(0));
+    o.source = TK_DELAY_BUDGET;
+    AT_VERSION(v, record1(s, &o, &fx, &err), "record a retry", err);
+    r.n = 0;
+    AT_VERSION(v, s->ops->record(s, NULL, 0, NULL, NULL, &r, &err), "claim the retry", err);
+    if (r.n != 1) fail_msg("from schema version %d: the retry's claim took %d steps", v, r.n);
+    o = success_of(&c, "old", T(10));
     AT_VERSION(v, record1(s, &o, &fx, &err), "record", err);
   } else {
     print_message("# %s: at schema version %d a claim fails (%s): populated with a template "
@@ -1871,8 +1895,13 @@ static void upgrade_from(world *w, int v, int latest) {
   expect_contains(rep.context, "\"kept\"");
   if (claimed) {
     assert_string_equal(step_named(&rep, "a")->state, TK__STEP_COMPLETE);
-    assert_string_equal(attempt_of(&rep, "a", 1)->outcome, "success");
-    assert_string_equal(attempt_of(&rep, "a", 1)->owner, "old");
+    assert_string_equal(attempt_of(&rep, "a", 1)->outcome, "failure");
+    int renamed = migration_number(w, "delay_source_in_call");
+    assert_true(renamed > 0);
+    assert_string_equal(attempt_of(&rep, "a", 1)->delay_source,
+                        v < renamed ? "in_call" : "budget");
+    assert_string_equal(attempt_of(&rep, "a", 2)->outcome, "success");
+    assert_string_equal(attempt_of(&rep, "a", 2)->owner, "old");
     assert_string_equal(step_named(&rep, "b")->state, TK__STEP_PENDING);
     assert_int_equal(step_named(&rep, "b")->parents_remaining, 0);
   } else {

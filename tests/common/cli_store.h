@@ -1,0 +1,46 @@
+/* CLI tests on a store of their own: a temporary directory holding a SQLite
+ * store (initialized) and a configuration file, and running the tasker
+ * binary against both. Include after <cmocka.h>. */
+#ifndef TESTS_CLI_STORE_H
+#define TESTS_CLI_STORE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/engine_fixture.h"
+#include "common/run_cli.h"
+
+typedef struct cli {
+  char dir[256], db[320], url[340], cfg[400];
+} cli;
+
+/* Run tasker with this store and configuration into *r. */
+#define CLI(c, r, ...)                                                                     \
+  do {                                                                                     \
+    const char *args_[] = {"--config", (c)->cfg, "--db", (c)->url, __VA_ARGS__, NULL};      \
+    assert_int_equal(run_cli((r), NULL, args_), 0);                                        \
+  } while (0)
+
+/* A new directory with DIR/tasker.toml holding `config` and an initialized
+ * store DIR/tasker.db. */
+static inline cli *cli_store_open(const char *config) {
+  cli *c = calloc(1, sizeof *c);
+  assert_non_null(c);
+  efx_tmpdir(c->dir, sizeof c->dir);
+  snprintf(c->db, sizeof c->db, "%s/tasker.db", c->dir);
+  snprintf(c->url, sizeof c->url, "sqlite:%s", c->db);
+  efx_write(c->dir, "tasker.toml", config, c->cfg, sizeof c->cfg);
+  run_result r;
+  CLI(c, &r, "init");
+  assert_int_equal(r.status, 0);
+  run_result_free(&r);
+  return c;
+}
+
+/* Remove the directory and free c. */
+static inline void cli_store_close(cli *c) {
+  efx_rmtree(c->dir);
+  free(c);
+}
+
+#endif
