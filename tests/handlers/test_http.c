@@ -412,6 +412,58 @@ static void transport_errors_are_retryable_and_named(void **state) {
   json_decref(task);
 }
 
+/* A listener that answers whatever connects with plain text and closes:
+ * what an https client meets at a server that does not speak TLS. */
+typedef struct plain_server {
+  int fd, port;
+  pthread_t thread;
+} plain_server;
+
+static void *plain_serve(void *arg) {
+  plain_server *p = arg;
+  int c = accept(p->fd, NULL, NULL);
+  if (c >= 0) {
+    static const char text[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+    (void)!write(c, text, sizeof text - 1);
+    close(c);
+  }
+  return NULL;
+}
+
+static void plain_start(plain_server *p) {
+  p->fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  assert_int_equal(bind(p->fd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(p->fd, 4), 0);
+  assert_int_equal(getsockname(p->fd, (struct sockaddr *)&a, &len), 0);
+  p->port = ntohs(a.sin_port);
+  assert_int_equal(pthread_create(&p->thread, NULL, plain_serve, p), 0);
+}
+
+/* TLS is verified and a failed handshake is a retryable transport error
+ * that says it was TLS. */
+static void a_failed_tls_handshake_is_retryable_and_named(void **state) {
+  hfx *h = open_with(state, NULL);
+  plain_server p;
+  plain_start(&p);
+  char toml[512];
+  snprintf(toml, sizeof toml,
+           "name = \"tls\"\nversion = \"1\"\n[[steps]]\nname = \"s\"\n"
+           "handler = { kind = \"http\", url = \"https://127.0.0.1:%d/x\", timeout = \"5s\" }\n",
+           p.port);
+  efx_template(h->f, toml);
+  json_t *task;
+  json_t *a = first_attempt(h, "tls", &task);
+  pthread_join(p.thread, NULL);
+  close(p.fd);
+  assert_string_equal(str(a, "outcome"), "failure");
+  assert_non_null(json_object_get(a, "delay_ms"));
+  expect_contains(str(a, "error"), "TLS");
+  json_decref(task);
+}
+
 /* ---- limits --------------------------------------------------------------------------------- */
 
 static void an_oversized_body_fails_permanently(void **state) {
@@ -1067,6 +1119,8 @@ int main(void) {
           the_tasker_binary_runs_http_steps_and_shows_the_servers_delay, setup, teardown),
       cmocka_unit_test_setup_teardown(the_example_template_is_valid, setup, teardown),
       cmocka_unit_test_setup_teardown(a_budget_spreads_retries_to_a_failing_host, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_failed_tls_handshake_is_retryable_and_named, setup,
+                                      teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
