@@ -15,6 +15,7 @@
 #include <tasker/clock.h>
 #include <tasker/config.h>
 #include <tasker/error.h>
+#include <tasker/events.h>
 #include <tasker/retry.h>
 #include <tasker/store.h>
 
@@ -73,7 +74,9 @@ typedef struct tk_engine_options {
   uint64_t seed;             /* jitter; 0: from entropy */
   const char *id;            /* orchestrator id; NULL: "HOST-PID" */
   int workers;               /* 0: inline on the engine's thread; <0: config */
-  tk_event_sink on_event;    /* may be NULL */
+  tk_event_sink on_event;    /* may be NULL; else the JSON-lines observer
+                                (tk_observer_jsonl) is registered first,
+                                writing each event's line here */
   void *event_ud;
   tk_log_sink on_log;        /* may be NULL */
   void *log_ud;
@@ -166,7 +169,17 @@ void tk_engine_stop(tk_engine *e);
 /* Wake a sleeping engine to look for work now; thread-safe. */
 void tk_engine_wake(tk_engine *e);
 
+/* Counters so far. Safe from any thread while the engine runs: each
+ * counter is an atomic (C11 <stdatomic.h>), so every value is one the
+ * engine wrote, though two counters may be read a moment apart. */
 tk_engine_stats tk_engine_stats_get(tk_engine *e);
+
+/* Subscribe `obs` (copied; obs->version must be TK_OBSERVER_VERSION) to the
+ * engine's events of the types in obs->interest; on_event gets `ud`. Call
+ * before running (not while tk_engine_run or tk_engine_tick is under way).
+ * TK_EINVAL for a bad version or no on_event, TK_ENOMEM beyond 8
+ * observers. See <tasker/events.h> for what observers may do. */
+int tk_engine_observe(tk_engine *e, const tk_observer *obs, void *ud, tk_err *err);
 
 /* Store-wide summaries used by the CLI, as JSON text (malloc'd); their
  * shapes are documented in docs/cli.md. */

@@ -10,6 +10,7 @@
 
 #include <tasker/config.h>
 #include <tasker/error.h>
+#include <tasker/events.h>
 #include <tasker/store.h>
 
 #ifdef __cplusplus
@@ -42,6 +43,12 @@ typedef struct tk_submit_request {
   const char *version;       /* NULL: the newest version */
   const char *context_json;  /* a JSON object; NULL means {} */
   const char *identity;      /* NULL: none */
+  /* May be NULL. When a task is created (not when its identity already
+   * existed), tk_task_submit emits task.created to it after the commit,
+   * on the caller's thread, if its interest has TK_EV_TASK_CREATED; the
+   * event is not built otherwise. See <tasker/events.h>. */
+  const tk_observer *observer;
+  void *observer_ud;
 } tk_submit_request;
 
 /* Create a task from a stored template. Each step's attempts, retryability

@@ -42,19 +42,19 @@ static char *read_file(const char *path) {
   return buf;
 }
 
-/* Append the task.created event (DESIGN §11) as one JSON line. */
-static int append_created(const char *path, int64_t id, const tk_submit_request *req,
-                          int64_t now) {
-  json_t *ev = json_pack("{s:s, s:I, s:I, s:s, s:s?, s:s?}", "type", "task.created", "at",
-                         (json_int_t)now, "task", (json_int_t)id, "template",
-                         req->template_name, "version", req->version, "identity", req->identity);
-  char *line = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
-  json_decref(ev);
-  FILE *f = line ? fopen(path, "a") : NULL;
-  int rc = f && fprintf(f, "%s\n", line) > 0 ? 0 : -1;
-  if (f && fclose(f) != 0) rc = -1;
-  free(line);
-  return rc;
+/* --events FILE: the library's task.created event (DESIGN §11), through
+ * the JSON-lines observer, appended as one line. */
+typedef struct created_sink {
+  const char *path;
+  int failed;
+} created_sink;
+
+static void append_line(const char *line, void *ud) {
+  created_sink *c = ud;
+  FILE *f = fopen(c->path, "a");
+  int ok = f && fprintf(f, "%s\n", line) > 0;
+  if (f && fclose(f) != 0) ok = 0;
+  if (!ok) c->failed = 1;
 }
 
 int cmd_submit(cli_globals *g, int argc, char **argv) {
@@ -101,11 +101,18 @@ int cmd_submit(cli_globals *g, int argc, char **argv) {
       .context_json = context ? context : o[O_CONTEXT].value,
       .identity = o[O_IDENTITY].value,
   };
+  created_sink created = {o[O_EVENTS].value, 0};
+  tk_jsonl_sink sink = {append_line, &created};
+  if (o[O_EVENTS].seen) {
+    req.observer = &tk_observer_jsonl;
+    req.observer_ud = &sink;
+  }
   tk_clock clock = tk_store_clock(s);
   for (int64_t k = 0; k < count && rc == 0; k++) {
     int64_t id = 0, now = tk_clock_now(&clock);
     int existed = 0;
     tk_err err;
+    created.failed = 0;
     if (tk_task_submit(s, cfg, &req, now, &id, &existed, &err) != 0) {
       cli_error("submit", "%s", err.msg);
       if (k > 0) fprintf(stderr, "tasker submit: %lld of %lld tasks were submitted\n",
@@ -119,7 +126,7 @@ int cmd_submit(cli_globals *g, int argc, char **argv) {
     if (existed)
       fprintf(stderr, "task %lld already exists with identity \"%s\"; nothing submitted\n",
               (long long)id, req.identity);
-    else if (o[O_EVENTS].seen && append_created(o[O_EVENTS].value, id, &req, now) != 0)
+    else if (created.failed)
       fprintf(stderr, "tasker submit: --events: cannot append to \"%s\" (task %lld was created)\n",
               o[O_EVENTS].value, (long long)id);
   }

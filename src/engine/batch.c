@@ -165,10 +165,14 @@ static void gave_up_events(tk_engine *e, const struct tk__batch_job *b, int64_t 
     const tk__item_result *r = &b->results[i];
     if (strcmp(r->state, TK__ITEM_GAVE_UP) != 0) continue;
     const char *why = r->error ? r->error : "rejected";
-    tk__engine_event(e, "item.gave_up", now,
-                     json_pack("{s:I, s:s, s:i, s:s, s:i, s:s}", "task", (json_int_t)c->task_id,
-                               "step", b->job->def->name, "attempt", c->attempt, "item", r->key,
-                               "item_attempts", (int)r->attempts, "error", why));
+    if (tk__engine_wants(e, TK_EV_ITEM_GAVE_UP)) {
+      tk_event ev = {.type = TK_EV_ITEM_GAVE_UP, .at = now, .task = c->task_id,
+                     .step = b->job->def->name, .attempt = c->attempt};
+      ev.u.item.item = r->key;
+      ev.u.item.item_attempts = (int)r->attempts;
+      ev.u.item.error = why;
+      tk__engine_emit(e, &ev);
+    }
     tk__engine_log(e, TK_LOG_ERROR, "task %lld step %s: item \"%s\" gave up after %d attempts: %s",
                    (long long)c->task_id, b->job->def->name, r->key, (int)r->attempts, why);
   }

@@ -38,8 +38,10 @@ int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
   e->heartbeat_ms = s->heartbeat_ms;
   e->claim_batch = (int)s->claim_batch;
   e->max_async = (int)s->max_async;
-  e->on_event = opts->on_event;
-  e->event_ud = opts->event_ud;
+  if (opts->on_event) {
+    e->jsonl = (tk_jsonl_sink){opts->on_event, opts->event_ud};
+    tk_engine_observe(e, &tk_observer_jsonl, &e->jsonl, NULL);
+  }
   e->on_log = opts->on_log;
   e->log_ud = opts->log_ud;
   if (opts->id) {
@@ -465,12 +467,14 @@ static void start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us, jo
     job *j = jobs[i];
     if (j == NULL) continue;
     const tk__claimed *c = &j->claim;
-    if (e->on_event)
-      tk__engine_event(e, "step.claimed", now,
-                       json_pack("{s:I, s:s, s:i, s:i, s:I, s:I}", "task", (json_int_t)c->task_id,
-                                 "step", j->def->name, "attempt", c->attempt, "max_attempts",
-                                 c->max_attempts, "late_ms", (json_int_t)(now - c->run_at),
-                                 "claim_us", (json_int_t)claim_us));
+    if (tk__engine_wants(e, TK_EV_STEP_CLAIMED)) {
+      tk_event ev = {.type = TK_EV_STEP_CLAIMED, .at = now, .task = c->task_id,
+                     .step = j->def->name, .attempt = c->attempt, .has_late_ms = 1,
+                     .late_ms = now - c->run_at};
+      ev.u.claimed.max_attempts = c->max_attempts;
+      ev.u.claimed.claim_us = claim_us;
+      tk__engine_emit(e, &ev);
+    }
     if (e->workers > 0) {
       flight_add(e, j);
       /* Started here, at once: it holds no worker. A retry claimed ahead
@@ -710,7 +714,13 @@ void tk_engine_wake(tk_engine *e) {
 }
 
 tk_engine_stats tk_engine_stats_get(tk_engine *e) {
-  tk_engine_stats s = e->stats;
-  s.in_flight = e->in_flight;
+  tk_engine_stats s = {
+#define LOAD(f) .f = atomic_load_explicit(&e->stats.f, memory_order_relaxed)
+      LOAD(claimed), LOAD(completed), LOAD(retried), LOAD(failed), LOAD(exhausted),
+      LOAD(fenced), LOAD(lease_expired), LOAD(tasks_completed), LOAD(tasks_failed),
+      LOAD(retries_deferred),
+#undef LOAD
+      .in_flight = atomic_load_explicit(&e->in_flight, memory_order_relaxed),
+  };
   return s;
 }

@@ -9,10 +9,13 @@
 #include <jansson.h>
 
 #include <tasker/engine.h>
+#include <tasker/events.h>
 #include <tasker/rand.h>
 
 #include "handlers/handler.h"
 #include "store/store.h"
+
+#define TK__MAX_OBSERVERS 8
 
 /* What the engine needs of one template step at run time. */
 typedef struct step_def {
@@ -79,8 +82,18 @@ struct tk_engine {
   int workers;
   int64_t lease_ms, heartbeat_ms;
   int claim_batch;
-  tk_event_sink on_event;
-  void *event_ud;
+  /* Observers (tk_engine_observe), called in this order on the engine's
+   * thread; `interest` is the union of their masks: an event whose bit is
+   * not in it is never built. The options' on_event sink is observers[0],
+   * the JSON-lines observer writing to `jsonl`. */
+  struct {
+    tk_observer obs;
+    void *ud;
+  } observers[TK__MAX_OBSERVERS];
+  int nobservers;
+  uint32_t interest;
+  tk_jsonl_sink jsonl;
+  int64_t events_built; /* events handed to observers (tests) */
   tk_log_sink on_log;
   void *log_ud;
 
@@ -123,7 +136,7 @@ struct tk_engine {
   job *unrecorded;  /* finished while the store could not be reached */
   tk_err disconnected; /* why, while unrecorded is not empty */
   int64_t heartbeat_due; /* no running job's heartbeat is due before (a lower bound) */
-  int in_flight;
+  atomic_int in_flight; /* atomic: tk_engine_stats_get reads it from any thread */
   /* Attempts started by kind->start (a request in flight): they hold no
    * worker, so they are counted apart, up to engine.max_async. */
   int max_async;
@@ -147,7 +160,13 @@ struct tk_engine {
    * calls (batch.c); NULL until a batch step runs on workers. */
   struct tk__batch_queue *batchq;
 
-  tk_engine_stats stats;
+  /* Counters: written by the engine's thread, read by tk_engine_stats_get
+   * from any thread, hence atomic (each counter exact on its own; a read
+   * is not one snapshot across counters). */
+  struct {
+    atomic_llong claimed, completed, retried, failed, exhausted, fenced, lease_expired,
+        tasks_completed, tasks_failed, retries_deferred;
+  } stats;
 };
 
 /* Log a formatted line to the log sink. */
@@ -157,8 +176,14 @@ void tk__engine_log(tk_engine *e, tk_log_level level, const char *fmt, ...)
 #endif
     ;
 
-/* Emit one event: {"type": TYPE, "at": now, ...fields}. Steals `fields`. */
-void tk__engine_event(tk_engine *e, const char *type, int64_t now, json_t *fields);
+/* Whether any observer wants events of `type`: build one only then. */
+static inline int tk__engine_wants(const tk_engine *e, tk_event_type type) {
+  return (e->interest & TK_EV_BIT(type)) != 0;
+}
+
+/* Hand `ev` to the observers that want its type (engine thread); sets
+ * ev->orchestrator. */
+void tk__engine_emit(tk_engine *e, tk_event *ev);
 
 /* The run-time view of a template, loaded once per engine. */
 const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err);

@@ -1,4 +1,4 @@
-/* Events (JSON lines, DESIGN §11) and log lines, through the sinks. */
+/* Typed events to the observers (DESIGN §11) and log lines, through the sinks. */
 #include "engine/engine_internal.h"
 
 #include <stdarg.h>
@@ -15,16 +15,23 @@ void tk__engine_log(tk_engine *e, tk_log_level level, const char *fmt, ...) {
   e->on_log(level, msg, e->log_ud);
 }
 
-void tk__engine_event(tk_engine *e, const char *type, int64_t now, json_t *fields) {
-  if (e->on_event == NULL) {
-    json_decref(fields);
-    return;
-  }
-  json_t *ev = json_pack("{s:s, s:I, s:s}", "type", type, "at", (json_int_t)now, "orchestrator", e->id);
-  json_object_update(ev, fields);
-  json_decref(fields);
-  char *line = json_dumps(ev, JSON_COMPACT);
-  json_decref(ev);
-  if (line) e->on_event(line, e->event_ud);
-  free(line);
+void tk__engine_emit(tk_engine *e, tk_event *ev) {
+  ev->orchestrator = e->id;
+  e->events_built++;
+  for (int i = 0; i < e->nobservers; i++)
+    if (e->observers[i].obs.interest & TK_EV_BIT(ev->type))
+      e->observers[i].obs.on_event(ev, e->observers[i].ud);
+}
+
+int tk_engine_observe(tk_engine *e, const tk_observer *obs, void *ud, tk_err *err) {
+  if (obs == NULL || obs->version != TK_OBSERVER_VERSION || obs->on_event == NULL)
+    return tk_err_set(err, TK_EINVAL, "observer: version %d (expected %d) or no on_event",
+                      obs ? obs->version : 0, TK_OBSERVER_VERSION);
+  if (e->nobservers == TK__MAX_OBSERVERS)
+    return tk_err_set(err, TK_ENOMEM, "observer: at most %d per engine", TK__MAX_OBSERVERS);
+  e->observers[e->nobservers].obs = *obs;
+  e->observers[e->nobservers].ud = ud;
+  e->nobservers++;
+  e->interest |= obs->interest & TK_EV_ALL;
+  return 0;
 }

@@ -92,22 +92,26 @@ static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int 
   /* A lease counts as expired once its failure is recorded: a heartbeat
    * that renewed it after the reaper looked fences the reaper out. */
   if (rc == 0 && f->reaped) e->stats.lease_expired++;
-  if (e->on_event == NULL && e->on_log == NULL) return; /* nobody listens */
-  json_t *base = json_pack("{s:I, s:s, s:i}", "task", (json_int_t)c->task_id, "step",
-                           f->step_name, "attempt", c->attempt);
-  /* How late after its run_at the handler was called: the retry precision
-   * users feel, queueing in this orchestrator included. */
-  if (f->started_at > 0)
-    json_object_set_new(base, "late_ms", json_integer(f->started_at - c->run_at));
-  if (rc == 0 && f->reaped)
-    tk__engine_event(e, "step.lease_expired", now,
-                     json_pack("{s:I, s:s, s:i, s:s}", "task", (json_int_t)c->task_id, "step",
-                               f->step_name, "attempt", c->attempt, "owner", f->owner));
+  /* The fields every step event shares; filled only for the events some
+   * observer wants. How late after its run_at the handler was called: the
+   * retry precision users feel, queueing in this orchestrator included. */
+  tk_event ev = {.at = now, .task = c->task_id, .step = f->step_name, .attempt = c->attempt,
+                 .has_late_ms = f->started_at > 0,
+                 .late_ms = f->started_at > 0 ? f->started_at - c->run_at : 0};
+  if (rc == 0 && f->reaped && tk__engine_wants(e, TK_EV_STEP_LEASE_EXPIRED)) {
+    tk_event x = {.type = TK_EV_STEP_LEASE_EXPIRED, .at = now, .task = c->task_id,
+                  .step = f->step_name, .attempt = c->attempt};
+    x.u.lease.owner = f->owner;
+    tk__engine_emit(e, &x);
+  }
   if (rc == TK_EFENCED) {
     tk__engine_log(e, TK_LOG_WARN, "task %lld step %s attempt %d: %s", (long long)c->task_id,
                    f->step_name, c->attempt, err->msg);
-    json_object_set_new(base, "outcome", json_string(o->attempt_outcome));
-    tk__engine_event(e, "step.fenced_out", now, base);
+    if (tk__engine_wants(e, TK_EV_STEP_FENCED_OUT)) {
+      ev.type = TK_EV_STEP_FENCED_OUT;
+      ev.u.failed.outcome = o->attempt_outcome;
+      tk__engine_emit(e, &ev);
+    }
     return;
   }
   if (rc != 0) {
@@ -115,34 +119,44 @@ static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int 
      * the reaper retries it through this same path. */
     tk__engine_log(e, TK_LOG_ERROR, "task %lld step %s attempt %d: cannot record outcome: %s",
                    (long long)c->task_id, f->step_name, c->attempt, err->msg);
-    json_decref(base);
     return;
   }
   switch (o->next) {
   case TK__NEXT_COMPLETE:
-    json_object_set_new(base, "children_released", json_integer(fx->children_released));
-    tk__engine_event(e, "step.completed", now, base);
+    if (tk__engine_wants(e, TK_EV_STEP_COMPLETED)) {
+      ev.type = TK_EV_STEP_COMPLETED;
+      ev.u.completed.children_released = fx->children_released;
+      tk__engine_emit(e, &ev);
+    }
     break;
   case TK__NEXT_RETRY: {
-    json_t *failed = json_deep_copy(base);
-    json_object_set_new(failed, "error", json_string(o->error));
-    json_object_set_new(failed, "outcome", json_string(o->attempt_outcome));
-    tk__engine_event(e, "step.failed", now, failed);
-    if (d->budget != NULL) {
-      json_t *deferred = json_deep_copy(base);
-      json_object_set_new(deferred, "budget", json_string(d->budget));
-      json_object_set_new(deferred, "host", d->host ? json_string(d->host) : json_null());
-      json_object_set_new(deferred, "computed_delay_ms", json_integer(d->delay_ms));
-      json_object_set_new(deferred, "computed_source",
-                          json_string(tk_delay_source_name(d->source)));
-      json_object_set_new(deferred, "computed_run_at", json_integer(d->run_at));
-      json_object_set_new(deferred, "deferred_until", json_integer(o->run_at));
-      tk__engine_event(e, "step.retry_deferred", now, deferred);
+    if (tk__engine_wants(e, TK_EV_STEP_FAILED)) {
+      tk_event x = ev;
+      x.type = TK_EV_STEP_FAILED;
+      x.u.failed.error = o->error;
+      x.u.failed.outcome = o->attempt_outcome;
+      tk__engine_emit(e, &x);
     }
-    json_object_set_new(base, "delay_ms", json_integer(o->delay_ms));
-    json_object_set_new(base, "source", json_string(tk_delay_source_name(o->source)));
-    json_object_set_new(base, "run_at", json_integer(o->run_at));
-    tk__engine_event(e, "step.retry_scheduled", now, base);
+    if (d->budget != NULL && tk__engine_wants(e, TK_EV_STEP_RETRY_DEFERRED)) {
+      tk_event x = ev;
+      x.type = TK_EV_STEP_RETRY_DEFERRED;
+      x.u.deferred.budget = d->budget;
+      x.u.deferred.host = d->host;
+      x.u.deferred.computed_delay_ms = d->delay_ms;
+      x.u.deferred.computed_source = d->source;
+      x.u.deferred.computed_run_at = d->run_at;
+      x.u.deferred.deferred_until = o->run_at;
+      tk__engine_emit(e, &x);
+    }
+    if (tk__engine_wants(e, TK_EV_STEP_RETRY_SCHEDULED)) {
+      tk_event x = ev;
+      x.type = TK_EV_STEP_RETRY_SCHEDULED;
+      x.u.retry.delay_ms = o->delay_ms;
+      x.u.retry.source = o->source;
+      x.u.retry.run_at = o->run_at;
+      tk__engine_emit(e, &x);
+    }
+    if (e->on_log == NULL) break;
     char delay[32], why[160];
     tk_duration_format(o->delay_ms, delay, sizeof delay);
     snprintf(why, sizeof why, "%s", tk_delay_source_name(o->source));
@@ -157,19 +171,28 @@ static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int 
                    delay, why);
     break;
   }
-  case TK__NEXT_ERROR:
-    json_object_set_new(base, "error", json_string(o->error));
-    json_object_set_new(base, "outcome", json_string(o->attempt_outcome));
-    tk__engine_event(e, exhausted ? "step.exhausted" : "step.failed", now, base);
+  case TK__NEXT_ERROR: {
+    tk_event_type t = exhausted ? TK_EV_STEP_EXHAUSTED : TK_EV_STEP_FAILED;
+    if (tk__engine_wants(e, t)) {
+      ev.type = t;
+      ev.u.failed.error = o->error;
+      ev.u.failed.outcome = o->attempt_outcome;
+      tk__engine_emit(e, &ev);
+    }
     tk__engine_log(e, TK_LOG_WARN, "task %lld step %s attempt %d/%d failed%s: %s",
                    (long long)c->task_id, f->step_name, c->attempt, c->max_attempts,
                    exhausted ? ", attempts exhausted" : " permanently", o->error);
     break;
   }
+  }
   if (fx->task_state != NULL) {
     int ok = strcmp(fx->task_state, TK__TASK_COMPLETE) == 0;
-    tk__engine_event(e, ok ? "task.completed" : "task.failed", now,
-                     json_pack("{s:I, s:s}", "task", (json_int_t)c->task_id, "state", fx->task_state));
+    tk_event_type t = ok ? TK_EV_TASK_COMPLETED : TK_EV_TASK_FAILED;
+    if (tk__engine_wants(e, t)) {
+      tk_event x = {.type = t, .at = now, .task = c->task_id};
+      x.u.finished.state = fx->task_state;
+      tk__engine_emit(e, &x);
+    }
     tk__engine_log(e, ok ? TK_LOG_INFO : TK_LOG_WARN, "task %lld %s", (long long)c->task_id,
                    ok ? "complete" : "failed");
   }

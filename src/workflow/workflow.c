@@ -147,6 +147,14 @@ int tk_task_submit(tk_store *s, const tk_config *cfg, const tk_submit_request *r
       .now = now,
   };
   rc = s->ops->task_create(s, &t, task_id, existed, err);
+  if (rc == 0 && !(existed && *existed) && req->observer && req->observer->on_event &&
+      (req->observer->interest & TK_EV_BIT(TK_EV_TASK_CREATED))) {
+    tk_event ev = {.type = TK_EV_TASK_CREATED, .at = now, .task = *task_id};
+    ev.u.created.template_name = req->template_name;
+    ev.u.created.version = req->version;
+    ev.u.created.identity = req->identity;
+    req->observer->on_event(&ev, req->observer_ud);
+  }
 done:
   for (size_t i = 0; ns && i < n; i++) tk__batch_step_free(&ns[i]);
   free(canonical);
