@@ -36,6 +36,7 @@
 
 #include <libpq-fe.h>
 
+#include "core/buf.h"
 #include "store/store.h"
 
 /* Prepared statements, by id (their SQL lives next to the code using it). */
@@ -145,14 +146,10 @@ void tk__pg_arg_null(tk__pg_args *a);
 int tk__pg_query(tk_store *s, int id, const char *sql, const tk__pg_args *a, const char *what,
                  PGresult **out, tk_err *err);
 
-/* A growing text buffer, for array literals. */
-typedef struct tk__pg_buf {
-  char *s;
-  size_t len, cap;
-  int oom;
-} tk__pg_buf;
+/* Array literals are built in core/buf.h's buffer (tk__buf_free frees
+ * one). */
+typedef tk__buf tk__pg_buf;
 
-void tk__pg_buf_free(tk__pg_buf *b);
 /* Array literals: open with "{", add elements, close with "}". A text
  * element is quoted (NULL: the NULL element); an integer one is bare. */
 void tk__pg_array_open(tk__pg_buf *b);

@@ -163,7 +163,7 @@ int tk__pg_items_queue(tk__pg_pipe *p, int64_t step_id, int64_t claim_id,
     for (int k = 0; k < 4; k++) tk__pg_arg_text(&a, v[k]);
     slot = tk__pg_pipe_stmt(p, PG_OUTCOME_ITEMS, ITEMS_SQL, a.n, a.v);
   }
-  for (int k = 0; k < 4; k++) tk__pg_buf_free(&b[k]);
+  for (int k = 0; k < 4; k++) tk__buf_free(&b[k]);
   return slot;
 }
 

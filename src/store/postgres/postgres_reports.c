@@ -286,7 +286,7 @@ int tk__pg_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_
   const char *ids = tk__pg_array_close(&b);
   if (w == NULL || ids == NULL) {
     free(w);
-    tk__pg_buf_free(&b);
+    tk__buf_free(&b);
     return tk__pg_oom(err, "step inputs");
   }
   for (int i = 0; i < n; i++) w[i] = (wanted){step_ids[i], i};
@@ -295,7 +295,7 @@ int tk__pg_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_
   tk__pg_arg_text(&a, ids);
   PGresult *r;
   int rc = tk__pg_query(s, PG_INPUTS, INPUTS_SQL, &a, "step inputs", &r, err);
-  tk__pg_buf_free(&b);
+  tk__buf_free(&b);
   for (int row = 0; rc == 0 && row < PQntuples(r); row++) {
     wanted key = {tk__pg_i64(r, row, 0), 0};
     wanted *hit = bsearch(&key, w, (size_t)n, sizeof *w, by_id);

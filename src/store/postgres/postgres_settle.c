@@ -78,7 +78,7 @@ int tk__pg_task_write_queue(tk__pg_pipe *p, int64_t task_id, int done, int error
     for (int k = 0; k < 4; k++) tk__pg_arg_text(&a, v[k]);
     slot = tk__pg_pipe_stmt(p, PG_TASK_WRITE, TASK_WRITE_SQL, a.n, a.v);
   }
-  for (int k = 0; k < 4; k++) tk__pg_buf_free(&b[k]);
+  for (int k = 0; k < 4; k++) tk__buf_free(&b[k]);
   return slot;
 }
 

@@ -79,7 +79,7 @@ int tk__pg_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
   memset(b, 0, sizeof b);
   const char *v[A_COUNT];
   if (!step_arrays(t, b, v)) {
-    for (int k = 0; k < A_COUNT; k++) tk__pg_buf_free(&b[k]);
+    for (int k = 0; k < A_COUNT; k++) tk__buf_free(&b[k]);
     return tk__pg_oom(err, "create task");
   }
   tk__pg_pipe p;
@@ -118,6 +118,6 @@ int tk__pg_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
     }
   }
   tk__pg_pipe_end(&p);
-  for (int k = 0; k < A_COUNT; k++) tk__pg_buf_free(&b[k]);
+  for (int k = 0; k < A_COUNT; k++) tk__buf_free(&b[k]);
   return rc;
 }

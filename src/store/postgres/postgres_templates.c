@@ -49,8 +49,8 @@ static int queue_put(tk__pg_pipe *p, const tk__template_row *row, int *slots) {
     slots[1] = tk__pg_pipe_stmt(p, PG_TEMPLATE_DIGEST, DIGEST_SQL, 3, a.v);
     rc = slots[0] < 0 || slots[1] < 0 ? -1 : 0;
   }
-  tk__pg_buf_free(&b[0]);
-  tk__pg_buf_free(&b[1]);
+  tk__buf_free(&b[0]);
+  tk__buf_free(&b[1]);
   return rc;
 }
 

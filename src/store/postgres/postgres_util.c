@@ -68,74 +68,51 @@ void tk__pg_arg_null(tk__pg_args *a) { *next_arg(a) = NULL; }
 
 /* ---- Array literals ---- */
 
-static void buf_add(tk__pg_buf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (b->len + n + 1 > cap) cap *= 2;
-    char *grown = realloc(b->s, cap);
-    if (grown == NULL) {
-      b->oom = 1;
-      return;
-    }
-    b->s = grown;
-    b->cap = cap;
-  }
-  memcpy(b->s + b->len, s, n);
-  b->len += n;
-  b->s[b->len] = '\0';
-}
-
-void tk__pg_buf_free(tk__pg_buf *b) {
-  free(b->s);
-  memset(b, 0, sizeof *b);
-}
-
 void tk__pg_array_open(tk__pg_buf *b) {
   b->len = 0;
-  buf_add(b, "{", 1);
+  tk__buf_add(b, "{", 1);
 }
 
 static void element_separator(tk__pg_buf *b) {
-  if (b->len > 1) buf_add(b, ",", 1);
+  if (b->len > 1) tk__buf_add(b, ",", 1);
 }
 
 void tk__pg_array_text(tk__pg_buf *b, const char *v) {
   element_separator(b);
   if (v == NULL) {
-    buf_add(b, "NULL", 4);
+    tk__buf_add(b, "NULL", 4);
     return;
   }
   /* Quoted, with backslash and double quote escaped: every other byte
    * (commas, braces, spaces, the word NULL) stands for itself inside. */
-  buf_add(b, "\"", 1);
+  tk__buf_add(b, "\"", 1);
   const char *run = v;
   for (const char *c = v; *c; c++) {
     if (*c == '"' || *c == '\\') {
-      buf_add(b, run, (size_t)(c - run));
-      buf_add(b, "\\", 1);
+      tk__buf_add(b, run, (size_t)(c - run));
+      tk__buf_add(b, "\\", 1);
       run = c;
     }
   }
-  buf_add(b, run, strlen(run));
-  buf_add(b, "\"", 1);
+  tk__buf_add(b, run, strlen(run));
+  tk__buf_add(b, "\"", 1);
 }
 
 void tk__pg_array_i64(tk__pg_buf *b, int64_t v) {
   char num[24];
   int n = snprintf(num, sizeof num, "%" PRId64, v);
   element_separator(b);
-  buf_add(b, num, (size_t)n);
+  tk__buf_add(b, num, (size_t)n);
 }
 
 void tk__pg_array_bool(tk__pg_buf *b, int v) {
   element_separator(b);
-  buf_add(b, v ? "t" : "f", 1);
+  tk__buf_add(b, v ? "t" : "f", 1);
 }
 
 const char *tk__pg_array_close(tk__pg_buf *b) {
-  buf_add(b, "}", 1);
-  return b->oom ? NULL : b->s;
+  tk__buf_add(b, "}", 1);
+  return b->oom ? NULL : b->p;
 }
 
 /* ---- Columns ---- */
