@@ -15,7 +15,7 @@ BUILD     ?= build
 OPTFLAGS  := -O2 -g
 endif
 
-PKGS      := jansson sqlite3 libpq libcurl
+PKGS      := jansson sqlite3 libpq libcurl libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -65,8 +65,9 @@ deps:
 	@scripts/ensure-deps
 
 # What the tests, the PostgreSQL demo and the benchmarks run besides the
-# build: a PostgreSQL server (a private cluster each time) and libfaketime.
-SERVER_DEPS := postgresql faketime
+# build: a PostgreSQL server (a private cluster each time), libfaketime,
+# and Debian's chromium, in which the dashboard's test loads the page.
+SERVER_DEPS := postgresql faketime chromium
 server-deps:
 	@TASKER_EXTRA_DEPS="$(SERVER_DEPS)" scripts/ensure-deps
 
