@@ -39,6 +39,12 @@ typedef struct tk_task_filter {
  * that does not exist is not an error: nothing matches. */
 int tk_task_filter_check(const tk_task_filter *f, tk_err *err);
 
+/* A time given as an argument (`--since`, `?since=`): a duration such as
+ * "90s" or "1h" means that long before `now`; an RFC 3339 time
+ * ("2026-11-24T05:00:00Z", an offset or Z required) means that instant.
+ * *ms gets ms since the epoch; TK_EINVAL says what was expected. */
+int tk_time_arg_parse(const char *text, int64_t now, int64_t *ms, tk_err *err);
+
 /* One page of the tasks that match, newest first:
  *   {"tasks": [...], "next_cursor": "..." or null}
  * cursor: NULL or "" for the first page, else a next_cursor returned
