@@ -42,8 +42,10 @@ EXAMPLE_SRC := examples/embed.c
 
 SQLITE_MIGRATIONS := $(sort $(wildcard src/store/sqlite/migrations/*.sql))
 PG_MIGRATIONS := $(sort $(wildcard src/store/postgres/migrations/*.sql))
+ASSETS    := $(shell find src/server/assets -type f | sort)
 GEN_SRC   := $(BUILD)/gen/sqlite_migrations.c
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/sqlite_migrations.o
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/sqlite_migrations.o \
+             $(BUILD)/obj/gen/assets.o
 ifeq ($(PG_BACKEND),1)
 LIB_OBJ   += $(BUILD)/obj/gen/postgres_migrations.o
 endif
@@ -83,6 +85,11 @@ $(GEN_SRC): $(SQLITE_MIGRATIONS) scripts/embed-sql
 $(BUILD)/gen/postgres_migrations.c: $(PG_MIGRATIONS) scripts/embed-sql
 	@mkdir -p $(@D)
 	scripts/embed-sql tk__postgres_migrations $(PG_MIGRATIONS) > $@
+
+# The dashboard's files too (src/server/assets.h).
+$(BUILD)/gen/assets.c: $(ASSETS) scripts/embed-assets
+	@mkdir -p $(@D)
+	scripts/embed-assets src/server/assets $(ASSETS) > $@
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(@D)
