@@ -107,8 +107,19 @@ typedef struct tk_event {
       const char *error;
     } item;
   } u;
+  /* How long the attempt's handler ran (microseconds, monotonic clock; a
+   * batch step's calls and the waits between them included); has_duration_us
+   * says whether it is known: the events of an attempt's outcome
+   * (step.completed, step.failed, step.exhausted, step.fenced_out and the
+   * step.retry_* after a failure) whose handler this engine called. Placed after `u`: tk_event only grows at its end, so an
+   * observer built against an older header reads the same offsets. */
+  int has_duration_us;
+  int64_t duration_us;
 } tk_event;
 
+/* The version of tk_observer's layout. tk_event grows only at its end
+ * (fields an older observer does not know are simply not read), so adding
+ * event fields keeps it at 1. */
 #define TK_OBSERVER_VERSION 1
 
 /* An observer. `version` first (TK_OBSERVER_VERSION) so that the struct

@@ -97,7 +97,8 @@ static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int 
    * retry precision users feel, queueing in this orchestrator included. */
   tk_event ev = {.at = now, .task = c->task_id, .step = f->step_name, .attempt = c->attempt,
                  .has_late_ms = f->started_at > 0,
-                 .late_ms = f->started_at > 0 ? f->started_at - c->run_at : 0};
+                 .late_ms = f->started_at > 0 ? f->started_at - c->run_at : 0,
+                 .has_duration_us = f->started_at > 0, .duration_us = f->run_ns / 1000};
   if (rc == 0 && f->reaped && tk__engine_wants(e, TK_EV_STEP_LEASE_EXPIRED)) {
     tk_event x = {.type = TK_EV_STEP_LEASE_EXPIRED, .at = now, .task = c->task_id,
                   .step = f->step_name, .attempt = c->attempt};
