@@ -18,13 +18,21 @@ int64_t tk__days_from_civil(int year, int month, int day) {
   return era * 146097 + doe - 719468;
 }
 
-int tk__year_of_ms(int64_t ms) {
-  int64_t z = (ms >= 0 ? ms : ms - 86399999) / 86400000 + 719468;
+void tk__civil_from_days(int64_t days, int *year, int *month, int *day) {
+  int64_t z = days + 719468;
   int64_t era = (z >= 0 ? z : z - 146096) / 146097;
   int64_t doe = z - era * 146097;
   int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
   int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
   int64_t mp = (5 * doy + 2) / 153;
-  int64_t month = mp < 10 ? mp + 3 : mp - 9;
-  return (int)(yoe + era * 400 + (month <= 2));
+  int64_t m = mp < 10 ? mp + 3 : mp - 9;
+  *year = (int)(yoe + era * 400 + (m <= 2));
+  *month = (int)m;
+  *day = (int)(doy - (153 * mp + 2) / 5 + 1);
+}
+
+int tk__year_of_ms(int64_t ms) {
+  int y, m, d;
+  tk__civil_from_days((ms >= 0 ? ms : ms - 86399999) / 86400000, &y, &m, &d);
+  return y;
 }
