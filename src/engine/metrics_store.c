@@ -42,13 +42,29 @@ static void by_state(tk__buf *b, const char *name, const char *help, const char 
     if (!known(states, nstates, c[i].state)) tk__prom_int(b, name, "state", c[i].state, c[i].n);
 }
 
-/* What the persistent counters count, for their HELP. */
-static const char *counter_help(const char *name) {
-  if (strcmp(name, "fenced_writes") == 0)
-    return "Outcomes the store refused because a newer claim fenced them out, by any "
-           "orchestrator, since the store was created.";
-  return "A persistent counter of the store (its counters table), since the store was "
-         "created.";
+/* The persistent counters the store keeps (its counters table), each
+ * rendered even before its first count; a counter another version adds is
+ * rendered too, under a generic HELP. */
+static const struct {
+  const char *name, *help;
+} store_counters[] = {
+    {"fenced_writes", "Outcomes the store refused because a newer claim fenced them out, by "
+                      "any orchestrator, since the store was created."},
+};
+#define NSTORE_COUNTERS ((int)(sizeof store_counters / sizeof *store_counters))
+
+/* tasker_store_NAME_total; a metric name allows [a-zA-Z0-9_:], and the
+ * counters' names are snake_case already: anything else becomes '_'. */
+static void store_counter(tk__buf *b, const char *counter, const char *help, int64_t v) {
+  char name[96];
+  int k = snprintf(name, sizeof name, "tasker_store_%s_total", counter);
+  for (int j = (int)strlen("tasker_store_"); j < k && name[j]; j++) {
+    char ch = name[j];
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')))
+      name[j] = '_';
+  }
+  tk__prom_family(b, name, "counter", help);
+  tk__prom_int(b, name, NULL, NULL, v);
 }
 
 int tk_metrics_render_store(tk_store *s, int64_t now, char **text, size_t *len, tk_err *err) {
@@ -64,18 +80,20 @@ int tk_metrics_render_store(tk_store *s, int64_t now, char **text, size_t *len, 
   tk__prom_family(&b, "tasker_store_steps_ready", "gauge",
                   "Steps whose run_at has come and whose parents are done: ready to be claimed.");
   tk__prom_int(&b, "tasker_store_steps_ready", NULL, NULL, r.ready_now);
+  for (int k = 0; k < NSTORE_COUNTERS; k++) {
+    int64_t v = 0;
+    for (int i = 0; i < r.ncounters; i++)
+      if (strcmp(r.counters[i].name, store_counters[k].name) == 0) v = r.counters[i].value;
+    store_counter(&b, store_counters[k].name, store_counters[k].help, v);
+  }
   for (int i = 0; i < r.ncounters; i++) {
-    /* A metric name allows [a-zA-Z0-9_:]; the counters' names are
-     * snake_case already, anything else becomes '_'. */
-    char name[96];
-    int k = snprintf(name, sizeof name, "tasker_store_%s_total", r.counters[i].name);
-    for (int j = (int)strlen("tasker_store_"); j < k && name[j]; j++) {
-      char ch = name[j];
-      if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')))
-        name[j] = '_';
-    }
-    tk__prom_family(&b, name, "counter", counter_help(r.counters[i].name));
-    tk__prom_int(&b, name, NULL, NULL, r.counters[i].value);
+    int k = 0;
+    while (k < NSTORE_COUNTERS && strcmp(r.counters[i].name, store_counters[k].name) != 0) k++;
+    if (k == NSTORE_COUNTERS)
+      store_counter(&b, r.counters[i].name,
+                    "A persistent counter of the store (its counters table), since the store "
+                    "was created.",
+                    r.counters[i].value);
   }
   return tk__prom_take(&b, text, len, err);
 }
