@@ -1,0 +1,331 @@
+/* The task page: its DAG, each step's attempts on one time axis (with
+ * each retry's delay, its source and how late the retry started), the
+ * steps with their operator actions, transitions and batch items. */
+'use strict';
+(function () {
+  const TK = window.TK;
+  const { h, s } = TK;
+
+  // Layers by depends_on (a step sits one right of its deepest parent),
+  // each ordered by its parents' mean position so edges cross less.
+  TK.layers = function (steps) {
+    const byName = new Map(steps.map((st) => [st.name, st]));
+    const depth = new Map();
+    const depthOf = (st, seen) => {
+      if (depth.has(st.name)) return depth.get(st.name);
+      if (seen.has(st.name)) return 0; /* a cycle cannot be stored; be safe */
+      seen.add(st.name);
+      let d = 0;
+      for (const p of st.depends_on || []) if (byName.has(p)) d = Math.max(d, depthOf(byName.get(p), seen) + 1);
+      depth.set(st.name, d);
+      return d;
+    };
+    const layers = [];
+    for (const st of steps) {
+      const d = depthOf(st, new Set());
+      (layers[d] = layers[d] || []).push(st);
+    }
+    const pos = new Map();
+    layers.forEach((layer, i) => {
+      if (i > 0) {
+        const key = (st) => {
+          const ps = (st.depends_on || []).filter((p) => pos.has(p));
+          return ps.length ? ps.reduce((a, p) => a + pos.get(p), 0) / ps.length : 0;
+        };
+        layer.sort((a, b) => key(a) - key(b));
+      }
+      layer.forEach((st, j) => pos.set(st.name, j));
+    });
+    return layers.filter(Boolean);
+  };
+
+  const clip = (t, n) => (t.length > n ? t.slice(0, n - 1) + '…' : t);
+
+  // The DAG, left to right; nodes coloured by state (neutral without one).
+  TK.dagSvg = function (steps, onPick) {
+    const layers = TK.layers(steps);
+    const NW = 168, NH = 46, GX = 64, GY = 16, P = 8;
+    const rows = Math.max(...layers.map((l) => l.length));
+    const W = P * 2 + layers.length * NW + (layers.length - 1) * GX;
+    const H = P * 2 + rows * NH + (rows - 1) * GY;
+    const at = new Map();
+    layers.forEach((layer, i) => {
+      const off = ((rows - layer.length) * (NH + GY)) / 2;
+      layer.forEach((st, j) => at.set(st.name, { x: P + i * (NW + GX), y: P + off + j * (NH + GY) }));
+    });
+    const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: 'dag', role: 'img', 'aria-label': 'steps and their dependencies' },
+      s('defs', null, s('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' },
+        s('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrowhead' }))));
+    for (const st of steps) {
+      const b = at.get(st.name);
+      for (const p of st.depends_on || []) {
+        const a = at.get(p);
+        if (!a) continue;
+        const x1 = a.x + NW, y1 = a.y + NH / 2, x2 = b.x - 2, y2 = b.y + NH / 2, mx = (x1 + x2) / 2;
+        svg.appendChild(s('path', { class: 'edge', d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, 'marker-end': 'url(#arrow)' }));
+      }
+    }
+    for (const st of steps) {
+      const { x, y } = at.get(st.name);
+      const state = st.state || 'none';
+      const sub = st.state
+        ? TK.stateLabel(st.state) + (st.max_attempts ? ` · ${st.attempts}/${st.max_attempts}` : '')
+        : (st.handler && st.handler.kind) || '';
+      const g = s('g', { class: 'node st-' + state.replace(/[^a-z_]/g, ''), transform: `translate(${x},${y})`,
+        onclick: onPick ? () => onPick(st.name) : null },
+      s('title', null, st.name + (st.state ? ': ' + TK.stateLabel(st.state) : '') + (st.last_error ? '\n' + st.last_error : '')),
+      s('rect', { width: NW, height: NH, rx: 7 }),
+      s('rect', { class: 'node-bar', width: 6, height: NH, rx: 3 }),
+      s('text', { x: 14, y: 19, class: 'node-name' }, clip(st.name, 20)),
+      s('text', { x: 14, y: 36, class: 'node-sub' }, clip(sub, 26)));
+      svg.appendChild(g);
+    }
+    return svg;
+  };
+
+  const outcomeClass = (o) => 'oc-' + String(o || 'running').replace(/[^a-z_]/g, '');
+  const sourceClass = (src) => 'src-' + String(src || 'computed').replace(/[^a-z_]/g, '');
+
+  function attemptTitle(st, a) {
+    const lines = [`${st.name} attempt ${a.attempt}: ${a.outcome || 'running'}`,
+      `started ${TK.fmtAbs(a.started_at)}` + (a.finished_at !== null ? `, took ${TK.fmtDur(a.finished_at - a.started_at)}` : '')];
+    if (a.due_at !== null && a.due_at !== undefined) lines.push(`due ${TK.fmtAbs(a.due_at)} (${TK.fmtDur(a.started_at - a.due_at)} late)`);
+    if (a.owner) lines.push('by ' + a.owner);
+    if (a.error) lines.push('error: ' + a.error);
+    return lines.join('\n');
+  }
+
+  // Every step's attempts on one axis: a bar per attempt (outcome), then
+  // its retry delay up to next_run_at (source), then lateness until the
+  // next attempt started.
+  TK.timelineSvg = function (task, order) {
+    const steps = order.filter((st) => (st.history || []).length || st.state === 'waiting_for_retry');
+    const now = TK.now();
+    let t0 = Infinity, t1 = -Infinity;
+    for (const st of steps) {
+      for (const a of st.history) {
+        for (const v of [a.started_at, a.due_at]) if (v !== null && v !== undefined) t0 = Math.min(t0, v);
+        for (const v of [a.started_at, a.finished_at, a.next_run_at]) if (v !== null && v !== undefined) t1 = Math.max(t1, v);
+        if (a.finished_at === null) t1 = Math.max(t1, now);
+      }
+    }
+    if (!steps.length || t0 === Infinity) return h('p', { class: 'muted' }, 'No attempt has started yet.');
+    if (t1 - t0 < 10) t1 = t0 + 10;
+    const LW = 170, W = 1180, RH = 40, TOP = 28, RIGHT = 20;
+    const H = TOP + steps.length * RH + 6;
+    const x = (t) => LW + ((t - t0) / (t1 - t0)) * (W - LW - RIGHT);
+    const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: 'timeline', role: 'img',
+      'aria-label': 'attempts over time' });
+    const axis = s('g', { class: 'grid' }, s('title', null, 'time since ' + TK.fmtAbs(t0)));
+    for (const v of TK.durTicks(t1 - t0, 8)) {
+      if (v > t1 - t0) break;
+      axis.appendChild(s('line', { x1: x(t0 + v), x2: x(t0 + v), y1: TOP - 6, y2: H }));
+      axis.appendChild(s('text', { x: x(t0 + v), y: TOP - 10, 'text-anchor': 'middle' }, v ? '+' + TK.fmtDur(v) : TK.fmtAbs(t0).slice(11, 23)));
+    }
+    svg.appendChild(axis);
+    steps.forEach((st, i) => {
+      const y = TOP + i * RH, mid = y + RH / 2;
+      const row = s('g', { class: 'tl-row' });
+      row.appendChild(s('rect', { class: 'tl-band' + (i % 2 ? ' odd' : ''), x: 0, y, width: W, height: RH }));
+      row.appendChild(s('text', { x: 8, y: mid + 4, class: 'tl-label' }, s('title', null, st.name), clip(st.name, 22)));
+      const hist = st.history;
+      hist.forEach((a, k) => {
+        const xs = x(a.started_at);
+        const end = a.finished_at !== null && a.finished_at !== undefined ? a.finished_at : now;
+        // Lateness first, under the attempt: from when it was due to when it started.
+        if (a.due_at !== null && a.due_at !== undefined && a.started_at > a.due_at) {
+          const xd = x(a.due_at);
+          row.appendChild(s('rect', { class: 'late', x: xd, y: mid + 9, width: Math.max(1.5, xs - xd), height: 4 },
+            s('title', null, `attempt ${a.attempt} started ${TK.fmtDur(a.started_at - a.due_at)} after it was due`)));
+          if (xs - xd > 50)
+            row.appendChild(s('text', { class: 'late-label', x: (xs + xd) / 2, y: mid + 19, 'text-anchor': 'middle' }, '+' + TK.fmtDur(a.started_at - a.due_at) + ' late'));
+        }
+        const xe = Math.max(x(end), xs + 4);
+        row.appendChild(s('rect', { class: 'attempt ' + outcomeClass(a.finished_at === null ? null : a.outcome), x: xs, y: mid - 8, width: xe - xs, height: 16, rx: 2 },
+          s('title', null, attemptTitle(st, a))));
+        if (a.next_run_at !== null && a.next_run_at !== undefined && a.delay_ms !== null && a.delay_ms !== undefined) {
+          const xn = Math.max(x(a.next_run_at), xe + 2);
+          const cls = sourceClass(a.delay_source);
+          const g = s('g', { class: 'delay ' + cls },
+            s('title', null, `retry delay after attempt ${a.attempt}: ${TK.fmtDur(a.delay_ms)} (${a.delay_source}: ${TK.SOURCES[a.delay_source] || ''})\nnext run ${TK.fmtAbs(a.next_run_at)}`),
+            s('line', { x1: xe + 1, x2: xn, y1: mid, y2: mid }),
+            s('line', { class: 'tick', x1: xn, x2: xn, y1: mid - 7, y2: mid + 7 }),
+            s('rect', { class: 'hit', x: xe, y: mid - 8, width: Math.max(2, xn - xe), height: 16 }));
+          const label = TK.fmtDur(a.delay_ms) + ' ' + a.delay_source;
+          if (xn - xe > label.length * 6.2 + 6)
+            g.appendChild(s('text', { x: (xe + xn) / 2, y: mid - 5, 'text-anchor': 'middle' }, label));
+          row.appendChild(g);
+        }
+        void k;
+      });
+      svg.appendChild(row);
+    });
+    return svg;
+  };
+
+  TK.timelineLegend = function () {
+    return h('div', { class: 'legends' },
+      TK.legend(TK.OUTCOMES.map((o) => ['sw-' + outcomeClass(o), TK.stateLabel(o)]).concat([['sw-oc-running', 'running']])),
+      TK.legend(Object.keys(TK.SOURCES).map((k) => ['sw-line ' + sourceClass(k), k + ' delay', TK.SOURCES[k]])
+        .concat([['sw-late', 'late start', 'from when the retry was due to when it started']])));
+  };
+
+  /* ---- the page ---- */
+
+  async function act(msgEl, path, what, after) {
+    try {
+      const r = await TK.api(path, { method: 'POST' });
+      TK.flash(msgEl, 'ok', what + ' done' + (r && r.task_state ? ': the task is now ' + TK.stateLabel(r.task_state) : '') + '.');
+      after();
+    } catch (e) {
+      TK.flash(msgEl, 'error', what + ' failed: ' + e.message);
+    }
+  }
+
+  function stepRows(task, order, msgEl, refresh) {
+    const base = '/tasks/' + encodeURIComponent(task.id) + '/steps/';
+    return order.map((st) => {
+      const actions = [];
+      if (st.state === 'error') {
+        actions.push(h('button', { class: 'small', title: 'retry with fresh attempts',
+          onclick: () => act(msgEl, base + encodeURIComponent(st.name) + '/retry', `Retry of ${st.name}`, refresh) }, 'Retry'));
+        actions.push(h('button', { class: 'small', title: 'mark as done by hand: its children may run',
+          onclick: () => act(msgEl, base + encodeURIComponent(st.name) + '/resolve', `Resolve of ${st.name}`, refresh) }, 'Resolve'));
+      }
+      const hist = st.history || [];
+      const last = hist[hist.length - 1];
+      return h('tr', { id: 'step-' + st.name },
+        h('td', null, h('strong', null, st.name)),
+        h('td', null, TK.badge(st.state)),
+        h('td', { class: 'num' }, `${st.attempts}/${st.max_attempts}`),
+        h('td', null, st.state === 'waiting_for_retry' || (st.state === 'pending' && !st.parents_remaining) ? TK.time(st.run_at) : h('span', { class: 'muted' }, '–')),
+        h('td', null, last && last.delay_source ? h('span', { class: 'src-badge ' + sourceClass(last.delay_source) }, `${TK.fmtDur(last.delay_ms)} ${last.delay_source}`) : ''),
+        h('td', { class: 'why' }, st.why ? h('span', { title: st.why.detail || '' }, TK.stateLabel(st.why.reason)) : ''),
+        h('td', { class: 'err' }, st.last_error ? h('span', { class: 'error-text', title: st.last_error }, st.last_error) : ''),
+        h('td', { class: 'actions' }, actions));
+    });
+  }
+
+  function attemptsTable(order) {
+    const rows = [];
+    for (const st of order) {
+      for (const a of st.history || []) {
+        const late = a.due_at !== null && a.due_at !== undefined ? a.started_at - a.due_at : null;
+        rows.push(h('tr', null,
+          h('td', null, st.name),
+          h('td', { class: 'num' }, '#' + a.attempt),
+          h('td', null, h('span', { title: TK.fmtAbs(a.started_at) }, TK.fmtAbs(a.started_at).slice(11, 23))),
+          h('td', { class: 'num' }, a.finished_at !== null ? TK.fmtDur(a.finished_at - a.started_at) : 'running'),
+          h('td', null, h('span', { class: 'oc ' + outcomeClass(a.finished_at === null ? null : a.outcome) }, a.finished_at === null ? 'running' : TK.stateLabel(a.outcome))),
+          h('td', { class: 'num' }, late === null ? h('span', { class: 'muted' }, '–') : late <= 0 ? 'on time' : TK.fmtDur(late)),
+          h('td', null, a.delay_ms !== null && a.delay_ms !== undefined
+            ? [TK.fmtDur(a.delay_ms), ' ', h('span', { class: 'src-badge ' + sourceClass(a.delay_source), title: TK.SOURCES[a.delay_source] || '' }, a.delay_source)]
+            : h('span', { class: 'muted' }, '–')),
+          h('td', { class: 'muted small' }, a.owner || ''),
+          h('td', { class: 'err' }, a.error ? h('span', { class: 'error-text', title: a.error }, a.error) : '')));
+      }
+    }
+    if (!rows.length) return h('p', { class: 'muted' }, 'No attempts yet.');
+    return h('table', { class: 'grid-table attempts' },
+      h('thead', null, h('tr', null, ['step', 'attempt', 'started', 'took', 'outcome', 'late by', 'then retry after', 'owner', 'error'].map((c) => h('th', null, c)))),
+      h('tbody', null, rows));
+  }
+
+  function transitionsTable(task) {
+    const tr = task.transitions || [];
+    return h('table', { class: 'grid-table' },
+      h('thead', null, h('tr', null, ['at', 'step', 'from', 'to', 'reason', 'attempt'].map((c) => h('th', null, c)))),
+      h('tbody', null, tr.map((t) => h('tr', null,
+        h('td', null, h('span', { title: TK.fmtAbs(t.at) }, TK.fmtAbs(t.at).slice(11, 23))),
+        h('td', null, t.step || h('span', { class: 'muted' }, 'task')),
+        h('td', null, t.from ? TK.badge(t.from) : ''),
+        h('td', null, TK.badge(t.to)),
+        h('td', null, t.reason || ''),
+        h('td', { class: 'num' }, t.attempt === null || t.attempt === undefined ? '' : '#' + t.attempt)))));
+  }
+
+  function itemsTable(order) {
+    const parts = [];
+    for (const st of order) {
+      if (!Array.isArray(st.items) || !st.items.length) continue;
+      parts.push(h('h3', null, st.name + ': items'),
+        h('table', { class: 'grid-table' },
+          h('thead', null, h('tr', null, ['key', 'state', 'attempts', 'last error'].map((c) => h('th', null, c)))),
+          h('tbody', null, st.items.map((it) => h('tr', null,
+            h('td', null, String(it.key !== undefined ? it.key : it.item_key)),
+            h('td', null, TK.badge(it.state)),
+            h('td', { class: 'num' }, it.attempts === undefined ? '' : String(it.attempts)),
+            h('td', { class: 'err' }, it.last_error ? h('span', { class: 'error-text', title: it.last_error }, it.last_error) : ''))))));
+    }
+    return parts.length ? h('section', { class: 'card' }, parts) : h('span');
+  }
+
+  const TERMINAL = ['complete', 'cancelled'];
+
+  TK.views.task = function (params) {
+    const id = params.parts[0];
+    const msg = h('div', { class: 'msgs' });
+    const head = h('div');
+    const dag = h('div', { class: 'dag-wrap' });
+    const tl = h('div', { class: 'timeline-wrap' });
+    const steps = h('div');
+    const attempts = h('div');
+    const trans = h('div');
+    const items = h('div');
+    const ctx = h('div');
+    const el = h('div', { class: 'page' },
+      h('div', { class: 'crumbs' }, h('a', { href: '#/tasks' }, 'Tasks'), ' / ', 'task ' + id),
+      head, msg,
+      h('section', { class: 'card' }, h('h2', null, 'Steps'), steps),
+      h('section', { class: 'card' }, h('h2', null, 'Dependencies'), dag),
+      h('section', { class: 'card' }, h('h2', null, 'Attempts over time'), TK.timelineLegend(), tl),
+      h('section', { class: 'card' }, h('h2', null, 'Attempts'), attempts),
+      items,
+      h('section', { class: 'card' }, h('details', null, h('summary', null, 'Transitions'), trans)),
+      h('section', { class: 'card' }, h('details', null, h('summary', null, 'Context'), ctx)));
+    let refresh;
+    const pick = (name) => {
+      const row = document.getElementById('step-' + name);
+      if (row) { row.scrollIntoView({ block: 'center' }); row.classList.add('flash-row'); setTimeout(() => row.classList.remove('flash-row'), 1200); }
+    };
+    refresh = async function () {
+      let task;
+      try {
+        task = await TK.api('/tasks/' + encodeURIComponent(id));
+      } catch (e) {
+        TK.swap(head, { error: e.message }, () => h('div', null, h('h1', null, 'Task ' + id), TK.errorBox(e)));
+        return;
+      }
+      const order = TK.layers(task.steps || []).flat();
+      TK.swap(head, [task.id, task.state, task.template, task.created_at, task.updated_at, task.finished_at, task.steps_done, task.steps_total, task.identity], () =>
+        h('div', { class: 'task-head' },
+          h('div', { class: 'title-row' },
+            h('h1', null, 'Task ' + task.id, ' ', TK.badge(task.state, 'big')),
+            !TERMINAL.includes(task.state)
+              ? h('button', { class: 'danger', onclick: () => {
+                if (window.confirm('Cancel task ' + task.id + '? Its steps that have not finished will not run.'))
+                  act(msg, '/tasks/' + encodeURIComponent(task.id) + '/cancel', 'Cancel of task ' + task.id, refresh);
+              } }, 'Cancel task')
+              : null),
+          h('dl', { class: 'facts' },
+            h('dt', null, 'template'), h('dd', null, h('a', { href: '#/template/' + encodeURIComponent(task.template.namespace) + '/' + encodeURIComponent(task.template.name) + TK.qs({ version: task.template.version }) }, TK.templateName(task.template)), ' ', h('span', { class: 'muted' }, task.template.version)),
+            h('dt', null, 'progress'), h('dd', null, `${task.steps_done}/${task.steps_total} steps done`),
+            task.identity ? [h('dt', null, 'identity'), h('dd', null, task.identity)] : null,
+            h('dt', null, 'created'), h('dd', null, TK.time(task.created_at)),
+            h('dt', null, 'updated'), h('dd', null, TK.time(task.updated_at)),
+            task.finished_at ? [h('dt', null, 'finished'), h('dd', null, TK.time(task.finished_at), ' (took ', TK.fmtDur(task.finished_at - task.created_at), ')')] : null)));
+      TK.swap(steps, task.steps, () => h('table', { class: 'grid-table' },
+        h('thead', null, h('tr', null, ['step', 'state', 'attempts', 'next run', 'last delay', 'why', 'last error', ''].map((c) => h('th', null, c)))),
+        h('tbody', null, stepRows(task, order, msg, refresh))));
+      TK.swap(dag, task.steps.map((st) => [st.name, st.state, st.attempts, st.depends_on, st.last_error]), () =>
+        h('div', null, TK.dagSvg(order, pick), TK.legend(TK.STEP_STATES.map((st) => ['sw-st-' + st, TK.stateLabel(st)]))));
+      const running = task.steps.some((st) => (st.history || []).some((a) => a.finished_at === null));
+      TK.swap(tl, running ? [task.steps, TK.now()] : task.steps, () => TK.timelineSvg(task, order));
+      TK.swap(attempts, task.steps, () => attemptsTable(order));
+      TK.swap(trans, task.transitions, () => transitionsTable(task));
+      TK.swap(items, task.steps.map((st) => st.items || null), () => itemsTable(order));
+      TK.swap(ctx, task.context, () => h('pre', { class: 'json' }, JSON.stringify(task.context, null, 2)));
+    };
+    return { el, refresh, title: 'Task ' + id };
+  };
+})();
