@@ -86,11 +86,12 @@ static json_t *parsed(const char *text) {
 }
 
 static json_t *attempt_json(const tk__attempt_rec *a) {
-  return json_pack("{s:i, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "attempt", a->attempt,
+  return json_pack("{s:i, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "attempt", a->attempt,
                    "owner", opt_str(a->owner), "started_at", (json_int_t)a->started_at,
                    "finished_at", opt_int(a->finished_at), "outcome", opt_str(a->outcome),
                    "error", opt_str(a->error), "delay_ms", opt_int(a->delay_ms), "delay_source",
-                   opt_str(a->delay_source), "next_run_at", opt_int(a->next_run_at));
+                   opt_str(a->delay_source), "next_run_at", opt_int(a->next_run_at), "due_at",
+                   opt_int(a->due_at));
 }
 
 /* One step as `tasker show --json` prints it (before "why"). */

@@ -215,6 +215,28 @@ void tk__task_report_free(tk__task_report *r) {
   memset(r, 0, sizeof *r);
 }
 
+void tk__task_rows_free(tk__task_row *r, int n) {
+  for (int i = 0; r && i < n; i++) {
+    free(r[i].namespace_);
+    free(r[i].name);
+    free(r[i].version);
+    free(r[i].identity);
+    free(r[i].last_error);
+  }
+  free(r);
+}
+
+void tk__step_rows_free(tk__step_row *r, int n) {
+  for (int i = 0; r && i < n; i++) {
+    free(r[i].name);
+    free(r[i].last_error);
+    free(r[i].namespace_);
+    free(r[i].template_name);
+    free(r[i].version);
+  }
+  free(r);
+}
+
 void tk__batch_load_free(tk__batch_load *b) {
   if (b == NULL) return;
   free(b->items);

@@ -30,8 +30,10 @@
  * reports an error per outcome (errs) instead of a code each and the last
  * message; 5: typed reports (template_find, template_list, task_report,
  * status), inputs for many steps at once, a claim reads the store's own
- * clock, migrate to a target version, process_init and server_time. */
-#define TK__STORE_OPS_VERSION 5
+ * clock, migrate to a target version, process_init and server_time; 6:
+ * lists over the whole store (task_list, task_count, step_list, activity,
+ * for include/tasker/query.h) and attempts' due_at in task reports. */
+#define TK__STORE_OPS_VERSION 6
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 #define TK__STATE_MAX 24
@@ -246,6 +248,8 @@ typedef struct tk__attempt_rec {
   int attempt;
   char *owner;
   int64_t started_at, finished_at, delay_ms, next_run_at;
+  int64_t due_at; /* the run_at the claim took the step at; TK__NONE: unknown
+                     (written by schema versions before the column) */
   char *outcome, *error, *delay_source;
 } tk__attempt_rec;
 
@@ -304,6 +308,53 @@ typedef struct tk__status_report {
   } counters[TK__STATUS_COUNTERS]; /* by name */
   int ncounters;
 } tk__status_report;
+
+/* Which tasks a list reads (engine/query.c fills it from a tk_task_filter).
+ * Every member may be zero/NULL: no condition. */
+typedef struct tk__task_query {
+  const char *state;            /* a task state */
+  const char *ns, *name;        /* template: name in namespace ns (NULL: any) */
+  int64_t created_since;        /* created_at >= this; 0: any */
+  const char *error_text;       /* a substring of any step's last_error, literal
+                                   (no wildcards) and case-sensitive */
+  int64_t task_id;              /* only this task */
+  int64_t before;               /* the cursor: ids below this; 0: from the newest */
+  int limit;                    /* rows at most (lists) */
+} tk__task_query;
+
+/* A task as lists show it. Strings malloc'd (NULL for NULL);
+ * tk__task_rows_free releases an array of them. */
+typedef struct tk__task_row {
+  int64_t id;
+  char state[TK__STATE_MAX];
+  char *namespace_, *name, *version; /* its template */
+  char *identity;
+  int64_t created_at, updated_at, finished_at; /* finished_at may be TK__NONE */
+  int steps_total, steps_done, steps_error;
+  char *last_error;    /* of the step that failed most recently, or NULL */
+  int64_t next_run_at; /* earliest run_at of a step waiting for a retry; TK__NONE */
+} tk__task_row;
+
+/* A step as lists show it (tk__step_rows_free). */
+typedef struct tk__step_row {
+  int64_t id, task_id;
+  char *name;
+  char state[TK__STATE_MAX];
+  int attempts, max_attempts, retryable;
+  char *last_error;
+  char *namespace_, *template_name, *version;
+  int64_t updated_at; /* its last transition */
+} tk__step_row;
+
+/* Attempts that started in [start, start + bucket). Lateness is over the
+ * retries whose due_at is known (lateness_n of them), started_at - due_at,
+ * 0 for one that started early (claimed ahead). */
+typedef struct tk__activity_bucket {
+  int64_t start;
+  int64_t succeeded, failed; /* finished: success, anything else */
+  int64_t retries;           /* attempt > 1, or the step had a claim before */
+  int64_t lateness_n, lateness_sum_ms, lateness_max_ms;
+} tk__activity_bucket;
 
 typedef struct tk__store_ops {
   int version; /* TK__STORE_OPS_VERSION: checked when a store opens */
@@ -413,6 +464,27 @@ typedef struct tk__store_ops {
    * is TK_EDISCONNECTED too while the server cannot be reached. NULL for a
    * backend that has no connection to lose. */
   int (*reconnect)(tk_store *s, tk_err *err);
+
+  /* Lists over the whole store (6; include/tasker/query.h). Each is one
+   * read, paginated in the database: a page is an index range, not a scan
+   * of history (each backend's migrations say which index serves which
+   * filter, and where a filter must scan). Tasks matching q, newest (id)
+   * first, ids below q->before, at most q->limit: a malloc'd array
+   * (tk__task_rows_free). */
+  int (*task_list)(tk_store *s, const tk__task_query *q, tk__task_row **out, int *n,
+                   tk_err *err);
+  /* How many tasks match q (before and limit ignored). */
+  int (*task_count)(tk_store *s, const tk__task_query *q, int64_t *n, tk_err *err);
+  /* Steps in step_state of the tasks matching q, newest task first and a
+   * task's steps last to first; q->before is a step id (the steps after
+   * it in that order); at most q->limit (tk__step_rows_free). */
+  int (*step_list)(tk_store *s, const char *step_state, const tk__task_query *q,
+                   tk__step_row **out, int *n, tk_err *err);
+  /* Attempts that started in [since, since + n * bucket_ms) into out[n]
+   * (zeroed and each start set by the backend), by the bucket they started
+   * in. */
+  int (*activity)(tk_store *s, int64_t since, int64_t bucket_ms, int n,
+                  tk__activity_bucket *out, tk_err *err);
 } tk__store_ops;
 
 /* Every backend's store struct starts with this. */
@@ -448,6 +520,8 @@ int tk__input_add(json_t **slot, const char *context, const char *parent, const 
 void tk__template_rec_free(tk__template_rec *r);
 void tk__template_recs_free(tk__template_rec *r, int n);
 void tk__task_report_free(tk__task_report *r);
+void tk__task_rows_free(tk__task_row *r, int n);
+void tk__step_rows_free(tk__step_row *r, int n);
 /* Free a batch load's items and text and zero it (NULL allowed). */
 void tk__batch_load_free(tk__batch_load *b);
 

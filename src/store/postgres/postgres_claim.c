@@ -14,8 +14,8 @@
  * between them instead of queueing on each other, and each locked row is
  * read as it is after every committed change (a row another claim took
  * meanwhile no longer matches and is dropped), so the attempt number
- * written is the one the step gets. Then: an attempt row per step, whose
- * id becomes the step's claim_id (the fence), the steps in progress under
+ * written is the one the step gets. Then: an attempt row per step (due at
+ * the run_at it was claimed for, for lateness), whose id becomes the step's claim_id (the fence), the steps in progress under
  * the lease, the pending tasks started (locked with SKIP LOCKED too: a
  * task locked by another claim is being started by it, one locked by an
  * operator is being cancelled; either way this claim need not wait), and
@@ -39,8 +39,8 @@ static const char CLAIM_SQL[] =
     " ORDER BY task_id, id LIMIT GREATEST(0, LEAST($6::int, $5 - (SELECT count(*) FROM due)))"
     " FOR UPDATE SKIP LOCKED),"
     " picked AS (SELECT * FROM due UNION ALL SELECT * FROM fresh),"
-    " att AS (INSERT INTO attempts (step_id, attempt, owner, started_at)"
-    " SELECT id, attempts + 1, $1::text, $2 FROM picked RETURNING id, step_id),"
+    " att AS (INSERT INTO attempts (step_id, attempt, owner, started_at, due_at)"
+    " SELECT id, attempts + 1, $1::text, $2, run_at FROM picked RETURNING id, step_id),"
     " moved AS (UPDATE steps s SET state = " Q(TK__STEP_IN_PROGRESS) ", attempts = s.attempts + 1,"
     " lease_owner = $1, lease_expires_at = $3::bigint,"
     " claim_id = (SELECT att.id FROM att WHERE att.step_id = s.id)"

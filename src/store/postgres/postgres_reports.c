@@ -29,7 +29,7 @@ static const char REPORT_STEPS_SQL[] =
 
 static const char REPORT_ATTEMPTS_SQL[] =
     "SELECT a.step_id, a.attempt, a.owner, a.started_at, a.finished_at, a.delay_ms,"
-    " a.next_run_at, a.outcome, a.error, a.delay_source"
+    " a.next_run_at, a.outcome, a.error, a.delay_source, a.due_at"
     " FROM steps s JOIN attempts a ON a.step_id = s.id WHERE s.task_id = $1::bigint"
     " ORDER BY a.id";
 
@@ -127,6 +127,7 @@ static void fill_attempts(tk__task_report *out, const PGresult *r, int *oom) {
     a->outcome = tk__dup(tk__pg_text(r, i, 7), oom);
     a->error = tk__dup(tk__pg_text(r, i, 8), oom);
     a->delay_source = tk__dup(tk__pg_text(r, i, 9), oom);
+    a->due_at = tk__pg_i64(r, i, 10);
   }
 }
 

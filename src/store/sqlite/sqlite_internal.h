@@ -163,5 +163,12 @@ int tk__sq_status(tk_store *s, int64_t now, tk__status_report *out, tk_err *err)
 int tk__sq_items_load(tk_store *s, int64_t step_id, tk__batch_load *out, tk_err *err);
 int tk__sq_items_checkpoint(tk_store *s, int64_t step_id, int64_t claim_id,
                             const tk__item_result *r, int n, tk_err *err);
+int tk__sq_task_list(tk_store *s, const tk__task_query *f, tk__task_row **out, int *n,
+                     tk_err *err);
+int tk__sq_task_count(tk_store *s, const tk__task_query *f, int64_t *n, tk_err *err);
+int tk__sq_step_list(tk_store *s, const char *step_state, const tk__task_query *f,
+                     tk__step_row **out, int *n, tk_err *err);
+int tk__sq_activity(tk_store *s, int64_t since, int64_t bucket_ms, int n,
+                    tk__activity_bucket *out, tk_err *err);
 
 #endif

@@ -284,7 +284,7 @@ static int report_attempts(tk__sqlite *q, int64_t task_id, tk__task_report *r, i
   sqlite3_stmt *st = task_query(q, "attempt history",
                                 "SELECT a.step_id, a.attempt, a.owner, a.started_at,"
                                 " a.finished_at, a.delay_ms, a.next_run_at, a.outcome, a.error,"
-                                " a.delay_source FROM attempts a JOIN steps s ON s.id = a.step_id"
+                                " a.delay_source, a.due_at FROM attempts a JOIN steps s ON s.id = a.step_id"
                                 " WHERE s.task_id = ?1 ORDER BY a.id",
                                 task_id, err);
   if (st == NULL) return TK_ESTORE;
@@ -305,6 +305,7 @@ static int report_attempts(tk__sqlite *q, int64_t task_id, tk__task_report *r, i
     a->outcome = col_dup(st, 7, oom);
     a->error = col_dup(st, 8, oom);
     a->delay_source = col_dup(st, 9, oom);
+    a->due_at = col_i64(st, 10);
   }
   if (*oom) rc = SQLITE_DONE;
   rc = tk__sq_rows_end(q, rc, "attempt history", err);

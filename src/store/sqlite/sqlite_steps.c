@@ -137,7 +137,7 @@ static int claim_scan(tk__sqlite *q, int id, const char *sql, int64_t until, int
 }
 
 /* Open an attempt row for each of the n steps claimed in out[] (owner,
- * started now) and move the steps to in_progress under their leases, with
+ * started now, due at the step's run_at) and move the steps to in_progress under their leases, with
  * the attempt row's id as the claim's fence. Attempt ids are MAX(id) + 1
  * onward in claim order (free: the write lock is held), so the rows go in
  * by groups (an INSERT per row cost about 1.6 times as much) and one
@@ -153,17 +153,19 @@ static int claim_rows(tk__sqlite *q, tk__claimed *out, int n, const char *owner,
     int rows = n - done >= TK__SQ_ROWS_PER_INSERT ? TK__SQ_ROWS_PER_INSERT : 1;
     sqlite3_stmt *st =
         tk__sq_insert_rows(q, SQ_ATTEMPT_INSERT, SQ_ATTEMPTS_MANY,
-                           "INSERT INTO attempts (id, step_id, attempt, owner, started_at)", 5,
-                           rows, err);
+                           "INSERT INTO attempts (id, step_id, attempt, owner, started_at,"
+                           " due_at)",
+                           6, rows, err);
     if (st == NULL) return TK_ESTORE;
     for (int i = 0; i < rows; i++, done++) {
       tk__claimed *c = &out[done];
       c->claim_id = first_id + done;
-      sqlite3_bind_int64(st, 5 * i + 1, c->claim_id);
-      sqlite3_bind_int64(st, 5 * i + 2, c->step_id);
-      sqlite3_bind_int(st, 5 * i + 3, c->attempt);
-      sqlite3_bind_text(st, 5 * i + 4, owner, -1, SQLITE_STATIC);
-      sqlite3_bind_int64(st, 5 * i + 5, now);
+      sqlite3_bind_int64(st, 6 * i + 1, c->claim_id);
+      sqlite3_bind_int64(st, 6 * i + 2, c->step_id);
+      sqlite3_bind_int(st, 6 * i + 3, c->attempt);
+      sqlite3_bind_text(st, 6 * i + 4, owner, -1, SQLITE_STATIC);
+      sqlite3_bind_int64(st, 6 * i + 5, now);
+      sqlite3_bind_int64(st, 6 * i + 6, c->run_at);
     }
     if ((rc = tk__sq_done(q, st, err))) return rc;
   }

@@ -327,4 +327,8 @@ const tk__store_ops tk__sqlite_store_ops = {
     .drain_changes = sq_drain_changes,
     .items_load = tk__sq_items_load,
     .items_checkpoint = tk__sq_items_checkpoint,
+    .task_list = tk__sq_task_list,
+    .task_count = tk__sq_task_count,
+    .step_list = tk__sq_step_list,
+    .activity = tk__sq_activity,
 };

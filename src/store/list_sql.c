@@ -1,0 +1,264 @@
+/* The lists' SQL for both backends (list_sql.h). Every page is keyed by
+ * id, newest first, and reached through an index range: tasks by the
+ * primary key, by template (one range per version of the name, merged),
+ * by state (SQLite's tasks_state; on PostgreSQL, error through steps_error
+ * and the other states by the primary key), steps in error through
+ * steps_error. A created-since bound becomes a lower bound on the id, by
+ * binary search on the primary key (first_id_cte). */
+#include "store/list_sql.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "store/rules.h"
+
+const char *const tk__task_states[] = {TK__TASK_PENDING, TK__TASK_IN_PROGRESS, TK__TASK_COMPLETE,
+                                       TK__TASK_ERROR, TK__TASK_CANCELLED, NULL};
+const char *const tk__step_states[] = {TK__STEP_PENDING,  TK__STEP_IN_PROGRESS,
+                                       TK__STEP_WAITING,  TK__STEP_COMPLETE,
+                                       TK__STEP_ERROR,    TK__STEP_CANCELLED,
+                                       TK__STEP_RESOLVED, NULL};
+
+const char *tk__state_known(const char *const *states, const char *s) {
+  for (int i = 0; s && states[i]; i++)
+    if (strcmp(states[i], s) == 0) return states[i];
+  return NULL;
+}
+
+static void add(tk__sql *q, const char *s) { tk__buf_adds(&q->text, s); }
+
+/* A new argument; its number (from 1). The statements here use fewer
+ * than TK__SQL_MAX_ARGS. */
+static int arg_int(tk__sql *q, int64_t v) {
+  if (q->nargs == TK__SQL_MAX_ARGS) {
+    q->text.oom = 1;
+    return 1;
+  }
+  q->args[q->nargs].is_text = 0;
+  q->args[q->nargs].i = v;
+  return ++q->nargs;
+}
+
+static int arg_text(tk__sql *q, const char *t) {
+  int n = arg_int(q, 0);
+  q->args[n - 1].is_text = 1;
+  q->args[n - 1].t = t;
+  return n;
+}
+
+/* Argument n where it is used: typed on PostgreSQL, whose inference from
+ * the context is not always certain. */
+static void ref(tk__sql *q, int n) {
+  if (q->pg)
+    tk__buf_addf(&q->text, "$%d::%s", n, q->args[n - 1].is_text ? "text" : "bigint");
+  else
+    tk__buf_addf(&q->text, "?%d", n);
+}
+
+static void add_ref(tk__sql *q, const char *before, int n, const char *after) {
+  add(q, before);
+  ref(q, n);
+  add(q, after);
+}
+
+/* The common table b(lo, hi) of a binary search on the ids of `table` for
+ * the first row whose `col` is at or after argument `since`: MAX(lo) of b.
+ * Exact while col grows with id; ids are assigned in commit or claim
+ * order, so col is out of order only within the clock skew between the
+ * processes that wrote the rows, and a row within that skew of the bound
+ * may be left out. log2(ids) primary-key lookups, whatever is stored. */
+static void first_id_cte(tk__sql *q, const char *table, const char *col, int since) {
+  char probe_col[160], probe_id[160];
+  snprintf(probe_col, sizeof probe_col,
+           "(SELECT %s FROM %s WHERE id >= (lo + hi) / 2 ORDER BY id LIMIT 1)", col, table);
+  snprintf(probe_id, sizeof probe_id,
+           "(SELECT id FROM %s WHERE id >= (lo + hi) / 2 ORDER BY id LIMIT 1)", table);
+  tk__buf_addf(&q->text,
+               "b(lo, hi) AS (SELECT (SELECT COALESCE(MIN(id), 1) FROM %s),"
+               " (SELECT COALESCE(MAX(id), 0) + 1 FROM %s) UNION ALL SELECT CASE WHEN %s >= ",
+               table, table, probe_col);
+  ref(q, since);
+  tk__buf_addf(&q->text, " THEN lo ELSE %s + 1 END, CASE WHEN %s >= ", probe_id, probe_col);
+  ref(q, since);
+  add(q, " THEN (lo + hi) / 2 ELSE hi END FROM b WHERE lo < hi)");
+}
+
+/* "WITH [RECURSIVE b ...,] " for a filter, and the argument of its since
+ * bound (0: none). */
+static int with_since(tk__sql *q, const tk__task_query *f) {
+  if (f->created_since <= 0) {
+    add(q, "WITH ");
+    return 0;
+  }
+  int since = arg_int(q, f->created_since);
+  add(q, "WITH RECURSIVE ");
+  first_id_cte(q, "tasks", "created_at", since);
+  add(q, ", ");
+  return since;
+}
+
+/* The template condition on t: one id, or the ids (or the names) of tp. */
+static void template_cond(tk__sql *q, const tk__task_query *f, const tk__sql_templates *tp,
+                          int64_t one) {
+  if (one > 0) {
+    tk__buf_addf(&q->text, " AND t.template_id = %lld", (long long)one);
+  } else if (tp->n >= 0 && tp->n < TK__SQL_MAX_TEMPLATES) {
+    add(q, " AND t.template_id IN (");
+    for (int i = 0; i < tp->n; i++) tk__buf_addf(&q->text, "%s%lld", i ? ", " : "", (long long)tp->ids[i]);
+    add(q, tp->n ? ")" : "NULL)");
+  } else if (tp->n >= 0) {
+    add_ref(q, " AND t.template_id IN (SELECT id FROM templates WHERE name = ", arg_text(q, f->name),
+            "");
+    if (f->ns) add_ref(q, " AND namespace = ", arg_text(q, f->ns), "");
+    add(q, ")");
+  }
+}
+
+/* " AND ..." for every condition of f on tasks t, but the state when
+ * !with_state. since: with_since's argument. */
+static void task_conds(tk__sql *q, const tk__task_query *f, const tk__sql_templates *tp,
+                       int64_t one_template, int with_state, int since) {
+  const char *state = tk__state_known(tk__task_states, f->state);
+  if (with_state && state) tk__buf_addf(&q->text, " AND t.state = '%s'", state);
+  template_cond(q, f, tp, one_template);
+  if (since) {
+    add_ref(q, " AND t.id >= (SELECT MAX(lo) FROM b) AND t.created_at >= ", since, "");
+  }
+  if (f->error_text && *f->error_text)
+    add_ref(q, q->pg ? " AND EXISTS (SELECT 1 FROM steps e WHERE e.task_id = t.id AND strpos(e.last_error, "
+                     : " AND EXISTS (SELECT 1 FROM steps e WHERE e.task_id = t.id AND instr(e.last_error, ",
+            arg_text(q, f->error_text), ") > 0)");
+  if (f->task_id > 0) add_ref(q, " AND t.id = ", arg_int(q, f->task_id), "");
+}
+
+/* PostgreSQL reaches tasks in error through their steps in error. */
+static int error_by_steps(const tk__sql *q, const tk__task_query *f) {
+  return q->pg && f->state && strcmp(f->state, TK__TASK_ERROR) == 0;
+}
+
+/* One page of ids of tasks t below argument `before`, newest first. */
+static void page_ids(tk__sql *q, const tk__task_query *f, const tk__sql_templates *tp,
+                     int64_t one_template, int before, int limit, int since) {
+  if (error_by_steps(q, f)) {
+    add_ref(q,
+            "SELECT t.id FROM (SELECT DISTINCT task_id FROM steps WHERE state = 'error'"
+            " AND task_id < ",
+            before, " ORDER BY task_id DESC) e JOIN tasks t ON t.id = e.task_id WHERE t.state = 'error'");
+    task_conds(q, f, tp, one_template, 0, since);
+  } else {
+    add_ref(q, "SELECT t.id FROM tasks t WHERE t.id < ", before, "");
+    task_conds(q, f, tp, one_template, 1, since);
+  }
+  add_ref(q, " ORDER BY t.id DESC LIMIT ", limit, "");
+}
+
+int tk__sql_task_list(tk__sql *q, const tk__task_query *f, const tk__sql_templates *tp) {
+  int since = with_since(q, f);
+  int before = arg_int(q, f->before > 0 ? f->before : INT64_MAX);
+  int limit = arg_int(q, f->limit);
+  add(q, "page(id) AS (");
+  /* Several versions: a range of tasks_template per version, merged. */
+  if (tp->n > 1 && tp->n < TK__SQL_MAX_TEMPLATES && !error_by_steps(q, f)) {
+    for (int i = 0; i < tp->n; i++) {
+      add(q, i ? " UNION ALL SELECT id FROM (" : "SELECT id FROM (");
+      page_ids(q, f, tp, tp->ids[i], before, limit, since);
+      tk__buf_addf(&q->text, ") u%d", i);
+    }
+    add_ref(q, " ORDER BY id DESC LIMIT ", limit, "");
+  } else {
+    page_ids(q, f, tp, tp->n == 1 ? tp->ids[0] : 0, before, limit, since);
+  }
+  add(q,
+      ") SELECT t.id, t.state, tp.namespace, tp.name, tp.version, t.identity, t.created_at,"
+      " t.updated_at, t.finished_at, t.steps_total, t.steps_done, t.steps_error,"
+      /* The most recent error: of the step whose last claim is the newest. */
+      " (SELECT s.last_error FROM steps s WHERE s.task_id = t.id AND s.last_error IS NOT NULL"
+      " ORDER BY COALESCE((SELECT MAX(a.id) FROM attempts a WHERE a.step_id = s.id), 0) DESC,"
+      " s.id DESC LIMIT 1),"
+      " (SELECT MIN(s.run_at) FROM steps s WHERE s.task_id = t.id"
+      " AND s.state = 'waiting_for_retry')"
+      " FROM page p JOIN tasks t ON t.id = p.id JOIN templates tp ON tp.id = t.template_id"
+      " ORDER BY t.id DESC");
+  return q->text.oom ? TK_ENOMEM : 0;
+}
+
+int tk__sql_task_count(tk__sql *q, const tk__task_query *f, const tk__sql_templates *tp) {
+  int since = with_since(q, f);
+  /* A CTE that is not used: "WITH" needs one. */
+  add(q, "one(x) AS (SELECT 1) SELECT COUNT(*) FROM tasks t WHERE ");
+  if (error_by_steps(q, f)) {
+    add(q, "t.id IN (SELECT task_id FROM steps WHERE state = 'error') AND t.state = 'error'");
+    task_conds(q, f, tp, 0, 0, since);
+  } else {
+    add(q, "1 = 1");
+    task_conds(q, f, tp, 0, 1, since);
+  }
+  return q->text.oom ? TK_ENOMEM : 0;
+}
+
+int tk__sql_step_list(tk__sql *q, const char *step_state, const tk__task_query *f,
+                      const tk__sql_templates *tp) {
+  const char *state = tk__state_known(tk__step_states, step_state);
+  if (state == NULL) return TK_EINVAL;
+  int since = with_since(q, f);
+  add(q,
+      "one(x) AS (SELECT 1) SELECT s.id, s.task_id, s.name, s.state, s.attempts,"
+      " s.max_attempts, s.retryable, s.last_error, tp.namespace, tp.name, tp.version,"
+      " COALESCE((SELECT MAX(x.at) FROM transitions x WHERE x.task_id = s.task_id"
+      " AND x.step_id = s.id), t.created_at)"
+      " FROM steps s JOIN tasks t ON t.id = s.task_id JOIN templates tp ON tp.id = t.template_id");
+  tk__buf_addf(&q->text, " WHERE s.state = '%s'", state);
+  if (f->before > 0) {
+    /* After the cursor's step in (task_id, id) order, descending. */
+    int c = arg_int(q, f->before);
+    add_ref(q, " AND s.task_id <= (SELECT c.task_id FROM steps c WHERE c.id = ", c, ")");
+    add_ref(q, " AND (s.task_id < (SELECT c.task_id FROM steps c WHERE c.id = ", c, ")");
+    add_ref(q, " OR s.id < ", c, ")");
+  }
+  task_conds(q, f, tp, 0, 1, since);
+  add_ref(q, " ORDER BY s.task_id DESC, s.id DESC LIMIT ", arg_int(q, f->limit), "");
+  return q->text.oom ? TK_ENOMEM : 0;
+}
+
+int tk__sql_activity(tk__sql *q, int64_t since, int64_t bucket_ms, int n) {
+  int s = arg_int(q, since), b = arg_int(q, bucket_ms), e = arg_int(q, since + n * bucket_ms);
+  add(q, "WITH RECURSIVE ");
+  /* Attempt ids are assigned in claim order, so started_at grows with the
+   * id but for the clock skew between orchestrators (first_id_cte): no
+   * index on started_at, which every claim would pay for. */
+  first_id_cte(q, "attempts", "started_at", s);
+  add(q,
+      " SELECT bucket, SUM(ok), SUM(bad), SUM(r), SUM(CASE WHEN late IS NULL THEN 0 ELSE 1 END),"
+      " COALESCE(SUM(late), 0), COALESCE(MAX(late), 0) FROM (SELECT (started_at - ");
+  ref(q, s);
+  add(q, ") / ");
+  ref(q, b);
+  add(q,
+      " AS bucket, CASE WHEN outcome = 'success' THEN 1 ELSE 0 END AS ok,"
+      " CASE WHEN outcome IS NOT NULL AND outcome <> 'success' THEN 1 ELSE 0 END AS bad, r,"
+      " CASE WHEN r = 1 AND due_at IS NOT NULL THEN CASE WHEN started_at > due_at"
+      " THEN started_at - due_at ELSE 0 END END AS late"
+      " FROM (SELECT a.started_at, a.outcome, a.due_at, CASE WHEN a.attempt > 1 OR EXISTS"
+      /* An operator's retry starts again at attempt 1 after earlier claims. */
+      " (SELECT 1 FROM attempts p WHERE p.step_id = a.step_id AND p.id < a.id) THEN 1 ELSE 0"
+      " END AS r FROM attempts a WHERE a.id >= (SELECT MAX(lo) FROM b) AND a.started_at >= ");
+  ref(q, s);
+  add_ref(q, " AND a.started_at < ", e, ") a) x GROUP BY bucket ORDER BY bucket");
+  return q->text.oom ? TK_ENOMEM : 0;
+}
+
+void tk__sql_free(tk__sql *q) { tk__buf_free(&q->text); }
+
+int tk__sql_templates_find(tk_store *s, const tk__task_query *f, tk__sql_templates *tp,
+                           tk_err *err) {
+  tp->n = -1;
+  if (f->name == NULL) return 0;
+  tk__template_rec recs[TK__SQL_MAX_TEMPLATES];
+  int n = 0;
+  int rc = s->ops->template_find(s, f->ns, f->name, NULL, recs, TK__SQL_MAX_TEMPLATES, &n, err);
+  if (rc) return rc;
+  for (int i = 0; i < n; i++) tp->ids[i] = recs[i].id;
+  tk__template_recs_free(recs, n);
+  tp->n = n;
+  return 0;
+}
