@@ -12,7 +12,9 @@
  * Usage: bench_engine [throughput|latency|precision|scale]... (default all)
  * Set BENCH_QUICK=1 for a tenth of the sizes, BENCH_SHAPE=chain or
  * independent for one throughput shape, BENCH_WORKERS=N for its rows with N
- * workers only, BENCH_REPEAT=N for the median of N runs of each row. */
+ * workers only, BENCH_REPEAT=N for the median of N runs of each row,
+ * BENCH_METRICS=1 for the throughput runs with the metrics observer on
+ * (bench_metrics compares on and off). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -30,6 +32,7 @@
 #include <tasker/clock.h>
 #include <tasker/config.h>
 #include <tasker/engine.h>
+#include <tasker/metrics.h>
 #include <tasker/store.h>
 #include <tasker/workflow.h>
 
@@ -113,10 +116,14 @@ static double run_until_idle(tk_store *s, tk_config *cfg, int workers, tk_event_
   tk_engine *e;
   tk_err err;
   if (tk_engine_new(&eo, &e, &err)) die("engine", &err);
+  tk_metrics *m = NULL;
+  if (getenv("BENCH_METRICS") && (tk_metrics_new(&m, &err) || tk_metrics_attach(m, e, &err)))
+    die("metrics", &err);
   int64_t t0 = tk_monotonic_ns();
   if (tk_engine_run(e, 1, &err)) die("run", &err);
   int64_t t1 = tk_monotonic_ns();
   tk_engine_free(e);
+  tk_metrics_free(m);
   return (double)(t1 - t0) / 1e9;
 }
 
