@@ -81,6 +81,39 @@ int64_t tk_backoff_raw(const tk_backoff_policy *p, int32_t n);
 int64_t tk_backoff_delay(const tk_backoff_policy *p, int32_t n, int64_t prev_delay_ms,
                          int64_t hint_ms, tk_rand *rng, tk_backoff_result *out);
 
+/* ---- previews (`tasker backoff`, GET /api/v1/backoff) ------------------ */
+
+/* One row of a preview: the delay after failure `attempt`. raw_ms and
+ * capped_ms are the policy's steps 1 and 2 (jitter aside); min, median
+ * and max are over the preview's samples. */
+typedef struct tk_backoff_preview_row {
+  int32_t attempt;
+  int64_t raw_ms, capped_ms;
+  int64_t min_ms, median_ms, max_ms;
+} tk_backoff_preview_row;
+
+/* The delays a valid policy gives after failures 1..attempts, each over
+ * `samples` independent draws (decorrelated jitter draws whole sequences,
+ * since each delay depends on the one before), from a generator seeded
+ * with `seed`: the same arguments give the same rows. rows has `attempts`
+ * slots. 0, or TK_ENOMEM. */
+int tk_backoff_preview(const tk_backoff_policy *p, int32_t attempts, int64_t samples,
+                       uint64_t seed, tk_backoff_preview_row *rows, tk_err *err);
+
+/* The preview as JSON text (malloc'd):
+ *   {"profile": NAME, "policy": {"schedule_ms": [...], "base_ms",
+ *    "multiplier", "max_delay_ms", "min_delay_ms", "jitter",
+ *    "jitter_fraction", "max_server_delay_ms"}, "seed", "samples",
+ *    "delays": [{"attempt", "raw_ms", "capped_ms", "min_ms", "median_ms",
+ *    "max_ms"}]}
+ * (docs/api.md). profile may be NULL (JSON null). */
+int tk_backoff_preview_json(const char *profile, const tk_backoff_policy *p, int32_t attempts,
+                            int64_t samples, uint64_t seed, char **json, tk_err *err);
+
+/* Set p's schedule from "1s,2s,4s" (an empty text: no schedule). TK_EINVAL
+ * naming the value and what was expected; p is unchanged then. */
+int tk_backoff_schedule_parse(const char *text, tk_backoff_policy *p, tk_err *err);
+
 /* "none", "proportional", ... and back. parse returns 0 or TK_EINVAL. */
 const char *tk_jitter_name(tk_jitter j);
 int tk_jitter_parse(const char *name, tk_jitter *out);

@@ -44,39 +44,13 @@ enum {
 
 /* Parse "1s,2s,4s" into the policy's schedule. */
 static int parse_schedule(const cli_opt *o, tk_backoff_policy *p) {
-  char buf[1024];
-  if (strlen(o->value) >= sizeof buf) {
-    cli_error("backoff", "--schedule: value too long (%zu characters)", strlen(o->value));
-    return CLI_EXIT_USAGE;
-  }
-  strcpy(buf, o->value);
-  p->schedule_len = 0;
-  if (buf[0] == '\0') return 0; /* an explicitly empty schedule */
-  char *save = NULL;
-  int n = 0;
-  for (char *tok = buf;; tok = NULL) {
-    char *item = strtok_r(tok, ",", &save);
-    if (item == NULL) break;
-    if (n == TK_BACKOFF_SCHEDULE_MAX) {
-      cli_error("backoff", "--schedule: invalid value \"%s\": at most %d delays are allowed",
-                o->value, TK_BACKOFF_SCHEDULE_MAX);
-      return CLI_EXIT_USAGE;
-    }
-    tk_err err;
-    if (tk_duration_parse(item, &p->schedule_ms[n], &err) != 0) {
-      cli_error("backoff", "--schedule: invalid value \"%s\": %s", o->value, err.msg);
-      return CLI_EXIT_USAGE;
-    }
-    n++;
-  }
-  if (n == 0 || o->value[strlen(o->value) - 1] == ',' || o->value[0] == ',' ||
-      strstr(o->value, ",,") != NULL) {
-    cli_error("backoff", "--schedule: invalid value \"%s\": expected delays separated by commas",
-              o->value);
-    return CLI_EXIT_USAGE;
-  }
-  p->schedule_len = n;
-  return 0;
+  tk_err err;
+  if (tk_backoff_schedule_parse(o->value, p, &err) == 0) return 0;
+  /* The library's message is `schedule "VALUE": WHY`; say it as a flag's. */
+  size_t prefix = strlen("schedule \"") + strlen(o->value) + strlen("\": ");
+  const char *why = strlen(err.msg) > prefix ? err.msg + prefix : err.msg;
+  cli_error("backoff", "--schedule: invalid value \"%s\": %s", o->value, why);
+  return CLI_EXIT_USAGE;
 }
 
 /* Apply the policy flags on top of `p`. */
@@ -109,11 +83,6 @@ static int apply_policy_flags(cli_opt *o, tk_backoff_policy *p) {
     return CLI_EXIT_USAGE;
   }
   return 0;
-}
-
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return (x > y) - (x < y);
 }
 
 static void describe_policy(const tk_backoff_policy *p, uint64_t seed, int64_t samples) {
@@ -186,56 +155,44 @@ int cmd_backoff(cli_globals *g, int argc, char **argv) {
   tk_config_free(cfg);
   if (rc || (rc = apply_policy_flags(o, &policy))) return rc;
 
-  int64_t *prev = calloc((size_t)samples, sizeof *prev); /* per-sequence previous delay */
-  int64_t *draws = malloc((size_t)samples * sizeof *draws);
-  json_t *rows = g->json ? json_array() : NULL;
-  if (prev == NULL || draws == NULL || (g->json && rows == NULL)) {
-    free(prev);
-    free(draws);
-    json_decref(rows);
+  tk_err err;
+  if (g->json) {
+    /* The preview's "delays" are the rows --json prints. */
+    char *text = NULL;
+    json_t *all = NULL;
+    if (tk_backoff_preview_json(NULL, &policy, (int32_t)attempts, samples, seed, &text, &err) ==
+            0 &&
+        (all = json_loads(text, 0, NULL)) != NULL) {
+      char *rows = json_dumps(json_object_get(all, "delays"), JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+      if (rows) puts(rows);
+      free(rows);
+    }
+    int ok = all != NULL, had_text = text != NULL;
+    json_decref(all);
+    free(text);
+    if (!ok) {
+      cli_error("backoff", "%s", had_text ? "out of memory" : err.msg);
+      return CLI_EXIT_FAILURE;
+    }
+    return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
+  }
+  tk_backoff_preview_row *rows = malloc((size_t)attempts * sizeof *rows);
+  if (rows == NULL || tk_backoff_preview(&policy, (int32_t)attempts, samples, seed, rows, &err) != 0) {
     cli_error("backoff", "out of memory for %lld samples", (long long)samples);
+    free(rows);
     return CLI_EXIT_FAILURE;
   }
-  tk_rand rng;
-  tk_rand_seed(&rng, seed);
-  if (!g->json) {
-    describe_policy(&policy, seed, samples);
-    printf("%7s %12s %12s %12s %12s %12s\n", "attempt", "raw", "capped", "min", "median", "max");
+  describe_policy(&policy, seed, samples);
+  printf("%7s %12s %12s %12s %12s %12s\n", "attempt", "raw", "capped", "min", "median", "max");
+  for (int64_t i = 0; i < attempts; i++) {
+    printf("%7d", (int)rows[i].attempt);
+    cell(rows[i].raw_ms);
+    cell(rows[i].capped_ms);
+    cell(rows[i].min_ms);
+    cell(rows[i].median_ms);
+    cell(rows[i].max_ms);
+    printf("\n");
   }
-  for (int32_t n = 1; n <= attempts; n++) {
-    tk_backoff_result r;
-    for (int64_t k = 0; k < samples; k++) {
-      draws[k] = tk_backoff_delay(&policy, n, prev[k], -1, &rng, &r);
-      prev[k] = draws[k];
-    }
-    qsort(draws, (size_t)samples, sizeof *draws, cmp_i64);
-    int64_t lo = draws[0], hi = draws[samples - 1];
-    int64_t median = samples % 2 ? draws[samples / 2]
-                                 : draws[samples / 2 - 1] +
-                                       (draws[samples / 2] - draws[samples / 2 - 1]) / 2;
-    if (g->json) {
-      json_array_append_new(rows, json_pack("{s:i, s:I, s:I, s:I, s:I, s:I}", "attempt", (int)n,
-                                            "raw_ms", (json_int_t)r.raw_ms, "capped_ms",
-                                            (json_int_t)r.capped_ms, "min_ms", (json_int_t)lo,
-                                            "median_ms", (json_int_t)median, "max_ms",
-                                            (json_int_t)hi));
-    } else {
-      printf("%7d", (int)n);
-      cell(r.raw_ms);
-      cell(r.capped_ms);
-      cell(lo);
-      cell(median);
-      cell(hi);
-      printf("\n");
-    }
-  }
-  if (g->json) {
-    char *text = json_dumps(rows, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    if (text) puts(text);
-    free(text);
-    json_decref(rows);
-  }
-  free(prev);
-  free(draws);
+  free(rows);
   return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
 }

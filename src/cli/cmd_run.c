@@ -4,6 +4,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -12,15 +13,21 @@
 
 #include <tasker/config.h>
 #include <tasker/engine.h>
+#include <tasker/metrics.h>
+#include <tasker/server.h>
 
 const char cmd_run_usage[] =
     "usage: tasker run [--workers N] [--until-idle] [--id NAME] [--events FILE] [--seed S]\n"
+    "                  [--metrics ADDR:PORT]\n"
     "\n"
     "Claim ready steps, run their handlers on N workers (default: engine.workers),\n"
     "and record every outcome, retrying failures under their backoff profile.\n"
     "  --until-idle   exit once nothing is ready, running or waiting for a retry\n"
     "  --id NAME      this orchestrator's id (default HOST-PID-RANDOM)\n"
     "  --events FILE  append one JSON line per state change to FILE ('-' = stdout)\n"
+    "  --metrics ADDR:PORT  serve this orchestrator's Prometheus metrics at\n"
+    "                 http://ADDR:PORT/metrics while it runs (port 0 picks one; an address\n"
+    "                 other than loopback requires $TASKER_TOKEN)\n"
     "On a terminal a live one-line summary is shown; otherwise log lines.\n";
 
 static tk_engine *running_engine; /* for the signal handler only */
@@ -76,10 +83,47 @@ static void on_log(tk_log_level level, const char *msg, void *ud) {
   if (v->tty) draw(v, 1);
 }
 
+/* --metrics ADDR:PORT: well formed, and loopback unless a token is set. */
+static int check_metrics_flag(const char *listen) {
+  tk_err err;
+  int loopback;
+  if (tk_server_listen_check(listen, &loopback, &err) != 0) {
+    cli_error("run", "--metrics: %s", err.msg);
+    return CLI_EXIT_USAGE;
+  }
+  const char *token = getenv("TASKER_TOKEN");
+  if (!loopback && (token == NULL || *token == '\0')) {
+    cli_error("run",
+              "--metrics %s is not a loopback address: serving beyond this machine requires a "
+              "token (TASKER_TOKEN)",
+              listen);
+    return CLI_EXIT_USAGE;
+  }
+  return 0;
+}
+
+/* Attach metrics to e and serve them at listen; prints and returns nonzero
+ * on failure (*m freed by the caller either way). */
+static int start_metrics(const char *listen, tk_engine *e, run_view *v, tk_metrics **m,
+                         tk_server **srv) {
+  tk_err err;
+  const char *token = getenv("TASKER_TOKEN");
+  tk_server_options so = {.listen = listen, .token = token && *token ? token : NULL,
+                          .on_log = on_log, .log_ud = v};
+  if (tk_metrics_new(m, &err) != 0 || tk_metrics_attach(*m, e, &err) != 0 ||
+      (so.metrics = *m, tk_server_start(&so, srv, &err)) != 0) {
+    cli_error("run", "--metrics: %s", err.msg);
+    return 1;
+  }
+  fprintf(stderr, "tasker run: metrics on http://%s/metrics\n", tk_server_address(*srv));
+  return 0;
+}
+
 int cmd_run(cli_globals *g, int argc, char **argv) {
-  enum { O_WORKERS, O_IDLE, O_ID, O_EVENTS, O_SEED, O_N };
+  enum { O_WORKERS, O_IDLE, O_ID, O_EVENTS, O_SEED, O_METRICS, O_N };
   cli_opt o[O_N] = {{"workers", "N", NULL, 0}, {"until-idle", NULL, NULL, 0},
-                    {"id", "NAME", NULL, 0}, {"events", "FILE", NULL, 0}, {"seed", "S", NULL, 0}};
+                    {"id", "NAME", NULL, 0}, {"events", "FILE", NULL, 0}, {"seed", "S", NULL, 0},
+                    {"metrics", "ADDR:PORT", NULL, 0}};
   const char *pos[1];
   int npos, rc = cli_parse("run", o, O_N, argc, argv, pos, &npos, 0);
   if (rc) return rc;
@@ -87,6 +131,7 @@ int cmd_run(cli_globals *g, int argc, char **argv) {
   uint64_t seed = 0;
   if (o[O_WORKERS].seen && (rc = cli_int("run", &o[O_WORKERS], 0, 1024, &workers))) return rc;
   if (o[O_SEED].seen && (rc = cli_u64("run", &o[O_SEED], &seed))) return rc;
+  if (o[O_METRICS].seen && (rc = check_metrics_flag(o[O_METRICS].value))) return rc;
   tk_config *cfg;
   if ((rc = cli_load_config(g, &cfg))) return rc;
   tk_store *s;
@@ -111,9 +156,14 @@ int cmd_run(cli_globals *g, int argc, char **argv) {
   };
   tk_engine *e;
   tk_err err;
+  tk_metrics *metrics = NULL;
+  tk_server *srv = NULL;
   if (tk_engine_new(&eo, &e, &err) != 0) {
     cli_error("run", "%s", err.msg);
     rc = CLI_EXIT_FAILURE;
+  } else if (o[O_METRICS].seen && start_metrics(o[O_METRICS].value, e, &view, &metrics, &srv)) {
+    rc = CLI_EXIT_FAILURE;
+    tk_engine_free(e);
   } else {
     view.engine = e;
     running_engine = e;
@@ -141,8 +191,10 @@ int cmd_run(cli_globals *g, int argc, char **argv) {
               (long long)st.tasks_failed);
     }
     running_engine = NULL;
+    tk_server_stop(srv); /* before the engine its metrics read */
     tk_engine_free(e);
   }
+  tk_metrics_free(metrics);
   if (view.events && view.events != stdout) fclose(view.events);
   tk_store_close(s);
   tk_config_free(cfg);

@@ -1,12 +1,131 @@
-/* tasker serve: placeholder until its issue-13 part lands (replaced whole). */
+/* tasker serve: the HTTP API, /metrics and the dashboard (docs/api.md)
+ * until SIGINT or SIGTERM. */
 #include "cli.h"
 
-const char cmd_serve_usage[] = "usage: tasker serve\n";
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <tasker/config.h>
+#include <tasker/server.h>
+#include <tasker/store.h>
+
+const char cmd_serve_usage[] =
+    "usage: tasker serve [--listen ADDR:PORT] [--token-file PATH]\n"
+    "\n"
+    "Serve the JSON API (/api/v1), Prometheus metrics (/metrics) and the dashboard (/)\n"
+    "for the store, until interrupted.\n"
+    "  --listen ADDR:PORT  where to listen (default " TK_SERVER_DEFAULT_LISTEN "; [::1]:PORT for\n"
+    "                      IPv6; port 0 picks a free one). An address other than loopback\n"
+    "                      requires a token.\n"
+    "  --token-file PATH   the token every API and /metrics request must send as\n"
+    "                      Authorization: Bearer TOKEN (else $TASKER_TOKEN; never a flag's\n"
+    "                      value, which ps would show)\n"
+    "Prints \"tasker serve: listening on http://ADDR:PORT/\" on stderr once bound.\n";
+
+/* The token: the file's first line, else $TASKER_TOKEN, else none.
+ * Returns 0 with *out malloc'd or NULL, or an exit status after printing. */
+static int read_token(const cli_opt *file, char **out) {
+  *out = NULL;
+  if (!file->seen) {
+    const char *env = getenv("TASKER_TOKEN");
+    if (env && *env && (*out = strdup(env)) == NULL) return CLI_EXIT_FAILURE;
+    return 0;
+  }
+  FILE *f = fopen(file->value, "r");
+  if (f == NULL) {
+    cli_error("serve", "--token-file: cannot open \"%s\": %s", file->value, strerror(errno));
+    return CLI_EXIT_USAGE;
+  }
+  char buf[1024];
+  size_t n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  if (n == sizeof buf) {
+    cli_error("serve", "--token-file: \"%s\" is too large: expected one line of at most %zu bytes",
+              file->value, sizeof buf - 1);
+    return CLI_EXIT_USAGE;
+  }
+  buf[n] = '\0';
+  buf[strcspn(buf, "\r\n")] = '\0';
+  if (buf[0] == '\0' || strchr(buf, ' ') != NULL || strchr(buf, '\t') != NULL) {
+    cli_error("serve", "--token-file: \"%s\": expected the token on its first line, without spaces",
+              file->value);
+    return CLI_EXIT_USAGE;
+  }
+  if ((*out = strdup(buf)) == NULL) return CLI_EXIT_FAILURE;
+  return 0;
+}
+
+static void on_log(tk_log_level level, const char *msg, void *ud) {
+  (void)ud;
+  if (level < TK_LOG_WARN) return;
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char ts[32];
+  strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  fprintf(stderr, "%s %s %s\n", ts, level == TK_LOG_WARN ? "warn " : "error", msg);
+}
 
 int cmd_serve(cli_globals *g, int argc, char **argv) {
-  (void)g;
-  (void)argc;
-  (void)argv;
-  cli_error("serve", "not built yet");
-  return CLI_EXIT_FAILURE;
+  enum { O_LISTEN, O_TOKEN_FILE, O_N };
+  cli_opt o[O_N] = {{"listen", "ADDR:PORT", NULL, 0}, {"token-file", "PATH", NULL, 0}};
+  const char *pos[1];
+  int npos, rc = cli_parse("serve", o, O_N, argc, argv, pos, &npos, 0);
+  if (rc) return rc;
+  const char *listen = o[O_LISTEN].seen ? o[O_LISTEN].value : TK_SERVER_DEFAULT_LISTEN;
+  tk_err err;
+  int loopback;
+  if (tk_server_listen_check(listen, &loopback, &err) != 0) {
+    cli_error("serve", "--listen: %s", err.msg);
+    return CLI_EXIT_USAGE;
+  }
+  char *token;
+  if ((rc = read_token(&o[O_TOKEN_FILE], &token))) return rc;
+  if (!loopback && token == NULL) {
+    cli_error("serve",
+              "--listen %s is not a loopback address: serving beyond this machine requires a "
+              "token (--token-file PATH or TASKER_TOKEN)",
+              listen);
+    return CLI_EXIT_USAGE;
+  }
+  tk_config *cfg;
+  if ((rc = cli_load_config(g, &cfg))) {
+    free(token);
+    return rc;
+  }
+  tk_store *s;
+  if ((rc = cli_open_store("serve", g, cfg, 1, &s))) {
+    tk_config_free(cfg);
+    free(token);
+    return rc;
+  }
+  /* SIGINT and SIGTERM are blocked before the server's threads start (they
+   * inherit the mask), so only sigwait below receives them. */
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, NULL);
+  tk_server_options so = {.listen = listen, .token = token, .store = s,
+                          .store_url = cli_store_url(g, cfg), .config = cfg, .on_log = on_log};
+  tk_server *srv;
+  if (tk_server_start(&so, &srv, &err) != 0) {
+    cli_error("serve", "%s", err.msg);
+    rc = err.code == TK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+  } else {
+    fprintf(stderr, "tasker serve: listening on http://%s/\n", tk_server_address(srv));
+    int sig;
+    sigwait(&stop, &sig);
+    tk_server_stop(srv);
+    rc = CLI_EXIT_OK;
+  }
+  tk_store_close(s);
+  tk_config_free(cfg);
+  free(token);
+  return rc;
 }

@@ -1,0 +1,215 @@
+/* The API's endpoints that read one thing (docs/api.md): status, one task,
+ * templates, activity, metrics; and the dispatch of every route. */
+#include "server/server_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include <tasker/duration.h>
+#include <tasker/metrics.h>
+
+#include "store/store.h"
+
+void tk__respond_tk_error(tk_server *s, tk__response *out, const tk_err *err, const char *param) {
+  tk__api_error e;
+  const char *msg = tk_err_message(err);
+  switch (err->code) {
+    case TK_ENOENT: tk__api_fail(&e, 404, "not_found", param, "%s", msg); break;
+    case TK_ESTATE: tk__api_fail(&e, 409, "conflict", param, "%s", msg); break;
+    case TK_EINVAL: tk__api_fail(&e, 400, "bad_request", param, "%s", msg); break;
+    default:
+      tk__server_log(s, TK_LOG_ERROR, "%s: %s", tk_err_name(err->code), msg);
+      tk__api_fail(&e, 500, "internal", NULL, "%s", msg);
+  }
+  tk__respond_error(out, &e);
+}
+
+static int64_t now(const tk_server *s) { return tk_clock_now(&s->clock); }
+
+/* The query of r, checked against `known` (NULL-terminated); -1 with the
+ * error answered. */
+static int read_query(const tk__route *r, const char *const *known, tk__query *q,
+                      tk__response *out) {
+  tk__api_error e;
+  if (tk__query_parse(r->query, r->query_len, q, &e) != 0) {
+    tk__respond_error(out, &e);
+    return -1;
+  }
+  if (known && tk__query_only(q, known, &e) != 0) {
+    tk__query_free(q);
+    tk__respond_error(out, &e);
+    return -1;
+  }
+  return 0;
+}
+
+/* The snapshot's figures, or counted now when there is no snapshot. */
+static int figures(tk_server *s, char **status, char **metrics, tk_err *err) {
+  if (s->snapshot) return tk__snapshot_get(s->snapshot, status, metrics, err);
+  char *st, *m;
+  int rc = tk__store_figures(s->store, now(s), &st, &m, err);
+  if (rc) return rc;
+  if (status) *status = st;
+  else free(st);
+  if (metrics) *metrics = m;
+  else free(m);
+  return 0;
+}
+
+static void get_status(tk_server *s, tk__response *out) {
+  char *text;
+  tk_err err;
+  if (figures(s, &text, NULL, &err) != 0) tk__respond_tk_error(s, out, &err, NULL);
+  else tk__respond_json(out, 200, text);
+}
+
+/* /metrics: the store's figures and, when given, an engine's metrics. */
+static void get_metrics(tk_server *s, tk__response *out) {
+  char *store_text = NULL, *engine_text = NULL;
+  tk_err err;
+  int rc = s->store ? figures(s, NULL, &store_text, &err) : 0;
+  if (rc == 0 && s->metrics) rc = tk_metrics_render(s->metrics, &engine_text, NULL, &err);
+  if (rc != 0) {
+    free(store_text);
+    tk__respond_tk_error(s, out, &err, NULL);
+    return;
+  }
+  if (store_text && engine_text) {
+    size_t a = strlen(store_text), b = strlen(engine_text);
+    char *both = realloc(store_text, a + b + 1);
+    if (both) memcpy(both + a, engine_text, b + 1);
+    else free(store_text);
+    free(engine_text);
+    store_text = both;
+    engine_text = NULL;
+  }
+  char *text = store_text ? store_text : engine_text;
+  tk__respond_json(out, 200, text);
+  out->content_type = text ? TK_METRICS_CONTENT_TYPE : NULL;
+}
+
+static void get_task(tk_server *s, const tk__route *r, tk__response *out) {
+  char *text;
+  tk_err err;
+  if (tk_engine_task_json(s->store, r->task, now(s), &text, &err) != 0)
+    tk__respond_tk_error(s, out, &err, "id");
+  else
+    tk__respond_json(out, 200, text);
+}
+
+static void get_templates(tk_server *s, tk__response *out) {
+  char *text;
+  tk_err err;
+  if (tk_template_list_json(s->store, &text, &err) != 0) tk__respond_tk_error(s, out, &err, NULL);
+  else tk__respond_json(out, 200, text);
+}
+
+/* One template: its entry of the list (one shape for both) plus its
+ * definition. */
+static void get_template(tk_server *s, const tk__route *r, const char *version,
+                         tk__response *out) {
+  tk__template_rec rec;
+  tk_err err;
+  char *list = NULL;
+  if (tk__template_lookup(s->store, r->name, version, &rec, &err) != 0) {
+    tk__respond_tk_error(s, out, &err, "name");
+    return;
+  }
+  int rc = tk_template_list_json(s->store, &list, &err);
+  json_t *all = rc == 0 ? json_loads(list, 0, NULL) : NULL, *found = NULL, *item;
+  size_t i;
+  json_array_foreach(all, i, item) {
+    if (json_integer_value(json_object_get(item, "id")) == rec.id) found = item;
+  }
+  if (found) json_object_set_new(found, "definition", json_loads(rec.definition, 0, NULL));
+  char *text = found ? json_dumps(found, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+  if (rc != 0) {
+    tk__respond_tk_error(s, out, &err, NULL);
+  } else if (found == NULL) {
+    tk_err_set(&err, TK_ENOENT, "template \"%s\" went away while it was read", r->name);
+    tk__respond_tk_error(s, out, &err, "name");
+  } else {
+    tk__respond_json(out, 200, text);
+    text = NULL;
+  }
+  free(text);
+  json_decref(all);
+  free(list);
+  tk__template_rec_free(&rec);
+}
+
+/* A duration parameter of at least 1 ms, dflt when absent. */
+static int duration_param(const tk__query *q, const char *key, int64_t dflt, int64_t *ms,
+                          tk__api_error *e) {
+  const char *v = tk__query_get(q, key);
+  tk_err err;
+  *ms = dflt;
+  if (v == NULL) return 0;
+  if (tk_duration_parse(v, ms, &err) != 0 || *ms <= 0)
+    return tk__api_fail(e, 400, "bad_request", key,
+                        "%s=\"%.100s\": expected a positive duration such as 1h, 30m or 90s", key,
+                        v);
+  return 0;
+}
+
+static void get_activity(tk_server *s, const tk__query *q, tk__response *out) {
+  int64_t window, bucket;
+  tk__api_error e;
+  if (duration_param(q, "window", 3600000, &window, &e) != 0 ||
+      duration_param(q, "bucket", 60000, &bucket, &e) != 0 ||
+      (window / bucket > 1440 &&
+       tk__api_fail(&e, 400, "bad_request", "bucket",
+                    "window / bucket is %lld buckets: at most 1440 are allowed (use a larger "
+                    "bucket)",
+                    (long long)(window / bucket)) != 0)) {
+    tk__respond_error(out, &e);
+    return;
+  }
+  char *text;
+  tk_err err;
+  if (tk_activity_json(s->store, now(s), window, bucket, &text, &err) != 0)
+    tk__respond_tk_error(s, out, &err, NULL);
+  else
+    tk__respond_json(out, 200, text);
+}
+
+void tk__api_handle(tk_server *s, const tk__route *r, const char *body, size_t len,
+                    tk__response *out) {
+  static const char *const none[] = {NULL};
+  static const char *const version_only[] = {"version", NULL};
+  static const char *const activity[] = {"window", "bucket", NULL};
+  tk__query q = {0};
+  switch (r->id) {
+    case TK__R_METRICS:
+      get_metrics(s, out);
+      return;
+    case TK__R_TASKS:
+    case TK__R_STEPS:
+      if (r->post) break;
+      if (read_query(r, NULL, &q, out) == 0) tk__api_lists(s, r, &q, out);
+      break;
+    case TK__R_TASK_CANCEL:
+    case TK__R_STEP_ACTION:
+    case TK__R_BULK:
+      break;
+    case TK__R_BACKOFF:
+      if (read_query(r, NULL, &q, out) == 0) tk__api_backoff(s, &q, out);
+      break;
+    case TK__R_ACTIVITY:
+      if (read_query(r, activity, &q, out) == 0) get_activity(s, &q, out);
+      break;
+    case TK__R_TEMPLATE:
+      if (read_query(r, version_only, &q, out) == 0)
+        get_template(s, r, tk__query_get(&q, "version"), out);
+      break;
+    default:
+      if (read_query(r, none, &q, out) != 0) return;
+      if (r->id == TK__R_STATUS) get_status(s, out);
+      else if (r->id == TK__R_TASK) get_task(s, r, out);
+      else if (r->id == TK__R_TEMPLATES) get_templates(s, out);
+  }
+  tk__query_free(&q);
+  if (r->post) tk__api_actions(s, r, body, len, out);
+}

@@ -1,0 +1,230 @@
+/* The JSON bodies of POST requests (docs/api.md): submit and bulk
+ * actions. Every member is checked for its type, unknown members are
+ * refused, and each refusal names the member. */
+#include "server/request_parse.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *type_name(const json_t *j) {
+  switch (json_typeof(j)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+  }
+}
+
+/* The body as a JSON object into *root. */
+static int load_object(const char *body, size_t len, json_t **root, tk__api_error *e) {
+  json_error_t je;
+  *root = NULL;
+  if (len == 0)
+    return tk__api_fail(e, 400, "bad_request", NULL, "the request has no body: expected a JSON object");
+  json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+  if (j == NULL)
+    return tk__api_fail(e, 400, "bad_request", NULL,
+                        "the body is not valid JSON: %s at line %d, column %d", je.text,
+                        je.line, je.column);
+  if (!json_is_object(j)) {
+    tk__api_fail(e, 400, "bad_request", NULL, "the body is %s: expected a JSON object",
+                 type_name(j));
+    json_decref(j);
+    return -1;
+  }
+  *root = j;
+  return 0;
+}
+
+/* 400 naming the first member of obj not in `known` (NULL-terminated). */
+static int only(json_t *obj, const char *where, const char *const *known, const char *expected,
+                tk__api_error *e) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    int ok = 0;
+    for (const char *const *k = known; *k && !ok; k++) ok = strcmp(*k, key) == 0;
+    if (!ok)
+      return tk__api_fail(e, 400, "bad_request", key, "%s: unknown member \"%.100s\": expected %s",
+                          where, key, expected);
+  }
+  return 0;
+}
+
+/* An optional non-empty string member into *out (NULL when absent). */
+static int string_member(json_t *obj, const char *key, const char *code, const char **out,
+                         tk__api_error *e) {
+  json_t *v = json_object_get(obj, key);
+  *out = NULL;
+  if (v == NULL) return 0;
+  if (!json_is_string(v) || json_string_length(v) == 0)
+    return tk__api_fail(e, 400, code, key, "%s: %s: expected a non-empty string", key,
+                        json_is_string(v) ? "empty" : type_name(v));
+  if (strlen(json_string_value(v)) != json_string_length(v))
+    return tk__api_fail(e, 400, code, key, "%s: the string holds a NUL character", key);
+  *out = json_string_value(v);
+  return 0;
+}
+
+void tk__submit_body_free(tk__submit_body *b) {
+  json_decref(b->root);
+  free(b->context);
+  memset(b, 0, sizeof *b);
+}
+
+int tk__submit_body_parse(const char *body, size_t len, tk__submit_body *out, tk__api_error *e) {
+  static const char *const members[] = {"template", "version", "context", "identity", NULL};
+  memset(out, 0, sizeof *out);
+  if (load_object(body, len, &out->root, e) != 0) return -1;
+  json_t *ctx = json_object_get(out->root, "context");
+  if (only(out->root, "body", members, "template, version, context or identity", e) != 0 ||
+      string_member(out->root, "template", "bad_request", &out->template_name, e) != 0 ||
+      string_member(out->root, "version", "bad_request", &out->version, e) != 0 ||
+      string_member(out->root, "identity", "bad_request", &out->identity, e) != 0)
+    goto fail;
+  if (out->template_name == NULL) {
+    tk__api_fail(e, 400, "bad_request", "template",
+                 "template is missing: expected the template's name (\"name\" or "
+                 "\"namespace/name\")");
+    goto fail;
+  }
+  if (ctx != NULL && !json_is_object(ctx)) {
+    tk__api_fail(e, 400, "bad_request", "context", "context: %s: expected a JSON object",
+                 type_name(ctx));
+    goto fail;
+  }
+  if (ctx != NULL && (out->context = json_dumps(ctx, JSON_COMPACT | JSON_PRESERVE_ORDER)) == NULL) {
+    tk__api_fail(e, 500, "internal", NULL, "out of memory");
+    goto fail;
+  }
+  return 0;
+fail:
+  tk__submit_body_free(out);
+  return -1;
+}
+
+void tk__bulk_body_free(tk__bulk_body *b) {
+  json_decref(b->root);
+  free(b->tasks);
+  free(b->steps);
+  memset(b, 0, sizeof *b);
+}
+
+/* A positive task id from v; `what` names it in the message. */
+static int task_member(json_t *v, const char *param, const char *what, int64_t *id,
+                       tk__api_error *e) {
+  if (!json_is_integer(v) || json_integer_value(v) <= 0)
+    return tk__api_fail(e, 400, "bad_request", param, "%s: %s: expected a positive task id",
+                        what, json_is_integer(v) ? "not positive" : type_name(v));
+  *id = json_integer_value(v);
+  return 0;
+}
+
+/* The array member `key` with 1 to TK__BULK_LIST_MAX elements. */
+static int list_member(json_t *v, const char *key, tk__api_error *e) {
+  if (!json_is_array(v))
+    return tk__api_fail(e, 400, "bad_request", key, "%s: %s: expected an array", key, type_name(v));
+  size_t n = json_array_size(v);
+  if (n == 0 || n > TK__BULK_LIST_MAX)
+    return tk__api_fail(e, 400, "bad_request", key,
+                        "%s: %zu entries: expected from 1 to %d (use a filter for more)", key, n,
+                        TK__BULK_LIST_MAX);
+  return 0;
+}
+
+static int parse_tasks(json_t *v, tk__bulk_body *out, tk__api_error *e) {
+  if (list_member(v, "tasks", e) != 0) return -1;
+  out->n = json_array_size(v);
+  if ((out->tasks = calloc(out->n, sizeof *out->tasks)) == NULL)
+    return tk__api_fail(e, 500, "internal", NULL, "out of memory");
+  for (size_t i = 0; i < out->n; i++) {
+    char what[48];
+    snprintf(what, sizeof what, "tasks[%zu]", i);
+    if (task_member(json_array_get(v, i), "tasks", what, &out->tasks[i], e) != 0) return -1;
+  }
+  return 0;
+}
+
+static int parse_steps(json_t *v, tk__bulk_body *out, tk__api_error *e) {
+  static const char *const members[] = {"task", "step", NULL};
+  if (list_member(v, "steps", e) != 0) return -1;
+  out->n = json_array_size(v);
+  if ((out->steps = calloc(out->n, sizeof *out->steps)) == NULL)
+    return tk__api_fail(e, 500, "internal", NULL, "out of memory");
+  for (size_t i = 0; i < out->n; i++) {
+    json_t *s = json_array_get(v, i);
+    char what[48];
+    snprintf(what, sizeof what, "steps[%zu]", i);
+    if (!json_is_object(s))
+      return tk__api_fail(e, 400, "bad_request", "steps", "%s: %s: expected {\"task\": ID, \"step\": NAME}",
+                          what, type_name(s));
+    json_t *step = json_object_get(s, "step");
+    if (only(s, what, members, "task and step", e) != 0 ||
+        task_member(json_object_get(s, "task"), "steps", what, &out->steps[i].task, e) != 0)
+      return -1;
+    if (!json_is_string(step) || json_string_length(step) == 0 ||
+        strlen(json_string_value(step)) != json_string_length(step))
+      return tk__api_fail(e, 400, "bad_request", "steps", "%s.step: %s: expected a step's name",
+                          what, step ? type_name(step) : "missing");
+    out->steps[i].step = json_string_value(step);
+  }
+  return 0;
+}
+
+static int parse_filter(json_t *v, tk__bulk_body *out, tk__api_error *e) {
+  static const char *const members[] = {"state", "template", "since", "q", NULL};
+  if (!json_is_object(v))
+    return tk__api_fail(e, 400, "bad_filter", "filter", "filter: %s: expected an object",
+                        type_name(v));
+  tk_task_filter *f = &out->filter.filter;
+  if (only(v, "filter", members, "state, template, since or q", e) != 0 ||
+      string_member(v, "state", "bad_filter", &f->state, e) != 0 ||
+      string_member(v, "template", "bad_filter", &f->template_name, e) != 0 ||
+      string_member(v, "since", "bad_filter", &out->filter.since, e) != 0 ||
+      string_member(v, "q", "bad_filter", &f->error_text, e) != 0)
+    return -1;
+  return 0;
+}
+
+int tk__bulk_body_parse(const char *body, size_t len, tk_operator_action action,
+                        tk__bulk_body *out, tk__api_error *e) {
+  static const char *const members[] = {"tasks", "steps", "filter", "max", NULL};
+  memset(out, 0, sizeof *out);
+  out->max = 1000;
+  if (load_object(body, len, &out->root, e) != 0) return -1;
+  json_t *tasks = json_object_get(out->root, "tasks"), *steps = json_object_get(out->root, "steps"),
+         *filter = json_object_get(out->root, "filter"), *max = json_object_get(out->root, "max");
+  int rc = only(out->root, "body", members, "tasks, steps or filter (with max)", e);
+  if (rc == 0 && (tasks != NULL) + (steps != NULL) + (filter != NULL) != 1)
+    rc = tk__api_fail(e, 400, "bad_request", NULL,
+                      "the body names %s: expected exactly one of tasks, steps and filter",
+                      tasks || steps || filter ? "more than one of tasks, steps and filter"
+                                               : "none of tasks, steps and filter");
+  if (rc == 0 && max != NULL && filter == NULL)
+    rc = tk__api_fail(e, 400, "bad_request", "max", "max applies to a filter only");
+  if (rc == 0 && max != NULL &&
+      (!json_is_integer(max) || json_integer_value(max) < 1 || json_integer_value(max) > 1000000))
+    rc = tk__api_fail(e, 400, "bad_request", "max", "max: %s: expected an integer from 1 to 1000000",
+                      json_is_integer(max) ? "out of range" : type_name(max));
+  if (rc == 0 && steps != NULL && action == TK_OP_CANCEL)
+    rc = tk__api_fail(e, 400, "bad_request", "steps",
+                      "steps: cancel acts on whole tasks: give tasks or a filter");
+  if (rc == 0 && tasks) {
+    out->kind = TK__BULK_TASKS;
+    rc = parse_tasks(tasks, out, e);
+  } else if (rc == 0 && steps) {
+    out->kind = TK__BULK_STEPS;
+    rc = parse_steps(steps, out, e);
+  } else if (rc == 0) {
+    out->kind = TK__BULK_FILTER;
+    if (max != NULL) out->max = json_integer_value(max);
+    rc = parse_filter(filter, out, e);
+  }
+  if (rc != 0) tk__bulk_body_free(out);
+  return rc;
+}

@@ -1,0 +1,170 @@
+/* The API's requests read apart from HTTP (docs/api.md): the route a
+ * method and path name, the query string, and the JSON bodies of submit
+ * and bulk actions. Nothing here knows libmicrohttpd or the store, so the
+ * fuzz target (fuzz/fuzz_api.c) builds from this file and a few core ones.
+ *
+ * Every refusal fills a tk__api_error: the HTTP status, the code of
+ * docs/api.md, the parameter at fault and a message naming the value and
+ * what was expected. */
+#ifndef TASKER_SERVER_REQUEST_PARSE_H
+#define TASKER_SERVER_REQUEST_PARSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include <tasker/error.h>
+#include <tasker/query.h>
+#include <tasker/workflow.h>
+
+/* The largest request body accepted (413 beyond). */
+#define TK__BODY_MAX (1024 * 1024)
+/* Most tasks or steps one bulk request may list. */
+#define TK__BULK_LIST_MAX 1000
+
+typedef struct tk__api_error {
+  int status;       /* HTTP status: 400, 404, ... */
+  const char *code; /* "bad_request", "bad_filter", ... (static) */
+  char param[64];   /* the parameter or body member at fault, or "" */
+  char message[TK_ERR_MSG_MAX];
+} tk__api_error;
+
+/* Fill e (printf-style message; param may be NULL) and return -1. */
+int tk__api_fail(tk__api_error *e, int status, const char *code, const char *param,
+                 const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
+/* {"error": {"status", "code", "message", "param"?}} as malloc'd text, or
+ * NULL when memory ran out. */
+char *tk__api_error_json(const tk__api_error *e);
+
+/* ---- routes ------------------------------------------------------------ */
+
+typedef enum tk__route_id {
+  TK__R_STATUS = 1,  /* GET /api/v1/status */
+  TK__R_TASKS,       /* GET (list), POST (submit) /api/v1/tasks */
+  TK__R_TASK,        /* GET /api/v1/tasks/ID */
+  TK__R_TASK_CANCEL, /* POST /api/v1/tasks/ID/cancel */
+  TK__R_STEP_ACTION, /* POST /api/v1/tasks/ID/steps/STEP/{retry,resolve} */
+  TK__R_BULK,        /* POST /api/v1/actions/ACTION */
+  TK__R_STEPS,       /* GET /api/v1/steps */
+  TK__R_TEMPLATES,   /* GET /api/v1/templates */
+  TK__R_TEMPLATE,    /* GET /api/v1/templates/NAME (NAME may be ns/name) */
+  TK__R_ACTIVITY,    /* GET /api/v1/activity */
+  TK__R_BACKOFF,     /* GET /api/v1/backoff */
+  TK__R_METRICS,     /* GET /metrics */
+  TK__R_ASSET        /* GET anything else outside /api/: the dashboard */
+} tk__route_id;
+
+/* Methods, as bits. HEAD counts as GET. */
+enum { TK__M_GET = 1, TK__M_POST = 2 };
+
+typedef struct tk__route {
+  tk__route_id id;
+  int post;                  /* the request is a POST (else a GET or HEAD) */
+  int64_t task;              /* TK__R_TASK, _TASK_CANCEL, _STEP_ACTION */
+  char step[256];            /* TK__R_STEP_ACTION: the step's name, decoded */
+  tk_operator_action action; /* TK__R_STEP_ACTION, TK__R_BULK */
+  char name[512];            /* TK__R_TEMPLATE: the name, decoded */
+  const char *path;          /* the path (into the request's URI), for assets */
+  size_t path_len;
+  const char *query;         /* the query string after '?', or "" */
+  size_t query_len;
+} tk__route;
+
+/* Route `method` and `uri` (the request target as sent: path and query,
+ * not NUL-terminated). 0 with *r filled, or -1: 404 not_found for an
+ * unknown path or id syntax, 405 method_not_allowed (then *allow gets the
+ * Allow header's value), 400 for a path that cannot be decoded. */
+int tk__route_parse(const char *method, const char *uri, size_t len, tk__route *r,
+                    const char **allow, tk__api_error *e);
+
+/* "retry", "resolve", "cancel": 0 and *a, or -1. */
+int tk__action_parse(const char *name, tk_operator_action *a);
+const char *tk__action_name(tk_operator_action a);
+
+/* ---- query strings ----------------------------------------------------- */
+
+/* %-decode s[0..n) into out (at least n + 1 bytes; NUL-terminated, *outlen
+ * bytes), '+' as a space when plus_space. -1 for a malformed escape or an
+ * encoded NUL. */
+int tk__pct_decode(const char *s, size_t n, int plus_space, char *out, size_t *outlen);
+
+typedef struct tk__query_arg {
+  char *key, *value; /* decoded, NUL-terminated */
+} tk__query_arg;
+
+typedef struct tk__query {
+  tk__query_arg *args;
+  int n;
+} tk__query;
+
+/* Parse "a=1&b=x%20y" (application/x-www-form-urlencoded: '+' is a space).
+ * Refused with 400 bad_request: a malformed %-escape, a NUL, a parameter
+ * given twice, more than 64 parameters. */
+int tk__query_parse(const char *qs, size_t len, tk__query *q, tk__api_error *e);
+void tk__query_free(tk__query *q);
+/* The value of `key`, or NULL. */
+const char *tk__query_get(const tk__query *q, const char *key);
+/* 400 naming the first parameter not in `known` (NULL-terminated). */
+int tk__query_only(const tk__query *q, const char *const *known, tk__api_error *e);
+/* An integer parameter in [min, max]; dflt when absent. */
+int tk__query_int(const tk__query *q, const char *key, int64_t min, int64_t max, int64_t dflt,
+                  int64_t *out, tk__api_error *e);
+
+/* The parameters of a list (tasks or steps). Strings point into the query
+ * (or the body); `since` is the text, which the caller turns into
+ * filter.created_since with the store's time (tk_time_arg_parse). */
+typedef struct tk__list_query {
+  tk_task_filter filter;
+  const char *since;      /* NULL: any */
+  const char *cursor;     /* NULL: the first page */
+  const char *step_state; /* steps lists: default "error" */
+  int limit;              /* 1..TK_PAGE_MAX, default 50 */
+} tk__list_query;
+
+/* The list parameters of `q`; steps: a steps list (which takes `state` as
+ * the step's state and `task_state` for the task's). Unknown parameters,
+ * empty values and a bad limit are refused. */
+int tk__list_query_parse(const tk__query *q, int steps, tk__list_query *out, tk__api_error *e);
+
+/* ---- bodies ------------------------------------------------------------ */
+
+/* POST /api/v1/tasks: {"template", "version"?, "context"?, "identity"?}. */
+typedef struct tk__submit_body {
+  json_t *root;
+  const char *template_name, *version, *identity; /* into root */
+  char *context;                                  /* JSON text; NULL: {} */
+} tk__submit_body;
+
+int tk__submit_body_parse(const char *body, size_t len, tk__submit_body *out, tk__api_error *e);
+void tk__submit_body_free(tk__submit_body *b);
+
+typedef enum tk__bulk_kind { TK__BULK_TASKS = 1, TK__BULK_STEPS, TK__BULK_FILTER } tk__bulk_kind;
+
+typedef struct tk__bulk_step {
+  int64_t task;
+  const char *step; /* into root */
+} tk__bulk_step;
+
+/* POST /api/v1/actions/ACTION: exactly one of "tasks", "steps" (retry and
+ * resolve only), "filter" (with "max", default 1000). */
+typedef struct tk__bulk_body {
+  json_t *root;
+  tk__bulk_kind kind;
+  int64_t *tasks; /* TK__BULK_TASKS: n ids */
+  tk__bulk_step *steps; /* TK__BULK_STEPS: n steps */
+  size_t n;
+  tk__list_query filter; /* TK__BULK_FILTER: filter and since */
+  int64_t max;
+} tk__bulk_body;
+
+int tk__bulk_body_parse(const char *body, size_t len, tk_operator_action action,
+                        tk__bulk_body *out, tk__api_error *e);
+void tk__bulk_body_free(tk__bulk_body *b);
+
+#endif

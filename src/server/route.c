@@ -1,0 +1,149 @@
+/* Which endpoint a request names (docs/api.md "Endpoints"). The path is
+ * split into '/'-separated segments, each %-decoded on its own, so a step
+ * or template name may hold an encoded '/' or space. */
+#include "server/request_parse.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SEGMENTS 8
+
+typedef struct segs {
+  char text[MAX_SEGMENTS][512];
+  size_t len[MAX_SEGMENTS];
+  int n;
+} segs;
+
+int tk__action_parse(const char *name, tk_operator_action *a) {
+  if (strcmp(name, "retry") == 0) *a = TK_OP_RETRY;
+  else if (strcmp(name, "resolve") == 0) *a = TK_OP_RESOLVE;
+  else if (strcmp(name, "cancel") == 0) *a = TK_OP_CANCEL;
+  else return -1;
+  return 0;
+}
+
+const char *tk__action_name(tk_operator_action a) {
+  return a == TK_OP_RETRY ? "retry" : a == TK_OP_RESOLVE ? "resolve" : "cancel";
+}
+
+/* Split and decode path[0..len) after its leading "/api/"; a segment too
+ * long or too many segments is an unknown path. */
+static int split(const char *p, size_t len, segs *s, tk__api_error *e) {
+  s->n = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= len; i++) {
+    if (i < len && p[i] != '/') continue;
+    if (s->n == MAX_SEGMENTS || i - start >= sizeof s->text[0])
+      return tk__api_fail(e, 404, "not_found", NULL, "no such API path");
+    size_t out;
+    if (tk__pct_decode(p + start, i - start, 0, s->text[s->n], &out) != 0)
+      return tk__api_fail(e, 400, "bad_request", NULL,
+                          "the path holds a malformed %%-escape or an encoded NUL");
+    s->len[s->n++] = out;
+    start = i + 1;
+  }
+  return 0;
+}
+
+/* A task id segment: a positive decimal integer. */
+static int task_id(const char *text, int64_t *id, tk__api_error *e) {
+  size_t n = strlen(text);
+  if (n == 0 || n > 18 || strspn(text, "0123456789") != n || (*id = strtoll(text, NULL, 10)) <= 0)
+    return tk__api_fail(e, 404, "not_found", "id",
+                        "no task \"%.100s\": a task id is a positive integer", text);
+  return 0;
+}
+
+static int is(const segs *s, int i, const char *word) {
+  return i < s->n && strcmp(s->text[i], word) == 0;
+}
+
+/* Match the segments after /api/v1; *methods gets the methods allowed. */
+static int match_api(const segs *s, tk__route *r, int *methods, tk__api_error *e) {
+  const int first = 1; /* segment 0 is "v1" */
+  int k = s->n - first;
+  *methods = TK__M_GET;
+  if (k == 1 && is(s, first, "status")) r->id = TK__R_STATUS;
+  else if (k == 1 && is(s, first, "steps")) r->id = TK__R_STEPS;
+  else if (k == 1 && is(s, first, "templates")) r->id = TK__R_TEMPLATES;
+  else if (k == 1 && is(s, first, "activity")) r->id = TK__R_ACTIVITY;
+  else if (k == 1 && is(s, first, "backoff")) r->id = TK__R_BACKOFF;
+  else if (k == 1 && is(s, first, "tasks")) {
+    r->id = TK__R_TASKS;
+    *methods = TK__M_GET | TK__M_POST;
+  } else if (k >= 2 && is(s, first, "templates")) {
+    /* NAME or NAMESPACE/NAME: the rest of the path. */
+    size_t used = 0;
+    for (int i = first + 1; i < s->n; i++) {
+      if (s->len[i] == 0 || used + s->len[i] + 2 > sizeof r->name)
+        return tk__api_fail(e, 404, "not_found", "name", "no such template path");
+      if (used) r->name[used++] = '/';
+      memcpy(r->name + used, s->text[i], s->len[i]);
+      used += s->len[i];
+    }
+    r->name[used] = '\0';
+    r->id = TK__R_TEMPLATE;
+  } else if (k == 2 && is(s, first, "actions")) {
+    if (tk__action_parse(s->text[first + 1], &r->action) != 0)
+      return tk__api_fail(e, 404, "not_found", "action",
+                          "no action \"%.100s\": expected retry, resolve or cancel",
+                          s->text[first + 1]);
+    r->id = TK__R_BULK;
+    *methods = TK__M_POST;
+  } else if (k >= 2 && is(s, first, "tasks")) {
+    if (task_id(s->text[first + 1], &r->task, e) != 0) return -1;
+    if (k == 2) {
+      r->id = TK__R_TASK;
+    } else if (k == 3 && is(s, first + 2, "cancel")) {
+      r->id = TK__R_TASK_CANCEL;
+      r->action = TK_OP_CANCEL;
+      *methods = TK__M_POST;
+    } else if (k == 5 && is(s, first + 2, "steps") && s->len[first + 3] > 0 &&
+               s->len[first + 3] < sizeof r->step &&
+               (is(s, first + 4, "retry") || is(s, first + 4, "resolve"))) {
+      memcpy(r->step, s->text[first + 3], s->len[first + 3] + 1);
+      tk__action_parse(s->text[first + 4], &r->action);
+      r->id = TK__R_STEP_ACTION;
+      *methods = TK__M_POST;
+    } else {
+      return tk__api_fail(e, 404, "not_found", NULL, "no such API path");
+    }
+  } else {
+    return tk__api_fail(e, 404, "not_found", NULL, "no such API path");
+  }
+  return 0;
+}
+
+int tk__route_parse(const char *method, const char *uri, size_t len, tk__route *r,
+                    const char **allow, tk__api_error *e) {
+  memset(r, 0, sizeof *r);
+  *allow = NULL;
+  const char *q = memchr(uri, '?', len);
+  r->path = uri;
+  r->path_len = q ? (size_t)(q - uri) : len;
+  r->query = q ? q + 1 : "";
+  r->query_len = q ? len - r->path_len - 1 : 0;
+  if (r->path_len == 0 || uri[0] != '/')
+    return tk__api_fail(e, 404, "not_found", NULL, "the request's target is not a path");
+  int methods = TK__M_GET;
+  static const char api[] = "/api/";
+  if (r->path_len >= sizeof api - 1 && memcmp(uri, api, sizeof api - 1) == 0) {
+    segs s;
+    if (split(uri + sizeof api - 1, r->path_len - (sizeof api - 1), &s, e) != 0) return -1;
+    if (!is(&s, 0, "v1"))
+      return tk__api_fail(e, 404, "not_found", NULL,
+                          "no such API path: the API's paths start with /api/v1/");
+    if (match_api(&s, r, &methods, e) != 0) return -1;
+  } else if (r->path_len == 8 && memcmp(uri, "/metrics", 8) == 0) {
+    r->id = TK__R_METRICS;
+  } else {
+    r->id = TK__R_ASSET;
+  }
+  int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+  r->post = strcmp(method, "POST") == 0;
+  if ((get && (methods & TK__M_GET)) || (r->post && (methods & TK__M_POST))) return 0;
+  *allow = methods == TK__M_POST ? "POST" : methods == TK__M_GET ? "GET, HEAD" : "GET, HEAD, POST";
+  return tk__api_fail(e, 405, "method_not_allowed", NULL,
+                      "method %.20s is not allowed here: expected %s%s", method, *allow,
+                      methods == TK__M_POST ? " (actions change the store: POST only)" : "");
+}

@@ -1,0 +1,333 @@
+/* The HTTP side of the server (libmicrohttpd): one internal polling thread
+ * answers every request (no thread per connection, no pool), which is what
+ * lets the API use one store connection: a tk_store is used by one thread
+ * at a time, and that thread is this one. Bodies are gathered here up to
+ * TK__BODY_MAX; routing, authorization and the same-origin check come
+ * before any handler runs. */
+#include "server/server_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "core/buf.h"
+#include "server/assets.h"
+
+/* Limits (docs/api.md "Safety"). */
+#define CONNECTION_TIMEOUT_S 30
+#define CONNECTION_LIMIT 128
+#define PER_IP_CONNECTION_LIMIT 64
+#define CONNECTION_MEMORY 65536 /* per connection: the request line and headers */
+
+/* One request under way, made when its URI arrives (so the raw target,
+ * query string included, is ours to parse). */
+typedef struct request {
+  char *uri;
+  int started;
+  int too_large;
+  tk__buf body;
+  size_t body_seen;
+} request;
+
+void tk__server_log(const tk_server *s, tk_log_level level, const char *fmt, ...) {
+  if (s->on_log == NULL) return;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  s->on_log(level, msg, s->log_ud);
+}
+
+void tk__respond_error(tk__response *out, const tk__api_error *e) {
+  out->status = e->status;
+  out->content_type = NULL;
+  out->body = tk__api_error_json(e);
+  out->len = out->body ? strlen(out->body) : 0;
+  out->static_body = 0;
+}
+
+void tk__respond_json(tk__response *out, int status, char *text) {
+  if (text == NULL) {
+    tk__api_error e;
+    tk__api_fail(&e, 500, "internal", NULL, "out of memory building the answer");
+    tk__respond_error(out, &e);
+    return;
+  }
+  out->status = status;
+  out->content_type = NULL;
+  out->body = text;
+  out->len = strlen(text);
+  out->static_body = 0;
+}
+
+int tk__secret_equal(const char *given, size_t given_len, const char *secret, size_t secret_len) {
+  /* Every byte of the secret is compared whatever the input, so the time
+   * taken says nothing about how much of it matched. */
+  volatile unsigned char diff = given_len != secret_len;
+  for (size_t i = 0; i < secret_len; i++)
+    diff |= (unsigned char)(secret[i] ^ (i < given_len ? given[i] : 0));
+  return diff == 0;
+}
+
+static const char *header(struct MHD_Connection *c, const char *name) {
+  return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+/* The token check for /api/v1 and /metrics: 0, or -1 with a 401. */
+static int authorize(const tk_server *s, struct MHD_Connection *c, tk__api_error *e) {
+  if (s->token == NULL) return 0;
+  const char *auth = header(c, MHD_HTTP_HEADER_AUTHORIZATION);
+  if (auth == NULL)
+    return tk__api_fail(e, 401, "unauthorized", "Authorization",
+                        "this server requires a token: send Authorization: Bearer TOKEN");
+  if (strncasecmp(auth, "Bearer ", 7) != 0)
+    return tk__api_fail(e, 401, "unauthorized", "Authorization",
+                        "Authorization: expected \"Bearer TOKEN\"");
+  const char *given = auth + 7;
+  while (*given == ' ') given++;
+  if (!tk__secret_equal(given, strlen(given), s->token, s->token_len))
+    return tk__api_fail(e, 401, "unauthorized", "Authorization", "the token is not this server's");
+  return 0;
+}
+
+/* Without a token, a POST must come from the dashboard's own origin
+ * (docs/api.md "Safety"): 0, or -1 with a 403. */
+static int same_origin(const tk_server *s, struct MHD_Connection *c, tk__api_error *e) {
+  if (s->token != NULL) return 0; /* a bearer token is never sent by a cross-site form */
+  const char *xr = header(c, "X-Tasker-Request");
+  if (xr == NULL || strcmp(xr, "1") != 0)
+    return tk__api_fail(e, 403, "forbidden", "X-Tasker-Request",
+                        "an action needs the header X-Tasker-Request: 1 (%s)",
+                        xr ? "it is not 1" : "it is missing");
+  const char *origin = header(c, "Origin"), *host = header(c, MHD_HTTP_HEADER_HOST);
+  if (origin == NULL) return 0;
+  if (host == NULL || strncmp(origin, "http://", 7) != 0 || strcmp(origin + 7, host) != 0)
+    return tk__api_fail(e, 403, "forbidden", "Origin",
+                        "Origin \"%.200s\" is not this server's (http://%.200s): actions come "
+                        "from the dashboard's own page",
+                        origin, host ? host : "no Host header");
+  return 0;
+}
+
+/* The dashboard's files; anything else is a 404 in JSON. */
+static void serve_asset(const tk__route *r, tk__response *out) {
+  char path[512];
+  size_t n = r->path_len < sizeof path ? r->path_len : sizeof path - 1;
+  memcpy(path, r->path, n);
+  path[n] = '\0';
+  const tk__asset *a = r->path_len < sizeof path ? tk__asset_find(path) : NULL;
+  if (a == NULL) {
+    tk__api_error e;
+    tk__api_fail(&e, 404, "not_found", NULL, "no such page: %.200s", path);
+    tk__respond_error(out, &e);
+    return;
+  }
+  out->status = 200;
+  out->content_type = a->content_type;
+  out->body = (char *)a->data;
+  out->len = a->len;
+  out->static_body = 1;
+}
+
+/* Answer one complete request into *out. */
+static void answer(tk_server *s, struct MHD_Connection *c, const char *method, request *rq,
+                   tk__response *out) {
+  tk__route r;
+  tk__api_error e;
+  const char *allow;
+  int rc = tk__route_parse(method, rq->uri, strlen(rq->uri), &r, &allow, &e);
+  if (rc == 0 && r.id != TK__R_ASSET) rc = authorize(s, c, &e);
+  if (rc == 0 && rq->too_large)
+    rc = tk__api_fail(&e, 413, "too_large", NULL,
+                      "the request body has more than %d bytes (%zu sent)", TK__BODY_MAX,
+                      rq->body_seen);
+  if (rc == 0 && r.post) rc = same_origin(s, c, &e);
+  if (rc == 0 && s->store == NULL && r.id != TK__R_METRICS)
+    rc = tk__api_fail(&e, 404, "not_found", NULL,
+                      "this server serves /metrics only (an orchestrator's)");
+  if (rc != 0) {
+    tk__respond_error(out, &e);
+    out->allow = allow;
+    return;
+  }
+  if (r.id == TK__R_ASSET) {
+    serve_asset(&r, out);
+  } else {
+    tk__buf_addc(&rq->body, '\0'); /* handlers read the body as text */
+    tk__api_handle(s, &r, rq->body.p ? rq->body.p : "", rq->body_seen, out);
+  }
+}
+
+static enum MHD_Result send_response(struct MHD_Connection *c, tk__response *out) {
+  struct MHD_Response *resp = MHD_create_response_from_buffer(
+      out->len, out->body, out->static_body ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_FREE);
+  if (resp == NULL) {
+    if (!out->static_body) free(out->body);
+    return MHD_NO;
+  }
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                          out->content_type ? out->content_type : "application/json");
+  MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+  MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+  MHD_add_response_header(resp, "Content-Security-Policy",
+                          "default-src 'self'; img-src 'self' data:; style-src 'self' "
+                          "'unsafe-inline'; frame-ancestors 'none'; form-action 'none'");
+  if (out->allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, out->allow);
+  if (out->status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+  enum MHD_Result ret = MHD_queue_response(c, (unsigned)out->status, resp);
+  MHD_destroy_response(resp);
+  return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **req_cls) {
+  (void)url;
+  (void)version;
+  tk_server *s = cls;
+  request *rq = *req_cls;
+  if (rq == NULL) return MHD_NO; /* out of memory when the URI came: drop the connection */
+  if (!rq->started) {
+    rq->started = 1;
+    const char *cl = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > TK__BODY_MAX) rq->too_large = 1;
+    return MHD_YES;
+  }
+  if (*upload_size > 0) {
+    /* Past the limit the body is read and dropped, so the client gets the
+     * 413 rather than a reset connection. */
+    rq->body_seen += *upload_size;
+    if (rq->body_seen > TK__BODY_MAX) rq->too_large = 1;
+    if (rq->too_large) tk__buf_free(&rq->body);
+    else tk__buf_add(&rq->body, upload, *upload_size);
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  tk__response out = {0};
+  if (rq->body.oom) {
+    tk__api_error e;
+    tk__api_fail(&e, 500, "internal", NULL, "out of memory reading the request body");
+    tk__respond_error(&out, &e);
+  } else {
+    answer(s, c, method, rq, &out);
+  }
+  if (out.body == NULL) return MHD_NO;
+  if (out.status >= 500)
+    tk__server_log(s, TK_LOG_ERROR, "%s %s: %d %.*s", method, rq->uri, out.status,
+                   (int)out.len, out.body);
+  return send_response(c, &out);
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
+  (void)cls;
+  (void)c;
+  request *rq = calloc(1, sizeof *rq);
+  if (rq && (rq->uri = strdup(uri)) == NULL) {
+    free(rq);
+    rq = NULL;
+  }
+  return rq;
+}
+
+static void on_done(void *cls, struct MHD_Connection *c, void **req_cls,
+                    enum MHD_RequestTerminationCode toe) {
+  (void)cls;
+  (void)c;
+  (void)toe;
+  request *rq = *req_cls;
+  if (rq == NULL) return;
+  tk__buf_free(&rq->body);
+  free(rq->uri);
+  free(rq);
+  *req_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+  tk_server *s = cls;
+  if (s->on_log == NULL) return;
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  size_t n = strlen(msg);
+  while (n > 0 && msg[n - 1] == '\n') msg[--n] = '\0';
+  s->on_log(TK_LOG_WARN, msg, s->log_ud);
+}
+
+const char *tk_server_address(const tk_server *s) { return s->address; }
+int tk_server_port(const tk_server *s) { return s->port; }
+
+int tk_server_start(const tk_server_options *o, tk_server **out, tk_err *err) {
+  *out = NULL;
+  const char *listen = o->listen ? o->listen : TK_SERVER_DEFAULT_LISTEN;
+  int loopback;
+  int rc = tk_server_listen_check(listen, &loopback, err);
+  if (rc) return rc;
+  if (!loopback && (o->token == NULL || o->token[0] == '\0'))
+    return tk_err_set(err, TK_EINVAL,
+                      "listen address \"%s\" is not loopback: serving beyond this machine "
+                      "requires a token (--token-file PATH or TASKER_TOKEN)",
+                      listen);
+  if (o->store != NULL && o->config == NULL)
+    return tk_err_set(err, TK_EINVAL, "server options: a store needs its configuration (config)");
+  if (o->store == NULL && o->metrics == NULL)
+    return tk_err_set(err, TK_EINVAL, "server options: nothing to serve: give a store or metrics");
+  tk_server *s = calloc(1, sizeof *s);
+  if (s == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory starting the server");
+  s->fd = -1;
+  s->store = o->store;
+  s->config = o->config;
+  s->metrics = o->metrics;
+  s->on_log = o->on_log;
+  s->log_ud = o->log_ud;
+  s->clock = o->clock.now_ms ? o->clock : o->store ? tk_store_clock(o->store) : tk_clock_system();
+  if (o->token && o->token[0]) {
+    s->token_len = strlen(o->token);
+    if ((s->token = strdup(o->token)) == NULL) {
+      free(s);
+      return tk_err_set(err, TK_ENOMEM, "out of memory starting the server");
+    }
+  }
+  if (o->store && o->store_url &&
+      (rc = tk__snapshot_start(o->store_url, o->clock, o->snapshot_ms > 0 ? o->snapshot_ms : 5000,
+                               &s->snapshot, err)) != 0) {
+    tk_server_stop(s);
+    return rc;
+  }
+  int ipv6;
+  if ((rc = tk__listen_open(listen, &s->fd, s->address, sizeof s->address, &s->port, &ipv6,
+                            err)) != 0) {
+    tk_server_stop(s);
+    return rc;
+  }
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | (ipv6 ? MHD_USE_IPv6 : 0);
+  s->daemon = MHD_start_daemon(
+      flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s->fd,
+      MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned)CONNECTION_LIMIT, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      (unsigned)PER_IP_CONNECTION_LIMIT, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      (size_t)CONNECTION_MEMORY, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_END);
+  if (s->daemon == NULL) {
+    tk_server_stop(s);
+    return tk_err_set(err, TK_EIO, "cannot start the HTTP server on %s (libmicrohttpd refused)",
+                      listen);
+  }
+  *out = s;
+  return 0;
+}
+
+void tk_server_stop(tk_server *s) {
+  if (s == NULL) return;
+  if (s->daemon) MHD_stop_daemon(s->daemon); /* closes the listening socket too */
+  else if (s->fd >= 0) close(s->fd);
+  tk__snapshot_stop(s->snapshot);
+  free(s->token);
+  free(s);
+}
