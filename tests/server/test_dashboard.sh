@@ -1,0 +1,193 @@
+#!/bin/sh
+# The dashboard in headless Chromium (issue 13): a real store with a task
+# whose command step fails twice (once asking for its own delay, once not)
+# then succeeds, and one whose step fails permanently with markup in its
+# error; one orchestrator run until idle; `tasker serve` on a free loopback
+# port; then the pages as Chromium renders them (the DOM after the scripts
+# ran): the task page, the failed list, the task list and the overview.
+# Screenshots go to $BUILD/screenshots (or TK_SCREENSHOTS) for people.
+# Needs Debian's chromium: without it the test is skipped (exit 77), unless
+# TK_REQUIRE_CHROMIUM=1 (CI), which makes that a failure.
+. "$(dirname "$0")/../lib/tap.sh"
+W=$TMPDIR_TEST
+CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
+if [ -z "$CHROMIUM" ]; then
+  if [ "${TK_REQUIRE_CHROMIUM:-0}" = 1 ]; then
+    tap_fail "chromium installed" "no chromium and TK_REQUIRE_CHROMIUM=1; run: make server-deps"
+    tap_done
+    exit 1
+  fi
+  echo "# SKIP no chromium (make server-deps installs it)"
+  exit 77
+fi
+SHOTS=${TK_SCREENSHOTS:-$(cd "$(dirname "$TASKER")/.." && pwd)/screenshots}
+mkdir -p "$SHOTS"
+
+t() { "$TASKER" --config "$W/tasker.toml" --db "sqlite:$W/store.db" "$@"; }
+
+# Short delays and no jitter: the run takes about a second.
+cat >"$W/tasker.toml" <<'TOML'
+[backoff]
+base = "150ms"
+multiplier = 2.0
+jitter = "none"
+[backoff.profiles.spread]
+base = "1s"
+max_delay = "1m"
+jitter = "full"
+TOML
+# transform: attempt 1 asks for 250ms (the server's delay), attempt 2 fails
+# plainly (the computed one), attempt 3 succeeds.
+cat >"$W/flaky.toml" <<'TOML'
+name = "ingest"
+version = "1"
+description = "fetch, transform (fails twice), load"
+[[steps]]
+name = "fetch"
+handler = { kind = "command", argv = ["sh", "-c", "echo '{\"rows\": 3}'"] }
+[[steps]]
+name = "transform"
+depends_on = ["fetch"]
+retry = { max_attempts = 4 }
+handler = { kind = "command", argv = ["sh", "-c", """
+case $TASKER_ATTEMPT in
+1) echo '{"retry_after": "250ms"}'; echo 'HTTP 429 slow down' >&2; exit 75 ;;
+2) echo 'connection reset by peer' >&2; exit 1 ;;
+esac
+echo '{"ok": true}'"""] }
+[[steps]]
+name = "load"
+depends_on = ["transform"]
+handler = { kind = "builtin", name = "noop" }
+TOML
+cat >"$W/broken.toml" <<'TOML'
+name = "payment"
+version = "1"
+[[steps]]
+name = "charge"
+handler = { kind = "command", argv = ["sh", "-c", "echo '<script>alert(1)</script> card declined' >&2; exit 3"], permanent_exit_codes = [3] }
+[[steps]]
+name = "receipt"
+depends_on = ["charge"]
+handler = { kind = "builtin", name = "noop" }
+TOML
+# setup NAME CMD...: a step the rest needs; the test stops if it fails.
+setup() {
+  name=$1; shift
+  run "$@"
+  expect_rc "$name" 0
+  [ "$RC" -eq 0 ] || { tap_done; exit 1; }
+}
+setup "init" t init
+setup "template add" t template add "$W/flaky.toml" "$W/broken.toml"
+setup "submit ingest" t submit ingest
+FLAKY=$OUT
+setup "submit payment" t submit payment
+BROKEN=$OUT
+setup "run until idle" t run --until-idle --workers 2
+
+# serve on a port the kernel picks; its first stderr line names it.
+t serve --listen 127.0.0.1:0 2>"$W/serve.err" >"$W/serve.out" &
+SERVE=$!
+trap 'kill "$SERVE" 2>/dev/null; wait "$SERVE" 2>/dev/null; rm -rf "$TMPDIR_TEST"' EXIT
+URL=""
+i=0
+while [ $i -lt 200 ] && [ -z "$URL" ] && kill -0 "$SERVE" 2>/dev/null; do
+  URL=$(sed -n 's|^tasker serve: listening on \(http://127\.0\.0\.1:[0-9]*/\)$|\1|p' "$W/serve.err")
+  [ -n "$URL" ] || sleep 0.05
+  i=$((i + 1))
+done
+if [ -z "$URL" ]; then
+  tap_fail "serve says where it listens" "stderr: $(cat "$W/serve.err")"
+  tap_done
+  exit 1
+fi
+tap_ok "serve listens at $URL"
+
+# chrome NAME ROUTE: the page at #ROUTE after its scripts ran, in $DOM
+# and $SHOTS/NAME.html, and its screenshot in $SHOTS/NAME.png.
+chrome() {
+  PAGE=$SHOTS/$1.html
+  "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$W/chrome" \
+    --virtual-time-budget=5000 --dump-dom "$URL#$2" >"$PAGE" 2>"$W/$1.err"
+  "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$W/chrome" \
+    --virtual-time-budget=5000 --hide-scrollbars --window-size=1400,1000 \
+    --screenshot="$SHOTS/$1.png" "$URL#$2" >/dev/null 2>>"$W/$1.err"
+  DOM=$(cat "$PAGE")
+  if [ -s "$SHOTS/$1.png" ]; then tap_ok "$1: screenshot $SHOTS/$1.png"
+  else tap_fail "$1: screenshot $SHOTS/$1.png" "chromium: $(tail -n 5 "$W/$1.err")"; fi
+}
+
+# has NAME TEXT: the page contains the fixed string TEXT.
+has() {
+  case "$DOM" in
+    *"$2"*) tap_ok "$1" ;;
+    *) tap_fail "$1" "not in the page ($PAGE): $2" ;;
+  esac
+}
+
+# count TEXT: how many times the fixed string TEXT occurs in $DOM.
+count() { printf '%s' "$DOM" | grep -oF -- "$1" | wc -l | tr -d ' '; }
+
+# expect_count NAME TEXT N
+expect_count() {
+  n=$(count "$2")
+  if [ "$n" -eq "$3" ]; then tap_ok "$1"
+  else tap_fail "$1" "\"$2\" occurs $n times in the page ($PAGE), want $3"; fi
+}
+
+chrome task "/task/$FLAKY"
+has "task page: title" ">Task $FLAKY <span class=\"badge st-complete big\">complete</span>"
+for step in fetch transform load; do
+  has "task page: step $step in the steps table" "id=\"step-$step\""
+done
+has "task page: transform took 3 of its 4 attempts" "<td class=\"num\">3/4</td>"
+expect_count "task page: 5 attempts drawn on the time axis" 'class="attempt oc-' 5
+expect_count "task page: 2 failures drawn" 'class="attempt oc-failure"' 2
+expect_count "task page: 3 successes drawn" 'class="attempt oc-success"' 3
+expect_count "task page: 2 retry delays drawn" 'class="delay src-' 2
+expect_count "task page: the server's delay drawn" 'class="delay src-server"' 1
+expect_count "task page: the computed delay drawn" 'class="delay src-computed"' 1
+has "task page: the server's delay, 250ms, in the attempts table" \
+  '250ms <span class="src-badge src-server"'
+has "task page: the computed delay, 300ms (150ms x 2), in the attempts table" \
+  '300ms <span class="src-badge src-computed"'
+has "task page: the attempt's error as its title" "error: exit status 1: connection reset by peer"
+has "task page: the DAG drawn" 'class="dag"'
+expect_count "task page: the DAG's two edges" 'class="edge"' 2
+expect_count "task page: no error shown" 'flash-error' 0
+
+chrome failed "/failed"
+has "failed: the failed step listed" "<strong>charge</strong>"
+has "failed: linked to its task" "href=\"#/task/$BROKEN\""
+has "failed: a permanent failure, not exhausted" ">permanent failure<"
+has "failed: its row has a checkbox" "type=\"checkbox\" aria-label=\"select $BROKEN charge\""
+has "failed: markup in the error shown as text" '&lt;script&gt;alert(1)&lt;/script&gt; card declined'
+expect_count "failed: no script element from the error" '<script>alert' 0
+expect_count "failed: no error shown" 'flash-error' 0
+
+chrome tasks "/tasks"
+has "tasks: the flaky task listed" "href=\"#/task/$FLAKY\""
+has "tasks: the broken task listed" "href=\"#/task/$BROKEN\""
+has "tasks: its error as text" '&lt;script&gt;alert(1)&lt;/script&gt;'
+expect_count "tasks: no script element from the error" '<script>alert' 0
+has "tasks: the last page" '>last page<'
+
+chrome broken "/task/$BROKEN"
+has "broken task: the error as text" '&lt;script&gt;alert(1)&lt;/script&gt; card declined'
+expect_count "broken task: no script element from the error" '<script>alert' 0
+has "broken task: retry offered for the step in error" '>Retry</button>'
+
+chrome overview "/"
+expect_count "overview: throughput and lateness charts" 'class="chart"' 2
+has "overview: the failed step among the latest" "<strong>charge</strong>"
+expect_count "overview: no error shown" 'flash-error' 0
+
+chrome backoff "/backoff?profile=spread"
+has "backoff: the jitter band's chart" 'class="band"'
+has "backoff: the configured profiles offered" '<option value="spread" selected="">spread</option>'
+has "backoff: the cap before jitter, 1m, from the 7th retry on" '<td class="num">#7</td><td class="num">1m</td>'
+expect_count "backoff: no error shown" 'flash-error' 0
+
+echo "# screenshots: $SHOTS/{task,failed,tasks,broken,overview,backoff}.png"
+tap_done
