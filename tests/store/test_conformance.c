@@ -1810,6 +1810,486 @@ static void batch_items(world *w) {
 }
 
 /* ------------------------------------------------------------------ */
+/* Lists over the whole store (store ops v6)                           */
+/* ------------------------------------------------------------------ */
+
+/* The rows of task_list for q on s (free with tk__task_rows_free). */
+static tk__task_row *task_rows(tk_store *s, const tk__task_query *q, int *n) {
+  tk__task_row *rows;
+  tk_err err;
+  must(s->ops->task_list(s, q, &rows, n, &err), &err, "task list");
+  return rows;
+}
+
+/* The ids of rows as text (" 5 4 3") into buf. */
+static const char *ids_text(char *buf, size_t cap, const int64_t *ids, int n) {
+  buf[0] = '\0';
+  for (int i = 0; i < n; i++)
+    snprintf(buf + strlen(buf), cap - strlen(buf), " %lld", (long long)ids[i]);
+  return buf;
+}
+
+/* Assert that q lists exactly the n task ids that follow, in that order,
+ * and (without a cursor) that task_count counts as many. */
+static void expect_tasks(world *w, tk__task_query q, int n, ...) {
+  if (q.limit == 0) q.limit = 100;
+  int got;
+  tk__task_row *rows = task_rows(w->s, &q, &got);
+  int64_t want[32], have[100];
+  va_list ap;
+  va_start(ap, n);
+  for (int i = 0; i < n; i++) want[i] = va_arg(ap, int64_t);
+  va_end(ap);
+  for (int i = 0; i < got && i < 100; i++) have[i] = rows[i].id;
+  tk__task_rows_free(rows, got);
+  char a[512], b[512];
+  ids_text(a, sizeof a, have, got);
+  ids_text(b, sizeof b, want, n);
+  if (strcmp(a, b) != 0) fail_msg("tasks listed:%s; expected:%s", a, b);
+  if (q.before == 0) {
+    int64_t count = -1;
+    tk_err err;
+    must(w->s->ops->task_count(w->s, &q, &count, &err), &err, "task count");
+    if (count != n) fail_msg("task_count %lld; listed:%s", (long long)count, a);
+  }
+}
+
+/* The step rows of step_list (free with tk__step_rows_free). */
+static tk__step_row *step_rows(tk_store *s, const char *state, const tk__task_query *q, int *n) {
+  tk__step_row *rows;
+  tk_err err;
+  must(s->ops->step_list(s, state, q, &rows, n, &err), &err, "step list");
+  return rows;
+}
+
+/* Claim the next ready step, which must be of task t, and end it with
+ * `error`: waiting for a retry at run_at (next TK__NEXT_RETRY) or in error. */
+static tk__claimed fail_step(world *w, int64_t t, tk__next_state next, const char *error,
+                             int64_t run_at) {
+  tk__claimed c = claim_one(w->s, "A");
+  assert_int_equal(c.task_id, t);
+  tk__outcome o = next == TK__NEXT_RETRY ? retry_of(&c, "A", w->clock.now_ms, run_at)
+                                         : error_of(&c, "A", w->clock.now_ms);
+  o.error = error;
+  record_ok(w->s, &o);
+  return c;
+}
+
+static const char ops_one_toml[] =
+    "name = \"one\"\nnamespace = \"ops\"\nversion = \"1\"\n" STEP("s");
+static const char one_v2_toml[] = "name = \"one\"\nversion = \"2\"\n" STEP("s");
+
+/* Tasks by state, template (any version; a bare name in any namespace),
+ * creation time and text in a step's last error, each alone and combined,
+ * newest first; and what each row holds. Error text is literal and
+ * case-sensitive: % and _ match only themselves. */
+static void lists_filter_tasks(world *w) {
+  add_template(w, one_toml);
+  add_template(w, chain_toml);
+  add_template(w, one_v2_toml);
+  int existed;
+  int64_t t1 = submit_on(w, w->s, "one", NULL, NULL, T(0), &existed); /* v2: the newest */
+  int64_t t2 = submit_on(w, w->s, "chain", NULL, NULL, T(100), &existed);
+  tk_submit_request v1 = {.template_name = "one", .version = "1"};
+  int64_t t3 = 0;
+  tk_err err;
+  must(tk_task_submit(w->s, w->cfg, &v1, T(200), &t3, &existed, &err), &err, "submit v1");
+  add_template(w, ops_one_toml); /* "one" is in two namespaces from here */
+  int64_t t4 = submit_on(w, w->s, "ops/one", NULL, "ops-4", T(300), &existed);
+  int64_t t5 = submit_on(w, w->s, "default/one", NULL, NULL, T(400), &existed);
+
+  /* Claims take the oldest task first: t1 fails for good, t2 runs, t3
+   * fails with wildcards in its error, t4 completes, t5 waits for a retry. */
+  w->clock.now_ms = T(1000);
+  fail_step(w, t1, TK__NEXT_ERROR, "it broke for good", 0);
+  tk__claimed c2 = claim_one(w->s, "A");
+  assert_int_equal(c2.task_id, t2);
+  fail_step(w, t3, TK__NEXT_ERROR, "50% off_x", 0);
+  tk__claimed c4 = claim_one(w->s, "A");
+  assert_int_equal(c4.task_id, t4);
+  tk__outcome ok = success_of(&c4, "A", T(1000));
+  record_ok(w->s, &ok);
+  fail_step(w, t5, TK__NEXT_RETRY, "timeout_x", T(5000));
+
+  tk__task_query q = {0};
+  expect_tasks(w, q, 5, t5, t4, t3, t2, t1);
+  q.state = TK__TASK_ERROR;
+  expect_tasks(w, q, 2, t3, t1);
+  q.state = TK__TASK_IN_PROGRESS;
+  expect_tasks(w, q, 2, t5, t2);
+  q.state = TK__TASK_COMPLETE;
+  expect_tasks(w, q, 1, t4);
+  q.state = TK__TASK_PENDING;
+  expect_tasks(w, q, 0);
+  q = (tk__task_query){.name = "one"};
+  expect_tasks(w, q, 4, t5, t4, t3, t1);
+  q.ns = "default";
+  expect_tasks(w, q, 3, t5, t3, t1);
+  q.ns = "ops";
+  expect_tasks(w, q, 1, t4);
+  q = (tk__task_query){.name = "chain"};
+  expect_tasks(w, q, 1, t2);
+  q.name = "nothing";
+  expect_tasks(w, q, 0);
+  q = (tk__task_query){.created_since = T(200)};
+  expect_tasks(w, q, 3, t5, t4, t3);
+  q.created_since = T(401);
+  expect_tasks(w, q, 0);
+  q = (tk__task_query){.error_text = "50%"};
+  expect_tasks(w, q, 1, t3);
+  q.error_text = "%";
+  expect_tasks(w, q, 1, t3);
+  q.error_text = "_";
+  expect_tasks(w, q, 2, t5, t3);
+  q.error_text = "5_%"; /* as a LIKE pattern it would match "50% off_x" */
+  expect_tasks(w, q, 0);
+  q.error_text = "IT BROKE";
+  expect_tasks(w, q, 0);
+  q.error_text = "it broke";
+  expect_tasks(w, q, 1, t1);
+  q = (tk__task_query){.state = TK__TASK_ERROR, .name = "one", .created_since = T(100),
+                       .error_text = "%"};
+  expect_tasks(w, q, 1, t3);
+  q = (tk__task_query){.state = TK__TASK_IN_PROGRESS, .name = "one"};
+  expect_tasks(w, q, 1, t5);
+  q = (tk__task_query){.state = TK__TASK_ERROR, .ns = "ops", .name = "one"};
+  expect_tasks(w, q, 0);
+  q = (tk__task_query){.task_id = t3};
+  expect_tasks(w, q, 1, t3);
+  q = (tk__task_query){.before = t4};
+  expect_tasks(w, q, 3, t3, t2, t1);
+  q.limit = 2;
+  expect_tasks(w, q, 2, t3, t2);
+  q = (tk__task_query){.before = t4, .name = "one", .limit = 1};
+  expect_tasks(w, q, 1, t3);
+
+  /* What a row holds. */
+  q = (tk__task_query){.limit = 10};
+  int n;
+  tk__task_row *rows = task_rows(w->s, &q, &n);
+  assert_int_equal(n, 5);
+  const tk__task_row *r5 = &rows[0], *r4 = &rows[1], *r3 = &rows[2], *r2 = &rows[3];
+  assert_string_equal(r5->state, TK__TASK_IN_PROGRESS);
+  assert_string_equal(r5->namespace_, "default");
+  assert_string_equal(r5->name, "one");
+  assert_string_equal(r5->version, "2");
+  assert_null(r5->identity);
+  assert_int_equal(r5->created_at, T(400));
+  assert_int_equal(r5->finished_at, TK__NONE);
+  assert_int_equal(r5->steps_total, 1);
+  assert_string_equal(r5->last_error, "timeout_x");
+  assert_int_equal(r5->next_run_at, T(5000));
+  assert_string_equal(r4->namespace_, "ops");
+  assert_string_equal(r4->identity, "ops-4");
+  assert_int_equal(r4->finished_at, T(1000));
+  assert_int_equal(r4->steps_done, 1);
+  assert_null(r4->last_error);
+  assert_int_equal(r4->next_run_at, TK__NONE);
+  assert_string_equal(r3->version, "1");
+  assert_string_equal(r3->last_error, "50% off_x");
+  assert_int_equal(r3->steps_error, 1);
+  assert_string_equal(r2->name, "chain");
+  assert_int_equal(r2->steps_total, 2);
+  assert_null(r2->last_error);
+  tk__task_rows_free(rows, n);
+}
+
+/* A task's last_error is its most recent one, whichever step it was. */
+static void lists_most_recent_error(world *w) {
+  add_template(w, four_toml);
+  int64_t t = submit(w, "four");
+  tk__claimed c[3];
+  assert_int_equal(claim(w->s, "A", 3, c), 3); /* a, b, c */
+  w->clock.now_ms = T(10);
+  tk__outcome o = retry_of(&c[0], "A", T(10), T(20));
+  o.error = "a first";
+  record_ok(w->s, &o);
+  tk__task_query q = {.limit = 1};
+  int n;
+  tk__task_row *rows = task_rows(w->s, &q, &n);
+  assert_string_equal(rows[0].last_error, "a first");
+  assert_int_equal(rows[0].next_run_at, T(20));
+  tk__task_rows_free(rows, n);
+  o = retry_of(&c[1], "A", T(10), T(30));
+  o.error = "b second";
+  record_ok(w->s, &o);
+  rows = task_rows(w->s, &q, &n);
+  /* b's claim came after a's in the same claim: its error is the newer. */
+  assert_string_equal(rows[0].last_error, "b second");
+  tk__task_rows_free(rows, n);
+  w->clock.now_ms = T(20);
+  tk__claimed again = claim_one(w->s, "A"); /* a's retry: the newest claim */
+  assert_int_equal(again.step_id, c[0].step_id);
+  o = retry_of(&again, "A", T(20), T(40));
+  o.error = "a third";
+  record_ok(w->s, &o);
+  w->clock.now_ms = T(30);
+  tk__claimed b2 = claim_one(w->s, "A");
+  assert_int_equal(b2.step_id, c[1].step_id);
+  o = error_of(&b2, "A", T(30));
+  o.error = "b fourth";
+  record_ok(w->s, &o);
+  rows = task_rows(w->s, &q, &n);
+  assert_int_equal(rows[0].id, t);
+  assert_string_equal(rows[0].last_error, "b fourth");
+  assert_int_equal(rows[0].next_run_at, T(40));
+  tk__task_rows_free(rows, n);
+}
+
+/* Page through q (limit per page) calling between(w, page) after each
+ * page; the ids seen, in order, into ids (*n). */
+static void page_all(world *w, tk__task_query q, int limit, void (*between)(world *, int),
+                     int64_t *ids, int *n) {
+  *n = 0;
+  q.limit = limit;
+  for (int page = 0; page < 20; page++) {
+    int got;
+    tk__task_row *rows = task_rows(w->s, &q, &got);
+    for (int i = 0; i < got; i++) ids[(*n)++] = rows[i].id;
+    if (got > 0) q.before = rows[got - 1].id;
+    tk__task_rows_free(rows, got);
+    if (got < limit) return;
+    if (between) between(w, page);
+  }
+  fail_msg("more than 20 pages");
+}
+
+/* Between pages: complete the oldest ready step, cancel a task, submit a
+ * new one (newer than every cursor: it is on no later page). */
+static void change_states(world *w, int page) {
+  w->clock.now_ms += 10;
+  tk__claimed c = claim_one(w->s, "A");
+  tk__outcome o = page % 2 ? error_of(&c, "A", w->clock.now_ms)
+                           : success_of(&c, "A", w->clock.now_ms);
+  record_ok(w->s, &o);
+  tk_err err;
+  /* Refused when that task is finished already. */
+  int rc = tk_task_operate(w->s, TK_OP_CANCEL, c.task_id + 1, NULL, w->clock.now_ms, NULL, &err);
+  if (rc != 0 && rc != TK_ESTATE) must(rc, &err, "cancel");
+  submit(w, page % 2 ? "one" : "four");
+}
+
+/* A cursor stays valid while tasks change state: the pages of a list never
+ * repeat or skip a task that matched throughout (the whole list, by
+ * template over two versions, and the steps in error). */
+static void lists_pages_while_states_change(world *w) {
+  add_template(w, one_toml);
+  add_template(w, four_toml);
+  int64_t t[12];
+  for (int i = 0; i < 12; i++) {
+    w->clock.now_ms = T(i);
+    t[i] = submit(w, i % 3 ? "one" : "four");
+  }
+  int64_t ids[64];
+  int n;
+  page_all(w, (tk__task_query){0}, 5, change_states, ids, &n);
+  char a[512], b[512];
+  int64_t want[12];
+  for (int i = 0; i < 12; i++) want[i] = t[11 - i];
+  assert_string_equal(ids_text(a, sizeof a, ids, n), ids_text(b, sizeof b, want, 12));
+
+  /* "one" names one template here; a second version makes it two ranges
+   * merged: the tasks of both, in one order. */
+  add_template(w, one_v2_toml);
+  int64_t newer[4];
+  for (int i = 0; i < 4; i++) newer[i] = submit(w, "one");
+  int64_t ones[32];
+  int nones = 0;
+  for (int i = 3; i >= 0; i--) ones[nones++] = newer[i];
+  tk__task_query all = {.limit = 64};
+  int got;
+  tk__task_row *rows = task_rows(w->s, &all, &got);
+  for (int i = 0; i < got; i++)
+    if (strcmp(rows[i].name, "one") == 0 && rows[i].id < newer[0]) ones[nones++] = rows[i].id;
+  tk__task_rows_free(rows, got);
+  page_all(w, (tk__task_query){.name = "one"}, 3, change_states, ids, &n);
+  assert_string_equal(ids_text(a, sizeof a, ids, n), ids_text(b, sizeof b, ones, nones));
+
+  /* Steps in error, two a page, while others fail and one seen is retried. */
+  tk__task_query q = {.limit = 100};
+  tk__step_row *steps = step_rows(w->s, TK__STEP_ERROR, &q, &got);
+  assert_true(got >= 2);
+  int64_t step_ids[64], seen[64];
+  int nsteps = got, nseen = 0;
+  for (int i = 0; i < got; i++) {
+    step_ids[i] = steps[i].id;
+    assert_true(i == 0 || steps[i].task_id <= steps[i - 1].task_id);
+  }
+  int64_t first_task = steps[0].task_id;
+  char first_name[32];
+  snprintf(first_name, sizeof first_name, "%s", steps[0].name);
+  tk__step_rows_free(steps, got);
+  q.limit = 2;
+  for (int page = 0; page < 40; page++) {
+    steps = step_rows(w->s, TK__STEP_ERROR, &q, &got);
+    for (int i = 0; i < got; i++) seen[nseen++] = steps[i].id;
+    if (got > 0) q.before = steps[got - 1].id;
+    tk__step_rows_free(steps, got);
+    if (got < 2) break;
+    if (page == 0) {
+      tk_err err;
+      must(tk_task_operate(w->s, TK_OP_RETRY, first_task, first_name, w->clock.now_ms, NULL,
+                           &err),
+           &err, "retry");
+    }
+    change_states(w, 1); /* a newer step fails */
+  }
+  assert_string_equal(ids_text(a, sizeof a, seen, nseen), ids_text(b, sizeof b, step_ids, nsteps));
+}
+
+/* Steps in a state, with the task filters; what a step row holds. */
+static void lists_steps(world *w) {
+  add_template(w, one_toml);
+  add_template(w, chain_toml);
+  int64_t t1 = submit(w, "one");
+  int64_t t2 = submit(w, "chain");
+  int64_t t3 = submit(w, "one");
+  w->clock.now_ms = T(100);
+  fail_step(w, t1, TK__NEXT_ERROR, "boom", 0); /* max_attempts 5: a permanent failure */
+  tk__claimed a = claim_one(w->s, "A");
+  assert_int_equal(a.task_id, t2);
+  tk__claimed s3 = claim_one(w->s, "A");
+  assert_int_equal(s3.task_id, t3);
+  w->clock.now_ms = T(200);
+  tk__outcome o = retry_of(&s3, "A", T(200), T(300));
+  record_ok(w->s, &o);
+
+  tk__task_query q = {.limit = 10};
+  int n;
+  tk__step_row *rows = step_rows(w->s, TK__STEP_ERROR, &q, &n);
+  assert_int_equal(n, 1);
+  assert_int_equal(rows[0].task_id, t1);
+  assert_string_equal(rows[0].name, "s");
+  assert_string_equal(rows[0].state, TK__STEP_ERROR);
+  assert_int_equal(rows[0].attempts, 1);
+  assert_int_equal(rows[0].max_attempts, 5);
+  assert_int_equal(rows[0].retryable, 1);
+  assert_string_equal(rows[0].last_error, "boom");
+  assert_string_equal(rows[0].namespace_, "default");
+  assert_string_equal(rows[0].template_name, "one");
+  assert_string_equal(rows[0].version, "1");
+  assert_int_equal(rows[0].updated_at, T(100));
+  tk__step_rows_free(rows, n);
+  rows = step_rows(w->s, TK__STEP_WAITING, &q, &n);
+  assert_int_equal(n, 1);
+  assert_int_equal(rows[0].task_id, t3);
+  assert_int_equal(rows[0].updated_at, T(200));
+  assert_string_equal(rows[0].last_error, "it broke");
+  tk__step_rows_free(rows, n);
+  rows = step_rows(w->s, TK__STEP_PENDING, &q, &n); /* chain's b */
+  assert_int_equal(n, 1);
+  assert_int_equal(rows[0].task_id, t2);
+  assert_string_equal(rows[0].name, "b");
+  assert_int_equal(rows[0].updated_at, T(0)); /* created */
+  tk__step_rows_free(rows, n);
+  rows = step_rows(w->s, TK__STEP_IN_PROGRESS, &q, &n);
+  assert_int_equal(n, 1);
+  assert_string_equal(rows[0].name, "a");
+  tk__step_rows_free(rows, n);
+  q.name = "chain";
+  rows = step_rows(w->s, TK__STEP_ERROR, &q, &n);
+  assert_int_equal(n, 0);
+  tk__step_rows_free(rows, n);
+  q = (tk__task_query){.limit = 10, .error_text = "boo", .state = TK__TASK_ERROR};
+  rows = step_rows(w->s, TK__STEP_ERROR, &q, &n);
+  assert_int_equal(n, 1);
+  tk__step_rows_free(rows, n);
+}
+
+/* Each claim writes the run_at it took the step at as the attempt's
+ * due_at: a fresh step's, a due retry's, and a retry claimed ahead of its
+ * time (then started before it was due). */
+static void claims_write_due_at(world *w) {
+  add_template(w, one_toml);
+  int64_t t = submit(w, "one");
+  w->clock.now_ms = T(50);
+  tk__claimed c = claim_one(w->s, "A");
+  assert_int_equal(c.run_at, T(0));
+  tk__outcome o = retry_of(&c, "A", T(60), T(1000));
+  record_ok(w->s, &o);
+  w->clock.now_ms = T(1200);
+  c = claim_one(w->s, "A");
+  o = retry_of(&c, "A", T(1210), T(2000));
+  record_ok(w->s, &o);
+  w->clock.now_ms = T(1600);
+  tk__claim_request r = claim_ahead(w->s, "A", 1, 1, 500, &c);
+  assert_int_equal(r.n, 1);
+  tk__task_report rep;
+  report_on(w->s, t, &rep);
+  const tk__attempt_rec *a1 = attempt_of(&rep, "s", 1), *a2 = attempt_of(&rep, "s", 2),
+                        *a3 = attempt_of(&rep, "s", 3);
+  assert_int_equal(a1->started_at, T(50));
+  assert_int_equal(a1->due_at, T(0));
+  assert_int_equal(a2->started_at, T(1200));
+  assert_int_equal(a2->due_at, T(1000));
+  assert_int_equal(a3->started_at, T(1600));
+  assert_int_equal(a3->due_at, T(2000));
+  tk__task_report_free(&rep);
+}
+
+/* Attempts by the bucket they started in: finished ones by outcome,
+ * retries (a later attempt, or a first one after an operator's retry),
+ * and how late retries started after their run_at. */
+static void activity_buckets(world *w) {
+  add_template(w, one_toml);
+  int64_t a = submit(w, "one"), b = submit(w, "one");
+  submit(w, "one");
+  w->clock.now_ms = T(1000);
+  tk__claimed ca = claim_one(w->s, "A"), cb = claim_one(w->s, "A");
+  assert_int_equal(ca.task_id, a);
+  assert_int_equal(cb.task_id, b);
+  tk__outcome o = success_of(&ca, "A", T(1500));
+  record_ok(w->s, &o);
+  o = retry_of(&cb, "A", T(1200), T(2000));
+  record_ok(w->s, &o);
+  w->clock.now_ms = T(2500); /* b's retry, 500 ms late */
+  cb = claim_one(w->s, "A");
+  assert_int_equal(cb.task_id, b);
+  o = error_of(&cb, "A", T(2600));
+  record_ok(w->s, &o);
+  tk_err err;
+  must(tk_task_operate(w->s, TK_OP_RETRY, b, "s", T(2700), NULL, &err), &err, "retry");
+  w->clock.now_ms = T(2900); /* attempt 1 again, 200 ms late */
+  cb = claim_one(w->s, "A");
+  assert_int_equal(cb.task_id, b);
+  assert_int_equal(cb.attempt, 1);
+  o = success_of(&cb, "A", T(2950));
+  record_ok(w->s, &o);
+  w->clock.now_ms = T(3500); /* the third task starts; unfinished */
+  claim_one(w->s, "A");
+
+  tk__activity_bucket bk[5];
+  must(w->s->ops->activity(w->s, T(0), 1000, 5, bk, &err), &err, "activity");
+  const int64_t want[5][7] = {
+      /* start, succeeded, failed, retries, lateness n, sum, max */
+      {T(0), 0, 0, 0, 0, 0, 0},
+      {T(1000), 1, 1, 0, 0, 0, 0},
+      {T(2000), 1, 1, 2, 2, 700, 500},
+      {T(3000), 0, 0, 0, 0, 0, 0},
+      {T(4000), 0, 0, 0, 0, 0, 0},
+  };
+  for (int i = 0; i < 5; i++) {
+    const int64_t got[7] = {bk[i].start,      bk[i].succeeded,       bk[i].failed,
+                            bk[i].retries,    bk[i].lateness_n,      bk[i].lateness_sum_ms,
+                            bk[i].lateness_max_ms};
+    for (int k = 0; k < 7; k++)
+      if (got[k] != want[i][k])
+        fail_msg("bucket %d, member %d: %lld, expected %lld", i, k, (long long)got[k],
+                 (long long)want[i][k]);
+  }
+  /* A window that starts mid-way finds its first attempt by binary search. */
+  must(w->s->ops->activity(w->s, T(2400), 500, 2, bk, &err), &err, "activity");
+  assert_int_equal(bk[0].start, T(2400));
+  assert_int_equal(bk[0].retries, 1);
+  assert_int_equal(bk[0].failed, 1);
+  assert_int_equal(bk[0].lateness_max_ms, 500);
+  assert_int_equal(bk[1].start, T(2900));
+  assert_int_equal(bk[1].retries, 1);
+  assert_int_equal(bk[1].lateness_sum_ms, 200);
+  assert_int_equal(bk[1].succeeded, 1);
+}
+
+/* ------------------------------------------------------------------ */
 /* Upgrades                                                            */
 /* ------------------------------------------------------------------ */
 
@@ -1935,6 +2415,23 @@ static void upgrade_from(world *w, int v, int latest) {
   AT_VERSION(v, tk_task_submit(s, w->cfg, &req, T(20), &same, &existed, &err), "submit", err);
   assert_int_equal(claim(s, "new", 4, &c), 1);
   assert_int_equal(c.task_id, same);
+
+  /* The lists read the upgraded store; claims made since write due_at,
+   * earlier ones have none. */
+  tk__task_query all = {.limit = 10};
+  int n;
+  tk__task_row *rows = task_rows(s, &all, &n);
+  assert_int_equal(n, 2);
+  assert_int_equal(rows[0].id, same);
+  assert_int_equal(rows[1].id, task);
+  assert_string_equal(rows[1].name, "chain");
+  assert_string_equal(rows[1].state, TK__TASK_COMPLETE);
+  tk__task_rows_free(rows, n);
+  AT_VERSION(v, s->ops->task_report(s, task, &rep, &err), "task report", err);
+  /* b became ready when a completed: at T(10) before the upgrade, else T(20). */
+  assert_int_equal(attempt_of(&rep, "b", 1)->due_at, claimed ? T(10) : T(20));
+  if (claimed) assert_int_equal(attempt_of(&rep, "a", 1)->due_at, TK__NONE);
+  tk__task_report_free(&rep);
   close_store(w, s);
 }
 
@@ -1981,6 +2478,13 @@ static const conformance_case cases[] = {
     {"operator: resolve", operator_resolve, 0},
     {"operator: cancel", operator_cancel, 0},
     {"batch items", batch_items, 0},
+    {"lists: tasks by each filter and combined", lists_filter_tasks, 0},
+    {"lists: a task's most recent error", lists_most_recent_error, 0},
+    {"lists: pages neither repeat nor skip while states change", lists_pages_while_states_change,
+     0},
+    {"lists: steps by state", lists_steps, 0},
+    {"lists: activity in buckets", activity_buckets, 0},
+    {"claims write due_at", claims_write_due_at, 0},
     {"upgrade from every older schema version", upgrade_from_every_older_version, 1},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
