@@ -97,7 +97,9 @@ int tk__pg_usable(tk__pg *pg, const char *what, tk_err *err);
 int tk__pg_pipe_begin(tk__pg *pg, tk__pg_pipe *p, const char *what, tk_err *err);
 /* Queue prepared statement `id` (prepared from sql with nparams
  * parameters on first use) with text parameter values (NULL for SQL
- * NULL). Returns its slot, or -1 when it could not be sent. */
+ * NULL). Returns its slot, or -1 when it could not be sent. id < 0: sql
+ * is a one-off statement (the lists', whose text depends on the filter),
+ * sent unprepared and planned for the values given. */
 int tk__pg_pipe_stmt(tk__pg_pipe *p, int id, const char *sql, int nparams,
                      const char *const *values);
 /* Send the queued commands, sync, and read every result. 0 when all
@@ -198,6 +200,13 @@ int tk__pg_status(tk_store *s, int64_t now, tk__status_report *out, tk_err *err)
 int tk__pg_items_load(tk_store *s, int64_t step_id, tk__batch_load *out, tk_err *err);
 int tk__pg_items_checkpoint(tk_store *s, int64_t step_id, int64_t claim_id,
                             const tk__item_result *r, int n, tk_err *err);
+int tk__pg_task_list(tk_store *s, const tk__task_query *f, tk__task_row **out, int *n,
+                     tk_err *err);
+int tk__pg_task_count(tk_store *s, const tk__task_query *f, int64_t *n, tk_err *err);
+int tk__pg_step_list(tk_store *s, const char *step_state, const tk__task_query *f,
+                     tk__step_row **out, int *n, tk_err *err);
+int tk__pg_activity(tk_store *s, int64_t since, int64_t bucket_ms, int n,
+                    tk__activity_bucket *out, tk_err *err);
 
 /* ---- Shared pieces of the state machine's SQL ---- */
 

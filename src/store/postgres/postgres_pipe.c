@@ -76,6 +76,16 @@ static int room(tk__pg_pipe *p) {
 int tk__pg_pipe_stmt(tk__pg_pipe *p, int id, const char *sql, int nparams,
                      const char *const *values) {
   if (p->broken) return -1;
+  if (id < 0) { /* a one-off statement, planned for its values */
+    if (!room(p) || !PQsendQueryParams(p->pg->conn, sql, nparams, NULL, values, NULL, NULL, 0)) {
+      p->broken = 1;
+      return -1;
+    }
+    p->res[p->n] = NULL;
+    p->prepare[p->n] = 0;
+    p->slot_of[p->n++] = p->nslots;
+    return p->nslots++;
+  }
   char name[16];
   snprintf(name, sizeof name, "tk%d", id);
   if (!p->pg->prepared[id]) {

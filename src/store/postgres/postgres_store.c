@@ -338,4 +338,8 @@ const tk__store_ops tk__postgres_store_ops = {
     .items_load = tk__pg_items_load,
     .items_checkpoint = tk__pg_items_checkpoint,
     .reconnect = pg_reconnect,
+    .task_list = tk__pg_task_list,
+    .task_count = tk__pg_task_count,
+    .step_list = tk__pg_step_list,
+    .activity = tk__pg_activity,
 };
