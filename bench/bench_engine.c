@@ -13,7 +13,8 @@
  * Set BENCH_QUICK=1 for a tenth of the sizes, BENCH_SHAPE=chain or
  * independent for one throughput shape, BENCH_WORKERS=N for its rows with N
  * workers only, BENCH_REPEAT=N for the median of N runs of each row,
- * BENCH_METRICS=1 for the throughput runs with the metrics observer on
+ * BENCH_METRICS=1 for the throughput and precision runs with the metrics
+ * observer on
  * (bench_metrics compares on and off). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -117,7 +118,9 @@ static double run_until_idle(tk_store *s, tk_config *cfg, int workers, tk_event_
   tk_err err;
   if (tk_engine_new(&eo, &e, &err)) die("engine", &err);
   tk_metrics *m = NULL;
-  if (getenv("BENCH_METRICS") && (tk_metrics_new(&m, &err) || tk_metrics_attach(m, e, &err)))
+  const char *with_metrics = getenv("BENCH_METRICS");
+  if (with_metrics && atoi(with_metrics) == 1 &&
+      (tk_metrics_new(&m, &err) || tk_metrics_attach(m, e, &err)))
     die("metrics", &err);
   int64_t t0 = tk_monotonic_ns();
   if (tk_engine_run(e, 1, &err)) die("run", &err);
