@@ -14,8 +14,7 @@
  * independent for one throughput shape, BENCH_WORKERS=N for its rows with N
  * workers only, BENCH_REPEAT=N for the median of N runs of each row,
  * BENCH_METRICS=1 for the throughput and precision runs with the metrics
- * observer on
- * (bench_metrics compares on and off). */
+ * observer on (bench_metrics compares on and off). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
