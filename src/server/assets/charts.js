@@ -7,9 +7,9 @@
   const { s } = TK;
 
   // Ticks at 1, 2 or 5 times a power of ten, about n of them up to max.
-  TK.niceTicks = function (max, n) {
+  TK.niceTicks = function (max, n, integer) {
     if (!(max > 0)) return [0, 1];
-    const raw = max / n;
+    const raw = integer ? Math.max(1, max / n) : max / n;
     const p = Math.pow(10, Math.floor(Math.log10(raw)));
     const step = [1, 2, 5, 10].map((m) => m * p).find((v) => v >= raw);
     const out = [];
@@ -83,7 +83,7 @@
     const xmin = bk.length ? bk[0].start : act.since;
     const xmax = bk.length ? bk[bk.length - 1].start + bms : act.since + 3600000;
     const top = Math.max(1, ...bk.map((b) => b.succeeded + b.failed), ...bk.map((b) => b.retries));
-    const f = TK.frame({ width: 600, height: 190, xmin, xmax, yTicks: TK.niceTicks(top, 4),
+    const f = TK.frame({ width: 600, height: 190, xmin, xmax, yTicks: TK.niceTicks(top, 4, true),
       yFmt: (v) => String(Math.round(v)), xTicks: timeTicks(xmin, xmax, 10 * 60000), left: 40,
       label: 'attempts per ' + TK.fmtDur(bms) });
     const bw = Math.max(1, (f.x(xmin + bms) - f.x(xmin)) * 0.8);

@@ -55,7 +55,7 @@
     if (ms === null || ms === undefined || Number.isNaN(ms)) return '–';
     if (ms < 0) return '-' + TK.fmtDur(-ms);
     if (ms < 1000) return Math.round(ms) + 'ms';
-    if (ms < 59950) return short(ms / 1000) + 's';
+    if (ms < 59500) return short(ms / 1000) + 's';
     // Two units at most, the smaller one rounded (and carried when it rounds up).
     const two = (big, small, a, b, per) => {
       let x = Math.floor(ms / big);

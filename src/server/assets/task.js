@@ -192,8 +192,8 @@
         actions.push(h('button', { class: 'small', title: 'mark as done by hand: its children may run',
           onclick: () => act(msgEl, base + encodeURIComponent(st.name) + '/resolve', `Resolve of ${st.name}`, refresh) }, 'Resolve'));
       }
-      const hist = st.history || [];
-      const last = hist[hist.length - 1];
+      // The latest retry's delay: a finished step's last attempt has none.
+      const last = (st.history || []).filter((a) => a.delay_ms !== null && a.delay_ms !== undefined).pop();
       return h('tr', { id: 'step-' + st.name },
         h('td', null, h('strong', null, st.name)),
         h('td', null, TK.badge(st.state)),

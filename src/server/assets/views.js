@@ -310,11 +310,28 @@
 
   const JITTERS = ['none', 'proportional', 'full', 'equal', 'decorrelated'];
 
+  // A policy in words: what a reader checks first.
+  function policyText(name, p) {
+    const parts = [];
+    if (Array.isArray(p.schedule_ms) && p.schedule_ms.length) parts.push('schedule ' + p.schedule_ms.map(TK.fmtDur).join(', '));
+    if (p.base_ms !== undefined) parts.push('base ' + TK.fmtDur(p.base_ms));
+    if (p.multiplier !== undefined) parts.push('×' + p.multiplier + ' per failure');
+    if (p.max_delay_ms !== undefined) parts.push('cap ' + TK.fmtDur(p.max_delay_ms));
+    if (p.min_delay_ms) parts.push('floor ' + TK.fmtDur(p.min_delay_ms));
+    if (p.jitter) parts.push('jitter ' + p.jitter + (p.jitter === 'proportional' && p.jitter_fraction !== undefined ? ' ±' + Math.round(p.jitter_fraction * 100) + '%' : ''));
+    if (p.max_server_delay_ms !== undefined) parts.push('server delays up to ' + TK.fmtDur(p.max_server_delay_ms));
+    return [h('strong', null, name ? 'Profile ' + name + ': ' : 'Policy: '), parts.join(' · ')];
+  }
+
   TK.views.backoff = function (params) {
     const q = params.q;
     const custom = q.get('mode') === 'custom';
     const field = (label, input) => h('label', null, h('span', null, label), input);
     const profile = h('select', { name: 'profile' }, h('option', { value: q.get('profile') || 'default' }, q.get('profile') || 'default'));
+    // Empty fields keep the profile's values, shown as their placeholders.
+    const base = h('input', { name: 'base', value: q.get('base') || '', size: 7 });
+    const mult = h('input', { name: 'multiplier', value: q.get('multiplier') || '', size: 5 });
+    const cap = h('input', { name: 'cap', value: q.get('cap') || '', size: 7 });
     const form = h('form', {
       class: 'filters',
       onsubmit: (ev) => {
@@ -328,9 +345,9 @@
       h('label', { class: 'check' }, h('input', { type: 'radio', name: 'mode', value: 'profile', checked: !custom }), 'a configured profile'),
       h('label', { class: 'check' }, h('input', { type: 'radio', name: 'mode', value: 'custom', checked: custom }), 'a policy of my own')),
     field('profile', profile),
-    field('base', h('input', { name: 'base', placeholder: '1s', value: q.get('base') || '', size: 7 })),
-    field('multiplier', h('input', { name: 'multiplier', placeholder: '2', value: q.get('multiplier') || '', size: 5 })),
-    field('cap', h('input', { name: 'cap', placeholder: '5m', value: q.get('cap') || '', size: 7 })),
+    field('base', base),
+    field('multiplier', mult),
+    field('cap', cap),
     field('jitter', h('select', { name: 'jitter' }, h('option', { value: '' }, '(profile’s)'),
       JITTERS.map((j) => h('option', { value: j, selected: q.get('jitter') === j }, j)))),
     field('retries', h('input', { name: 'attempts', type: 'number', min: 1, max: 100, value: q.get('attempts') || '10', size: 4 })),
@@ -358,9 +375,13 @@
         const want = q.get('profile') || r.profile || 'default';
         profile.replaceChildren(...r.profiles.map((n) => h('option', { value: n, selected: n === want }, n)));
       }
+      const pol = r.policy || {};
+      if (pol.base_ms !== undefined) base.setAttribute('placeholder', TK.fmtDur(pol.base_ms));
+      if (pol.multiplier !== undefined) mult.setAttribute('placeholder', String(pol.multiplier));
+      if (pol.max_delay_ms !== undefined) cap.setAttribute('placeholder', TK.fmtDur(pol.max_delay_ms));
       TK.swap(chart, r.delays, () => TK.backoffChart(r.delays, q.get('scale') === 'log'));
       TK.swap(rows, [r.delays, r.policy], () => h('div', null,
-        r.policy && Object.keys(r.policy).length ? h('p', { class: 'mono small' }, 'policy: ' + JSON.stringify(r.policy)) : null,
+        r.policy ? h('p', { class: 'policy' }, policyText(r.profile, r.policy)) : null,
         table(['after failure', 'before jitter', 'min', 'median', 'max', 'total wait (median)'], (() => {
           let sum = 0;
           return r.delays.map((d) => {
