@@ -112,7 +112,7 @@
     if (!steps.length || t0 === Infinity) return h('p', { class: 'muted' }, 'No attempt has started yet.');
     if (t1 - t0 < 10) t1 = t0 + 10;
     const LW = 170, W = 1180, RH = 40, TOP = 28, RIGHT = 20;
-    const H = TOP + steps.length * RH + 6;
+    const H = TOP + steps.length * RH + 18;
     const x = (t) => LW + ((t - t0) / (t1 - t0)) * (W - LW - RIGHT);
     const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: 'timeline', role: 'img',
       'aria-label': 'attempts over time' });
@@ -160,6 +160,11 @@
       });
       svg.appendChild(row);
     });
+    // Over the rows: where "now" is while the task still has a retry ahead.
+    if (now >= t0 && now <= t1)
+      svg.appendChild(s('g', { class: 'now' }, s('title', null, 'now: ' + TK.fmtAbs(now)),
+        s('line', { x1: x(now), x2: x(now), y1: TOP - 4, y2: H - 14 }),
+        s('text', { x: x(now), y: H - 2, 'text-anchor': 'middle' }, 'now')));
     return svg;
   };
 
