@@ -249,20 +249,27 @@
         h('td', { class: 'num' }, t.attempt === null || t.attempt === undefined ? '' : '#' + t.attempt)))));
   }
 
+  // Batch steps: counts of their items, and the items that gave up.
   function itemsTable(order) {
     const parts = [];
     for (const st of order) {
-      if (!Array.isArray(st.items) || !st.items.length) continue;
-      parts.push(h('h3', null, st.name + ': items'),
-        h('table', { class: 'grid-table' },
-          h('thead', null, h('tr', null, ['key', 'state', 'attempts', 'last error'].map((c) => h('th', null, c)))),
-          h('tbody', null, st.items.map((it) => h('tr', null,
-            h('td', null, String(it.key !== undefined ? it.key : it.item_key)),
-            h('td', null, TK.badge(it.state)),
-            h('td', { class: 'num' }, it.attempts === undefined ? '' : String(it.attempts)),
-            h('td', { class: 'err' }, it.last_error ? h('span', { class: 'error-text', title: it.last_error }, it.last_error) : ''))))));
+      const it = st.items;
+      if (!it || typeof it !== 'object') continue;
+      parts.push(h('h3', null, st.name),
+        h('p', { class: 'item-counts' },
+          `${it.total} in all: ${it.acked} acknowledged, ${it.pending} pending, `,
+          h('span', { class: it.gave_up ? 'err-count' : null }, `${it.gave_up} gave up`)));
+      const given = Array.isArray(it.given_up) ? it.given_up : [];
+      if (given.length)
+        parts.push(h('table', { class: 'grid-table' },
+          h('thead', null, h('tr', null, ['item', 'attempts', 'last error'].map((c) => h('th', null, c)))),
+          h('tbody', null, given.map((g) => h('tr', null,
+            h('td', { class: 'mono' }, String(g.key)),
+            h('td', { class: 'num' }, g.attempts === undefined ? '' : String(g.attempts)),
+            h('td', { class: 'err' }, g.last_error ? h('span', { class: 'error-text', title: g.last_error }, g.last_error) : ''))))),
+        given.length < it.gave_up ? h('p', { class: 'muted' }, `the first ${given.length} of ${it.gave_up}`) : null);
     }
-    return parts.length ? h('section', { class: 'card' }, parts) : h('span');
+    return parts.length ? h('section', { class: 'card' }, h('h2', null, 'Batch items'), parts) : h('span');
   }
 
   const TERMINAL = ['complete', 'cancelled'];
