@@ -188,7 +188,7 @@ FUZZ_CC       ?= clang
 FUZZ_TIME     ?= 40
 FUZZ_TIME_EACH ?= 20
 TOML_TEST_DIR ?= ../shared/toml-test
-FUZZ_TARGETS  := toml retry_after placeholder command_stdout
+FUZZ_TARGETS  := toml retry_after placeholder command_stdout api
 FUZZ_BINS     := $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
 FUZZ_FLAGS     = $(CPPFLAGS) $(WARN) -g -O1 -fsanitize=fuzzer,address,undefined \
                  -fno-sanitize-recover=all $(PKG_CFLAGS)
@@ -201,6 +201,9 @@ FUZZ_SRC_placeholder := src/handlers/placeholder.c src/core/buf.c src/core/error
 FUZZ_SRC_command_stdout := src/handlers/command.c src/handlers/builtin.c \
   $(sort $(wildcard src/config/*.c src/toml/*.c src/core/*.c src/backoff/*.c))
 FUZZ_EXTRA_command_stdout := -Wno-duplicate-decl-specifier
+# The API's request parsing (routes, query strings, bodies), apart from HTTP.
+FUZZ_SRC_api := src/server/route.c src/server/query_parse.c src/server/body_parse.c \
+  src/server/api_error.c src/core/error.c
 
 fuzz: $(FUZZ_BINS)
 
@@ -223,7 +226,7 @@ fuzz-smoke: fuzz
 	  echo "fuzz-smoke: toml: $$i seeds, $(FUZZ_TIME) s" && \
 	  ./build-fuzz/fuzz_toml -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
 	    -artifact_prefix=build-fuzz/ -dict=fuzz/toml.dict -print_final_stats=1 "$$corpus"
-	@for t in retry_after placeholder command_stdout; do \
+	@for t in retry_after placeholder command_stdout api; do \
 	  corpus=$$(mktemp -d) && cp fuzz/seeds/$$t/* "$$corpus/" && \
 	  echo "fuzz-smoke: $$t: $$(ls "$$corpus" | wc -l) seeds, $(FUZZ_TIME_EACH) s" && \
 	  ./build-fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME_EACH) -timeout=10 -rss_limit_mb=2048 \

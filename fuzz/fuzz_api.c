@@ -1,0 +1,114 @@
+/* libFuzzer target for the API's request parsing (src/server/request_parse.h):
+ * routes, query strings, list parameters and the JSON bodies of submit and
+ * bulk actions. The input is a method selector byte, the request target
+ * (path and query) up to a NUL, then the body. Every request must parse or
+ * be refused with a complete error (a status from 400 to 599, a code, a
+ * message) whose JSON text parses back to the same status; parsed values
+ * must be within their documented bounds. Never a crash or a leak. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "server/request_parse.h"
+
+/* A refusal must be whole, and its JSON must say the same. */
+static void check_error(const tk__api_error *e) {
+  if (e->status < 400 || e->status > 599 || e->code == NULL || e->message[0] == '\0') abort();
+  char *text = tk__api_error_json(e);
+  if (text == NULL) abort();
+  json_t *j = json_loads(text, 0, NULL);
+  json_t *inner = json_object_get(j, "error");
+  if (json_integer_value(json_object_get(inner, "status")) != e->status ||
+      strcmp(json_string_value(json_object_get(inner, "code")), e->code) != 0 ||
+      json_string_value(json_object_get(inner, "message")) == NULL)
+    abort();
+  json_decref(j);
+  free(text);
+}
+
+static void check_list(const tk__list_query *lq, int steps) {
+  if (lq->limit < 1 || lq->limit > TK_PAGE_MAX) abort();
+  if (steps && lq->step_state == NULL) abort();
+  if ((lq->filter.state && !lq->filter.state[0]) || (lq->since && !lq->since[0])) abort();
+}
+
+static void query(const tk__route *r) {
+  tk__query q;
+  tk__api_error e;
+  if (tk__query_parse(r->query, r->query_len, &q, &e) != 0) {
+    check_error(&e);
+    return;
+  }
+  for (int steps = 0; steps < 2; steps++) {
+    tk__list_query lq;
+    if (tk__list_query_parse(&q, steps, &lq, &e) != 0) check_error(&e);
+    else check_list(&lq, steps);
+  }
+  int64_t n;
+  if (tk__query_int(&q, "attempts", 1, 1000, 10, &n, &e) != 0) check_error(&e);
+  else if (n < 1 || n > 1000) abort();
+  tk__query_free(&q);
+}
+
+static void bodies(const char *body, size_t len) {
+  tk__api_error e;
+  tk__submit_body sb;
+  if (tk__submit_body_parse(body, len, &sb, &e) != 0) {
+    check_error(&e);
+  } else {
+    if (sb.template_name == NULL || sb.template_name[0] == '\0') abort();
+    tk__submit_body_free(&sb);
+  }
+  static const tk_operator_action actions[] = {TK_OP_RETRY, TK_OP_RESOLVE, TK_OP_CANCEL};
+  for (int i = 0; i < 3; i++) {
+    tk__bulk_body bb;
+    if (tk__bulk_body_parse(body, len, actions[i], &bb, &e) != 0) {
+      check_error(&e);
+      continue;
+    }
+    if (bb.kind == TK__BULK_TASKS)
+      for (size_t k = 0; k < bb.n; k++)
+        if (bb.tasks[k] <= 0) abort();
+    if (bb.kind == TK__BULK_STEPS && actions[i] == TK_OP_CANCEL) abort();
+    if ((bb.kind != TK__BULK_FILTER && (bb.n < 1 || bb.n > TK__BULK_LIST_MAX)) || bb.max < 1)
+      abort();
+    tk__bulk_body_free(&bb);
+  }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static const char *const methods[] = {"GET", "POST", "HEAD", "DELETE"};
+  if (size == 0) return 0;
+  const char *method = methods[data[0] % 4];
+  const char *rest = (const char *)data + 1;
+  size_t n = size - 1;
+  const char *nul = memchr(rest, 0, n);
+  size_t ulen = nul ? (size_t)(nul - rest) : n;
+  /* The body gets a NUL of its own, as the server hands it over. */
+  size_t blen = nul ? n - ulen - 1 : 0;
+  char *body = malloc(blen + 1);
+  if (body == NULL) return 0;
+  memcpy(body, nul ? nul + 1 : "", blen);
+  body[blen] = '\0';
+
+  tk__route r;
+  tk__api_error e;
+  const char *allow;
+  if (tk__route_parse(method, rest, ulen, &r, &allow, &e) != 0) {
+    check_error(&e);
+    if ((e.status == 405) != (allow != NULL)) abort();
+  } else {
+    if (r.path_len > ulen || r.query_len > ulen) abort();
+    if ((r.id == TK__R_TASK || r.id == TK__R_TASK_CANCEL || r.id == TK__R_STEP_ACTION) &&
+        r.task <= 0)
+      abort();
+    if (r.id == TK__R_STEP_ACTION && r.step[0] == '\0') abort();
+    query(&r);
+  }
+  bodies(body, blen);
+  free(body);
+  return 0;
+}
