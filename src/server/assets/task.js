@@ -70,7 +70,7 @@
       const state = st.state || 'none';
       const sub = st.state
         ? TK.stateLabel(st.state) + (st.max_attempts ? ` · ${st.attempts}/${st.max_attempts}` : '')
-        : (st.handler && st.handler.kind) || '';
+        : st.handler ? [st.handler.kind, st.handler.name || st.handler.method || ''].join(' ').trim() : '';
       const g = s('g', { class: 'node st-' + state.replace(/[^a-z_]/g, ''), transform: `translate(${x},${y})`,
         onclick: onPick ? () => onPick(st.name) : null },
       s('title', null, st.name + (st.state ? ': ' + TK.stateLabel(st.state) : '') + (st.last_error ? '\n' + st.last_error : '')),

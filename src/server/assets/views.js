@@ -266,12 +266,33 @@
     return { el, refresh, title: 'Templates' };
   };
 
+  function timeoutText(st) {
+    const hd = st.handler || {};
+    const v = hd.timeout_ms !== undefined ? hd.timeout_ms : st.timeout !== undefined ? st.timeout : hd.timeout;
+    if (v === undefined || v === null) return '';
+    return typeof v === 'number' ? TK.fmtDur(v) : String(v);
+  }
+
   function handlerText(hd) {
     if (!hd) return '';
     if (hd.kind === 'command' && Array.isArray(hd.argv)) return 'command: ' + hd.argv.join(' ');
     if (hd.kind === 'http') return 'http: ' + (hd.method || 'GET') + ' ' + (hd.url || '');
     if (hd.kind === 'builtin') return 'builtin: ' + (hd.name || '');
     return hd.kind + (hd.name ? ': ' + hd.name : '');
+  }
+
+  // Retry settings in words, the backoff profile linked to the explorer.
+  function retryText(r) {
+    if (!r || typeof r !== 'object') return '';
+    const out = [];
+    for (const k of Object.keys(r)) {
+      const v = r[k];
+      if (k === 'max_attempts') out.push(`${v} attempts`);
+      else if (k === 'backoff') out.push(['backoff ', h('a', { href: '#/backoff' + TK.qs({ profile: v }) }, String(v))]);
+      else if (k === 'retryable') out.push(v ? 'retryable' : 'not retried');
+      else out.push(`${k.replace(/_/g, ' ')} ${typeof v === 'object' ? JSON.stringify(v) : v}`);
+    }
+    return out.map((x, i) => (i ? [' · ', x] : x));
   }
 
   TK.views.template = function (params) {
@@ -292,15 +313,16 @@
       TK.swap(body, t, () => h('div', null,
         h('h1', null, TK.templateName(t), ' ', h('span', { class: 'muted' }, t.version)),
         t.description ? h('p', null, t.description) : null,
+        def.retry ? h('p', null, h('span', { class: 'muted' }, 'Retry for every step: '), retryText(def.retry)) : null,
         h('div', { class: 'toolbar' }, h('a', { class: 'button', href: '#/tasks' + TK.qs({ template: TK.templateName(t) }) }, 'Its tasks'),
           h('a', { class: 'button', href: '#/failed' + TK.qs({ template: TK.templateName(t) }) }, 'Its failed steps')),
         steps.length ? h('section', { class: 'card' }, h('h2', null, 'Steps'), h('div', { class: 'dag-wrap' }, TK.dagSvg(steps)),
-          table(['step', 'handler', 'depends on', 'retry', 'timeout'], steps.map((st) => h('tr', null,
+          table(['step', 'handler', 'depends on', 'retry (beyond the template’s)', 'timeout'], steps.map((st) => h('tr', null,
             h('td', null, h('strong', null, st.name)),
             h('td', { class: 'mono' }, handlerText(st.handler)),
             h('td', null, (st.depends_on || []).join(', ')),
-            h('td', { class: 'mono' }, st.retry ? JSON.stringify(st.retry) : ''),
-            h('td', null, st.timeout === undefined ? '' : String(st.timeout)))), '')) : null,
+            h('td', null, retryText(st.retry)),
+            h('td', null, timeoutText(st)))), '')) : null,
         h('section', { class: 'card' }, h('h2', null, 'Definition'), h('pre', { class: 'json' }, JSON.stringify(def, null, 2)))));
     };
     return { el, refresh, title: name };
