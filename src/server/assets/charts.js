@@ -123,6 +123,8 @@
       f.plot.appendChild(s('polyline', { class: 'line-lateness', points: avg.join(' ') }));
       f.plot.appendChild(s('polyline', { class: 'line-lateness-max',
         points: withData.map((b) => `${mid(b)},${f.y(b.lateness_max_ms || 0)}`).join(' ') }));
+      if (!withData.some((b) => b.lateness_max_ms > 0))
+        f.svg.appendChild(s('text', { class: 'empty', x: f.W / 2, y: f.H / 2, 'text-anchor': 'middle' }, 'every retry started on time'));
       for (const b of withData)
         f.plot.appendChild(s('circle', { class: 'dot-lateness', cx: mid(b), cy: f.y(b.lateness_avg_ms), r: 2.5 },
           s('title', null, `${bucketTitle(b, bms)}: ${b.retries} retries, ${TK.fmtDur(b.lateness_avg_ms)} late on average, ${TK.fmtDur(b.lateness_max_ms)} at most`)));

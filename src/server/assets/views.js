@@ -59,10 +59,11 @@
         if (st.v.now) TK.clockOffset = st.v.now - Date.now();
         TK.swap(taskCounts, st.v.tasks, () => counts(st.v.tasks, TK.TASK_STATES));
         TK.swap(stepCounts, st.v.steps, () => counts(st.v.steps, TK.STEP_STATES));
-        TK.swap(facts, [st.v.ready_now, st.v.next_due_at, st.v.backend, st.v.counters], () => h('dl', { class: 'facts' },
+        TK.swap(facts, [st.v.ready_now, st.v.next_due_at, st.v.backend, st.v.counters, st.v.as_of], () => h('dl', { class: 'facts' },
           h('dt', null, 'ready to run'), h('dd', null, String(st.v.ready_now ?? '–')),
           h('dt', null, 'next retry due'), h('dd', null, TK.time(st.v.next_due_at)),
           h('dt', null, 'store'), h('dd', null, st.v.backend || '–'),
+          st.v.as_of ? [h('dt', null, 'counted'), h('dd', null, TK.time(st.v.as_of))] : null,
           Object.keys(st.v.counters || {}).map((k) => [h('dt', null, k.replace(/_/g, ' ')), h('dd', null, String(st.v.counters[k]))])));
       }
       if (act.v) {
