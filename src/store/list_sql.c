@@ -3,7 +3,7 @@
  * primary key, by template (one range per version of the name, merged),
  * by state (SQLite's tasks_state; on PostgreSQL, error through steps_error
  * and the other states by the primary key), steps in error through
- * steps_error. A created-since bound becomes a lower bound on the id, by
+ * steps_error (PostgreSQL) or tasks_failed (SQLite). A created-since bound becomes a lower bound on the id, by
  * binary search on the primary key (first_id_cte). */
 #include "store/list_sql.h"
 
@@ -61,26 +61,28 @@ static void add_ref(tk__sql *q, const char *before, int n, const char *after) {
   add(q, after);
 }
 
-/* The common table b(lo, hi) of a binary search on the ids of `table` for
- * the first row whose `col` is at or after argument `since`: MAX(lo) of b.
+/* The common table cte(lo, hi) of a binary search on the ids of `table`
+ * for the first row whose `col` is at or after argument `since`: MAX(lo)
+ * of it (an id past the last row when there is none).
  * Exact while col grows with id; ids are assigned in commit or claim
  * order, so col is out of order only within the clock skew between the
  * processes that wrote the rows, and a row within that skew of the bound
  * may be left out. log2(ids) primary-key lookups, whatever is stored. */
-static void first_id_cte(tk__sql *q, const char *table, const char *col, int since) {
+static void first_id_cte(tk__sql *q, const char *cte, const char *table, const char *col,
+                         int since) {
   char probe_col[160], probe_id[160];
   snprintf(probe_col, sizeof probe_col,
            "(SELECT %s FROM %s WHERE id >= (lo + hi) / 2 ORDER BY id LIMIT 1)", col, table);
   snprintf(probe_id, sizeof probe_id,
            "(SELECT id FROM %s WHERE id >= (lo + hi) / 2 ORDER BY id LIMIT 1)", table);
   tk__buf_addf(&q->text,
-               "b(lo, hi) AS (SELECT (SELECT COALESCE(MIN(id), 1) FROM %s),"
+               "%s(lo, hi) AS (SELECT (SELECT COALESCE(MIN(id), 1) FROM %s),"
                " (SELECT COALESCE(MAX(id), 0) + 1 FROM %s) UNION ALL SELECT CASE WHEN %s >= ",
-               table, table, probe_col);
+               cte, table, table, probe_col);
   ref(q, since);
   tk__buf_addf(&q->text, " THEN lo ELSE %s + 1 END, CASE WHEN %s >= ", probe_id, probe_col);
   ref(q, since);
-  add(q, " THEN (lo + hi) / 2 ELSE hi END FROM b WHERE lo < hi)");
+  tk__buf_addf(&q->text, " THEN (lo + hi) / 2 ELSE hi END FROM %s WHERE lo < hi)", cte);
 }
 
 /* "WITH [RECURSIVE b ...,] " for a filter, and the argument of its since
@@ -92,7 +94,7 @@ static int with_since(tk__sql *q, const tk__task_query *f) {
   }
   int since = arg_int(q, f->created_since);
   add(q, "WITH RECURSIVE ");
-  first_id_cte(q, "tasks", "created_at", since);
+  first_id_cte(q, "b", "tasks", "created_at", since);
   add(q, ", ");
   return since;
 }
@@ -205,18 +207,33 @@ int tk__sql_step_list(tk__sql *q, const char *step_state, const tk__task_query *
       "one(x) AS (SELECT 1) SELECT s.id, s.task_id, s.name, s.state, s.attempts,"
       " s.max_attempts, s.retryable, s.last_error, tp.namespace, tp.name, tp.version,"
       " COALESCE((SELECT MAX(x.at) FROM transitions x WHERE x.task_id = s.task_id"
-      " AND x.step_id = s.id), t.created_at)"
-      " FROM steps s JOIN tasks t ON t.id = s.task_id JOIN templates tp ON tp.id = t.template_id");
+      " AND x.step_id = s.id), t.created_at)");
+  /* The order's first key: steps_error's on PostgreSQL. SQLite goes from
+   * the tasks, newest first (CROSS JOIN fixes that order), to each one's
+   * steps: for steps in error only the tasks that have one
+   * (tasks_failed). */
+  const char *key = q->pg ? "s.task_id" : "t.id";
+  int error = strcmp(state, TK__STEP_ERROR) == 0;
+  if (q->pg)
+    add(q, " FROM steps s JOIN tasks t ON t.id = s.task_id");
+  else
+    tk__buf_addf(&q->text, " FROM tasks t%s CROSS JOIN steps s ON s.task_id = t.id",
+                 error ? " INDEXED BY tasks_failed" : "");
+  add(q, " JOIN templates tp ON tp.id = t.template_id");
   tk__buf_addf(&q->text, " WHERE s.state = '%s'", state);
+  if (!q->pg && error) add(q, " AND t.steps_error > 0");
   if (f->before > 0) {
-    /* After the cursor's step in (task_id, id) order, descending. */
+    /* After the cursor's step in (task, id) order, descending. */
     int c = arg_int(q, f->before);
-    add_ref(q, " AND s.task_id <= (SELECT c.task_id FROM steps c WHERE c.id = ", c, ")");
-    add_ref(q, " AND (s.task_id < (SELECT c.task_id FROM steps c WHERE c.id = ", c, ")");
-    add_ref(q, " OR s.id < ", c, ")");
+    tk__buf_addf(&q->text, " AND %s <= (SELECT c.task_id FROM steps c WHERE c.id = ", key);
+    ref(q, c);
+    tk__buf_addf(&q->text, ") AND (%s < (SELECT c.task_id FROM steps c WHERE c.id = ", key);
+    ref(q, c);
+    add_ref(q, ") OR s.id < ", c, ")");
   }
   task_conds(q, f, tp, 0, 1, since);
-  add_ref(q, " ORDER BY s.task_id DESC, s.id DESC LIMIT ", arg_int(q, f->limit), "");
+  tk__buf_addf(&q->text, " ORDER BY %s DESC, s.id DESC LIMIT ", key);
+  ref(q, arg_int(q, f->limit));
   return q->text.oom ? TK_ENOMEM : 0;
 }
 
@@ -226,7 +243,9 @@ int tk__sql_activity(tk__sql *q, int64_t since, int64_t bucket_ms, int n) {
   /* Attempt ids are assigned in claim order, so started_at grows with the
    * id but for the clock skew between orchestrators (first_id_cte): no
    * index on started_at, which every claim would pay for. */
-  first_id_cte(q, "attempts", "started_at", s);
+  first_id_cte(q, "b", "attempts", "started_at", s);
+  add(q, ", ");
+  first_id_cte(q, "e", "attempts", "started_at", e); /* the rows from there on are later */
   add(q,
       " SELECT bucket, SUM(ok), SUM(bad), SUM(r), SUM(CASE WHEN late IS NULL THEN 0 ELSE 1 END),"
       " COALESCE(SUM(late), 0), COALESCE(MAX(late), 0) FROM (SELECT (started_at - ");
@@ -241,7 +260,8 @@ int tk__sql_activity(tk__sql *q, int64_t since, int64_t bucket_ms, int n) {
       " FROM (SELECT a.started_at, a.outcome, a.due_at, CASE WHEN a.attempt > 1 OR EXISTS"
       /* An operator's retry starts again at attempt 1 after earlier claims. */
       " (SELECT 1 FROM attempts p WHERE p.step_id = a.step_id AND p.id < a.id) THEN 1 ELSE 0"
-      " END AS r FROM attempts a WHERE a.id >= (SELECT MAX(lo) FROM b) AND a.started_at >= ");
+      " END AS r FROM attempts a WHERE a.id >= (SELECT MAX(lo) FROM b)"
+      " AND a.id < (SELECT MAX(lo) FROM e) AND a.started_at >= ");
   ref(q, s);
   add_ref(q, " AND a.started_at < ", e, ") a) x GROUP BY bucket ORDER BY bucket");
   return q->text.oom ? TK_ENOMEM : 0;

@@ -3,7 +3,9 @@
  * statements differ only in how a parameter is written and in the name of
  * the substring function, and in how tasks in state error are reached
  * (SQLite indexes tasks.state; PostgreSQL does not, to keep task updates
- * HOT, and goes through the steps in error instead). Each backend binds
+ * HOT, and goes through the steps in error instead), and how steps in
+ * error are (PostgreSQL: steps_error; SQLite: tasks_failed, the tasks with
+ * a step in error, which costs the engine less). Each backend binds
  * the arguments collected here and reads the rows in the column order
  * documented below. */
 #ifndef TASKER_STORE_LIST_SQL_H
