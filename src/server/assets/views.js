@@ -11,6 +11,13 @@
     ? h('table', { class: 'grid-table' }, h('thead', null, h('tr', null, cols.map((c) => h('th', null, c)))), h('tbody', null, rows))
     : h('p', { class: 'empty-list' }, empty);
 
+  // A click on a row opens it, unless it was on a control or ended a text selection.
+  function openRow(ev, href) {
+    if (ev.target.closest('a, button, input, label')) return;
+    if (String(window.getSelection ? window.getSelection() : '')) return;
+    location.hash = href;
+  }
+
   const errText = (t) => (t ? h('span', { class: 'error-text', title: t }, t) : h('span', { class: 'muted' }, '–'));
   const taskLink = (id) => h('a', { href: '#/task/' + encodeURIComponent(id) }, '#' + id);
   const templateLink = (t) => h('a', { href: '#/template/' + encodeURIComponent(t.namespace) + '/' + encodeURIComponent(t.name) + TK.qs({ version: t.version }), title: t.version ? 'version ' + t.version : null }, TK.templateName(t));
@@ -138,7 +145,7 @@
         throw e;
       }
       TK.swap(list, page.tasks, () => table(['task', 'template', 'state', 'steps', 'last error', 'next retry', 'created', 'updated'],
-        page.tasks.map((t) => h('tr', null,
+        page.tasks.map((t) => h('tr', { class: 'clickable', onclick: (ev) => openRow(ev, '#/task/' + encodeURIComponent(t.id)) },
           h('td', null, taskLink(t.id)),
           h('td', null, templateLink(t.template)),
           h('td', null, TK.badge(t.state)),
