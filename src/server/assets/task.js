@@ -98,7 +98,7 @@
   // Every step's attempts on one axis: a bar per attempt (outcome), then
   // its retry delay up to next_run_at (source), then lateness until the
   // next attempt started.
-  TK.timelineSvg = function (task, order) {
+  TK.timelineSvg = function (task, order, width) {
     const steps = order.filter((st) => (st.history || []).length || st.state === 'waiting_for_retry');
     const now = TK.now();
     let t0 = Infinity, t1 = -Infinity;
@@ -111,13 +111,14 @@
     }
     if (!steps.length || t0 === Infinity) return h('p', { class: 'muted' }, 'No attempt has started yet.');
     if (t1 - t0 < 10) t1 = t0 + 10;
-    const LW = 170, W = 1180, RH = 40, TOP = 28, RIGHT = 20;
+    // Drawn at the box's own width, so text keeps its size on any screen.
+    const LW = 170, W = Math.max(720, Math.round(width || 1180)), RH = 40, TOP = 28, RIGHT = 20;
     const H = TOP + steps.length * RH + 18;
     const x = (t) => LW + ((t - t0) / (t1 - t0)) * (W - LW - RIGHT);
     const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: 'timeline', role: 'img',
       'aria-label': 'attempts over time' });
     const axis = s('g', { class: 'grid' }, s('title', null, 'time since ' + TK.fmtAbs(t0)));
-    for (const v of TK.durTicks(t1 - t0, 8)) {
+    for (const v of TK.durTicks(t1 - t0, Math.max(4, Math.floor((W - LW) / 130)))) {
       if (v > t1 - t0) break;
       axis.appendChild(s('line', { x1: x(t0 + v), x2: x(t0 + v), y1: TOP - 6, y2: H }));
       axis.appendChild(s('text', { x: x(t0 + v), y: TOP - 10, 'text-anchor': 'middle' }, v ? '+' + TK.fmtDur(v) : TK.fmtAbs(t0).slice(11, 23)));
@@ -332,7 +333,7 @@
       TK.swap(dag, task.steps.map((st) => [st.name, st.state, st.attempts, st.depends_on, st.last_error]), () =>
         h('div', null, TK.dagSvg(order, pick), TK.legend(TK.STEP_STATES.map((st) => ['sw-st-' + st, TK.stateLabel(st)]))));
       const running = task.steps.some((st) => (st.history || []).some((a) => a.finished_at === null));
-      TK.swap(tl, running ? [task.steps, TK.now()] : task.steps, () => TK.timelineSvg(task, order));
+      TK.swap(tl, running ? [task.steps, TK.now()] : task.steps, () => TK.timelineSvg(task, order, tl.clientWidth));
       TK.swap(attempts, task.steps, () => attemptsTable(order));
       TK.swap(trans, task.transitions, () => transitionsTable(task));
       TK.swap(items, task.steps.map((st) => st.items || null), () => itemsTable(order));
