@@ -1,0 +1,94 @@
+#!/bin/sh
+# The API's lists on PostgreSQL (docs/api.md): `tasker serve` over a
+# PostgreSQL store holding tasks in error (a step exhausted after its
+# retries) and complete answers the lists as on SQLite: filters, pages
+# followed by their cursors, the failed steps, the status, a bad cursor,
+# a bulk retry by filter. Needs TK_TEST_PG_URL.
+. "$(dirname "$0")/../lib/tap.sh"
+. "$(dirname "$0")/../lib/pg.sh"
+pg_database api
+cat >"$W/tasker.toml" <<TOML
+[backoff]
+base = "10ms"
+jitter = "none"
+[engine]
+db = "$PG_DB_URL"
+TOML
+cat >"$W/etl.toml" <<'TOML'
+name = "etl"
+version = "1"
+[[steps]]
+name = "extract"
+handler = { kind = "builtin", name = "noop" }
+[[steps]]
+name = "load"
+depends_on = ["extract"]
+handler = { kind = "builtin", name = "fail" }
+retry = { max_attempts = 2 }
+TOML
+cat >"$W/quick.toml" <<'TOML'
+name = "quick"
+version = "1"
+[[steps]]
+name = "s"
+handler = { kind = "builtin", name = "noop" }
+TOML
+tasker_setup "$W/etl.toml" "$W/quick.toml"
+for name in etl quick etl quick; do
+  run t submit "$name"
+  expect_rc "submit $name" 0
+done
+run t run --until-idle --workers 0
+expect_rc "run until idle" 0
+
+"$TASKER" --config "$W/tasker.toml" serve --listen 127.0.0.1:0 2>"$W/serve.err" &
+SERVE=$!
+listening() { grep -q "listening on http://" "$W/serve.err"; }
+wait_for "serve prints its address" 30 listening || { kill "$SERVE"; tap_done; exit 1; }
+BASE=$(sed -n 's|^tasker serve: listening on \(http://[^/]*\)/$|\1|p' "$W/serve.err")
+get() { curl -s "$BASE$1"; }
+
+expect_eq "status: backend and tasks in error" \
+  "$(get /api/v1/status | jq -c '[.backend, .tasks.error, .tasks.complete]')" '["postgresql",2,2]'
+expect_eq "tasks newest first" "$(get /api/v1/tasks | jq -c '[.tasks[].id], .next_cursor')" \
+  '[4,3,2,1]
+null'
+expect_eq "state=error" "$(get '/api/v1/tasks?state=error' | jq -c '[.tasks[].id]')" '[3,1]'
+expect_eq "template=etl" "$(get '/api/v1/tasks?template=etl' | jq -c '[.tasks[].id]')" '[3,1]'
+expect_eq "q: text of the last error" \
+  "$(get '/api/v1/tasks?q=failing%20every' | jq -c '[.tasks[] | [.id, .steps_error, .last_error != null]]')" \
+  '[[3,1,true],[1,1,true]]'
+expect_eq "since=1h" "$(get '/api/v1/tasks?since=1h' | jq '.tasks | length')" 4
+expect_eq "since a future time" \
+  "$(get '/api/v1/tasks?since=2100-01-01T00:00:00Z' | jq '.tasks | length')" 0
+
+# Pages of one, each cursor followed: every task once, in order.
+ids=""
+cursor=""
+for i in 1 2 3 4 5 6; do
+  page=$(get "/api/v1/tasks?limit=1${cursor:+&cursor=$cursor}")
+  ids="$ids $(echo "$page" | jq -r '.tasks[].id')"
+  cursor=$(echo "$page" | jq -r '.next_cursor // empty')
+  [ -n "$cursor" ] || break
+done
+expect_eq "pages of one" "$ids" " 4 3 2 1"
+
+expect_eq "failed steps" \
+  "$(get /api/v1/steps | jq -c '[.steps[] | [.task, .step, .attempts, .exhausted]], .next_cursor')" \
+  '[[3,"load",2,true],[1,"load",2,true]]
+null'
+expect_eq "a bad cursor" "$(get '/api/v1/tasks?cursor=x1' | jq -c '[.error.status, .error.code, .error.param]')" \
+  '[400,"bad_cursor","cursor"]'
+expect_eq "bulk retry by filter" \
+  "$(curl -s -X POST -H 'X-Tasker-Request: 1' -d '{"filter": {"state": "error"}}' "$BASE/api/v1/actions/retry" |
+     jq -c '[.matched, .done, .failed]')" '[2,2,0]'
+expect_eq "the retried steps wait for their run" \
+  "$(pg_sql "SELECT count(*) FROM steps WHERE name = 'load' AND state = 'waiting_for_retry'")" 2
+
+kill -TERM "$SERVE"
+wait "$SERVE"
+RC=$?
+OUT=""
+ERR=$(cat "$W/serve.err")
+expect_rc "serve exits 0 on SIGTERM" 0
+tap_done
