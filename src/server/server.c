@@ -294,15 +294,16 @@ int tk_server_start(const tk_server_options *o, tk_server **out, tk_err *err) {
       return tk_err_set(err, TK_ENOMEM, "out of memory starting the server");
     }
   }
-  if (o->store && o->store_url &&
-      (rc = tk__snapshot_start(o->store_url, o->clock, o->snapshot_ms > 0 ? o->snapshot_ms : 5000,
-                               &s->snapshot, err)) != 0) {
-    tk_server_stop(s);
-    return rc;
-  }
   int ipv6;
   if ((rc = tk__listen_open(listen, &s->fd, s->address, sizeof s->address, &s->port, &ipv6,
                             err)) != 0) {
+    tk_server_stop(s);
+    return rc;
+  }
+  /* Bound first, so a taken port fails before the first (costly) count. */
+  if (o->store && o->store_url &&
+      (rc = tk__snapshot_start(o->store_url, o->clock, o->snapshot_ms > 0 ? o->snapshot_ms : 5000,
+                               &s->snapshot, err)) != 0) {
     tk_server_stop(s);
     return rc;
   }
