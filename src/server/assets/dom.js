@@ -18,12 +18,15 @@
   }
 
   // Attributes: on* are listeners, null/undefined/false are left out,
-  // true is a bare attribute; everything else is set as text.
+  // true is a bare attribute, style is an object of CSSOM properties (the
+  // page's Content-Security-Policy refuses style attributes); everything
+  // else is set as text.
   function build(el, attrs, kids) {
     for (const k in attrs || {}) {
       const v = attrs[k];
       if (v === null || v === undefined || v === false) continue;
       if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+      else if (k === 'style') Object.assign(el.style, v);
       else el.setAttribute(k, v === true ? '' : String(v));
     }
     appendKids(el, kids);

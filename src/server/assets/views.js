@@ -27,7 +27,7 @@
     const states = order.concat(Object.keys(byState || {}).filter((k) => !order.includes(k)));
     const total = states.reduce((a, k) => a + ((byState || {})[k] || 0), 0);
     const bar = h('div', { class: 'stackbar' }, states.filter((k) => (byState || {})[k]).map((k) =>
-      h('span', { class: 'seg sw-st-' + k, style: `flex-grow: ${byState[k]}`, title: `${TK.stateLabel(k)}: ${byState[k]}` })));
+      h('span', { class: 'seg sw-st-' + k, style: { flexGrow: String(byState[k]) }, title: `${TK.stateLabel(k)}: ${byState[k]}` })));
     return h('div', null,
       h('div', { class: 'total' }, String(total)),
       total ? bar : h('div', { class: 'stackbar empty' }),
@@ -125,7 +125,7 @@
   function progress(t) {
     const pct = t.steps_total ? Math.round((100 * t.steps_done) / t.steps_total) : 0;
     return h('div', { class: 'progress', title: `${t.steps_done} of ${t.steps_total} steps done` + (t.steps_error ? `, ${t.steps_error} in error` : '') },
-      h('div', { class: 'progress-bar' }, h('span', { class: 'progress-done', style: `width: ${pct}%` })),
+      h('div', { class: 'progress-bar' }, h('span', { class: 'progress-done', style: { width: pct + '%' } })),
       h('span', { class: 'num' }, `${t.steps_done}/${t.steps_total}`),
       t.steps_error ? h('span', { class: 'err-count' }, `${t.steps_error} err`) : null);
   }
