@@ -12,6 +12,7 @@ enum {
   CLI_EXIT_OK = 0,
   CLI_EXIT_FAILURE = 1, /* the operation failed */
   CLI_EXIT_USAGE = 2,   /* bad flag or value */
+  CLI_EXIT_UNCONFIRMED = 3, /* a bulk action shown, not done: --yes was not given */
   CLI_EXIT_CONFIG = 78  /* bad configuration (EX_CONFIG) */
 };
 
@@ -60,6 +61,20 @@ int cli_open_store(const char *cmd, const cli_globals *g, const struct tk_config
                    int need_schema, struct tk_store **out);
 /* A task id argument; prints and returns CLI_EXIT_USAGE when invalid. */
 int cli_task_id(const char *cmd, const char *text, int64_t *id);
+
+/* The task filter flags of `tasks` and the bulk operator forms: the first
+ * CLI_F_N entries of a command's cli_opt array, in this order. */
+enum { CLI_F_STATE, CLI_F_TEMPLATE, CLI_F_SINCE, CLI_F_ERROR, CLI_F_N };
+#define CLI_FILTER_OPTS                                                                   \
+  {"state", "STATE", NULL, 0}, {"template", "NAME", NULL, 0},                             \
+      {"since", "DURATION|RFC3339", NULL, 0}, {"error", "TEXT", NULL, 0}
+struct tk_task_filter;
+/* Fill *f from the filter flags o[0..CLI_F_N) (--since relative to `now`,
+ * the store's clock); *any gets whether any filter was given. Values point
+ * into argv. Prints one line naming the flag, the value and what was
+ * expected, and returns CLI_EXIT_USAGE, when one is bad. */
+int cli_task_filter(const char *cmd, const cli_opt *o, int64_t now, struct tk_task_filter *f,
+                    int *any);
 
 /* Print "tasker CMD: message" on stderr. */
 void cli_error(const char *cmd, const char *fmt, ...)

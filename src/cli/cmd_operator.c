@@ -1,35 +1,161 @@
 /* tasker retry|resolve TASK STEP, tasker cancel TASK: operator actions,
- * each one transaction. */
+ * each one transaction. With filter flags instead of arguments, the same
+ * action on every task that matches (tk_tasks_operate), shown first and
+ * done only with --yes. */
 #include "cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include <tasker/clock.h>
 #include <tasker/config.h>
+#include <tasker/query.h>
 #include <tasker/workflow.h>
 
+#define BULK_USAGE                                                                           \
+  "       [--state STATE] [--template NAME] [--since DURATION|RFC3339] [--error TEXT]\n"     \
+  "       [--all] [--max N] [--yes] [--json]\n\n"
+#define BULK_HELP                                                                            \
+  "With filter flags (as in tasker tasks) instead of arguments: every task that matches.\n" \
+  "Without --yes it prints how many match, changes nothing and exits with status 3;\n"      \
+  "with --yes it acts and says what it did. No filter is refused unless --all is given.\n"  \
+  "--max N refuses (changing nothing) when more than N tasks match.\n"
 
 const char cmd_retry_usage[] =
-    "usage: tasker retry TASK STEP\n\n"
-    "Give a step in error a fresh set of attempts; it runs again now.\n";
+    "usage: tasker retry TASK STEP\n"
+    "       tasker retry " BULK_USAGE
+    "Give a step in error a fresh set of attempts; it runs again now.\n" BULK_HELP
+    "A matching task's steps in error are retried.\n";
 const char cmd_resolve_usage[] =
-    "usage: tasker resolve TASK STEP\n\n"
-    "Mark a pending, waiting or failed step as resolved by hand; its children run.\n";
+    "usage: tasker resolve TASK STEP\n"
+    "       tasker resolve " BULK_USAGE
+    "Mark a pending, waiting or failed step as resolved by hand; its children run.\n" BULK_HELP
+    "A matching task's steps in error are resolved.\n";
 const char cmd_cancel_usage[] =
-    "usage: tasker cancel TASK\n\nCancel every unfinished step of the task.\n";
+    "usage: tasker cancel TASK\n"
+    "       tasker cancel " BULK_USAGE
+    "Cancel every unfinished step of the task.\n" BULK_HELP
+    "A matching task that has not finished is cancelled.\n";
 
-static int act(const char *cmd, cli_globals *g, int argc, char **argv, tk_operator_action a) {
-  const char *pos[2];
-  int want = a == TK_OP_CANCEL ? 1 : 2;
-  int npos, rc = cli_parse(cmd, NULL, 0, argc, argv, pos, &npos, 2);
-  if (rc) return rc;
-  if (npos != want) {
-    cli_error(cmd, "expected %s", want == 1 ? "a task id" : "a task id and a step name");
+enum { O_MAX = CLI_F_N, O_YES, O_ALL, O_N };
+
+/* What each action does to one matching task, as the counts print it. */
+static const struct {
+  const char *would; /* "N tasks match; CMD would ..." */
+  const char *unit;  /* "N tasks matched; M UNITs DID" */
+  const char *did;
+} words[] = {
+    [TK_OP_RETRY] = {"give their failed steps fresh attempts", "failed step",
+                     "will be retried now"},
+    [TK_OP_RESOLVE] = {"mark their failed steps resolved by hand", "failed step",
+                       "resolved manually"},
+    [TK_OP_CANCEL] = {"cancel the ones not finished", "task", "cancelled"},
+};
+
+static const char *plural(int64_t n) { return n == 1 ? "" : "s"; }
+
+/* --json: {"action", "confirmed", "matched", "done", "failed", "first_error"} */
+static void print_bulk_json(const char *cmd, int confirmed, const tk_bulk_result *r,
+                            const char *first_error) {
+  json_t *v = json_pack("{s:s, s:b, s:I, s:I, s:I, s:s?}", "action", cmd, "confirmed", confirmed,
+                        "matched", (json_int_t)r->tasks, "done", (json_int_t)r->done, "failed",
+                        (json_int_t)r->failed, "first_error", first_error);
+  char *text = v ? json_dumps(v, JSON_PRESERVE_ORDER) : NULL;
+  puts(text ? text : "null");
+  free(text);
+  json_decref(v);
+}
+
+/* The bulk form on an open store: count, then act when confirmed. */
+static int bulk_on(const char *cmd, cli_globals *g, const cli_opt *o, tk_store *s,
+                   tk_operator_action a) {
+  tk_clock clock = tk_store_clock(s);
+  int64_t now = tk_clock_now(&clock), max = 0;
+  tk_task_filter f;
+  int any, rc;
+  if ((rc = cli_task_filter(cmd, o, now, &f, &any))) return rc;
+  if (!any && !o[O_ALL].seen) {
+    cli_error(cmd, "no filter: that would act on every task; choose tasks with --state, "
+                   "--template, --since or --error, or give --all");
     return CLI_EXIT_USAGE;
   }
-  int64_t id;
-  if ((rc = cli_task_id(cmd, pos[0], &id))) return rc;
+  if (o[O_MAX].seen && (rc = cli_int(cmd, &o[O_MAX], 1, INT64_MAX, &max))) return rc;
+  tk_bulk_result r = {0, 0, 0};
+  tk_err err;
+  if (tk_tasks_count(s, &f, &r.tasks, &err) != 0) {
+    cli_error(cmd, "%s", err.msg);
+    return CLI_EXIT_FAILURE;
+  }
+  if (max > 0 && r.tasks > max) {
+    cli_error(cmd, "%lld tasks match, more than --max %lld: nothing done", (long long)r.tasks,
+              (long long)max);
+    return CLI_EXIT_USAGE;
+  }
+  if (!o[O_YES].seen) {
+    if (g->json) print_bulk_json(cmd, 0, &r, NULL);
+    else
+      fprintf(stderr, "%lld task%s match%s; %s would %s. Run again with --yes to do it.\n",
+              (long long)r.tasks, plural(r.tasks), r.tasks == 1 ? "es" : "", cmd, words[a].would);
+    return CLI_EXIT_UNCONFIRMED;
+  }
+  if (tk_tasks_operate(s, a, &f, max, now, &r, &err) != 0) {
+    cli_error(cmd, "%s", err.msg);
+    return err.code == TK_ERANGE ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+  }
+  if (g->json) {
+    print_bulk_json(cmd, 1, &r, r.failed ? err.msg : NULL);
+  } else {
+    fprintf(stderr, "%lld task%s matched; %lld %s%s %s", (long long)r.tasks, plural(r.tasks),
+            (long long)r.done, words[a].unit, plural(r.done), words[a].did);
+    if (r.failed)
+      fprintf(stderr, "; %lld refused, the first: %s", (long long)r.failed, err.msg);
+    fputc('\n', stderr);
+  }
+  return r.failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+}
+
+/* The one-task form on an open store. */
+static int one_on(const char *cmd, tk_store *s, int64_t id, const char *step,
+                  tk_operator_action a) {
+  tk_clock clock = tk_store_clock(s);
+  const char *task_state = NULL;
+  tk_err err;
+  if (tk_task_operate(s, a, id, step, tk_clock_now(&clock), &task_state, &err) != 0) {
+    cli_error(cmd, "%s", err.msg);
+    return err.code == TK_ENOENT || err.code == TK_ESTATE ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+  }
+  fprintf(stderr, "task %lld: %s%s%s\n", (long long)id,
+          a == TK_OP_RETRY     ? "step will be retried now"
+          : a == TK_OP_RESOLVE ? "step resolved manually"
+                               : "cancelled",
+          task_state ? "; task is now " : "", task_state ? task_state : "");
+  return 0;
+}
+
+static int act(const char *cmd, cli_globals *g, int argc, char **argv, tk_operator_action a) {
+  cli_opt o[O_N] = {CLI_FILTER_OPTS, {"max", "N", NULL, 0}, {"yes", NULL, NULL, 0},
+                    {"all", NULL, NULL, 0}};
+  const char *pos[2];
+  int want = a == TK_OP_CANCEL ? 1 : 2;
+  int npos, rc = cli_parse(cmd, o, O_N, argc, argv, pos, &npos, 2);
+  if (rc) return rc;
+  int bulk = 0;
+  for (int k = 0; k < O_N; k++) bulk |= o[k].seen;
+  if (bulk && npos > 0) {
+    cli_error(cmd, "either %s or filter flags, not both (see tasker %s --help)",
+              want == 1 ? "a task id" : "a task id and a step name", cmd);
+    return CLI_EXIT_USAGE;
+  }
+  if (!bulk && npos != want) {
+    cli_error(cmd, "expected %s, or filter flags such as --state error (see tasker %s --help)",
+              want == 1 ? "a task id" : "a task id and a step name", cmd);
+    return CLI_EXIT_USAGE;
+  }
+  int64_t id = 0;
+  if (!bulk && (rc = cli_task_id(cmd, pos[0], &id))) return rc;
   tk_config *cfg;
   if ((rc = cli_load_config(g, &cfg))) return rc;
   tk_store *s;
@@ -37,20 +163,7 @@ static int act(const char *cmd, cli_globals *g, int argc, char **argv, tk_operat
     tk_config_free(cfg);
     return rc;
   }
-  tk_clock clock = tk_store_clock(s);
-  const char *task_state = NULL;
-  tk_err err;
-  if (tk_task_operate(s, a, id, want == 2 ? pos[1] : NULL, tk_clock_now(&clock), &task_state,
-                      &err) != 0) {
-    cli_error(cmd, "%s", err.msg);
-    rc = err.code == TK_ENOENT || err.code == TK_ESTATE ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
-  } else {
-    fprintf(stderr, "task %lld: %s%s%s\n", (long long)id,
-            a == TK_OP_RETRY ? "step will be retried now"
-            : a == TK_OP_RESOLVE ? "step resolved manually"
-                                  : "cancelled",
-            task_state ? "; task is now " : "", task_state ? task_state : "");
-  }
+  rc = bulk ? bulk_on(cmd, g, o, s, a) : one_on(cmd, s, id, want == 2 ? pos[1] : NULL, a);
   tk_store_close(s);
   tk_config_free(cfg);
   return rc;

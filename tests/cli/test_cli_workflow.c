@@ -293,17 +293,6 @@ static json_t *json_of(cli *c, const char *cmd, const char *a1, const char *a2) 
   return v;
 }
 
-/* The object's keys, in order, joined by ','. */
-static void expect_keys(json_t *o, const char *want) {
-  char got[512] = "";
-  size_t used = 0;
-  const char *k;
-  json_t *v;
-  json_object_foreach(o, k, v) used += (size_t)snprintf(got + used, sizeof got - used, "%s%s",
-                                                        used ? "," : "", k);
-  assert_string_equal(got, want);
-}
-
 static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 static json_int_t num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
 
