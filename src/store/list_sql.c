@@ -142,15 +142,21 @@ static int error_by_steps(const tk__sql *q, const tk__task_query *f) {
 static void page_ids(tk__sql *q, const tk__task_query *f, const tk__sql_templates *tp,
                      int64_t one_template, int before, int limit, int since) {
   if (error_by_steps(q, f)) {
+    /* Newest first along steps_error, each task looked up by its key
+     * (OFFSET 0 keeps the lateral subquery a lookup per row: joined, the
+     * planner hashes the whole tasks table), until the page is full. */
     add_ref(q,
             "SELECT t.id FROM (SELECT DISTINCT task_id FROM steps WHERE state = 'error'"
             " AND task_id < ",
-            before, " ORDER BY task_id DESC) e JOIN tasks t ON t.id = e.task_id WHERE t.state = 'error'");
+            before,
+            " ORDER BY task_id DESC) e CROSS JOIN LATERAL (SELECT * FROM tasks t"
+            " WHERE t.id = e.task_id OFFSET 0) t WHERE t.state = 'error'");
     task_conds(q, f, tp, one_template, 0, since);
-  } else {
-    add_ref(q, "SELECT t.id FROM tasks t WHERE t.id < ", before, "");
-    task_conds(q, f, tp, one_template, 1, since);
+    add_ref(q, " ORDER BY e.task_id DESC LIMIT ", limit, "");
+    return;
   }
+  add_ref(q, "SELECT t.id FROM tasks t WHERE t.id < ", before, "");
+  task_conds(q, f, tp, one_template, 1, since);
   add_ref(q, " ORDER BY t.id DESC LIMIT ", limit, "");
 }
 
