@@ -199,7 +199,7 @@ FUZZ_SRC_placeholder := src/handlers/placeholder.c src/core/buf.c src/core/error
 # TK__CFIELD(obj, k, const char *) in the configuration as a duplicate const
 # (gcc does not), hence the one warning turned off for this target.
 FUZZ_SRC_command_stdout := src/handlers/command.c src/handlers/builtin.c \
-  $(sort $(wildcard src/config/*.c src/toml/*.c src/core/*.c src/backoff/*.c))
+  $(sort $(wildcard src/config/*.c src/toml/*.c src/core/*.c src/backoff/*.c)) src/retry/budget.c
 FUZZ_EXTRA_command_stdout := -Wno-duplicate-decl-specifier
 # The API's request parsing (routes, query strings, bodies), apart from HTTP.
 FUZZ_SRC_api := src/server/route.c src/server/query_parse.c src/server/body_parse.c \
