@@ -2,9 +2,10 @@
  * engine on a real SQLite store with the manual clock, its steps failing
  * and retrying; every render parsed back (the text format's rules checked
  * on every line) and its counts, bucket placements and sums asserted. Also
- * the store-wide render, a fenced write and an expired lease across two
- * orchestrators, events the engine rarely emits fed to the observer, and
- * renders from another thread while an engine runs on workers. */
+ * retries a budget deferred, the store-wide render, a fenced write and an
+ * expired lease across two orchestrators, events the engine rarely emits
+ * fed to the observer, and renders from another thread while an engine
+ * runs on workers. */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -344,6 +345,40 @@ static void test_engine_with_retries(void **state) {
   tk_metrics_free(m);
 }
 
+/* A retry budget deferring retries (the case of test_retry_budget.c's
+ * spreading): four steps fail three times; two retries keep their
+ * computed 100 ms, six are deferred to 1000 ms after their failure (two),
+ * 1900 ms (two) and 2000 ms (two), with source budget. */
+static void test_budget_deferrals(void **state) {
+  static const char *const budget_sets[] = {"backoff.jitter=none", "backoff.base=100ms",
+                                            "backoff.multiplier=1", "budgets.api.ratio=0",
+                                            "budgets.api.window=1s",
+                                            "budgets.api.min_per_second=2", NULL};
+  efx *f = *state = efx_new(budget_sets, "orch-1");
+  tk_metrics *m = attached(f->engine);
+  efx_one_step(f, "down", "{ kind = \"builtin\", name = \"fail\" }",
+               "{ max_attempts = 3, budget = \"api\" }");
+  for (int i = 0; i < 4; i++) efx_submit(f, "down", NULL);
+  efx_drive(f, 40);
+  parsed *p = render(m);
+  const char *bd = "tasker_backoff_delay_seconds";
+  assert_true(value(p, "tasker_retries_deferred_total", "") == 6);
+  assert_true(bucket(p, bd, "source=budget", "0.5") == 0);
+  assert_true(bucket(p, bd, "source=budget", "1") == 2);
+  assert_true(bucket(p, bd, "source=budget", "2") == 6);
+  assert_true(value(p, "tasker_backoff_delay_seconds_sum", "source=budget") == 9.8);
+  assert_true(bucket(p, bd, "source=computed", "0.1") == 2);
+  assert_true(value(p, "tasker_backoff_delay_seconds_count", "source=computed") == 2);
+  assert_true(value(p, "tasker_step_attempts_total", "outcome=failure") == 12);
+  assert_true(value(p, "tasker_tasks_finished_total", "state=error") == 4);
+  /* Deferred or not, every retry started at its run_at. */
+  assert_true(bucket(p, "tasker_ready_lateness_seconds", "", "0.001") == 12);
+  free(p);
+  tk_engine_free(f->engine);
+  f->engine = NULL;
+  tk_metrics_free(m);
+}
+
 /* The store-wide render of a store with work waiting: pending, ready,
  * waiting for a retry, and a step that is not ready yet. */
 static void test_store_render(void **state) {
@@ -633,6 +668,7 @@ static void test_render_while_running(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_engine_with_retries, efx_teardown),
+      cmocka_unit_test_teardown(test_budget_deferrals, efx_teardown),
       cmocka_unit_test_teardown(test_store_render, efx_teardown),
       cmocka_unit_test_teardown(test_lease_expired_and_fenced, efx_teardown),
       cmocka_unit_test(test_observer_fed_directly),
