@@ -3,7 +3,9 @@
  * What `tasker tasks`, the bulk operator commands and `tasker serve` read:
  * tasks and steps by filter, a page at a time, and recent activity. Every
  * list is paginated in the database (newest first, keyed by id), so a page
- * costs the same with 100 tasks stored or 1,000,000.
+ * costs the same with 100 tasks stored or 1,000,000; the exceptions scan
+ * what the other conditions leave: text in errors (no index finds a
+ * substring), and steps in a state other than error.
  *
  * Results are JSON text (malloc'd; the caller frees), in the shapes
  * documented in docs/api.md; the CLI prints them, the server sends them.
@@ -28,10 +30,12 @@ extern "C" {
 typedef struct tk_task_filter {
   const char *state;         /* a task state: pending, in_progress, complete, error,
                                 cancelled */
-  const char *template_name; /* "name" or "namespace/name", any version */
+  const char *template_name; /* "name" (in any namespace) or "namespace/name",
+                                any version */
   int64_t created_since;     /* ms since the epoch: created at or after; 0: any */
-  const char *error_text;    /* a substring (as typed, case-sensitive) of the
-                                last error of any of the task's steps */
+  const char *error_text;    /* a substring (as typed, case-sensitive; % and _
+                                are plain characters) of the last error of
+                                any of the task's steps */
 } tk_task_filter;
 
 /* Check a filter before it is used: TK_EINVAL naming the member, the value
@@ -58,17 +62,23 @@ int tk_tasks_json(tk_store *s, const tk_task_filter *f, const char *cursor, int 
 int tk_tasks_count(tk_store *s, const tk_task_filter *f, int64_t *n, tk_err *err);
 
 /* One page of steps in `step_state` (a step state: "error" lists the
- * failed and exhausted ones) of the tasks that match f, newest step first:
- *   {"steps": [...], "next_cursor": "..." or null} */
+ * failed and exhausted ones; TK_EINVAL lists the states) of the tasks that
+ * match f (NULL: all), newest task first and each task's steps last to
+ * first: {"steps": [...], "next_cursor": "..." or null}. "exhausted" is
+ * true when a retryable step used all its attempts (a permanent failure on
+ * its last attempt reads as exhausted too: the store does not keep which). */
 int tk_steps_json(tk_store *s, const char *step_state, const tk_task_filter *f,
                   const char *cursor, int limit, char **json, tk_err *err);
 
 /* What one bulk action did. */
 typedef struct tk_bulk_result {
-  int64_t tasks;  /* tasks that matched */
+  int64_t tasks;  /* tasks that matched (acted on or not: a finished task
+                     is not cancelled, one without failed steps has none to
+                     retry) */
   int64_t done;   /* actions applied: steps retried or resolved, tasks cancelled */
   int64_t failed; /* actions refused (the state changed meanwhile); the first
-                     refusal's message is in err->msg with a 0 return */
+                     refusal's message is in err->msg with a 0 return ("" when
+                     none was) */
 } tk_bulk_result;
 
 /* Apply `action` to every task that matches f, a page at a time, each
@@ -80,11 +90,19 @@ int tk_tasks_operate(tk_store *s, tk_operator_action action, const tk_task_filte
                      int64_t max, int64_t now, tk_bulk_result *out, tk_err *err);
 
 /* Attempts over [now - window_ms, now) in buckets of bucket_ms, oldest
- * first: finished attempts by outcome, and how late retries started after
- * their run_at:
+ * first (whole buckets, the last ending at now: since = now - n * bucket_ms
+ * with n = window_ms / bucket_ms rounded up, at most 1440), each attempt
+ * in the bucket it started in: the finished ones by outcome (succeeded:
+ * success; failed: any other), the retries started (an attempt after the
+ * first, or the first after an operator's retry), and how late those
+ * started after the run_at they were claimed for (0 when claimed early;
+ * null when no retry of the bucket has that time, as attempts stored
+ * before SQLite schema 7 / PostgreSQL 3):
  *   {"since", "bucket_ms", "buckets": [{"start", "succeeded", "failed",
  *    "retries", "lateness_avg_ms", "lateness_max_ms"}]}
- * window_ms / bucket_ms is at most 1440. */
+ * It reads the attempts of the window only (found by binary search on
+ * their ids, which grow with started_at but for the clock skew between
+ * orchestrators), so it costs what the window holds. */
 int tk_activity_json(tk_store *s, int64_t now, int64_t window_ms, int64_t bucket_ms,
                      char **json, tk_err *err);
 
