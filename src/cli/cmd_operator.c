@@ -15,14 +15,13 @@
 #include <tasker/query.h>
 #include <tasker/workflow.h>
 
-#define BULK_USAGE                                                                           \
-  "       [--state STATE] [--template NAME] [--since DURATION|RFC3339] [--error TEXT]\n"     \
-  "       [--all] [--max N] [--yes] [--json]\n\n"
+#define BULK_USAGE "FILTERS [--all] [--max N] [--yes] [--json]\n\n"
 #define BULK_HELP                                                                            \
-  "With filter flags (as in tasker tasks) instead of arguments: every task that matches.\n" \
-  "Without --yes it prints how many match, changes nothing and exits with status 3;\n"      \
-  "with --yes it acts and says what it did. No filter is refused unless --all is given.\n"  \
-  "--max N refuses (changing nothing) when more than N tasks match.\n"
+  "With FILTERS instead of arguments (--state STATE, --template NAME, --since WHEN,\n"      \
+  "--error TEXT: as in tasker tasks), every task that matches. Without --yes it prints\n"   \
+  "how many match, changes nothing and exits with status 3; with --yes it acts and says\n" \
+  "what it did. No filter is refused unless --all is given; --max N refuses (changing\n"   \
+  "nothing) when more than N tasks match.\n"
 
 const char cmd_retry_usage[] =
     "usage: tasker retry TASK STEP\n"

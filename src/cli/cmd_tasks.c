@@ -52,26 +52,21 @@ int cli_task_filter(const char *cmd, const cli_opt *o, int64_t now, tk_task_filt
     cli_error(cmd, "--since: %s", err.msg);
     return CLI_EXIT_USAGE;
   }
+  /* Before the epoch every task matches: the same as no condition (0). */
+  if (f->created_since < 0) f->created_since = 0;
   f->state = o[CLI_F_STATE].seen ? o[CLI_F_STATE].value : NULL;
   f->template_name = o[CLI_F_TEMPLATE].seen ? o[CLI_F_TEMPLATE].value : NULL;
   f->error_text = o[CLI_F_ERROR].seen ? o[CLI_F_ERROR].value : NULL;
-  /* Each member checked alone, so the message names the flag it came from. */
-  tk_task_filter one;
-  memset(&one, 0, sizeof one);
-  one.state = f->state;
-  if (tk_task_filter_check(&one, &err) != 0) {
-    cli_error(cmd, "--state: %s", err.msg);
-    return CLI_EXIT_USAGE;
-  }
-  memset(&one, 0, sizeof one);
-  one.template_name = f->template_name;
-  if (tk_task_filter_check(&one, &err) != 0) {
-    cli_error(cmd, "--template: %s", err.msg);
-    return CLI_EXIT_USAGE;
-  }
-  if (tk_task_filter_check(f, &err) != 0) {
-    cli_error(cmd, "%s", err.msg);
-    return CLI_EXIT_USAGE;
+  /* Each member checked alone, so that the message names its flag. */
+  const tk_task_filter one[CLI_F_N] = {[CLI_F_STATE] = {.state = f->state},
+                                       [CLI_F_TEMPLATE] = {.template_name = f->template_name},
+                                       [CLI_F_SINCE] = {.created_since = f->created_since},
+                                       [CLI_F_ERROR] = {.error_text = f->error_text}};
+  for (int k = 0; k < CLI_F_N; k++) {
+    if (tk_task_filter_check(&one[k], &err) != 0) {
+      cli_error(cmd, "--%s: %s", o[k].name, err.msg);
+      return CLI_EXIT_USAGE;
+    }
   }
   return 0;
 }
@@ -120,20 +115,21 @@ static void one_line(const char *s, size_t max, char *buf, size_t len) {
 enum { C_ID, C_STATE, C_TEMPLATE, C_CREATED, C_STEPS, C_NEXT, C_N };
 #define CELL 160
 
-/* The page as a table, columns as wide as their widest cell. */
-static void print_table(json_t *page, int64_t now) {
+/* The page as a table, columns as wide as their widest cell. Returns an
+ * exit status. */
+static int print_table(json_t *page, int64_t now) {
   static const char *const heads[C_N] = {"ID", "STATE", "TEMPLATE", "CREATED", "STEPS",
                                          "NEXT RETRY"};
   json_t *tasks = json_object_get(page, "tasks");
   size_t n = json_array_size(tasks), i;
   if (n == 0) {
     printf("no tasks match\n");
-    return;
+    return 0;
   }
   char(*cells)[C_N][CELL] = calloc(n, sizeof *cells);
   if (cells == NULL) {
     cli_error("tasks", "out of memory");
-    return;
+    return CLI_EXIT_FAILURE;
   }
   int width[C_N];
   for (int k = 0; k < C_N; k++) width[k] = (int)strlen(heads[k]);
@@ -171,6 +167,7 @@ static void print_table(json_t *page, int64_t now) {
   free(cells);
   const char *cursor = json_string_value(json_object_get(page, "next_cursor"));
   if (cursor) printf("more tasks match: add --cursor %s for the next page\n", cursor);
+  return 0;
 }
 
 int cmd_tasks(cli_globals *g, int argc, char **argv) {
@@ -215,8 +212,8 @@ int cmd_tasks(cli_globals *g, int argc, char **argv) {
     puts(out ? out : "null");
     free(out);
   } else {
-    print_table(page, now);
+    rc = print_table(page, now);
   }
   json_decref(page);
-  return 0;
+  return rc;
 }

@@ -188,6 +188,7 @@ static void each_filter_selects_its_tasks_newest_first(void **state) {
   IDS(c, "", "--template", "nosuch");
   IDS(c, "11,10,9,8,7,6,5,4", "--since", "24h");
   IDS(c, "11,10,9,8,7,6,5,4,3,2,1", "--since", "2000-01-01T00:00:00Z");
+  IDS(c, "11,10,9,8,7,6,5,4,3,2,1", "--since", "1960-01-01T00:00:00Z");
   IDS(c, "", "--since", "2999-01-01T00:00:00+02:00");
   IDS(c, "7,6,5,4", "--error", "gate is closed");
   IDS(c, "9,8", "--error", "builtin fail");
@@ -328,6 +329,7 @@ static void bad_values_name_the_flag_and_change_nothing(void **state) {
   REFUSED(c, "tasker tasks: --since: ", "\"2026-11-24T05:00:00\"", "tasks", "--since",
           "2026-11-24T05:00:00");
   REFUSED(c, "tasker tasks: --cursor: ", "\"zzz\"", "tasks", "--cursor", "zzz");
+  REFUSED(c, "tasker tasks: --template: ", "\"a/b/c\"", "tasks", "--template", "a/b/c");
   /* The bulk forms check the same way, before counting anything. */
   REFUSED(c, "tasker retry: --state: ", "\"bogus\"", "retry", "--state", "bogus", "--yes");
   REFUSED(c, "tasker cancel: --since: ", "\"yesterday\"", "cancel", "--since", "yesterday",
