@@ -1,0 +1,126 @@
+#!/bin/sh
+# `tasker tasks` and the bulk operator forms on PostgreSQL (the SQLite side
+# is tests/cli/test_cli_tasks.c): each filter, paging with --cursor to the
+# end with every task seen once, a bad cursor refused, bulk retry counted
+# without --yes (exit 3, nothing changed) and done with it (the failed
+# steps run again and succeed), bulk cancel, the no-filter and --max
+# refusals.
+. "$(dirname "$0")/../lib/tap.sh"
+. "$(dirname "$0")/../lib/pg.sh"
+pg_database cli_tasks
+cat >"$W/tasker.toml" <<TOML
+[backoff]
+jitter = "none"
+base = "10ms"
+[engine]
+db = "$PG_DB_URL"
+TOML
+cat >"$W/ok.toml" <<'TOML'
+name = "ok"
+version = "1"
+[[steps]]
+name = "s"
+handler = { kind = "builtin", name = "noop" }
+TOML
+# Fails until $W/open exists.
+cat >"$W/gate.toml" <<TOML
+name = "gate"
+namespace = "ops"
+version = "2"
+[[steps]]
+name = "open"
+handler = { kind = "command", argv = ["sh", "-c", "test -e $W/open || { echo 'the gate is closed' >&2; exit 3; }"] }
+retry = { max_attempts = 1 }
+[[steps]]
+name = "after"
+depends_on = ["open"]
+handler = { kind = "builtin", name = "noop" }
+TOML
+cat >"$W/boom.toml" <<'TOML'
+name = "boom"
+version = "1"
+[[steps]]
+name = "s"
+handler = { kind = "builtin", name = "fail" }
+retry = { max_attempts = 2 }
+TOML
+tasker_setup "$W/ok.toml" "$W/gate.toml" "$W/boom.toml"
+# 1-3 ok complete, 4-7 gate error, 8-9 boom error, 10 ok pending.
+t submit ok --count 3 >/dev/null
+t submit gate --count 4 >/dev/null
+t submit boom --count 2 >/dev/null
+run t run --until-idle --workers 1
+expect_rc "the orchestrator ran every task" 0
+t submit ok >/dev/null
+
+# The ids of one page of `tasks --json ARGS`, joined by ','; its
+# next_cursor in $CURSOR ("" when null).
+page() {
+  run t tasks --json "$@"
+  [ "$RC" -eq 0 ] || tap_fail "tasks --json $*" "exit $RC: $ERR"
+  CURSOR=$(printf '%s\n' "$OUT" | sed -n 's/^  "next_cursor": "\(.*\)"$/\1/p')
+  IDS=$(printf '%s\n' "$OUT" | sed -n 's/^      "id": \([0-9]*\),$/\1/p' | paste -sd, -)
+}
+ids() { # NAME WANT ARGS...
+  ids_name=$1 ids_want=$2
+  shift 2
+  page "$@"
+  expect_eq "$ids_name" "$IDS$CURSOR" "$ids_want"
+}
+ids "every task, newest first" "10,9,8,7,6,5,4,3,2,1" --limit 1000
+ids "--state error" "9,8,7,6,5,4" --state error
+ids "--state pending" "10" --state pending
+ids "--template gate (any namespace)" "7,6,5,4" --template gate
+ids "--template ops/gate" "7,6,5,4" --template ops/gate
+ids "--template nosuch matches nothing" "" --template nosuch
+ids "--since 1h" "10,9,8,7,6,5,4,3,2,1" --since 1h
+ids "--since a time to come" "" --since 2999-01-01T00:00:00Z
+ids "--error gate is closed" "7,6,5,4" --error "gate is closed"
+ids "--state error --template boom" "9,8" --state error --template boom
+
+# Paging to the end: every task once.
+all=""
+page --limit 3
+all=$IDS
+pages=1
+while [ -n "$CURSOR" ] && [ "$pages" -lt 10 ]; do
+  page --limit 3 --cursor "$CURSOR"
+  all="$all,$IDS"
+  pages=$((pages + 1))
+done
+expect_eq "paging with --limit 3 and --cursor sees every task once" "$all/$pages" \
+  "10,9,8,7,6,5,4,3,2,1/4"
+
+run t tasks --cursor abc
+expect_rc "a bad cursor is refused" 2
+expect_match "the message names --cursor and the value" "$ERR" 'tasker tasks: --cursor: cursor "abc"'
+
+states() { pg_sql "SELECT string_agg(id || ':' || state, ',' ORDER BY id) FROM tasks"; }
+before=$(states)
+run t retry --state error --template gate
+expect_rc "bulk retry without --yes exits 3" 3
+expect_eq "it says how many match" "$ERR" \
+  "4 tasks match; retry would give their failed steps fresh attempts. Run again with --yes to do it."
+expect_eq "and changes nothing" "$(states)" "$before"
+run t retry --state error --max 5
+expect_rc "more than --max is refused" 2
+expect_eq "saying so" "$ERR" "tasker retry: 6 tasks match, more than --max 5: nothing done"
+run t cancel --yes
+expect_rc "no filter is refused" 2
+expect_eq "nothing changed by the refusals" "$(states)" "$before"
+
+touch "$W/open"
+run t retry --state error --template gate --yes
+expect_rc "bulk retry with --yes" 0
+expect_eq "it says what it did" "$ERR" "4 tasks matched; 4 failed steps will be retried now"
+run t cancel --state pending --yes --json
+expect_eq "bulk cancel --json" "$OUT" \
+  '{"action": "cancel", "confirmed": true, "matched": 1, "done": 1, "failed": 0, "first_error": null}'
+run t run --until-idle --workers 1
+expect_rc "the orchestrator ran the retried steps" 0
+ids "the gate's tasks are complete" "7,6,5,4,3,2,1" --state complete
+ids "the others stay in error" "9,8" --state error
+ids "the pending one was cancelled" "10" --state cancelled
+expect_eq "the open steps ran twice" \
+  "$(pg_sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.name = 'open'")" 8
+tap_done
