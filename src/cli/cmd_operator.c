@@ -95,6 +95,7 @@ static int bulk_on(const char *cmd, cli_globals *g, const cli_opt *o, tk_store *
   }
   if (!o[O_YES].seen) {
     if (g->json) print_bulk_json(cmd, 0, &r, NULL);
+    else if (r.tasks == 0) fprintf(stderr, "no tasks match; nothing to do\n");
     else
       fprintf(stderr, "%lld task%s match%s; %s would %s. Run again with --yes to do it.\n",
               (long long)r.tasks, plural(r.tasks), r.tasks == 1 ? "es" : "", cmd, words[a].would);

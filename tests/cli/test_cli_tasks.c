@@ -391,6 +391,7 @@ static void bulk_cancel_and_resolve(void **state) {
          "1 task matches; cancel would cancel the ones not finished. Run again with --yes to do "
          "it.\n",
          "cancel", "--state", "pending");
+  EXPECT(c, 3, "", "no tasks match; nothing to do\n", "cancel", "--template", "nosuch");
   efx_unchanged(c->db, before);
   EXPECT(c, 0, "", "1 task matched; 1 task cancelled\n", "cancel", "--state", "pending", "--yes");
   IDS(c, "11,10", "--state", "cancelled");
