@@ -194,5 +194,16 @@ has "backoff: the configured profiles offered" '<option value="spread" selected=
 has "backoff: the cap before jitter, 1m, from the 7th retry on" '<td class="num">#7</td><td class="num">1m</td>'
 expect_count "backoff: no error shown" 'flash-error' 0
 
-echo "# screenshots: $SHOTS/{task,failed,tasks,broken,overview,backoff}.png"
+chrome templates "/templates"
+has "templates: ingest listed, linked to its page" 'href="#/template/default/ingest?version=1" title="version 1">ingest</a>'
+has "templates: payment listed" '>payment</a>'
+
+chrome template "/template/default/ingest?version=1"
+has "template: its description" 'fetch, transform (fails twice), load'
+has "template: its DAG" 'class="dag"'
+has "template: transform's own retry setting" '<td>4 attempts</td>'
+has "template: its definition, as JSON" '"name": "transform",'
+expect_count "template: no error shown" 'flash-error' 0
+
+echo "# screenshots: $SHOTS/{task,failed,tasks,broken,overview,backoff,templates,template}.png"
 tap_done

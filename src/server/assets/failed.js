@@ -1,0 +1,75 @@
+/* The failed steps: filters, one page at a time, bulk retry and resolve
+ * of the ticked ones. */
+'use strict';
+(function () {
+  const TK = window.TK;
+  const { h, filterForm, filtersOf, stepKey, failedTable } = TK;
+
+  TK.views.failed = function (params) {
+    const q = params.q;
+    const filters = filtersOf(q, ['template', 'since', 'q']);
+    const sel = new Set();
+    let shown = [];
+    const list = h('div'), pager = h('div'), msg = h('div', { class: 'msgs' });
+    const count = h('span', { class: 'muted' });
+    let refresh;
+    const bulk = async (action) => {
+      const steps = shown.filter((r) => sel.has(stepKey(r))).map((r) => ({ task: r.task, step: r.step }));
+      if (!steps.length) return;
+      try {
+        const r = await TK.api('/actions/' + action, { method: 'POST', body: { steps } });
+        const errs = (r.errors || []).map((e) => h('li', null, `task ${e.task} ${e.step || ''}: ${e.message}`));
+        msg.replaceChildren(h('div', { class: 'flash ' + (r.failed ? 'flash-error' : 'flash-ok') },
+          `${action === 'retry' ? 'Retried' : 'Resolved'} ${r.done} of ${r.matched}` + (r.failed ? `; ${r.failed} refused:` : '.'),
+          errs.length ? h('ul', null, errs) : null));
+        sel.clear();
+        list.tkLast = null;
+      } catch (e) {
+        TK.flash(msg, 'error', `${action} failed: ${e.message}`);
+      }
+      updateCount();
+      refresh();
+    };
+    const retryBtn = h('button', { class: 'primary', disabled: true, onclick: () => bulk('retry') }, 'Retry selected');
+    const resolveBtn = h('button', { disabled: true, onclick: () => bulk('resolve') }, 'Resolve selected');
+    const allBox = h('input', { type: 'checkbox', 'aria-label': 'select all on this page', onchange: (ev) => {
+      for (const r of shown) ev.target.checked ? sel.add(stepKey(r)) : sel.delete(stepKey(r));
+      list.tkLast = null;
+      draw();
+      updateCount();
+    } });
+    function updateCount() {
+      const n = shown.filter((r) => sel.has(stepKey(r))).length;
+      count.textContent = n ? `${n} selected` : 'select steps to act on several at once';
+      retryBtn.disabled = !n;
+      resolveBtn.disabled = !n;
+      allBox.checked = n > 0 && n === shown.length;
+    }
+    function draw() {
+      TK.swap(list, [shown, [...sel]], () => failedTable(shown, sel, updateCount));
+    }
+    const el = h('div', { class: 'page' }, h('h1', null, 'Failed steps'),
+      h('p', { class: 'muted' }, 'Steps in error: their attempts ran out, or a failure was permanent. Retry gives a step fresh attempts; resolve marks it done by hand.'),
+      filterForm('failed', q, false),
+      h('div', { class: 'toolbar' }, h('label', { class: 'check' }, allBox, 'all on this page'), retryBtn, resolveBtn, count),
+      msg, list, pager);
+    const href = (cursor) => '#/failed' + TK.qs(Object.assign({}, filters, { cursor }));
+    refresh = async function () {
+      let page;
+      try {
+        page = await TK.api('/steps' + TK.qs(Object.assign({ state: 'error', limit: TK.PAGE, cursor: q.get('cursor') }, filters)));
+      } catch (e) {
+        TK.swap(list, { e: e.message }, () => TK.errorBox(e));
+        throw e;
+      }
+      shown = page.steps;
+      // A selected step that left the page (retried elsewhere) is dropped.
+      const keys = new Set(shown.map(stepKey));
+      for (const k of [...sel]) if (!keys.has(k)) sel.delete(k);
+      draw();
+      updateCount();
+      TK.swap(pager, [page.next_cursor, q.get('cursor')], () => TK.pager(page.next_cursor, href, !q.get('cursor')));
+    };
+    return { el, refresh, title: 'Failed steps' };
+  };
+})();
