@@ -608,6 +608,42 @@ static void listen_addresses(void **state) {
   assert_non_null(strstr(err.msg, "in use"));
 }
 
+typedef struct pending_seen {
+  world *w;
+  int64_t want;
+} pending_seen;
+
+/* Whether the status counts want pending tasks. */
+static int status_counts_pending(void *ud) {
+  pending_seen *p = ud;
+  json_t *s = get_ok(p->w, "/api/v1/status");
+  int yes = num(json_object_get(s, "tasks"), "pending") == p->want;
+  json_decref(s);
+  return yes;
+}
+
+/* The snapshot thread counts again every snapshot_ms: a task submitted
+ * through the API shows in the status and the metrics after a while. */
+static void status_snapshot_refreshes(void **state) {
+  world *w = *state;
+  tk_server_stop(w->srv);
+  tk_server_options o = {.listen = "127.0.0.1:0", .store = w->f->store, .store_url = w->f->url,
+                         .config = w->f->cfg, .clock = tk_clock_manual(&w->f->clock),
+                         .snapshot_ms = 20};
+  tk_err err;
+  if (tk_server_start(&o, &w->srv, &err) != 0) fail_msg("server: %s", err.msg);
+  snprintf(w->base, sizeof w->base, "http://%s", tk_server_address(w->srv));
+  pending_seen p = {w, 0};
+  assert_true(status_counts_pending(&p));
+  api_resp r = api_request("POST", URL(w, "/api/v1/tasks"), "{\"template\": \"quick\"}", -1, post_h);
+  json_decref(api_expect_json(&r, 201));
+  p.want = 1;
+  assert_true(efx_wait_for(status_counts_pending, &p, 30000));
+  r = api_request("GET", URL(w, "/metrics"), NULL, 0, NULL);
+  assert_true(api_metric(r.body, "tasker_store_tasks{state=\"pending\"}") == 1);
+  api_resp_free(&r);
+}
+
 /* ---- the binary -------------------------------------------------------- */
 
 typedef struct line_wait {
@@ -687,6 +723,7 @@ static void serve_binary(void **state) {
   const char *tok_args[] = {"--db", w->f->url, "serve", "--listen", "127.0.0.1:0", "--token-file",
                             token_path, NULL};
   pid = spawn_until_line(tok_args, err_path, &lw);
+  const char *no_file[] = {"--db", w->f->url, "serve", "--token-file", "/nonexistent/token", NULL};
   snprintf(url, sizeof url, "%s/api/v1/status", lw.url);
   r = api_request("GET", url, NULL, 0, NULL);
   api_expect_error(&r, 401, "unauthorized", "Authorization", "requires a token");
@@ -695,6 +732,12 @@ static void serve_binary(void **state) {
   json_decref(api_expect_json(&r, 200));
   kill(pid, SIGINT);
   assert_int_equal(efx_wait_limit(pid, 30000), 0);
+  pid = efx_spawn(no_file, NULL, err_path);
+  assert_int_equal(efx_wait_limit(pid, 30000), 2);
+  err = efx_read(err_path);
+  assert_string_equal(err, "tasker serve: --token-file: cannot open \"/nonexistent/token\": No such "
+                           "file or directory\n");
+  free(err);
 }
 
 typedef struct scrape {
@@ -763,6 +806,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(bulk_actions, setup, teardown),
       cmocka_unit_test_setup_teardown(token_required, setup, teardown),
       cmocka_unit_test_setup_teardown(listen_addresses, setup, teardown),
+      cmocka_unit_test_setup_teardown(status_snapshot_refreshes, setup, teardown),
       cmocka_unit_test_setup_teardown(serve_binary, setup, teardown),
       cmocka_unit_test_setup_teardown(run_metrics_binary, setup, teardown),
   };
