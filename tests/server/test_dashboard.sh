@@ -20,6 +20,9 @@ if [ -z "$CHROMIUM" ]; then
   echo "# SKIP no chromium (make server-deps installs it)"
   exit 77
 fi
+# A chromium that hangs is stopped, and the page counts as not loaded.
+LIMIT=""
+command -v timeout >/dev/null 2>&1 && LIMIT="timeout -k 5 120"
 SHOTS=${TK_SCREENSHOTS:-$(cd "$(dirname "$TASKER")/.." && pwd)/screenshots}
 mkdir -p "$SHOTS"
 
@@ -108,14 +111,14 @@ tap_ok "serve listens at $URL"
 # and $SHOTS/NAME.html, and its screenshot in $SHOTS/NAME.png.
 chrome() {
   PAGE=$SHOTS/$1.html
-  "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$W/chrome" \
+  $LIMIT "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$W/chrome" \
     --enable-logging=stderr --v=0 \
     --virtual-time-budget=5000 --dump-dom "$URL#$2" >"$PAGE" 2>"$W/$1.err"
   # The page's console, as chromium logs it: an exception is a bug.
   if grep -q 'CONSOLE.*Uncaught' "$W/$1.err"; then
     tap_fail "$1: no script error" "$(grep 'CONSOLE.*Uncaught' "$W/$1.err" | head -n 3)"
   else tap_ok "$1: no script error"; fi
-  "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$W/chrome" \
+  $LIMIT "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$W/chrome" \
     --virtual-time-budget=5000 --hide-scrollbars --window-size=1400,1000 \
     --screenshot="$SHOTS/$1.png" "$URL#$2" >/dev/null 2>>"$W/$1.err"
   DOM=$(cat "$PAGE")
