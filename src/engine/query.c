@@ -43,7 +43,8 @@ int tk_task_filter_check(const tk_task_filter *f, tk_err *err) {
                       listed(tk__task_states, states, sizeof states));
   if (f->template_name && *f->template_name) {
     const char *t = f->template_name, *slash = strchr(t, '/');
-    if (strlen(t) >= TEMPLATE_MAX || slash == t || (slash && (slash[1] == '\0' || strchr(slash + 1, '/'))))
+    if (strlen(t) >= TEMPLATE_MAX || slash == t ||
+        (slash && (slash[1] == '\0' || strchr(slash + 1, '/'))))
       return tk_err_set(err, TK_EINVAL,
                         "template \"%.300s\": expected a template name or namespace/name "
                         "(under %d bytes)",
@@ -113,8 +114,8 @@ static int page_json(const char *key, json_t *rows, int n, int limit, int64_t la
   int more = n > limit;
   char cursor[24];
   snprintf(cursor, sizeof cursor, "%lld", (long long)last_id);
-  json_t *page = json_pack("{s:o, s:o}", key, rows, "next_cursor",
-                           more ? json_string(cursor) : json_null());
+  json_t *page =
+      json_pack("{s:o, s:o}", key, rows, "next_cursor", more ? json_string(cursor) : json_null());
   *out = page ? json_dumps(page, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
   json_decref(page);
   return *out ? 0 : tk_err_set(err, TK_ENOMEM, "out of memory");
@@ -125,14 +126,13 @@ static json_t *task_row_json(const tk__task_row *r) {
                    (json_int_t)r->id, "state", r->state, "template",
                    template_of(r->namespace_, r->name, r->version), "identity",
                    opt_str(r->identity), "created_at", (json_int_t)r->created_at, "updated_at",
-                   (json_int_t)r->updated_at, "finished_at", opt_int(r->finished_at),
-                   "steps_total", r->steps_total, "steps_done", r->steps_done, "steps_error",
-                   r->steps_error, "last_error", opt_str(r->last_error), "next_run_at",
-                   opt_int(r->next_run_at));
+                   (json_int_t)r->updated_at, "finished_at", opt_int(r->finished_at), "steps_total",
+                   r->steps_total, "steps_done", r->steps_done, "steps_error", r->steps_error,
+                   "last_error", opt_str(r->last_error), "next_run_at", opt_int(r->next_run_at));
 }
 
-int tk_tasks_json(tk_store *s, const tk_task_filter *f, const char *cursor, int limit,
-                  char **json, tk_err *err) {
+int tk_tasks_json(tk_store *s, const tk_task_filter *f, const char *cursor, int limit, char **json,
+                  tk_err *err) {
   *json = NULL;
   query q;
   int rc = query_of(f, &q, err);
@@ -175,15 +175,14 @@ static int exhausted(const tk__step_row *r) {
 static json_t *step_row_json(const tk__step_row *r) {
   return json_pack("{s:I, s:I, s:s, s:s, s:i, s:i, s:b, s:b, s:o, s:o, s:I}", "id",
                    (json_int_t)r->id, "task", (json_int_t)r->task_id, "step", r->name, "state",
-                   r->state, "attempts", r->attempts, "max_attempts", r->max_attempts,
-                   "exhausted", exhausted(r), "retryable", r->retryable, "last_error",
-                   opt_str(r->last_error), "template",
-                   template_of(r->namespace_, r->template_name, r->version), "updated_at",
-                   (json_int_t)r->updated_at);
+                   r->state, "attempts", r->attempts, "max_attempts", r->max_attempts, "exhausted",
+                   exhausted(r), "retryable", r->retryable, "last_error", opt_str(r->last_error),
+                   "template", template_of(r->namespace_, r->template_name, r->version),
+                   "updated_at", (json_int_t)r->updated_at);
 }
 
-int tk_steps_json(tk_store *s, const char *step_state, const tk_task_filter *f,
-                  const char *cursor, int limit, char **json, tk_err *err) {
+int tk_steps_json(tk_store *s, const char *step_state, const tk_task_filter *f, const char *cursor,
+                  int limit, char **json, tk_err *err) {
   *json = NULL;
   query q;
   const char *state;
@@ -249,8 +248,8 @@ static int targets_of(tk_store *s, tk__task_query *q, int64_t max, target **out,
 /* One action through tk_task_operate: a refusal (the state changed, the
  * task or step is gone) counts as failed, the first one's message kept;
  * anything else is returned. */
-static int act(tk_store *s, tk_operator_action action, int64_t task, const char *step,
-               int64_t now, tk_bulk_result *out, tk_err *first, tk_err *err) {
+static int act(tk_store *s, tk_operator_action action, int64_t task, const char *step, int64_t now,
+               tk_bulk_result *out, tk_err *first, tk_err *err) {
   tk_err e;
   tk_err_clear(&e);
   int rc = tk_task_operate(s, action, task, step, now, NULL, &e);
@@ -273,19 +272,21 @@ static int act_on_failed_steps(tk_store *s, tk_operator_action action, int64_t t
   tk__step_row *steps;
   int n;
   int rc = s->ops->step_list(s, TK__STEP_ERROR, &q, &steps, &n, err);
-  for (int i = 0; rc == 0 && i < n; i++) rc = act(s, action, task, steps[i].name, now, out, first, err);
+  for (int i = 0; rc == 0 && i < n; i++)
+    rc = act(s, action, task, steps[i].name, now, out, first, err);
   tk__step_rows_free(steps, n);
   return rc;
 }
 
-int tk_tasks_operate(tk_store *s, tk_operator_action action, const tk_task_filter *f,
-                     int64_t max, int64_t now, tk_bulk_result *out, tk_err *err) {
+int tk_tasks_operate(tk_store *s, tk_operator_action action, const tk_task_filter *f, int64_t max,
+                     int64_t now, tk_bulk_result *out, tk_err *err) {
   memset(out, 0, sizeof *out);
   if (action != TK_OP_RETRY && action != TK_OP_RESOLVE && action != TK_OP_CANCEL)
-    return tk_err_set(err, TK_EINVAL, "action %d: expected TK_OP_RETRY, TK_OP_RESOLVE or TK_OP_CANCEL",
+    return tk_err_set(err, TK_EINVAL,
+                      "action %d: expected TK_OP_RETRY, TK_OP_RESOLVE or TK_OP_CANCEL",
                       (int)action);
-  if (max < 0) return tk_err_set(err, TK_EINVAL, "max %lld: expected 0 (no limit) or more",
-                                 (long long)max);
+  if (max < 0)
+    return tk_err_set(err, TK_EINVAL, "max %lld: expected 0 (no limit) or more", (long long)max);
   query q;
   int rc = query_of(f, &q, err);
   if (rc) return rc;
@@ -319,8 +320,8 @@ int tk_tasks_operate(tk_store *s, tk_operator_action action, const tk_task_filte
 
 /* ---- Activity ---- */
 
-int tk_activity_json(tk_store *s, int64_t now, int64_t window_ms, int64_t bucket_ms,
-                     char **json, tk_err *err) {
+int tk_activity_json(tk_store *s, int64_t now, int64_t window_ms, int64_t bucket_ms, char **json,
+                     tk_err *err) {
   *json = NULL;
   if (bucket_ms <= 0 || window_ms <= 0 || window_ms / bucket_ms > BUCKETS_MAX ||
       (window_ms / bucket_ms == BUCKETS_MAX && window_ms % bucket_ms))
@@ -336,16 +337,15 @@ int tk_activity_json(tk_store *s, int64_t now, int64_t window_ms, int64_t bucket
   int rc = s->ops->activity(s, since, bucket_ms, n, b, err);
   json_t *buckets = json_array();
   for (int i = 0; rc == 0 && i < n; i++) {
-    json_t *avg = b[i].lateness_n ? json_integer((b[i].lateness_sum_ms + b[i].lateness_n / 2) /
-                                                 b[i].lateness_n)
-                                  : json_null();
+    json_t *avg = b[i].lateness_n
+                      ? json_integer((b[i].lateness_sum_ms + b[i].lateness_n / 2) / b[i].lateness_n)
+                      : json_null();
     json_t *max = b[i].lateness_n ? json_integer(b[i].lateness_max_ms) : json_null();
-    json_array_append_new(buckets,
-                          json_pack("{s:I, s:I, s:I, s:I, s:o, s:o}", "start",
-                                    (json_int_t)b[i].start, "succeeded",
-                                    (json_int_t)b[i].succeeded, "failed", (json_int_t)b[i].failed,
-                                    "retries", (json_int_t)b[i].retries, "lateness_avg_ms", avg,
-                                    "lateness_max_ms", max));
+    json_array_append_new(
+        buckets,
+        json_pack("{s:I, s:I, s:I, s:I, s:o, s:o}", "start", (json_int_t)b[i].start, "succeeded",
+                  (json_int_t)b[i].succeeded, "failed", (json_int_t)b[i].failed, "retries",
+                  (json_int_t)b[i].retries, "lateness_avg_ms", avg, "lateness_max_ms", max));
   }
   free(b);
   json_t *doc = json_pack("{s:I, s:I, s:o}", "since", (json_int_t)since, "bucket_ms",

@@ -3,8 +3,9 @@
  * primary key, by template (one range per version of the name, merged),
  * by state (SQLite's tasks_state; on PostgreSQL, error through steps_error
  * and the other states by the primary key), steps in error through
- * steps_error (PostgreSQL) or tasks_failed (SQLite). A created-since bound becomes a lower bound on the id, by
- * binary search on the primary key (first_id_cte). */
+ * steps_error (PostgreSQL) or tasks_failed (SQLite). A created-since
+ * bound becomes a lower bound on the id, by binary search on the primary
+ * key (first_id_cte). */
 #include "store/list_sql.h"
 
 #include <stdio.h>
@@ -13,11 +14,10 @@
 #include "store/rules.h"
 
 const char *const tk__task_states[] = {TK__TASK_PENDING, TK__TASK_IN_PROGRESS, TK__TASK_COMPLETE,
-                                       TK__TASK_ERROR, TK__TASK_CANCELLED, NULL};
-const char *const tk__step_states[] = {TK__STEP_PENDING,  TK__STEP_IN_PROGRESS,
-                                       TK__STEP_WAITING,  TK__STEP_COMPLETE,
-                                       TK__STEP_ERROR,    TK__STEP_CANCELLED,
-                                       TK__STEP_RESOLVED, NULL};
+                                       TK__TASK_ERROR,   TK__TASK_CANCELLED,   NULL};
+const char *const tk__step_states[] = {
+    TK__STEP_PENDING, TK__STEP_IN_PROGRESS, TK__STEP_WAITING,  TK__STEP_COMPLETE,
+    TK__STEP_ERROR,   TK__STEP_CANCELLED,   TK__STEP_RESOLVED, NULL};
 
 const char *tk__state_known(const char *const *states, const char *s) {
   for (int i = 0; s && states[i]; i++)
@@ -106,10 +106,12 @@ static void template_cond(tk__sql *q, const tk__task_query *f, const tk__sql_tem
     tk__buf_addf(&q->text, " AND t.template_id = %lld", (long long)one);
   } else if (tp->n >= 0 && tp->n < TK__SQL_MAX_TEMPLATES) {
     add(q, " AND t.template_id IN (");
-    for (int i = 0; i < tp->n; i++) tk__buf_addf(&q->text, "%s%lld", i ? ", " : "", (long long)tp->ids[i]);
+    for (int i = 0; i < tp->n; i++)
+      tk__buf_addf(&q->text, "%s%lld", i ? ", " : "", (long long)tp->ids[i]);
     add(q, tp->n ? ")" : "NULL)");
   } else if (tp->n >= 0) {
-    add_ref(q, " AND t.template_id IN (SELECT id FROM templates WHERE name = ", arg_text(q, f->name),
+    add_ref(q,
+            " AND t.template_id IN (SELECT id FROM templates WHERE name = ", arg_text(q, f->name),
             "");
     if (f->ns) add_ref(q, " AND namespace = ", arg_text(q, f->ns), "");
     add(q, ")");
@@ -127,9 +129,12 @@ static void task_conds(tk__sql *q, const tk__task_query *f, const tk__sql_templa
     add_ref(q, " AND t.id >= (SELECT MAX(lo) FROM b) AND t.created_at >= ", since, "");
   }
   if (f->error_text && *f->error_text)
-    add_ref(q, q->pg ? " AND EXISTS (SELECT 1 FROM steps e WHERE e.task_id = t.id AND strpos(e.last_error, "
-                     : " AND EXISTS (SELECT 1 FROM steps e WHERE e.task_id = t.id AND instr(e.last_error, ",
-            arg_text(q, f->error_text), ") > 0)");
+    add_ref(
+        q,
+        q->pg
+            ? " AND EXISTS (SELECT 1 FROM steps e WHERE e.task_id = t.id AND strpos(e.last_error, "
+            : " AND EXISTS (SELECT 1 FROM steps e WHERE e.task_id = t.id AND instr(e.last_error, ",
+        arg_text(q, f->error_text), ") > 0)");
   if (f->task_id > 0) add_ref(q, " AND t.id = ", arg_int(q, f->task_id), "");
 }
 

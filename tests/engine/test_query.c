@@ -44,8 +44,12 @@ static json_t *tasks_page(efx *f, const tk_task_filter *flt, const char *cursor,
   return parsed(text);
 }
 
-static json_int_t num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
-static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
+static json_int_t num(json_t *o, const char *k) {
+  return json_integer_value(json_object_get(o, k));
+}
+static const char *str(json_t *o, const char *k) {
+  return json_string_value(json_object_get(o, k));
+}
 
 /* Assert rc is TK_EINVAL with a message containing each of the strings
  * that follow (NULL-terminated). */
@@ -78,12 +82,12 @@ static void time_args(void **state) {
   assert_int_equal(ms, EFX_T0 + 250);
   assert_int_equal(tk_time_arg_parse("2024-02-29 12:00:00Z", now, &ms, &err), 0);
   ms = 42;
-  const char *bad_dates[] = {"2026-01-01T00:00:00", "2026-13-01T00:00:00Z",
-                             "2025-02-29T00:00:00Z", "2026-01-01T24:00:00Z",
+  const char *bad_dates[] = {"2026-01-01T00:00:00",      "2026-13-01T00:00:00Z",
+                             "2025-02-29T00:00:00Z",     "2026-01-01T24:00:00Z",
                              "2026-01-01T00:00:00+1:00", "2026-01-01T00:00:00Zjunk"};
   for (size_t i = 0; i < sizeof bad_dates / sizeof bad_dates[0]; i++) {
-    expect_einval(tk_time_arg_parse(bad_dates[i], now, &ms, &err), &err, bad_dates[i],
-                  "RFC 3339", "offset or Z", NULL);
+    expect_einval(tk_time_arg_parse(bad_dates[i], now, &ms, &err), &err, bad_dates[i], "RFC 3339",
+                  "offset or Z", NULL);
     assert_int_equal(ms, 42);
   }
   expect_einval(tk_time_arg_parse("yesterday", now, &ms, &err), &err, "\"yesterday\"", "90s",
@@ -121,19 +125,18 @@ static void filter_errors(void **state) {
   assert_null(json);
   int64_t n = -1;
   expect_einval(tk_tasks_count(f->store, &st, &n, &err), &err, "failed", NULL);
-  expect_einval(tk_steps_json(f->store, "error", &st, NULL, 10, &json, &err), &err, "failed",
-                NULL);
+  expect_einval(tk_steps_json(f->store, "error", &st, NULL, 10, &json, &err), &err, "failed", NULL);
   expect_einval(tk_steps_json(f->store, "broken", NULL, NULL, 10, &json, &err), &err,
                 "step state \"broken\"", "waiting_for_retry", "resolved_manually", NULL);
   const char *bad_cursors[] = {"abc", "-1", "0", "12x", " 12", "99999999999999999999"};
   for (size_t i = 0; i < sizeof bad_cursors / sizeof bad_cursors[0]; i++) {
-    expect_einval(tk_tasks_json(f->store, NULL, bad_cursors[i], 10, &json, &err), &err,
-                  "cursor", "next_cursor", NULL);
+    expect_einval(tk_tasks_json(f->store, NULL, bad_cursors[i], 10, &json, &err), &err, "cursor",
+                  "next_cursor", NULL);
     expect_einval(tk_steps_json(f->store, "error", NULL, bad_cursors[i], 10, &json, &err), &err,
                   "cursor", NULL);
   }
-  expect_einval(tk_tasks_json(f->store, NULL, NULL, 0, &json, &err), &err, "limit 0",
-                "1 to 1000", NULL);
+  expect_einval(tk_tasks_json(f->store, NULL, NULL, 0, &json, &err), &err, "limit 0", "1 to 1000",
+                NULL);
   expect_einval(tk_tasks_json(f->store, NULL, NULL, TK_PAGE_MAX + 1, &json, &err), &err,
                 "limit 1001", NULL);
   efx_one_step(f, "etl", "{ kind = \"builtin\", name = \"noop\" }", "{ max_attempts = 1 }");
@@ -191,9 +194,9 @@ static void task_pages(void **state) {
   assert_int_equal(num(slow, "steps_error"), 0);
   assert_non_null(strstr(str(slow, "last_error"), "fail"));
   /* Every member docs/api.md lists, and no other. */
-  const char *keys[] = {"id", "state", "template", "identity", "created_at", "updated_at",
-                        "finished_at", "steps_total", "steps_done", "steps_error", "last_error",
-                        "next_run_at"};
+  const char *keys[] = {"id",         "state",       "template",    "identity",
+                        "created_at", "updated_at",  "finished_at", "steps_total",
+                        "steps_done", "steps_error", "last_error",  "next_run_at"};
   assert_int_equal(json_object_size(slow), sizeof keys / sizeof keys[0]);
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
     assert_non_null(json_object_get(slow, keys[i]));
@@ -264,8 +267,9 @@ static void step_pages(void **state) {
   assert_non_null(str(perm, "last_error"));
   assert_string_equal(str(json_object_get(perm, "template"), "name"), "perm");
   assert_int_equal(num(perm, "updated_at"), EFX_T0);
-  const char *keys[] = {"id", "task", "step", "state", "attempts", "max_attempts", "exhausted",
-                        "retryable", "last_error", "template", "updated_at"};
+  const char *keys[] = {"id",         "task",         "step",      "state",
+                        "attempts",   "max_attempts", "exhausted", "retryable",
+                        "last_error", "template",     "updated_at"};
   assert_int_equal(json_object_size(perm), sizeof keys / sizeof keys[0]);
   char cursor[32];
   snprintf(cursor, sizeof cursor, "%s", str(page, "next_cursor"));
@@ -315,9 +319,9 @@ static void bulk_retry_refused_above_max(void **state) {
   assert_string_equal(before, after);
   free(before);
   free(after);
-  expect_einval(tk_tasks_operate(f->store, TK_OP_RETRY, &(tk_task_filter){.state = "x"}, 0,
-                                 EFX_T0, &r, &err),
-                &err, "state \"x\"", NULL);
+  expect_einval(
+      tk_tasks_operate(f->store, TK_OP_RETRY, &(tk_task_filter){.state = "x"}, 0, EFX_T0, &r, &err),
+      &err, "state \"x\"", NULL);
 
   /* Five may be retried with a maximum of five: each failed step is due
    * again with fresh attempts. */
@@ -367,8 +371,8 @@ static void bulk_resolve_and_cancel(void **state) {
   assert_int_equal(tk_tasks_operate(f->store, TK_OP_RETRY, &bad, 0, EFX_T0 + 3, &r, &err), 0);
   assert_int_equal(r.tasks, 3);
   assert_int_equal(r.done, 0);
-  expect_einval(tk_tasks_operate(f->store, (tk_operator_action)9, NULL, 0, EFX_T0, &r, &err),
-                &err, "action 9", NULL);
+  expect_einval(tk_tasks_operate(f->store, (tk_operator_action)9, NULL, 0, EFX_T0, &r, &err), &err,
+                "action 9", NULL);
 }
 
 /* More tasks than one page of ids: every one is acted on. */
@@ -431,7 +435,8 @@ static void activity_buckets(void **state) {
     assert_int_equal(num(k, "succeeded"), want[i][1]);
     assert_int_equal(num(k, "failed"), want[i][2]);
     assert_int_equal(num(k, "retries"), want[i][3]);
-    json_t *avg = json_object_get(k, "lateness_avg_ms"), *max = json_object_get(k, "lateness_max_ms");
+    json_t *avg = json_object_get(k, "lateness_avg_ms"),
+           *max = json_object_get(k, "lateness_max_ms");
     if (want[i][4] < 0) {
       assert_true(json_is_null(avg));
       assert_true(json_is_null(max));
@@ -448,8 +453,7 @@ static void activity_buckets(void **state) {
   assert_int_equal(num(a, "since"), EFX_T0 + 1000);
   assert_int_equal(json_array_size(json_object_get(a, "buckets")), 3);
   json_decref(a);
-  expect_einval(tk_activity_json(f->store, EFX_T0, 3600000, 1000, &text, &err), &err, "1440",
-                NULL);
+  expect_einval(tk_activity_json(f->store, EFX_T0, 3600000, 1000, &text, &err), &err, "1440", NULL);
   expect_einval(tk_activity_json(f->store, EFX_T0, 0, 1000, &text, &err), &err, "above 0", NULL);
   expect_einval(tk_activity_json(f->store, EFX_T0, 1000, 0, &text, &err), &err, "above 0", NULL);
 

@@ -103,8 +103,8 @@ int tk__pg_task_list(tk_store *s, const tk__task_query *f, tk__task_row **out, i
   int rc = tk__sql_templates_find(s, f, &tp, err);
   if (rc || tp.n == 0 || f->limit <= 0) return rc;
   tk__sql sql = {.pg = 1};
-  return list_rows(s, &sql, tk__sql_task_list(&sql, f, &tp), "list tasks", sizeof **out,
-                   read_task, free_tasks, (void **)out, n, err);
+  return list_rows(s, &sql, tk__sql_task_list(&sql, f, &tp), "list tasks", sizeof **out, read_task,
+                   free_tasks, (void **)out, n, err);
 }
 
 int tk__pg_task_count(tk_store *s, const tk__task_query *f, int64_t *n, tk_err *err) {
@@ -128,12 +128,12 @@ int tk__pg_step_list(tk_store *s, const char *step_state, const tk__task_query *
   int rc = tk__sql_templates_find(s, f, &tp, err);
   if (rc || tp.n == 0 || f->limit <= 0) return rc;
   tk__sql sql = {.pg = 1};
-  return list_rows(s, &sql, tk__sql_step_list(&sql, step_state, f, &tp), "list steps",
-                   sizeof **out, read_step, free_steps, (void **)out, n, err);
+  return list_rows(s, &sql, tk__sql_step_list(&sql, step_state, f, &tp), "list steps", sizeof **out,
+                   read_step, free_steps, (void **)out, n, err);
 }
 
-int tk__pg_activity(tk_store *s, int64_t since, int64_t bucket_ms, int n,
-                    tk__activity_bucket *out, tk_err *err) {
+int tk__pg_activity(tk_store *s, int64_t since, int64_t bucket_ms, int n, tk__activity_bucket *out,
+                    tk_err *err) {
   memset(out, 0, (size_t)n * sizeof *out);
   for (int i = 0; i < n; i++) out[i].start = since + i * bucket_ms;
   tk__sql sql = {.pg = 1};

@@ -38,8 +38,8 @@ static int prepare(tk__sqlite *q, tk__sql *sql, int rc, const char *what, sqlite
  * it went) into a malloc'd array of `size`-byte rows, each by `read`;
  * `release` frees the rows on failure. */
 static int list_rows(tk__sqlite *q, tk__sql *sql, int build_rc, const char *what, size_t size,
-                     void (*read)(sqlite3_stmt *, void *, int *),
-                     void (*release)(void *, int), void **out, int *n, tk_err *err) {
+                     void (*read)(sqlite3_stmt *, void *, int *), void (*release)(void *, int),
+                     void **out, int *n, tk_err *err) {
   sqlite3_stmt *st;
   int rc = prepare(q, sql, build_rc, what, &st, err);
   if (rc) return rc;
@@ -119,8 +119,7 @@ int tk__sq_task_count(tk_store *s, const tk__task_query *f, int64_t *n, tk_err *
   if (rc || tp.n == 0) return rc;
   tk__sql sql = {0};
   sqlite3_stmt *st;
-  if ((rc = prepare(q, &sql, tk__sql_task_count(&sql, f, &tp), "count tasks", &st, err)))
-    return rc;
+  if ((rc = prepare(q, &sql, tk__sql_task_count(&sql, f, &tp), "count tasks", &st, err))) return rc;
   int found;
   rc = tk__sq_row(q, st, "count tasks", &found, err);
   if (found) *n = sqlite3_column_int64(st, 0);
@@ -136,12 +135,12 @@ int tk__sq_step_list(tk_store *s, const char *step_state, const tk__task_query *
   int rc = tk__sql_templates_find(s, f, &tp, err);
   if (rc || tp.n == 0 || f->limit <= 0) return rc;
   tk__sql sql = {0};
-  return list_rows((tk__sqlite *)s, &sql, tk__sql_step_list(&sql, step_state, f, &tp),
-                   "list steps", sizeof **out, read_step, free_steps, (void **)out, n, err);
+  return list_rows((tk__sqlite *)s, &sql, tk__sql_step_list(&sql, step_state, f, &tp), "list steps",
+                   sizeof **out, read_step, free_steps, (void **)out, n, err);
 }
 
-int tk__sq_activity(tk_store *s, int64_t since, int64_t bucket_ms, int n,
-                    tk__activity_bucket *out, tk_err *err) {
+int tk__sq_activity(tk_store *s, int64_t since, int64_t bucket_ms, int n, tk__activity_bucket *out,
+                    tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   memset(out, 0, (size_t)n * sizeof *out);
   for (int i = 0; i < n; i++) out[i].start = since + i * bucket_ms;
