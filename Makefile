@@ -86,8 +86,9 @@ $(BUILD)/gen/postgres_migrations.c: $(PG_MIGRATIONS) scripts/embed-sql
 	@mkdir -p $(@D)
 	scripts/embed-sql tk__postgres_migrations $(PG_MIGRATIONS) > $@
 
-# The dashboard's files too (src/server/assets.h).
-$(BUILD)/gen/assets.c: $(ASSETS) scripts/embed-assets
+# The dashboard's files too (src/server/assets.h); the directory itself is a
+# prerequisite so that removing a file regenerates the table.
+$(BUILD)/gen/assets.c: $(ASSETS) src/server/assets scripts/embed-assets
 	@mkdir -p $(@D)
 	scripts/embed-assets src/server/assets $(ASSETS) > $@
 

@@ -77,7 +77,7 @@
   function start() {
     document.body.replaceChildren(
       h('header', { class: 'top' },
-        h('a', { class: 'brand', href: '#/' }, h('span', { class: 'logo' }, '⟳'), 'tasker'),
+        h('a', { class: 'brand', href: '#/' }, h('img', { class: 'logo', src: 'favicon.svg', alt: '', width: 26, height: 26 }), 'tasker'),
         nav, h('div', { class: 'top-right' }, live, pauseBtn)),
       main);
     showLive();
