@@ -71,6 +71,32 @@ static int parse(const char *listen, listen_addr *a, tk_err *err) {
   return 0;
 }
 
+int tk__loopback_host(const char *host) {
+  if (host == NULL) return 0;
+  char name[64];
+  size_t n;
+  if (host[0] == '[') {
+    const char *close = strchr(host, ']');
+    if (close == NULL || (close[1] != '\0' && close[1] != ':')) return 0;
+    n = (size_t)(close - host - 1);
+    host++;
+  } else {
+    const char *colon = strchr(host, ':');
+    n = colon ? (size_t)(colon - host) : strlen(host);
+  }
+  if (n >= sizeof name) return 0;
+  memcpy(name, host, n);
+  name[n] = '\0';
+  struct in_addr v4;
+  struct in6_addr v6;
+  if (inet_pton(AF_INET, name, &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, name, &v6) == 1)
+    return memcmp(&v6, &in6addr_loopback, sizeof v6) == 0;
+  for (char *p = name; *p; p++)
+    if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
+  return strcmp(name, "localhost") == 0;
+}
+
 int tk_server_listen_check(const char *listen, int *loopback, tk_err *err) {
   listen_addr a;
   int rc = parse(listen ? listen : TK_SERVER_DEFAULT_LISTEN, &a, err);

@@ -96,6 +96,19 @@ static int authorize(const tk_server *s, struct MHD_Connection *c, tk__api_error
   return 0;
 }
 
+/* Without a token, every request must be addressed to this machine by
+ * name: a page elsewhere whose name an attacker re-points at 127.0.0.1
+ * (DNS rebinding) would otherwise be the same origin as the dashboard.
+ * 0, or -1 with a 403. */
+static int loopback_host(const tk_server *s, struct MHD_Connection *c, tk__api_error *e) {
+  const char *host = header(c, MHD_HTTP_HEADER_HOST);
+  if (s->token != NULL || tk__loopback_host(host)) return 0;
+  return tk__api_fail(e, 403, "forbidden", "Host",
+                      "Host \"%.200s\" is not this machine: without a token the server answers "
+                      "requests for 127.0.0.1, [::1] or localhost only",
+                      host ? host : "(none)");
+}
+
 /* Without a token, a POST must come from the dashboard's own origin
  * (docs/api.md "Safety"): 0, or -1 with a 403. */
 static int same_origin(const tk_server *s, struct MHD_Connection *c, tk__api_error *e) {
@@ -142,6 +155,7 @@ static void answer(tk_server *s, struct MHD_Connection *c, const char *method, r
   tk__api_error e;
   const char *allow;
   int rc = tk__route_parse(method, rq->uri, strlen(rq->uri), &r, &allow, &e);
+  if (rc == 0) rc = loopback_host(s, c, &e);
   if (rc == 0 && r.id != TK__R_ASSET) rc = authorize(s, c, &e);
   if (rc == 0 && rq->too_large)
     rc = tk__api_fail(&e, 413, "too_large", NULL,

@@ -18,6 +18,10 @@
 int tk__listen_open(const char *listen, int *fd, char *addr, size_t addrlen, int *port,
                     int *ipv6, tk_err *err);
 
+/* Whether a Host header's value ("127.0.0.1:8080", "[::1]:8080",
+ * "localhost:8080", with or without the port) names this machine. */
+int tk__loopback_host(const char *host);
+
 /* Store-wide figures refreshed on a thread of their own (snapshot.c). */
 typedef struct tk__snapshot tk__snapshot;
 

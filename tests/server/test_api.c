@@ -434,6 +434,15 @@ static void same_origin(void **state) {
   const char *foreign[] = {"X-Tasker-Request: 1", "Origin: http://evil.example", NULL};
   refused(w, "POST", "/api/v1/tasks", body, foreign, 403, "forbidden", "Origin",
           "\"http://evil.example\" is not this server's");
+  /* DNS rebinding: a foreign name for this machine is refused, even for a
+   * GET and the dashboard's page. */
+  const char *rebound[] = {"Host: evil.example:8080", NULL};
+  refused(w, "GET", "/api/v1/status", NULL, rebound, 403, "forbidden", "Host",
+          "Host \"evil.example:8080\" is not this machine");
+  refused(w, "GET", "/", NULL, rebound, 403, "forbidden", "Host", "127.0.0.1, [::1] or localhost");
+  const char *local[] = {"Host: LocalHost:1", NULL};
+  api_resp ok = api_request("GET", URL(w, "/api/v1/status"), NULL, 0, local);
+  json_decref(api_expect_json(&ok, 200));
   char own[160];
   snprintf(own, sizeof own, "Origin: %s", w->base);
   const char *same[] = {"X-Tasker-Request: 1", own, NULL};
