@@ -19,6 +19,18 @@ void tk__respond_tk_error(tk_server *s, tk__response *out, const tk_err *err, co
     case TK_ENOENT: tk__api_fail(&e, 404, "not_found", param, "%s", msg); break;
     case TK_ESTATE: tk__api_fail(&e, 409, "conflict", param, "%s", msg); break;
     case TK_EINVAL: tk__api_fail(&e, 400, "bad_request", param, "%s", msg); break;
+    case TK_EDISCONNECTED: {
+      /* The next request should find the store again: reconnect now (a
+       * database restart), and say the request did not happen. */
+      tk_err again;
+      int back = s->store && s->store->ops->reconnect &&
+                 s->store->ops->reconnect(s->store, &again) == 0;
+      tk__server_log(s, TK_LOG_WARN, "store connection lost: %s (%s)", msg,
+                     back ? "reconnected" : "not reconnected yet");
+      tk__api_fail(&e, 503, "unavailable", NULL, "the store cannot be reached: %s; try again",
+                   msg);
+      break;
+    }
     default:
       tk__server_log(s, TK_LOG_ERROR, "%s: %s", tk_err_name(err->code), msg);
       tk__api_fail(&e, 500, "internal", NULL, "%s", msg);
