@@ -113,6 +113,7 @@
 
   TK.stateLabel = (s) => String(s || '').replace(/_/g, ' ');
 
+  // A state (or outcome) as a coloured pill.
   TK.badge = function (state, extraClass) {
     return TK.h('span', { class: 'badge st-' + String(state).replace(/[^a-z_]/g, '') + (extraClass ? ' ' + extraClass : '') },
       TK.stateLabel(state));
@@ -220,12 +221,14 @@
 
   TK.errorBox = (e) => TK.h('div', { class: 'flash flash-error' }, e.message || String(e));
 
+  // A legend: [class, label, title] per item, the swatch styled like the chart.
   TK.legend = function (items) {
     return TK.h('div', { class: 'legend' }, items.map(([cls, label, title]) =>
       TK.h('span', { class: 'legend-item', title: title || null },
         TK.h('span', { class: 'swatch ' + cls }), label)));
   };
 
+  // First page and Next (the API's cursor); hrefFor(cursor) makes the link.
   TK.pager = function (nextCursor, hrefFor, first) {
     return TK.h('div', { class: 'pager' },
       TK.h('a', { class: 'button' + (first ? ' disabled' : ''), href: hrefFor(null) }, '⇤ First page'),

@@ -129,8 +129,7 @@
       const row = s('g', { class: 'tl-row' });
       row.appendChild(s('rect', { class: 'tl-band' + (i % 2 ? ' odd' : ''), x: 0, y, width: W, height: RH }));
       row.appendChild(s('text', { x: 8, y: mid + 4, class: 'tl-label' }, s('title', null, st.name), clip(st.name, 22)));
-      const hist = st.history;
-      hist.forEach((a, k) => {
+      st.history.forEach((a) => {
         const xs = x(a.started_at);
         const end = a.finished_at !== null && a.finished_at !== undefined ? a.finished_at : now;
         // Lateness first, under the attempt: from when it was due to when it started.
@@ -157,7 +156,6 @@
             g.appendChild(s('text', { x: (xe + xn) / 2, y: mid - 5, 'text-anchor': 'middle' }, label));
           row.appendChild(g);
         }
-        void k;
       });
       svg.appendChild(row);
     });
@@ -178,6 +176,7 @@
 
   /* ---- the page ---- */
 
+  // POST one operator action; say in msgEl what happened, then refresh.
   async function act(msgEl, path, what, after) {
     try {
       const r = await TK.api(path, { method: 'POST' });
@@ -188,6 +187,7 @@
     }
   }
 
+  // The steps' rows, with Retry and Resolve for a step in error.
   function stepRows(task, order, msgEl, refresh) {
     const base = '/tasks/' + encodeURIComponent(task.id) + '/steps/';
     return order.map((st) => {
@@ -212,6 +212,7 @@
     });
   }
 
+  // Every attempt of every step, in the DAG's order, as numbers.
   function attemptsTable(order) {
     const rows = [];
     for (const st of order) {
@@ -237,6 +238,7 @@
       h('tbody', null, rows));
   }
 
+  // The audit trail: every state change of the task and its steps.
   function transitionsTable(task) {
     const tr = task.transitions || [];
     return h('table', { class: 'grid-table' },

@@ -4,6 +4,7 @@
   const TK = window.TK;
   const { h, table, openRow, errText, taskLink, templateLink, filterForm, filtersOf } = TK;
 
+  // Steps done out of all, as a bar and numbers, with the errors counted.
   function progress(t) {
     const pct = t.steps_total ? Math.round((100 * t.steps_done) / t.steps_total) : 0;
     return h('div', { class: 'progress', title: `${t.steps_done} of ${t.steps_total} steps done` + (t.steps_error ? `, ${t.steps_error} in error` : '') },

@@ -27,6 +27,7 @@
     return { el, refresh, title: 'Templates' };
   };
 
+  // A step's timeout, from its handler (timeout_ms) or the step.
   function timeoutText(st) {
     const hd = st.handler || {};
     const v = hd.timeout_ms !== undefined ? hd.timeout_ms : st.timeout !== undefined ? st.timeout : hd.timeout;
@@ -34,6 +35,7 @@
     return typeof v === 'number' ? TK.fmtDur(v) : String(v);
   }
 
+  // A handler in one line: kind and what it runs or calls.
   function handlerText(hd) {
     if (!hd) return '';
     if (hd.kind === 'command' && Array.isArray(hd.argv)) return 'command: ' + hd.argv.join(' ');

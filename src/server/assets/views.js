@@ -29,6 +29,8 @@
 
   const SINCE = [['', 'any time'], ['15m', 'last 15 minutes'], ['1h', 'last hour'], ['24h', 'last 24 hours'], ['7d', 'last 7 days']];
 
+  // The filters of a list at #/ROUTE, filled from the query q; applying them
+  // changes the URL (so the view reloads at its first page).
   function filterForm(route, q, withState) {
     const field = (label, input) => h('label', null, h('span', null, label), input);
     const state = withState ? h('select', { name: 'state' }, h('option', { value: '' }, 'any'),
@@ -57,6 +59,7 @@
       h('a', { class: 'button', href: '#/' + route }, 'Clear')));
   }
 
+  // The non-empty filters among keys, as an object for TK.qs.
   function filtersOf(q, keys) {
     const o = {};
     for (const k of keys) if (q.get(k)) o[k] = q.get(k);
