@@ -1,9 +1,11 @@
 /* The failed steps: filters, one page at a time, bulk retry and resolve
- * of the ticked ones. */
+ * of the ticked ones, or retry of all that the filters match. */
 'use strict';
 (function () {
   const TK = window.TK;
   const { h, filterForm, filtersOf, stepKey, failedTable } = TK;
+
+  const MAX_TASKS = 1000;
 
   TK.views.failed = function (params) {
     const q = params.q;
@@ -13,11 +15,20 @@
     const list = h('div'), pager = h('div'), msg = h('div', { class: 'msgs' });
     const count = h('span', { class: 'muted' });
     let refresh;
-    const bulk = async (action) => {
-      const steps = shown.filter((r) => sel.has(stepKey(r))).map((r) => ({ task: r.task, step: r.step }));
-      if (!steps.length) return;
+    // The ticked steps, or (all) every step in error of the tasks the
+    // filters match, at most MAX_TASKS tasks (more: the server does nothing).
+    const bulk = async (action, all) => {
+      let body;
+      if (all) {
+        if (!window.confirm(`${action === 'retry' ? 'Retry' : 'Resolve'} every failed step of the tasks matching these filters (at most ${MAX_TASKS} tasks)?`)) return;
+        body = { filter: Object.assign({ state: 'error' }, filters), max: MAX_TASKS };
+      } else {
+        const steps = shown.filter((r) => sel.has(stepKey(r))).map((r) => ({ task: r.task, step: r.step }));
+        if (!steps.length) return;
+        body = { steps };
+      }
       try {
-        const r = await TK.api('/actions/' + action, { method: 'POST', body: { steps } });
+        const r = await TK.api('/actions/' + action, { method: 'POST', body });
         const errs = (r.errors || []).map((e) => h('li', null, `task ${e.task} ${e.step || ''}: ${e.message}`));
         msg.replaceChildren(h('div', { class: 'flash ' + (r.failed ? 'flash-error' : 'flash-ok') },
           `${action === 'retry' ? 'Retried' : 'Resolved'} ${r.done} of ${r.matched}` + (r.failed ? `; ${r.failed} refused:` : '.'),
@@ -32,6 +43,8 @@
     };
     const retryBtn = h('button', { class: 'primary', disabled: true, onclick: () => bulk('retry') }, 'Retry selected');
     const resolveBtn = h('button', { disabled: true, onclick: () => bulk('resolve') }, 'Resolve selected');
+    const allBtn = h('button', { class: 'push-right', disabled: true, title: 'every failed step of the tasks these filters match, not only this page',
+      onclick: () => bulk('retry', true) }, 'Retry all matching…');
     const allBox = h('input', { type: 'checkbox', 'aria-label': 'select all on this page', onchange: (ev) => {
       for (const r of shown) ev.target.checked ? sel.add(stepKey(r)) : sel.delete(stepKey(r));
       list.tkLast = null;
@@ -51,7 +64,7 @@
     const el = h('div', { class: 'page' }, h('h1', null, 'Failed steps'),
       h('p', { class: 'muted' }, 'Steps in error: their attempts ran out, or a failure was permanent. Retry gives a step fresh attempts; resolve marks it done by hand.'),
       filterForm('failed', q, false),
-      h('div', { class: 'toolbar' }, h('label', { class: 'check' }, allBox, 'all on this page'), retryBtn, resolveBtn, count),
+      h('div', { class: 'toolbar' }, h('label', { class: 'check' }, allBox, 'all on this page'), retryBtn, resolveBtn, count, allBtn),
       msg, list, pager);
     const href = (cursor) => '#/failed' + TK.qs(Object.assign({}, filters, { cursor }));
     refresh = async function () {
@@ -63,6 +76,7 @@
         throw e;
       }
       shown = page.steps;
+      allBtn.disabled = !shown.length;
       // A selected step that left the page (retried elsewhere) is dropped.
       const keys = new Set(shown.map(stepKey));
       for (const k of [...sel]) if (!keys.has(k)) sel.delete(k);
