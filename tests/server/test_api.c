@@ -418,6 +418,12 @@ static void oversized_body(void **state) {
   api_resp r = api_request("POST", URL(w, "/api/v1/tasks"), big, (long)n, post_h);
   api_expect_error(&r, 413, "too_large", NULL, "more than 1048576 bytes");
   efx_unchanged(w->f->db, before);
+  /* Sent in chunks, without a Content-Length: counted as it comes. */
+  const char *chunked[] = {"X-Tasker-Request: 1", "Transfer-Encoding: chunked", NULL};
+  before = efx_snapshot(w->f->db);
+  r = api_request("POST", URL(w, "/api/v1/tasks"), big, (long)n, chunked);
+  api_expect_error(&r, 413, "too_large", NULL, "more than 1048576 bytes");
+  efx_unchanged(w->f->db, before);
   free(big);
   /* The connection is still usable afterwards. */
   json_decref(get_ok(w, "/api/v1/status"));
