@@ -347,7 +347,7 @@ static void show_why_and_status_print_their_json_shapes(void **state) {
   for (size_t i = 0; i < 3; i++) {
     json_t *a = json_array_get(history, i);
     expect_keys(a, "attempt,owner,started_at,finished_at,outcome,error,delay_ms,delay_source,"
-                   "next_run_at");
+                   "next_run_at,due_at");
     assert_int_equal(num(a, "attempt"), (json_int_t)i + 1);
     assert_string_equal(str(a, "outcome"), "failure");
     if (i < 2) {
