@@ -323,11 +323,14 @@ int tk_tasks_operate(tk_store *s, tk_operator_action action, const tk_task_filte
 int tk_activity_json(tk_store *s, int64_t now, int64_t window_ms, int64_t bucket_ms, char **json,
                      tk_err *err) {
   *json = NULL;
-  if (bucket_ms <= 0 || window_ms <= 0 || window_ms / bucket_ms > BUCKETS_MAX ||
+  /* The window's end minus its buckets must stay a time: under 100 years. */
+  const int64_t century_ms = INT64_C(100) * 366 * 86400000;
+  if (bucket_ms <= 0 || window_ms <= 0 || window_ms > century_ms || bucket_ms > century_ms ||
+      window_ms / bucket_ms > BUCKETS_MAX ||
       (window_ms / bucket_ms == BUCKETS_MAX && window_ms % bucket_ms))
     return tk_err_set(err, TK_EINVAL,
                       "activity window %lld ms in buckets of %lld ms: expected both above 0 "
-                      "and at most %d buckets",
+                      "and under 100 years, and at most %d buckets",
                       (long long)window_ms, (long long)bucket_ms, BUCKETS_MAX);
   /* Whole buckets, the last one ending now. */
   int n = (int)((window_ms + bucket_ms - 1) / bucket_ms);
