@@ -82,7 +82,7 @@
     const bk = act.buckets || [];
     const xmin = bk.length ? bk[0].start : act.since;
     const xmax = bk.length ? bk[bk.length - 1].start + bms : act.since + 3600000;
-    const top = Math.max(1, ...bk.map((b) => b.succeeded + b.failed), ...bk.map((b) => b.retries));
+    const top = Math.max(5, ...bk.map((b) => b.succeeded + b.failed), ...bk.map((b) => b.retries));
     const f = TK.frame({ width: 600, height: 190, xmin, xmax, yTicks: TK.niceTicks(top, 4, true),
       yFmt: (v) => String(Math.round(v)), xTicks: timeTicks(xmin, xmax, 10 * 60000), left: 40,
       label: 'attempts per ' + TK.fmtDur(bms) });
@@ -110,7 +110,8 @@
     const bk = act.buckets || [];
     const xmin = bk.length ? bk[0].start : act.since;
     const xmax = bk.length ? bk[bk.length - 1].start + bms : act.since + 3600000;
-    const top = Math.max(1, ...bk.map((b) => b.lateness_max_ms || 0));
+    // At least 10ms tall: a retry 1ms late is not drawn as a peak.
+    const top = Math.max(10, ...bk.map((b) => b.lateness_max_ms || 0));
     const f = TK.frame({ width: 600, height: 190, xmin, xmax, yTicks: TK.durTicks(top, 4), yFmt: TK.fmtDur,
       xTicks: timeTicks(xmin, xmax, 10 * 60000), left: 52, label: 'retry lateness' });
     const mid = (b) => f.x(b.start + bms / 2);

@@ -59,7 +59,7 @@
   }
 
   TK.views.template = function (params) {
-    const name = params.parts.map(decodeURIComponent).join('/');
+    const name = params.parts.map(decodeURIComponent).join('/').replace(/^default\//, '');
     const version = params.q.get('version');
     const body = h('div');
     const el = h('div', { class: 'page' }, h('div', { class: 'crumbs' }, h('a', { href: '#/templates' }, 'Templates'), ' / ', name), body);
@@ -76,7 +76,7 @@
       TK.swap(body, t, () => h('div', null,
         h('h1', null, TK.templateName(t), ' ', h('span', { class: 'muted' }, t.version)),
         t.description ? h('p', null, t.description) : null,
-        def.retry ? h('p', null, h('span', { class: 'muted' }, 'Retry for every step: '), retryText(def.retry)) : null,
+        def.retry && Object.keys(def.retry).length ? h('p', null, h('span', { class: 'muted' }, 'Retry for every step: '), retryText(def.retry)) : null,
         h('div', { class: 'toolbar' }, h('a', { class: 'button', href: '#/tasks' + TK.qs({ template: TK.templateName(t) }) }, 'Its tasks'),
           h('a', { class: 'button', href: '#/failed' + TK.qs({ template: TK.templateName(t) }) }, 'Its failed steps')),
         steps.length ? h('section', { class: 'card' }, h('h2', null, 'Steps'), h('div', { class: 'dag-wrap' }, TK.dagSvg(steps)),
