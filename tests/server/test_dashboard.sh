@@ -162,6 +162,9 @@ has "task page: the computed delay, 300ms (150ms x 2), in the attempts table" \
   '300ms <span class="src-badge src-computed"'
 has "task page: the attempt's error as its title" "error: exit status 1: connection reset by peer"
 has "task page: the DAG drawn" 'class="dag"'
+has "task page: fetch's results" '<h3>fetch</h3><pre class="json">{
+  "rows": 3
+}</pre>'
 expect_count "task page: the DAG's two edges" 'class="edge"' 2
 expect_count "task page: no error shown" 'flash-error' 0
 

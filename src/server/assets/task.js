@@ -288,6 +288,7 @@
     const trans = h('div');
     const items = h('div');
     const ctx = h('div');
+    const results = h('div');
     const el = h('div', { class: 'page' },
       h('div', { class: 'crumbs' }, h('a', { href: '#/tasks' }, 'Tasks'), ' / ', 'task ' + id),
       head, msg,
@@ -297,6 +298,7 @@
       h('section', { class: 'card' }, h('h2', null, 'Attempts'), attempts),
       items,
       h('section', { class: 'card' }, h('details', null, h('summary', null, 'Transitions'), trans)),
+      h('section', { class: 'card' }, h('details', null, h('summary', null, 'Steps\u2019 results'), results)),
       h('section', { class: 'card' }, h('details', null, h('summary', null, 'Context'), ctx)));
     let refresh;
     const pick = (name) => {
@@ -339,6 +341,12 @@
       TK.swap(attempts, task.steps, () => attemptsTable(order));
       TK.swap(trans, task.transitions, () => transitionsTable(task));
       TK.swap(items, task.steps.map((st) => st.items || null), () => itemsTable(order));
+      TK.swap(results, task.steps.map((st) => st.results === undefined ? null : st.results), () => {
+        const with_ = order.filter((st) => st.results !== null && st.results !== undefined);
+        return with_.length
+          ? h('div', null, with_.map((st) => [h('h3', null, st.name), h('pre', { class: 'json' }, JSON.stringify(st.results, null, 2))]))
+          : h('p', { class: 'muted' }, 'No step has results.');
+      });
       TK.swap(ctx, task.context, () => h('pre', { class: 'json' }, JSON.stringify(task.context, null, 2)));
     };
     return { el, refresh, title: 'Task ' + id };
