@@ -8,6 +8,7 @@
 #include <string.h>
 
 static const char *type_name(const json_t *j) {
+  if (j == NULL) return "missing";
   switch (json_typeof(j)) {
     case JSON_OBJECT: return "an object";
     case JSON_ARRAY: return "an array";
@@ -164,8 +165,10 @@ static int parse_steps(json_t *v, tk__bulk_body *out, tk__api_error *e) {
       return tk__api_fail(e, 400, "bad_request", "steps", "%s: %s: expected {\"task\": ID, \"step\": NAME}",
                           what, type_name(s));
     json_t *step = json_object_get(s, "step");
+    char what_task[64];
+    snprintf(what_task, sizeof what_task, "%s.task", what);
     if (only(s, what, members, "task and step", e) != 0 ||
-        task_member(json_object_get(s, "task"), "steps", what, &out->steps[i].task, e) != 0)
+        task_member(json_object_get(s, "task"), "steps", what_task, &out->steps[i].task, e) != 0)
       return -1;
     if (!json_is_string(step) || json_string_length(step) == 0 ||
         strlen(json_string_value(step)) != json_string_length(step))

@@ -394,6 +394,8 @@ static void bad_bodies(void **state) {
           post_h, 400, "bad_request", "steps", "cancel acts on whole tasks");
   refused(w, "POST", "/api/v1/actions/retry", "{\"steps\": [{\"task\": 1}]}", post_h, 400,
           "bad_request", "steps", "steps[0].step: missing");
+  refused(w, "POST", "/api/v1/actions/retry", "{\"steps\": [{\"step\": \"load\"}]}", post_h, 400,
+          "bad_request", "steps", "steps[0].task: missing: expected a positive task id");
   refused(w, "POST", "/api/v1/actions/retry", "{\"filter\": {\"state\": \"broken\"}}", post_h, 400,
           "bad_filter", "state", "broken");
   refused(w, "POST", "/api/v1/actions/retry", "{\"filter\": {\"since\": 5}}", post_h, 400,
