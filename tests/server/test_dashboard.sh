@@ -89,8 +89,11 @@ setup "submit payment" t submit payment
 BROKEN=$OUT
 setup "run until idle" t run --until-idle --workers 2
 
-# serve on a port the kernel picks; its first stderr line names it.
-t serve --listen 127.0.0.1:0 2>"$W/serve.err" >"$W/serve.out" &
+# serve on a port the kernel picks; its first stderr line names it. The
+# binary itself is the background job (not the function t, whose subshell
+# would be the one killed at the end, leaving the server running).
+"$TASKER" --config "$W/tasker.toml" --db "sqlite:$W/store.db" serve --listen 127.0.0.1:0 \
+  2>"$W/serve.err" >"$W/serve.out" &
 SERVE=$!
 trap 'kill "$SERVE" 2>/dev/null; wait "$SERVE" 2>/dev/null; rm -rf "$TMPDIR_TEST"' EXIT
 URL=""
