@@ -204,7 +204,7 @@ FUZZ_SRC_command_stdout := src/handlers/command.c src/handlers/builtin.c \
 FUZZ_EXTRA_command_stdout := -Wno-duplicate-decl-specifier
 # The API's request parsing (routes, query strings, bodies), apart from HTTP.
 FUZZ_SRC_api := src/server/route.c src/server/query_parse.c src/server/body_parse.c \
-  src/server/api_error.c src/core/error.c
+  src/server/api_error.c src/server/listen.c src/core/error.c
 
 fuzz: $(FUZZ_BINS)
 

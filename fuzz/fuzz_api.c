@@ -1,6 +1,7 @@
 /* libFuzzer target for the API's request parsing (src/server/request_parse.h):
  * routes, query strings, list parameters and the JSON bodies of submit and
- * bulk actions. The input is a method selector byte, the request target
+ * bulk actions; and, on the same text, the listen address and Host checks
+ * (src/server/listen.c). The input is a method selector byte, the request target
  * (path and query) up to a NUL, then the body. Every request must parse or
  * be refused with a complete error (a status from 400 to 599, a code, a
  * message) whose JSON text parses back to the same status; parsed values
@@ -13,6 +14,7 @@
 #include <jansson.h>
 
 #include "server/request_parse.h"
+#include "server/server_internal.h"
 
 /* A refusal must be whole, and its JSON must say the same. */
 static void check_error(const tk__api_error *e) {
@@ -109,6 +111,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     query(&r);
   }
   bodies(body, blen);
+  /* The target as an address and as a Host header: parsed or refused. */
   free(body);
+  char *target = malloc(ulen + 1);
+  if (target == NULL) return 0;
+  memcpy(target, rest, ulen);
+  target[ulen] = '\0';
+  tk_err err;
+  int loopback = -1;
+  int rc = tk_server_listen_check(target, &loopback, &err);
+  if ((rc != 0 && (rc != TK_EINVAL || err.msg[0] == '\0')) || (rc == 0 && loopback < 0)) abort();
+  (void)tk__loopback_host(target);
+  free(target);
   return 0;
 }
