@@ -10,6 +10,7 @@
 
 #include <tasker/duration.h>
 
+/* qsort order of int64_t. */
 static int cmp_i64(const void *a, const void *b) {
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
   return (x > y) - (x < y);
@@ -48,6 +49,7 @@ int tk_backoff_preview(const tk_backoff_policy *p, int32_t attempts, int64_t sam
   return 0;
 }
 
+/* The policy's fields as a JSON object (durations in ms). */
 static json_t *policy_json(const tk_backoff_policy *p) {
   json_t *schedule = json_array();
   for (int i = 0; i < p->schedule_len; i++)

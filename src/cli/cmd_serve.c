@@ -60,6 +60,7 @@ static int read_token(const cli_opt *file, char **out) {
   return 0;
 }
 
+/* The server's warnings and errors as timestamped lines on stderr. */
 static void on_log(tk_log_level level, const char *msg, void *ud) {
   (void)ud;
   if (level < TK_LOG_WARN) return;

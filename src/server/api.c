@@ -70,6 +70,7 @@ static int figures(tk_server *s, char **status, char **metrics, tk_err *err) {
   return 0;
 }
 
+/* GET /api/v1/status: the last count. */
 static void get_status(tk_server *s, tk__response *out) {
   char *text;
   tk_err err;
@@ -102,6 +103,7 @@ static void get_metrics(tk_server *s, tk__response *out) {
   out->content_type = text ? TK_METRICS_CONTENT_TYPE : NULL;
 }
 
+/* GET /api/v1/tasks/ID: tk_engine_task_json at the server's time. */
 static void get_task(tk_server *s, const tk__route *r, tk__response *out) {
   char *text;
   tk_err err;
@@ -111,6 +113,7 @@ static void get_task(tk_server *s, const tk__route *r, tk__response *out) {
     tk__respond_json(out, 200, text);
 }
 
+/* GET /api/v1/templates: every stored template. */
 static void get_templates(tk_server *s, tk__response *out) {
   char *text;
   tk_err err;
@@ -166,6 +169,7 @@ static int duration_param(const tk__query *q, const char *key, int64_t dflt, int
   return 0;
 }
 
+/* GET /api/v1/activity: window and bucket checked, then counted. */
 static void get_activity(tk_server *s, const tk__query *q, tk__response *out) {
   int64_t window, bucket;
   tk__api_error e;

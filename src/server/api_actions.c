@@ -16,6 +16,7 @@
 
 static int64_t now(const tk_server *s) { return tk_clock_now(&s->clock); }
 
+/* POST /api/v1/tasks: 201 for a new task, 200 when its identity existed. */
 static void submit(tk_server *s, const char *body, size_t len, tk__response *out) {
   tk__submit_body b;
   tk__api_error e;
@@ -38,6 +39,7 @@ static void submit(tk_server *s, const char *body, size_t len, tk__response *out
   tk__submit_body_free(&b);
 }
 
+/* POST .../cancel, .../steps/STEP/retry|resolve: one tk_task_operate. */
 static void one_action(tk_server *s, const tk__route *r, tk__response *out) {
   const char *state = NULL;
   tk_err err;
@@ -58,6 +60,7 @@ typedef struct bulk {
   json_t *errors;
 } bulk;
 
+/* Count a refused action and keep its message (the first 100). */
 static void refused(bulk *b, int64_t task, const char *step, const char *msg) {
   b->failed++;
   if (json_array_size(b->errors) >= BULK_ERRORS_MAX) return;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What a JSON value is, for messages ("missing" for none). */
 static const char *type_name(const json_t *j) {
   if (j == NULL) return "missing";
   switch (json_typeof(j)) {
@@ -138,6 +139,7 @@ static int list_member(json_t *v, const char *key, tk__api_error *e) {
   return 0;
 }
 
+/* {"tasks": [ID, ...]} into out->tasks. */
 static int parse_tasks(json_t *v, tk__bulk_body *out, tk__api_error *e) {
   if (list_member(v, "tasks", e) != 0) return -1;
   out->n = json_array_size(v);
@@ -151,6 +153,7 @@ static int parse_tasks(json_t *v, tk__bulk_body *out, tk__api_error *e) {
   return 0;
 }
 
+/* {"steps": [{"task", "step"}, ...]} into out->steps. */
 static int parse_steps(json_t *v, tk__bulk_body *out, tk__api_error *e) {
   static const char *const members[] = {"task", "step", NULL};
   if (list_member(v, "steps", e) != 0) return -1;
@@ -179,6 +182,7 @@ static int parse_steps(json_t *v, tk__bulk_body *out, tk__api_error *e) {
   return 0;
 }
 
+/* {"filter": {...}}: the filter's members, each a non-empty string. */
 static int parse_filter(json_t *v, tk__bulk_body *out, tk__api_error *e) {
   static const char *const members[] = {"state", "template", "since", "q", NULL};
   if (!json_is_object(v))

@@ -19,6 +19,7 @@ typedef struct listen_addr {
   int loopback;
 } listen_addr;
 
+/* TK_EINVAL saying why `listen` is not an address and what is expected. */
 static int bad(tk_err *err, const char *listen, const char *why) {
   return tk_err_set(err, TK_EINVAL,
                     "listen address \"%.200s\": %s: expected ADDR:PORT (e.g. 127.0.0.1:8080) or "
@@ -26,6 +27,7 @@ static int bad(tk_err *err, const char *listen, const char *why) {
                     listen, why);
 }
 
+/* "ADDR:PORT" or "[ADDR]:PORT" into *a (numeric addresses only). */
 static int parse(const char *listen, listen_addr *a, tk_err *err) {
   char host[64];
   const char *port;

@@ -8,6 +8,7 @@
 
 #define QUERY_ARGS_MAX 64
 
+/* The value of a hex digit, or -1. */
 static int hex(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;

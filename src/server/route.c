@@ -54,6 +54,7 @@ static int task_id(const char *text, int64_t *id, tk__api_error *e) {
   return 0;
 }
 
+/* Whether segment i exists and is `word`. */
 static int is(const segs *s, int i, const char *word) {
   return i < s->n && strcmp(s->text[i], word) == 0;
 }

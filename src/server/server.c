@@ -75,6 +75,7 @@ int tk__secret_equal(const char *given, size_t given_len, const char *secret, si
   return diff == 0;
 }
 
+/* A request header's value, or NULL. */
 static const char *header(struct MHD_Connection *c, const char *name) {
   return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
@@ -178,6 +179,7 @@ static void answer(tk_server *s, struct MHD_Connection *c, const char *method, r
   }
 }
 
+/* Queue *out (its body handed over) with the headers every answer carries. */
 static enum MHD_Result send_response(struct MHD_Connection *c, tk__response *out) {
   struct MHD_Response *resp = MHD_create_response_from_buffer(
       out->len, out->body, out->static_body ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_FREE);
@@ -240,6 +242,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   return send_response(c, &out);
 }
 
+/* A new request: its context, holding the target as sent (query included). */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
   (void)cls;
   (void)c;
@@ -264,6 +267,7 @@ static void on_done(void *cls, struct MHD_Connection *c, void **req_cls,
   *req_cls = NULL;
 }
 
+/* libmicrohttpd's own messages, as warnings through the log sink. */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
   tk_server *s = cls;
   if (s->on_log == NULL) return;

@@ -83,6 +83,7 @@ static void refresh(tk__snapshot *sn) {
   pthread_mutex_unlock(&sn->mu);
 }
 
+/* The thread: count, wait the interval (or until stopped), again. */
 static void *run(void *arg) {
   tk__snapshot *sn = arg;
   pthread_mutex_lock(&sn->mu);
