@@ -8,8 +8,10 @@
  *    tasker_backoff_delay_seconds, ...), counting what this orchestrator
  *    did since it started;
  *  - the store's (`tasker serve`): what the store holds now and its
- *    persistent counters, read from the store at each scrape by
- *    tk_metrics_render_store; names `tasker_store_*`.
+ *    persistent counters, read from the store by tk_metrics_render_store
+ *    (`serve` calls it from a background thread every few seconds and
+ *    answers scrapes with the last result, since counting 10^6 steps by
+ *    state takes longer than a scrape should); names `tasker_store_*`.
  *
  * Both render the Prometheus text exposition format 0.0.4 (served with
  * Content-Type "text/plain; version=0.0.4; charset=utf-8"), base units
