@@ -194,8 +194,8 @@ static enum MHD_Result send_response(struct MHD_Connection *c, tk__response *out
   MHD_add_response_header(resp, "X-Frame-Options", "DENY");
   MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
   MHD_add_response_header(resp, "Content-Security-Policy",
-                          "default-src 'self'; img-src 'self' data:; style-src 'self' "
-                          "'unsafe-inline'; frame-ancestors 'none'; form-action 'none'");
+                          "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
+                          "form-action 'none'");
   if (out->allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, out->allow);
   if (out->status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
   enum MHD_Result ret = MHD_queue_response(c, (unsigned)out->status, resp);
