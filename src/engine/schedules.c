@@ -1,0 +1,64 @@
+/* The orchestrator's part of schedules (DESIGN §16): at the first pass
+ * the configured schedules are written into the store (so every
+ * orchestrator fires the same ones), then each pass fires the slots that
+ * are due and says when the next one is, for the engine's sleep.
+ *
+ * The schedules are read again (one small SELECT) at the earliest slot,
+ * and otherwise at most once a second when the engine wakes: another
+ * process that adds or removes a schedule writes the store, which wakes
+ * sleeping engines (the WAL watch on SQLite, NOTIFY on PostgreSQL), and
+ * the pass after that wake reads it. Nothing polls on an interval. */
+#include "engine/engine_internal.h"
+
+#include <stdlib.h>
+
+#include <tasker/schedule.h>
+
+/* The least time between two reads of the schedules on wake-ups. */
+#define REREAD_MS 1000
+
+struct tk__engine_sched {
+  int synced;      /* the configured schedules are in the store */
+  int64_t next_at; /* the earliest slot known; INT64_MAX none */
+  int64_t read_at; /* when the schedules were last read; INT64_MIN never */
+};
+
+int64_t tk__engine_schedules(tk_engine *e, int64_t now) {
+  struct tk__engine_sched *st = e->sched;
+  if (st == NULL) {
+    if ((st = e->sched = calloc(1, sizeof *st)) == NULL) return INT64_MAX;
+    st->next_at = INT64_MAX;
+    st->read_at = INT64_MIN;
+  }
+  tk_err err;
+  if (!st->synced) {
+    if (tk_schedule_sync(e->store, e->config, now, &err) != 0)
+      tk__engine_log(e, TK_LOG_ERROR, "schedules: %s", err.msg);
+    /* Not again until the next start: a conflict needs an operator. */
+    st->synced = 1;
+  }
+  if (now < st->next_at && st->read_at != INT64_MIN && now - st->read_at < REREAD_MS) {
+    /* Woken again within the second: read once the second is over. */
+    int64_t again = st->read_at + REREAD_MS;
+    return again < st->next_at ? again : st->next_at;
+  }
+  tk_schedule_pass p;
+  st->read_at = now;
+  if (tk_schedule_fire_due(e->store, e->config, now, &p, &err) != 0) {
+    tk__engine_log(e, TK_LOG_ERROR, "schedules: %s", err.msg);
+    st->next_at = now + REREAD_MS; /* the store answers again soon, or the reconnect does */
+    return INT64_MAX;
+  }
+  if (p.failed)
+    tk__engine_log(e, TK_LOG_ERROR, "schedules: %d could not fire: %s", p.failed, err.msg);
+  if (p.fired || p.skipped)
+    tk__engine_log(e, TK_LOG_INFO, "schedules: %d slot(s) fired, %d missed slot(s) skipped",
+                   p.fired, p.skipped);
+  st->next_at = p.next_at;
+  return p.next_at;
+}
+
+void tk__engine_schedules_free(tk_engine *e) {
+  free(e->sched);
+  e->sched = NULL;
+}
