@@ -1,0 +1,216 @@
+/* tasker schedule add|list|remove through the real binary on a real SQLite
+ * file: a schedule is stored and listed with its next three fire times in
+ * UTC and in its zone; every bad flag value is refused naming the flag and
+ * the value, exit 2, nothing stored; a bad [schedules.NAME] table is
+ * refused at FILE:LINE:COLUMN (exit 78); a configured name cannot be added
+ * or removed by hand; an orchestrator writes the configured ones into the
+ * store, and then they are listed too. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "common/cli_store.h"
+#include "common/engine_fixture.h"
+#include "common/expect_text.h"
+#include "common/run_cli.h"
+
+static const char config[] = "[schedules.configured]\ncron = \"@daily\"\ntemplate = \"etl\"\n";
+
+static const char etl[] = "name = \"etl\"\nversion = \"1\"\n"
+                          "[[steps]]\nname = \"load\"\n"
+                          "handler = { kind = \"builtin\", name = \"noop\" }\n";
+
+static int setup(void **state) {
+  cli *c = cli_store_open(config);
+  char path[400];
+  efx_write(c->dir, "etl.toml", etl, path, sizeof path);
+  run_result r;
+  CLI(c, &r, "template", "add", path);
+  assert_int_equal(r.status, 0);
+  run_result_free(&r);
+  *state = c;
+  return 0;
+}
+
+static int teardown(void **state) {
+  cli_store_close(*state);
+  return 0;
+}
+
+/* Tokyo has no daylight saving: 02:00 there is 17:00Z the day before, in
+ * every season. */
+static void add_list_remove(void **state) {
+  cli *c = *state;
+  run_result r;
+  CLI(c, &r, "schedule", "add", "tokyo", "--cron", "0 2 * * *", "--zone", "Asia/Tokyo",
+      "--template", "etl", "--context", "{\"region\":\"jp\"}", "--missed", "catch_up");
+  assert_int_equal(r.status, 0);
+  expect_contains(r.err, "added schedule tokyo");
+  run_result_free(&r);
+
+  CLI(c, &r, "schedule", "list", "--json");
+  assert_int_equal(r.status, 0);
+  json_t *all = json_loads(r.out, 0, NULL);
+  assert_int_equal(json_array_size(all), 1);
+  json_t *s = json_array_get(all, 0);
+  assert_string_equal(json_string_value(json_object_get(s, "name")), "tokyo");
+  assert_string_equal(json_string_value(json_object_get(s, "zone")), "Asia/Tokyo");
+  assert_string_equal(json_string_value(json_object_get(s, "missed")), "catch_up");
+  assert_string_equal(json_string_value(json_object_get(s, "source")), "cli");
+  assert_true(json_is_null(json_object_get(s, "last_fired")));
+  assert_string_equal(
+      json_string_value(json_object_get(json_object_get(s, "context"), "region")), "jp");
+  json_t *next = json_object_get(s, "next");
+  assert_int_equal(json_array_size(next), 3);
+  int64_t prev = 0;
+  for (size_t i = 0; i < 3; i++) {
+    json_t *n = json_array_get(next, i);
+    int64_t at = json_integer_value(json_object_get(n, "at"));
+    if (i > 0) assert_int_equal(at - prev, 86400000); /* a day apart */
+    prev = at;
+    const char *utc = json_string_value(json_object_get(n, "utc"));
+    const char *local = json_string_value(json_object_get(n, "local"));
+    assert_string_equal(utc + 10, "T17:00:00Z");
+    assert_string_equal(local + 10, "T02:00:00+09:00");
+  }
+  json_decref(all);
+  run_result_free(&r);
+
+  CLI(c, &r, "schedule", "list");
+  assert_int_equal(r.status, 0);
+  expect_contains(r.out, "tokyo  0 2 * * *  Asia/Tokyo  template etl  missed=catch_up  (cli)");
+  expect_contains(r.out, "    last (none yet)\n");
+  expect_contains(r.out, "T17:00:00Z  (");
+  expect_contains(r.out, "T02:00:00+09:00)\n");
+  run_result_free(&r);
+
+  CLI(c, &r, "schedule", "remove", "tokyo");
+  assert_int_equal(r.status, 0);
+  run_result_free(&r);
+  CLI(c, &r, "schedule", "list");
+  assert_int_equal(r.status, 0);
+  assert_string_equal(r.out, "no schedules\n");
+  run_result_free(&r);
+  CLI(c, &r, "schedule", "remove", "tokyo");
+  assert_int_equal(r.status, 2);
+  assert_string_equal(r.err, "tasker schedule remove: schedule \"tokyo\": no such schedule\n");
+  run_result_free(&r);
+}
+
+/* Each bad value: exit 2, one line naming the flag and the value. */
+static void bad_input_is_refused_and_nothing_stored(void **state) {
+  cli *c = *state;
+  static const struct {
+    const char *args[12];
+    const char *err;
+  } cases[] = {
+      {{"--cron", "0 25 * * *", "--template", "etl"},
+       "tasker schedule add: --cron \"0 25 * * *\": cron expression \"0 25 * * *\": column 3 "
+       "(hour): 25 is out of range: expected 0-23\n"},
+      {{"--cron", "0 2 * * *", "--zone", "Mars/Olympus", "--template", "etl"},
+       "tasker schedule add: --zone Mars/Olympus: "},
+      {{"--cron", "0 2 * * *", "--template", "nope"},
+       "tasker schedule add: --template nope: no template \"nope\""},
+      {{"--cron", "0 2 * * *", "--template", "etl", "--version", "9"},
+       "tasker schedule add: --template etl --version 9: "},
+      {{"--cron", "0 2 * * *", "--template", "etl", "--context", "[1]"},
+       "tasker schedule add: --context [1]: context [1]: expected a JSON object"},
+      {{"--cron", "0 2 * * *", "--template", "etl", "--context", "{bad"},
+       "tasker schedule add: --context {bad: context: invalid JSON"},
+      {{"--cron", "0 2 * * *", "--template", "etl", "--missed", "always"},
+       "tasker schedule add: --missed always: expected skip"},
+      {{"--template", "etl"}, "tasker schedule add: --cron EXPR is required\n"},
+      {{"--cron", "@daily"}, "tasker schedule add: --template NAME is required\n"},
+  };
+  char *before = efx_snapshot(c->db);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *args[20] = {"--config", c->cfg, "--db", c->url, "schedule", "add", "x"};
+    int n = 7;
+    for (int k = 0; cases[i].args[k]; k++) args[n++] = cases[i].args[k];
+    args[n] = NULL;
+    run_result r;
+    assert_int_equal(run_cli(&r, NULL, args), 0);
+    if (r.status != 2 || strncmp(r.err, cases[i].err, strlen(cases[i].err)) != 0)
+      fail_msg("case %zu: exit %d, stderr %s", i, r.status, r.err);
+    run_result_free(&r);
+  }
+  run_result r;
+  CLI(c, &r, "schedule", "add", "a b", "--cron", "@daily", "--template", "etl");
+  assert_int_equal(r.status, 2);
+  expect_contains(r.err, "schedule name \"a b\": character 2 (' ') is not allowed");
+  run_result_free(&r);
+  /* The configured name is taken: neither added nor removed by hand. */
+  CLI(c, &r, "schedule", "add", "configured", "--cron", "@daily", "--template", "etl");
+  assert_int_equal(r.status, 2);
+  expect_contains(r.err, "schedule \"configured\" is defined in the configuration");
+  run_result_free(&r);
+  efx_unchanged(c->db, before);
+}
+
+/* An orchestrator writes the configured schedule into the store; then it
+ * is listed, and cannot be removed by name. */
+static void configured_schedules_are_synced_by_run(void **state) {
+  cli *c = *state;
+  run_result r;
+  CLI(c, &r, "run", "--until-idle");
+  assert_int_equal(r.status, 0);
+  run_result_free(&r);
+  CLI(c, &r, "schedule", "list");
+  assert_int_equal(r.status, 0);
+  expect_contains(r.out, "configured  @daily  UTC  template etl  missed=skip  (config)\n");
+  expect_contains(r.out, "T00:00:00Z\n");
+  run_result_free(&r);
+  CLI(c, &r, "schedule", "remove", "configured");
+  assert_int_equal(r.status, 2);
+  expect_contains(r.err, "is defined in the configuration ([schedules.configured]): remove it "
+                         "there");
+  run_result_free(&r);
+}
+
+/* A bad table in the configuration file: FILE:LINE:COLUMN, exit 78. */
+static void bad_configuration_is_placed(void **state) {
+  cli *c = *state;
+  static const struct {
+    const char *toml, *err;
+  } cases[] = {
+      {"[schedules.n]\ncron = \"61 * * * *\"\ntemplate = \"etl\"\n",
+       ":2:8: schedules.n.cron: cron expression \"61 * * * *\": column 1 (minute): 61 is out "
+       "of range: expected 0-59"},
+      {"[schedules.n]\ncron = \"@daily\"\nzone = \"Nowhere/City\"\ntemplate = \"etl\"\n",
+       ":3:8: schedules.n.zone: time zone \"Nowhere/City\""},
+      {"[schedules.n]\ncron = \"@daily\"\n", ":1:12: schedules.n: template is required"},
+      {"[schedules.n]\ncron = \"@daily\"\ntemplate = \"etl\"\nmissed = \"later\"\n",
+       ":4:10: schedules.n.missed = \"later\": expected \"skip\""},
+      {"[schedules.n]\ncron = \"@daily\"\ntemplate = \"etl\"\ncontext = 3\n",
+       ":4:11: schedules.n.context: expected a table"},
+      {"[schedules.n]\ncorn = \"@daily\"\ntemplate = \"etl\"\n",
+       ":2:1: schedules.n: unknown key \"corn\"; did you mean \"cron\"?"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char path[400];
+    efx_write(c->dir, "bad.toml", cases[i].toml, path, sizeof path);
+    const char *args[] = {"--config", path, "--db", c->url, "schedule", "list", NULL};
+    run_result r;
+    assert_int_equal(run_cli(&r, NULL, args), 0);
+    if (r.status != 78 || strstr(r.err, cases[i].err) == NULL || strstr(r.err, path) == NULL)
+      fail_msg("case %zu: exit %d, stderr %s", i, r.status, r.err);
+    run_result_free(&r);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(add_list_remove, setup, teardown),
+      cmocka_unit_test_setup_teardown(bad_input_is_refused_and_nothing_stored, setup, teardown),
+      cmocka_unit_test_setup_teardown(configured_schedules_are_synced_by_run, setup, teardown),
+      cmocka_unit_test_setup_teardown(bad_configuration_is_placed, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
