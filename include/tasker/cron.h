@@ -47,6 +47,17 @@ void tk_cron_free(tk_cron *c);
  * a parsed expression: every one fires within 28 years (leap days). */
 int64_t tk_cron_next(const tk_cron *c, int64_t after);
 
+/* The fire times in (after, until], oldest first: the latest `max` of
+ * them into out (max >= 1), returning how many; *more (may be NULL) is 1
+ * when earlier ones in the range were left out. A long range costs about
+ * max steps of tk_cron_next, not one per slot in it. */
+int tk_cron_slots(const tk_cron *c, int64_t after, int64_t until, int64_t *out, int max,
+                  int *more);
+
+/* Seconds east of UTC in the expression's zone at instant `at` (ms), to
+ * show a fire time as local time. */
+int32_t tk_cron_utc_offset(const tk_cron *c, int64_t at);
+
 /* The expression as given (shortcuts as written) and the zone's name. */
 const char *tk_cron_text(const tk_cron *c);
 const char *tk_cron_zone(const tk_cron *c);

@@ -214,6 +214,10 @@ const char *tk_cron_zone(const tk_cron *c) { return c->tz.name; }
 
 static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
 
+int32_t tk_cron_utc_offset(const tk_cron *c, int64_t at) {
+  return tk__tz_offset(&c->tz, floor_div(at, 1000));
+}
+
 static int day_matches(const tk_cron *c, int64_t days, int mday) {
   int wday = (int)(((days % 7) + 7 + 4) % 7); /* 1970-01-01 was a Thursday */
   int by_mday = c->mdays >> mday & 1, by_wday = c->wdays >> wday & 1;

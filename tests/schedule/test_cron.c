@@ -260,6 +260,40 @@ static void zone_offsets(void **state) {
   tk__tz_free(&z);
 }
 
+/* tk_cron_slots: the fire times in (after, until], the latest max of them
+ * oldest first, and whether earlier ones were left out; a year of a
+ * per-minute schedule is bounded the same way. */
+static void slots_between_two_instants(void **state) {
+  (void)state;
+  tk_cron *c;
+  tk_err err;
+  assert_int_equal(tk_cron_parse("0 */6 * * *", NULL, &c, &err), 0);
+  int64_t out[8], from = utc("2026-01-01T00:00:00Z");
+  int more = -1;
+  /* (00:00, 2 Jan 00:00]: 06, 12, 18 and 00 of the next day. */
+  assert_int_equal(tk_cron_slots(c, from, utc("2026-01-02T00:00:00Z"), out, 8, &more), 4);
+  assert_int_equal(more, 0);
+  assert_int_equal(out[0], utc("2026-01-01T06:00:00Z"));
+  assert_int_equal(out[3], utc("2026-01-02T00:00:00Z"));
+  /* Only the latest 3 of 12 over three days, oldest first. */
+  assert_int_equal(tk_cron_slots(c, from, utc("2026-01-04T00:00:00Z"), out, 3, &more), 3);
+  assert_int_equal(more, 1);
+  assert_int_equal(out[0], utc("2026-01-03T12:00:00Z"));
+  assert_int_equal(out[1], utc("2026-01-03T18:00:00Z"));
+  assert_int_equal(out[2], utc("2026-01-04T00:00:00Z"));
+  /* An empty range, and one before the first slot. */
+  assert_int_equal(tk_cron_slots(c, from, from, out, 8, &more), 0);
+  assert_int_equal(tk_cron_slots(c, from, utc("2026-01-01T05:59:00Z"), out, 8, &more), 0);
+  assert_int_equal(more, 0);
+  tk_cron_free(c);
+  assert_int_equal(tk_cron_parse("* * * * *", NULL, &c, &err), 0);
+  assert_int_equal(tk_cron_slots(c, from, utc("2027-01-01T00:00:00Z"), out, 5, &more), 5);
+  assert_int_equal(more, 1);
+  assert_int_equal(out[0], utc("2026-12-31T23:56:00Z"));
+  assert_int_equal(out[4], utc("2027-01-01T00:00:00Z"));
+  tk_cron_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(next_fire_times_match_the_table),
@@ -267,6 +301,7 @@ int main(void) {
       cmocka_unit_test(bad_expressions_are_refused_with_the_column),
       cmocka_unit_test(posix_rules_parse),
       cmocka_unit_test(zone_offsets),
+      cmocka_unit_test(slots_between_two_instants),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
