@@ -62,3 +62,12 @@ int tk__sq_next_delayed(tk__sqlite *q, int64_t *at, tk_err *err) {
   sqlite3_reset(st);
   return rc == SQLITE_ROW ? 0 : tk__sq_fail(q, "next delayed start", err);
 }
+
+int tk__sq_delay_task(tk__sqlite *q, int64_t task_id, int64_t start_at, tk_err *err) {
+  sqlite3_stmt *st =
+      tk__sq_stmt(q, SQ_DELAYED_SET, "UPDATE tasks SET start_at = ?1 WHERE id = ?2", err);
+  if (st == NULL) return TK_ESTORE;
+  sqlite3_bind_int64(st, 1, start_at);
+  sqlite3_bind_int64(st, 2, task_id);
+  return tk__sq_done(q, st, err);
+}

@@ -1,0 +1,101 @@
+/* The durability setting reaches the database (docs/durability.md): read
+ * back on the store's own connection, PRAGMA synchronous on SQLite (FULL
+ * by default, NORMAL for fast) and SHOW synchronous_commit on PostgreSQL
+ * (the server's on, off for fast, kept across a reconnect). PostgreSQL
+ * needs TK_TEST_PG_URL; without it that half is skipped. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tasker/store.h>
+
+#include "common/engine_fixture.h"
+#include "store/sqlite/sqlite_internal.h"
+#ifndef TK_NO_POSTGRES
+#include "store/postgres/postgres_internal.h"
+#endif
+
+static int synchronous(tk_store *s) {
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_prepare_v2(((tk__sqlite *)s)->db, "PRAGMA synchronous", -1, &st, NULL),
+                   SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  int v = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  return v;
+}
+
+static void sqlite_levels(void **state) {
+  (void)state;
+  char dir[256], url[400];
+  efx_tmpdir(dir, sizeof dir);
+  snprintf(url, sizeof url, "sqlite:%s/t.db", dir);
+  tk_store *s;
+  tk_err err;
+  assert_int_equal(tk_store_open(url, &s, &err), 0);
+  assert_int_equal(synchronous(s), 2); /* FULL: the default */
+  assert_int_equal(tk_store_set_durability(s, TK_DURABILITY_FAST, &err), 0);
+  assert_int_equal(synchronous(s), 1); /* NORMAL */
+  assert_int_equal(tk_store_set_durability(s, TK_DURABILITY_FULL, &err), 0);
+  assert_int_equal(synchronous(s), 2);
+  assert_int_equal(tk_store_set_durability(s, (tk_durability)7, &err), TK_EINVAL);
+  assert_string_equal(err.msg, "durability 7: expected full or fast");
+  tk_store_close(s);
+  efx_rmtree(dir);
+  tk_durability d;
+  assert_int_equal(tk_durability_parse("fast", &d), 0);
+  assert_int_equal(d, TK_DURABILITY_FAST);
+  assert_int_equal(tk_durability_parse("normal", &d), TK_EINVAL);
+  assert_string_equal(tk_durability_name(TK_DURABILITY_FULL), "full");
+}
+
+#ifndef TK_NO_POSTGRES
+static char *show(tk_store *s) {
+  PGresult *r = PQexec(((tk__pg *)s)->conn, "SHOW synchronous_commit");
+  assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+  char *v = strdup(PQgetvalue(r, 0, 0));
+  PQclear(r);
+  return v;
+}
+
+static void expect_show(tk_store *s, const char *want) {
+  char *v = show(s);
+  assert_string_equal(v, want);
+  free(v);
+}
+
+static void postgres_levels(void **state) {
+  (void)state;
+  const char *url = getenv("TK_TEST_PG_URL");
+  if (url == NULL || *url == '\0') skip();
+  tk_store *s;
+  tk_err err;
+  assert_int_equal(tk_store_open(url, &s, &err), 0);
+  expect_show(s, "on"); /* the server's */
+  assert_int_equal(tk_store_set_durability(s, TK_DURABILITY_FAST, &err), 0);
+  expect_show(s, "off");
+  assert_int_equal(s->ops->reconnect(s, &err), 0); /* a new session keeps it */
+  expect_show(s, "off");
+  assert_int_equal(tk_store_set_durability(s, TK_DURABILITY_FULL, &err), 0);
+  expect_show(s, "on");
+  tk_store_close(s);
+}
+#else
+static void postgres_levels(void **state) {
+  (void)state;
+  skip(); /* a build without the PostgreSQL backend */
+}
+#endif
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(sqlite_levels),
+      cmocka_unit_test(postgres_levels),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
