@@ -82,10 +82,13 @@ int tk_schedule_remove(tk_store *s, const char *name, tk_err *err);
 int tk_schedule_sync(tk_store *s, const tk_config *cfg, int64_t now, tk_err *err);
 
 /* JSON text (malloc'd) of every schedule: an array of {name, cron, zone,
- * template, version, context, missed, source, created_at, last_slot,
+ * template, version, missed, source, created_at, context, done_until,
  * last_fired, last_task_id, next: [{at, utc, local}] (the next `nnext`
- * slots after now)}. docs/cli.md shows one. */
-int tk_schedule_list_json(tk_store *s, int64_t now, int nnext, char **json, tk_err *err);
+ * slots after now), stored}, the stored ones by name, then those that cfg
+ * (may be NULL) configures and no orchestrator has written into the store
+ * yet (stored false). docs/cli.md shows one. */
+int tk_schedule_list_json(tk_store *s, const tk_config *cfg, int64_t now, int nnext,
+                          char **json, tk_err *err);
 
 /* What one firing pass did. */
 typedef struct tk_schedule_pass {

@@ -91,11 +91,11 @@ static void print_next(json_t *next) {
   }
 }
 
-static int list(cli_globals *g, tk_store *s) {
+static int list(cli_globals *g, const tk_config *cfg, tk_store *s) {
   tk_clock clock = tk_store_clock(s);
   tk_err err;
   char *text;
-  if (tk_schedule_list_json(s, tk_clock_now(&clock), 3, &text, &err) != 0) {
+  if (tk_schedule_list_json(s, cfg, tk_clock_now(&clock), 3, &text, &err) != 0) {
     cli_error("schedule list", "%s", err.msg);
     return CLI_EXIT_FAILURE;
   }
@@ -118,7 +118,9 @@ static int list(cli_globals *g, tk_store *s) {
            json_string_value(json_object_get(o, "template")),
            json_string_value(json_object_get(o, "missed")),
            json_string_value(json_object_get(o, "source")));
-    if (fired)
+    if (!json_is_true(json_object_get(o, "stored")))
+      printf("    configured: an orchestrator starting with this configuration adds it\n");
+    else if (fired)
       printf("    last %s  task %lld\n", fired,
              (long long)json_integer_value(json_object_get(o, "last_task_id")));
     else
@@ -167,7 +169,7 @@ int cmd_schedule(cli_globals *g, int argc, char **argv) {
   if (is_add) {
     rc = add(cfg, s, pos[1], o);
   } else if (is_list) {
-    rc = list(g, s);
+    rc = list(g, cfg, s);
   } else {
     tk_err err;
     int r = tk_schedule_remove(s, pos[1], &err);

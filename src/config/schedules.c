@@ -193,7 +193,7 @@ int tk__apply_schedules(const tk__layer *L, const tk_toml_value *table) {
                                         ? "schedules: a schedule name is at most 64 bytes"
                                         : nerr.msg);
     if (tk_toml_type_of(e->value) != TK_TOML_TABLE) {
-      char msg[160];
+      char msg[320];
       snprintf(msg, sizeof msg, "schedules.%s: expected a table ([schedules.%s]), got %s", name,
                name, tk_toml_type_name(tk_toml_type_of(e->value)));
       return fail_at(L, tk_toml_pos_of(e->value), msg);

@@ -142,7 +142,7 @@ int tk_schedule_sync(tk_store *s, const tk_config *cfg, int64_t now, tk_err *err
   size_t n = tk_config_schedule_count(cfg);
   tk__schedule_rec *rows = calloc(n ? n : 1, sizeof *rows);
   if (rows == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory syncing schedules");
-  for (size_t i = 0; i < n; i++) rows[i] = row_of(tk_config_schedule_at(cfg, i), "config", now);
+  for (size_t i = 0; i < n; i++) rows[i] = row_of(tk_config_schedule_at(cfg, i), TK__SCHEDULE_CONFIG, now);
   int rc = s->ops->schedule_put(s, rows, (int)n, TK__SCHEDULE_CONFIG, err);
   free(rows);
   if (rc == TK_EEXIST) {
@@ -196,16 +196,35 @@ static json_t *schedule_json(const tk__schedule_rec *r, int64_t now, int nnext) 
   return o;
 }
 
-int tk_schedule_list_json(tk_store *s, int64_t now, int nnext, char **json, tk_err *err) {
+/* Append schedule r (stored or not) to arr; 0, or -1 out of memory. */
+static int append(json_t *arr, const tk__schedule_rec *r, int stored, int64_t now, int nnext) {
+  json_t *o = schedule_json(r, now, nnext);
+  if (o == NULL) return -1;
+  json_object_set_new(o, "stored", json_boolean(stored));
+  return json_array_append_new(arr, o);
+}
+
+int tk_schedule_list_json(tk_store *s, const tk_config *cfg, int64_t now, int nnext,
+                          char **json, tk_err *err) {
   *json = NULL;
   tk__schedule_rec *r = NULL;
   int n = 0;
   int rc = s->ops->schedule_list(s, NULL, &r, &n, err);
   if (rc) return rc;
   json_t *arr = json_array();
-  for (int i = 0; arr && i < n; i++) {
-    json_t *o = schedule_json(&r[i], now, nnext);
-    if (o == NULL || json_array_append_new(arr, o) != 0) {
+  for (int i = 0; arr && i < n; i++)
+    if (append(arr, &r[i], 1, now, nnext) != 0) {
+      json_decref(arr);
+      arr = NULL;
+    }
+  /* Configured here and not yet written by an orchestrator: shown as they
+   * will be, from now. */
+  for (size_t k = 0; arr && k < tk_config_schedule_count(cfg); k++) {
+    const tk_schedule_def *d = tk_config_schedule_at(cfg, k);
+    int found = 0;
+    for (int i = 0; i < n && !found; i++) found = strcmp(r[i].name, d->name) == 0;
+    tk__schedule_rec c = row_of(d, TK__SCHEDULE_CONFIG, now);
+    if (!found && append(arr, &c, 0, now, nnext) != 0) {
       json_decref(arr);
       arr = NULL;
     }

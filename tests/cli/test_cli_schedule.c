@@ -58,8 +58,10 @@ static void add_list_remove(void **state) {
   CLI(c, &r, "schedule", "list", "--json");
   assert_int_equal(r.status, 0);
   json_t *all = json_loads(r.out, 0, NULL);
-  assert_int_equal(json_array_size(all), 1);
+  assert_int_equal(json_array_size(all), 2); /* and the configured one, not stored yet */
+  assert_false(json_is_true(json_object_get(json_array_get(all, 1), "stored")));
   json_t *s = json_array_get(all, 0);
+  assert_true(json_is_true(json_object_get(s, "stored")));
   assert_string_equal(json_string_value(json_object_get(s, "name")), "tokyo");
   assert_string_equal(json_string_value(json_object_get(s, "zone")), "Asia/Tokyo");
   assert_string_equal(json_string_value(json_object_get(s, "missed")), "catch_up");
@@ -96,7 +98,11 @@ static void add_list_remove(void **state) {
   run_result_free(&r);
   CLI(c, &r, "schedule", "list");
   assert_int_equal(r.status, 0);
-  assert_string_equal(r.out, "no schedules\n");
+  /* Only the configured one, which no orchestrator has stored yet. */
+  expect_contains(r.out, "configured  @daily  UTC  template etl  missed=skip  (config)\n"
+                         "    configured: an orchestrator starting with this configuration "
+                         "adds it\n");
+  assert_null(strstr(r.out, "tokyo"));
   run_result_free(&r);
   CLI(c, &r, "schedule", "remove", "tokyo");
   assert_int_equal(r.status, 2);
@@ -164,7 +170,8 @@ static void configured_schedules_are_synced_by_run(void **state) {
   run_result_free(&r);
   CLI(c, &r, "schedule", "list");
   assert_int_equal(r.status, 0);
-  expect_contains(r.out, "configured  @daily  UTC  template etl  missed=skip  (config)\n");
+  expect_contains(r.out, "configured  @daily  UTC  template etl  missed=skip  (config)\n"
+                         "    last (none yet)\n");
   expect_contains(r.out, "T00:00:00Z\n");
   run_result_free(&r);
   CLI(c, &r, "schedule", "remove", "configured");
