@@ -67,9 +67,25 @@ typedef struct tk_engine_settings {
    * backoff profile until reconnect_give_up has passed. */
   const char *reconnect_backoff; /* a profile name */
   int64_t reconnect_give_up_ms;  /* > 0 */
+  /* What a commit survives: "full" or "fast" (tk_durability_parse;
+   * docs/durability.md). */
+  const char *durability;
 } tk_engine_settings;
 
 /* The [batch] table (DESIGN §9). */
+/* The [retention] table (DESIGN §16, docs/config.md): finished tasks older
+ * than these are removed in the background by every orchestrator. A
+ * duration of 0 is not set: a state's own (complete_after, ...) falls back
+ * to finished_after, and with neither that state is kept for ever. */
+typedef struct tk_retention_settings {
+  int64_t finished_after_ms;  /* every finished state */
+  int64_t complete_after_ms;  /* complete only */
+  int64_t error_after_ms;     /* error only */
+  int64_t cancelled_after_ms; /* cancelled only */
+  int64_t batch;              /* tasks per transaction; 1..100000 */
+  int64_t interval_ms;        /* between looks when a look found little; > 0 */
+} tk_retention_settings;
+
 typedef struct tk_batch_settings {
   int64_t max_in_call_retries; /* handler re-calls within one claim; 0..1000 */
   int64_t max_item_attempts;   /* attempts before an item gives up; >= 1 */
@@ -147,6 +163,7 @@ const char *tk_config_profile_name(const tk_config *c, size_t i);
 
 const tk_engine_settings *tk_config_engine(const tk_config *c);
 const tk_batch_settings *tk_config_batch(const tk_config *c);
+const tk_retention_settings *tk_config_retention(const tk_config *c);
 
 /* The budget [budgets.NAME], or NULL if there is none by that name. */
 const tk_budget_settings *tk_config_budget(const tk_config *c, const char *name);

@@ -65,6 +65,29 @@ int tk_store_migrate_to(tk_store *s, int target, int *applied, int *version, tk_
 /* The store's schema version (0 for an empty store). */
 int tk_store_schema_version(tk_store *s, int *version, tk_err *err);
 
+/* What a commit survives (docs/durability.md). Either level survives a
+ * crash of the process and never corrupts the store; they differ on a
+ * power cut or an operating-system crash:
+ *   TK_DURABILITY_FULL (the default): a commit is on disk before it is
+ *     reported, so a step recorded complete stays complete and its side
+ *     effects never run twice. SQLite: synchronous = FULL (WAL synced at
+ *     every commit); PostgreSQL: synchronous_commit as the server has it
+ *     (on unless its administrator changed it).
+ *   TK_DURABILITY_FAST: the last commits before the cut may be lost (those
+ *     steps run again). SQLite: synchronous = NORMAL (the WAL is synced at
+ *     checkpoints); PostgreSQL: synchronous_commit = off for tasker's
+ *     sessions (up to about three times wal_writer_delay, 600 ms by
+ *     default, of commits lost if the server crashes). */
+typedef enum tk_durability { TK_DURABILITY_FULL = 0, TK_DURABILITY_FAST } tk_durability;
+
+/* Set the level for this store's connection (and any it makes again
+ * after a lost connection). */
+int tk_store_set_durability(tk_store *s, tk_durability d, tk_err *err);
+
+/* "full" or "fast" and back; parse returns TK_EINVAL for another name. */
+const char *tk_durability_name(tk_durability d);
+int tk_durability_parse(const char *name, tk_durability *out);
+
 #ifdef __cplusplus
 }
 #endif

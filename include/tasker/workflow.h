@@ -43,6 +43,11 @@ typedef struct tk_submit_request {
   const char *version;       /* NULL: the newest version */
   const char *context_json;  /* a JSON object; NULL means {} */
   const char *identity;      /* NULL: none */
+  /* When the task's root steps may start, in ms since the epoch on the
+   * store's clock (tk_store_clock); 0 or a time not after `now`: at once.
+   * Until then the task is pending and nothing polls for it: an engine's
+   * next wake-up is the start time (DESIGN §16). */
+  int64_t start_at;
   /* May be NULL. When a task is created (not when its identity already
    * existed), tk_task_submit emits task.created to it after the commit,
    * on the caller's thread, if its interest has TK_EV_TASK_CREATED; the

@@ -22,6 +22,15 @@ int cli_open_store(const char *cmd, const cli_globals *g, const tk_config *cfg, 
     cli_error(cmd, "%s", err.msg);
     return CLI_EXIT_FAILURE;
   }
+  /* engine.durability (validated with the configuration, so it parses). */
+  tk_durability d = TK_DURABILITY_FULL;
+  tk_durability_parse(tk_config_engine(cfg)->durability, &d);
+  if (tk_store_set_durability(*out, d, &err) != 0) {
+    cli_error(cmd, "%s", err.msg);
+    tk_store_close(*out);
+    *out = NULL;
+    return CLI_EXIT_FAILURE;
+  }
   if (!need_schema) return 0;
   int version = 0;
   if (tk_store_schema_version(*out, &version, &err) != 0) {

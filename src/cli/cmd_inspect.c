@@ -106,6 +106,8 @@ int cmd_status(cli_globals *g, int argc, char **argv) {
     printf("\nready now: %lld   next due: %s\n",
            (long long)json_integer_value(json_object_get(st, "ready_now")),
            relative(json_object_get(st, "next_due_at"), now, buf, sizeof buf));
+    printf("store size: %.1f MiB\n",
+           (double)json_integer_value(json_object_get(st, "store_bytes")) / (1024.0 * 1024.0));
     json_object_foreach(json_object_get(st, "counters"), key, v)
       printf("%s: %lld\n", key, (long long)json_integer_value(v));
   }

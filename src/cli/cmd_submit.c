@@ -1,6 +1,7 @@
 /* tasker submit NAME: create a task; its id alone goes to stdout. */
 #include "cli.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,18 +10,51 @@
 
 #include <tasker/clock.h>
 #include <tasker/config.h>
+#include <tasker/duration.h>
+#include <tasker/query.h>
 #include <tasker/workflow.h>
 
 const char cmd_submit_usage[] =
     "usage: tasker submit NAME [--version V] [--context JSON|@FILE] [--identity KEY]\n"
-    "                          [--count N] [--events FILE]\n"
+    "                          [--count N] [--events FILE] [--at TIME | --in DURATION]\n"
     "\n"
     "Create a task from template NAME (or NAMESPACE/NAME), newest version unless\n"
     "--version is given, and print its id on stdout. With --identity, submitting\n"
     "the same key again prints the existing task's id instead (and says so on\n"
     "stderr). --count N submits N tasks with that context (one transaction\n"
     "each; their ids one per line). --events FILE appends a task.created event\n"
-    "(JSON line) per task to FILE.\n";
+    "(JSON line) per task to FILE. --at TIME (RFC 3339, e.g. 2026-11-25T09:00:00Z)\n"
+    "or --in DURATION (e.g. 3h) delays the task's start: its first steps run then.\n";
+
+/* The start time of --at TIME (RFC 3339 only: tk_time_arg_parse would take
+ * a bare duration as "that long ago") or --in DURATION (from now); 0 for
+ * neither. Exit code, with the message printed. */
+static int start_time(const cli_opt *at, const cli_opt *in, int64_t now, int64_t *start) {
+  tk_err err;
+  *start = 0;
+  if (at->seen && in->seen) {
+    cli_error("submit", "--at and --in: give one start time");
+    return CLI_EXIT_USAGE;
+  }
+  if (at->seen) {
+    const char *t = at->value;
+    /* A date starts with a four-digit year and a dash; no duration does. */
+    if (strlen(t) <= 4 || t[4] != '-' || tk_time_arg_parse(t, now, start, &err) != 0) {
+      cli_error("submit", "--at \"%s\": expected an RFC 3339 time such as "
+                "2026-11-25T09:00:00Z or 2026-11-25T10:00:00+01:00 (for a delay use --in)", t);
+      return CLI_EXIT_USAGE;
+    }
+  } else if (in->seen) {
+    int64_t d;
+    if (tk_duration_parse(in->value, &d, &err) != 0 || d > INT64_MAX - now) {
+      cli_error("submit", "--in \"%s\": expected a duration such as 90s, 15m or 3h",
+                in->value);
+      return CLI_EXIT_USAGE;
+    }
+    *start = now + d;
+  }
+  return 0;
+}
 
 /* Read a whole file for --context @FILE. */
 static char *read_file(const char *path) {
@@ -58,10 +92,11 @@ static void append_line(const char *line, void *ud) {
 }
 
 int cmd_submit(cli_globals *g, int argc, char **argv) {
-  enum { O_VERSION, O_CONTEXT, O_IDENTITY, O_COUNT, O_EVENTS, O_N };
-  cli_opt o[O_N] = {{"version", "V", NULL, 0}, {"context", "JSON", NULL, 0},
-                    {"identity", "KEY", NULL, 0}, {"count", "N", NULL, 0},
-                    {"events", "FILE", NULL, 0}};
+  enum { O_VERSION, O_CONTEXT, O_IDENTITY, O_COUNT, O_EVENTS, O_AT, O_IN, O_N };
+  cli_opt o[O_N] = {{"version", "V", NULL, 0},     {"context", "JSON", NULL, 0},
+                    {"identity", "KEY", NULL, 0},  {"count", "N", NULL, 0},
+                    {"events", "FILE", NULL, 0},   {"at", "TIME", NULL, 0},
+                    {"in", "DURATION", NULL, 0}};
   const char *pos[1];
   int npos, rc = cli_parse("submit", o, O_N, argc, argv, pos, &npos, 1);
   if (rc) return rc;
@@ -108,6 +143,9 @@ int cmd_submit(cli_globals *g, int argc, char **argv) {
     req.observer_ud = &sink;
   }
   tk_clock clock = tk_store_clock(s);
+  /* The start is fixed once, from the store's clock: --count N tasks start
+   * together. */
+  if ((rc = start_time(&o[O_AT], &o[O_IN], tk_clock_now(&clock), &req.start_at))) count = 0;
   for (int64_t k = 0; k < count && rc == 0; k++) {
     int64_t id = 0, now = tk_clock_now(&clock);
     int existed = 0;

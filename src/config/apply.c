@@ -12,7 +12,8 @@
 
 #define KEY_MAX 256
 
-static const char *const sections[] = {"backoff", "engine", "batch", "budgets"};
+static const char *const sections[] = {"backoff",   "engine",    "batch",
+                                       "budgets",   "schedules", "retention"};
 
 /* The place of a problem: "FILE:L:C" for a file, "--set K=V" for a flag. */
 static void place(const tk__layer *L, tk_toml_pos pos, char *buf, size_t len) {
@@ -241,16 +242,21 @@ int tk__apply_layer(const tk__layer *L, const tk_toml_value *root) {
   tk_config *c = L->c;
   target engine = {"engine", &tk__engine_schema, &c->engine, c->engine_origin, NULL};
   target batch = {"batch", &tk__batch_schema, &c->batch, c->batch_origin, NULL};
+  target retention = {"retention", &tk__retention_schema, &c->retention, c->retention_origin,
+                      NULL};
   for (size_t i = 0; i < tk_toml_table_len(root); i++) {
     const tk_toml_entry *e = tk_toml_table_at(root, i);
     const target *t = NULL;
     int budgets = strcmp(e->key, "budgets") == 0;
+    int schedules = strcmp(e->key, "schedules") == 0;
     if (strcmp(e->key, "engine") == 0) t = &engine;
     else if (strcmp(e->key, "batch") == 0) t = &batch;
-    else if (strcmp(e->key, "backoff") != 0 && !budgets)
+    else if (strcmp(e->key, "retention") == 0) t = &retention;
+    else if (strcmp(e->key, "backoff") != 0 && !budgets && !schedules)
       return unknown_key(L, "", e, sections, sizeof sections / sizeof sections[0]);
     int rc = need_table(L, "", e);
-    if (rc == 0 && budgets) rc = apply_budgets(L, e->value);
+    if (rc == 0 && schedules) rc = tk__apply_schedules(L, e->value);
+    else if (rc == 0 && budgets) rc = apply_budgets(L, e->value);
     else if (rc == 0) rc = t ? apply_table(L, t, e->value) : apply_backoff(L, e->value);
     if (rc) return rc;
   }

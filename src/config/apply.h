@@ -17,4 +17,7 @@ typedef struct tk__layer {
  * naming the place, the key, the value and what is allowed. */
 int tk__apply_layer(const tk__layer *L, const tk_toml_value *root);
 
+/* The [schedules] table of a layer (schedules.c), the same way. */
+int tk__apply_schedules(const tk__layer *L, const tk_toml_value *table);
+
 #endif

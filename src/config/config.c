@@ -27,6 +27,7 @@ void tk_config_free(tk_config *c) {
   free(c->pool);
   free(c->profiles);
   free(c->budgets);
+  free(c->schedules);
   free(c->settings);
   free(c);
 }
@@ -46,6 +47,8 @@ const char *tk_config_profile_name(const tk_config *c, size_t i) {
 const tk_engine_settings *tk_config_engine(const tk_config *c) { return &c->engine; }
 
 const tk_batch_settings *tk_config_batch(const tk_config *c) { return &c->batch; }
+
+const tk_retention_settings *tk_config_retention(const tk_config *c) { return &c->retention; }
 
 const tk_budget_settings *tk_config_budget(const tk_config *c, const char *name) {
   for (size_t i = 0; i < c->nbudgets; i++)

@@ -40,6 +40,7 @@ int tk__config_init_defaults(tk_config *c) {
   d->set = (1u << TK__BACKOFF_NKEYS) - 1; /* the default profile sets every key */
   apply_defaults(&tk__engine_schema, &c->engine);
   apply_defaults(&tk__batch_schema, &c->batch);
+  apply_defaults(&tk__retention_schema, &c->retention);
   /* Origins are zeroed: kind TK_CONFIG_DEFAULT, layer 0. */
   return 0;
 }

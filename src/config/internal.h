@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include <tasker/config.h>
+#include <tasker/schedule.h>
 #include <tasker/toml.h>
 
 /* How a key's value is read, checked and stored. The first six and BOOL
@@ -71,11 +72,14 @@ typedef struct tk__schema {
   size_t nkeys;
 } tk__schema;
 
-enum { TK__BACKOFF_NKEYS = 8, TK__ENGINE_NKEYS = 9, TK__BATCH_NKEYS = 2, TK__MAX_KEYS = 9 };
+enum { TK__BACKOFF_NKEYS = 8, TK__ENGINE_NKEYS = 10, TK__BATCH_NKEYS = 2, TK__MAX_KEYS = 10 };
 
 extern const tk__schema tk__backoff_schema;
 extern const tk__schema tk__engine_schema;
 extern const tk__schema tk__batch_schema;
+/* [retention] (DESIGN §16). */
+enum { TK__RETENTION_NKEYS = 6 };
+extern const tk__schema tk__retention_schema;
 
 /* [budgets.NAME]: a schema of its own, like the profiles' [backoff]. */
 enum { TK__BUDGET_NKEYS = 4 };
@@ -162,15 +166,31 @@ typedef struct tk__budget {
   tk_config_origin origin[TK__BUDGET_NKEYS];
 } tk__budget;
 
+/* A schedule [schedules.NAME] (schedules.c): its definition, its strings
+ * in the config's pool, and where it, its expression and its zone were
+ * first defined or set. */
+typedef struct tk__schedule_cfg {
+  tk_schedule_def def;
+  tk_config_origin table_at, cron_at, zone_at;
+} tk__schedule_cfg;
+
+/* After every layer: each schedule has cron and template, and its
+ * expression parses in its zone; else TK_ECONFIG naming the place. */
+int tk__schedules_finish(const tk_config *c, tk_err *err);
+
 struct tk_config {
   tk__profile *profiles; /* [0] is the default profile */
   size_t nprofiles, profiles_cap;
   tk__budget *budgets; /* in the order first defined */
   size_t nbudgets, budgets_cap;
+  tk__schedule_cfg *schedules; /* in the order first defined */
+  size_t nschedules, schedules_cap;
   tk_engine_settings engine;
   tk_config_origin engine_origin[TK__ENGINE_NKEYS];
   tk_batch_settings batch;
   tk_config_origin batch_origin[TK__BATCH_NKEYS];
+  tk_retention_settings retention;
+  tk_config_origin retention_origin[TK__RETENTION_NKEYS];
   tk_config_setting *settings;
   size_t nsettings;
   char **pool; /* strings the config owns */

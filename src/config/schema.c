@@ -9,6 +9,7 @@
 #define ENGINE(f) offsetof(tk_engine_settings, f)
 #define BATCH(f) offsetof(tk_batch_settings, f)
 #define BUDGET(f) offsetof(tk_budget_settings, f)
+#define RETENTION(f) offsetof(tk_retention_settings, f)
 
 #define SECONDS 1000
 #define MINUTES (60 * SECONDS)
@@ -36,6 +37,8 @@ static const tk__key backoff_keys[] = {
      .min = 0, .max = INT64_MAX, .allowed = "a duration >= 0", .def_i = 1 * HOURS},
 };
 
+static const char *const durability_names[] = {"full", "fast", NULL};
+
 static const tk__key engine_keys[] = {
     {.name = "max_attempts", .kind = TK__K_INT, .offset = ENGINE(max_attempts), .min = 1,
      .max = INT32_MAX, .allowed = "an integer from 1 to 2147483647", .def_i = 5},
@@ -55,6 +58,27 @@ static const tk__key engine_keys[] = {
      .allowed = "the name of a backoff profile", .def_s = "default"},
     {.name = "reconnect_give_up", .kind = TK__K_DURATION, .offset = ENGINE(reconnect_give_up_ms),
      .min = 1, .max = INT64_MAX, .allowed = "a duration > 0", .def_i = 5 * MINUTES},
+    {.name = "durability", .kind = TK__K_STRING, .offset = ENGINE(durability),
+     .allowed = "one of full, fast", .def_s = "full", .choices = durability_names},
+};
+
+#define DAYS (24 * (int64_t)HOURS)
+/* [retention]: off unless a duration is set (docs/config.md). */
+static const tk__key retention_keys[] = {
+    {.name = "finished_after", .kind = TK__K_DURATION, .offset = RETENTION(finished_after_ms),
+     .min = 0, .max = 100000 * DAYS, .allowed = "a duration >= 0 (0: keep)", .def_i = 0},
+    {.name = "complete_after", .kind = TK__K_DURATION, .offset = RETENTION(complete_after_ms),
+     .min = 0, .max = 100000 * DAYS, .allowed = "a duration >= 0 (0: finished_after)",
+     .def_i = 0},
+    {.name = "error_after", .kind = TK__K_DURATION, .offset = RETENTION(error_after_ms), .min = 0,
+     .max = 100000 * DAYS, .allowed = "a duration >= 0 (0: finished_after)", .def_i = 0},
+    {.name = "cancelled_after", .kind = TK__K_DURATION, .offset = RETENTION(cancelled_after_ms),
+     .min = 0, .max = 100000 * DAYS, .allowed = "a duration >= 0 (0: finished_after)",
+     .def_i = 0},
+    {.name = "batch", .kind = TK__K_INT, .offset = RETENTION(batch), .min = 1, .max = 100000,
+     .allowed = "an integer from 1 to 100000", .def_i = 500},
+    {.name = "interval", .kind = TK__K_DURATION, .offset = RETENTION(interval_ms), .min = 1,
+     .max = INT64_MAX, .allowed = "a duration > 0", .def_i = 1 * MINUTES},
 };
 
 static const tk__key batch_keys[] = {
@@ -84,11 +108,13 @@ _Static_assert(COUNT(backoff_keys) == TK__BACKOFF_NKEYS, "TK__BACKOFF_NKEYS");
 _Static_assert(COUNT(engine_keys) == TK__ENGINE_NKEYS, "TK__ENGINE_NKEYS");
 _Static_assert(COUNT(batch_keys) == TK__BATCH_NKEYS, "TK__BATCH_NKEYS");
 _Static_assert(COUNT(budget_keys) == TK__BUDGET_NKEYS, "TK__BUDGET_NKEYS");
+_Static_assert(COUNT(retention_keys) == TK__RETENTION_NKEYS, "TK__RETENTION_NKEYS");
 
 const tk__schema tk__backoff_schema = {"backoff", backoff_keys, COUNT(backoff_keys)};
 const tk__schema tk__engine_schema = {"engine", engine_keys, COUNT(engine_keys)};
 const tk__schema tk__batch_schema = {"batch", batch_keys, COUNT(batch_keys)};
 const tk__schema tk__budget_schema = {"budgets", budget_keys, COUNT(budget_keys)};
+const tk__schema tk__retention_schema = {"retention", retention_keys, COUNT(retention_keys)};
 
 const tk__key *tk__schema_find(const tk__schema *s, const char *name, size_t len) {
   for (size_t i = 0; i < s->nkeys; i++)

@@ -115,6 +115,9 @@ static int read_string(const tk__key *k, const tk_toml_value *v, int allow_empty
   return 0;
 }
 
+static int read_choice(const tk__key *k, const tk_toml_value *v, const char **s,
+                       tk__complaint *why);
+
 int tk__convert(const tk__key *k, const tk_toml_value *v, void *obj, tk__complaint *why) {
   why->index = 0;
   why->member = NULL;
@@ -135,7 +138,9 @@ int tk__convert(const tk__key *k, const tk_toml_value *v, void *obj, tk__complai
       return complain(why, v, "expected %s", k->allowed);
     return 0;
   }
-  case TK__K_STRING: return read_string(k, v, 0, TK__FIELD(obj, k, const char *), why);
+  case TK__K_STRING: /* with choices: one of them (engine.durability) */
+    if (k->choices) return read_choice(k, v, TK__FIELD(obj, k, const char *), why);
+    return read_string(k, v, 0, TK__FIELD(obj, k, const char *), why);
   case TK__K_BOOL: {
     int b;
     if (tk_toml_bool(v, &b) != 0) return wrong_type(why, v, "true or false");

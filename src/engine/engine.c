@@ -251,6 +251,7 @@ void tk_engine_free(tk_engine *e) {
   tk__engine_finish_free(e);
   tk__batch_engine_free(e);
   tk__budgets_free(e);
+  tk__engine_schedules_free(e);
   if (e->wake_pipe[0] >= 0) close(e->wake_pipe[0]);
   if (e->wake_pipe[1] >= 0) close(e->wake_pipe[1]);
   pthread_mutex_destroy(&e->mu);
@@ -607,6 +608,8 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, tk_err *err) {
     e->clock_synced_ns = mono;
   }
   int64_t now = tk_clock_now(&e->clock);
+  /* Slots fired now are claimed by this same pass. */
+  int64_t schedule_at = tk__engine_schedules(e, now);
   /* Renew our own leases before looking for expired ones: an engine thread
    * that stalled past its leases (a frozen VM, a swapped-out process) must
    * not reap attempts its own workers are still running. */
@@ -623,6 +626,8 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, tk_err *err) {
   if ((rc = record_and_claim(e, rounds, &claimed, err))) return rc;
   now = tk_clock_now(&e->clock);
   if (claimed > 0 && now + e->lease_ms < e->reap_at) e->reap_at = now + e->lease_ms;
+  /* After the claims: pruning never holds up ready work. */
+  int64_t retention_at = tk__engine_retention(e, now);
   if (next_due == NULL) return 0;
   int64_t due = now; /* a claim that found work may have left more behind */
   if (claimed == 0) {
@@ -631,7 +636,8 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, tk_err *err) {
     due = ready < e->reap_at ? ready : e->reap_at;
   }
   heartbeat(e, tk_clock_now(&e->clock), &due);
-  *next_due = due;
+  *next_due = due < schedule_at ? due : schedule_at;
+  if (retention_at < *next_due) *next_due = retention_at;
   return 0;
 }
 

@@ -122,6 +122,8 @@ struct tk_engine {
   tk__deferral *fin_deferrals;
   int fin_cap;
   struct tk__budgets *budgets; /* retry budgets' states (budgets.c), or NULL */
+  struct tk__engine_sched *sched; /* schedules' state (schedules.c), or NULL */
+  int64_t retention_at; /* when [retention] prunes next (retention.c); 0: now */
 
   /* The worker pool: jobs go in `todo`, come back in `done`. */
   pthread_t *threads;
@@ -217,6 +219,17 @@ const char *tk__step_budget(json_t *definition, json_t *step);
 void tk__budgets_apply(tk_engine *e, const tk__finish *items, tk__outcome *o, tk__deferral *d,
                        int n);
 void tk__budgets_free(tk_engine *e);
+
+/* Schedules (DESIGN §16, schedules.c), engine thread: fire the slots due
+ * at now (the first call writes the configured schedules into the store)
+ * and return when the next one is due (INT64_MAX: none). */
+int64_t tk__engine_schedules(tk_engine *e, int64_t now);
+void tk__engine_schedules_free(tk_engine *e);
+
+/* Retention (DESIGN §16, retention.c), engine thread: when due, prune one
+ * batch of the finished tasks [retention] selects; return when it is due
+ * next (INT64_MAX: retention is off). */
+int64_t tk__engine_retention(tk_engine *e, int64_t now);
 
 /* Decide each attempt's next state (DESIGN §5), taking retry delays from
  * the one backoff function, record them all in one store call (group

@@ -5,8 +5,13 @@
  * them into the documented JSON (docs/cli.md). */
 #include "engine/engine_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <tasker/duration.h>
+
+#include "core/civil.h"
 
 static int is(json_t *step, const char *state) {
   return strcmp(json_string_value(json_object_get(step, "state")), state) == 0;
@@ -16,7 +21,7 @@ static json_int_t num(json_t *o, const char *k) { return json_integer_value(json
 
 /* The first matching execution status of DESIGN §3. */
 static const char *execution_status(json_t *steps, int64_t now) {
-  int error = 0, ready = 0, running = 0, waiting = 0, done = 0, n = 0;
+  int error = 0, ready = 0, running = 0, waiting = 0, scheduled = 0, done = 0, n = 0;
   size_t i;
   json_t *s;
   json_array_foreach(steps, i, s) {
@@ -26,7 +31,8 @@ static const char *execution_status(json_t *steps, int64_t now) {
     else if (is(s, TK__STEP_COMPLETE) || is(s, TK__STEP_RESOLVED) || is(s, TK__STEP_CANCELLED)) done++;
     else if ((is(s, TK__STEP_PENDING) || is(s, TK__STEP_WAITING)) && num(s, "parents_remaining") == 0) {
       if (num(s, "run_at") <= now) ready++;
-      else waiting++;
+      else if (is(s, TK__STEP_WAITING)) waiting++;
+      else scheduled++; /* a delayed start */
     }
   }
   if (error) return "blocked_by_failures";
@@ -34,7 +40,23 @@ static const char *execution_status(json_t *steps, int64_t now) {
   if (running) return "processing";
   if (done == n) return "all_complete";
   if (waiting) return "waiting_for_retry";
+  if (scheduled) return "scheduled";
   return "waiting_for_dependencies";
+}
+
+/* "waiting until 2026-11-25T09:00:00Z (in 3h)": when a step that is not
+ * due yet starts, in UTC to the second, and how long from now. */
+static json_t *waiting_until(int64_t at, int64_t now) {
+  int64_t secs = at >= 0 ? at / 1000 : (at - 999) / 1000;
+  int64_t days = secs >= 0 ? secs / 86400 : (secs - 86399) / 86400, sod = secs - days * 86400;
+  int y, mo, d;
+  tk__civil_from_days(days, &y, &mo, &d);
+  char left[48], text[128];
+  /* Rounded up to the second, as the time is shown to the second. */
+  tk_duration_format((at - now + 999) / 1000 * 1000, left, sizeof left);
+  snprintf(text, sizeof text, "waiting until %04d-%02d-%02dT%02d:%02d:%02dZ (in %s)", y, mo, d,
+           (int)(sod / 3600), (int)(sod / 60 % 60), (int)(sod % 60), left);
+  return json_string(text);
 }
 
 /* Why a step is not running now, as {reason, until?, detail}. */
@@ -67,10 +89,12 @@ static json_t *why_step(json_t *steps, json_t *s, int64_t now) {
     return json_pack("{s:s, s:o, s:s}", "reason", "waiting_for_dependencies", "blocking", blocking,
                      "detail", "steps it depends on have not completed");
   }
-  if (num(s, "run_at") > now)
-    return json_pack("{s:s, s:I, s:s}", "reason",
-                     strcmp(state, TK__STEP_WAITING) == 0 ? "waiting_for_retry" : "scheduled",
-                     "until", num(s, "run_at"), "detail", "its run_at is in the future");
+  if (num(s, "run_at") > now && strcmp(state, TK__STEP_WAITING) == 0)
+    return json_pack("{s:s, s:I, s:s}", "reason", "waiting_for_retry", "until",
+                     num(s, "run_at"), "detail", "its run_at is in the future");
+  if (num(s, "run_at") > now) /* a delayed start (submit --at, --in) */
+    return json_pack("{s:s, s:I, s:o}", "reason", "scheduled", "until", num(s, "run_at"),
+                     "detail", waiting_until(num(s, "run_at"), now));
   return json_pack("{s:s, s:s}", "reason", "ready",
                    "detail", "ready now: the next claim by any orchestrator takes it");
 }
@@ -99,7 +123,9 @@ static json_t *step_json(const tk__task_report *r, const tk__step_rec *s, json_t
   json_t *st = json_pack(
       "{s:s, s:s, s:i, s:i, s:b, s:o, s:i, s:I, s:o, s:o, s:I, s:o, s:o, s:I}", "name", s->name,
       "state", s->state, "attempts", s->attempts, "max_attempts", s->max_attempts, "retryable",
-      s->retryable, "backoff", opt_str(s->backoff), "parents_remaining", s->parents_remaining,
+      s->retryable, "backoff", opt_str(s->backoff), "parents_remaining",
+      /* A delayed start's -1 (store.h, TK__DELAYED) is a root: none left. */
+      s->parents_remaining < 0 ? 0 : s->parents_remaining,
       "run_at", (json_int_t)s->run_at, "lease_owner", opt_str(s->lease_owner),
       "lease_expires_at", opt_int(s->lease_expires_at), "last_delay_ms",
       (json_int_t)s->last_delay_ms, "last_error", opt_str(s->last_error), "results",
@@ -196,8 +222,10 @@ int tk_engine_task_json(tk_store *s, int64_t task_id, int64_t now, char **out, t
 int tk_engine_status_json(tk_store *s, int64_t now, char **out, tk_err *err) {
   tk__status_report r;
   int64_t ready = INT64_MAX, lease = INT64_MAX;
+  int64_t bytes = 0;
   int rc = s->ops->status(s, now, &r, err);
   if (rc == 0) rc = s->ops->next_due(s, &ready, &lease, err);
+  if (rc == 0) rc = s->ops->size(s, &bytes, err);
   if (rc) return rc;
   int64_t due = lease < ready ? lease : ready;
   json_t *tasks = json_object(), *steps = json_object(), *counters = json_object();
@@ -207,10 +235,11 @@ int tk_engine_status_json(tk_store *s, int64_t now, char **out, tk_err *err) {
     json_object_set_new(steps, r.steps[i].state, json_integer(r.steps[i].n));
   for (int i = 0; i < r.ncounters; i++)
     json_object_set_new(counters, r.counters[i].name, json_integer(r.counters[i].value));
-  json_t *status = json_pack("{s:o, s:o, s:I, s:o, s:o, s:I}", "tasks", tasks, "steps", steps,
-                             "ready_now", (json_int_t)r.ready_now, "next_due_at",
+  json_t *status = json_pack("{s:o, s:o, s:I, s:o, s:o, s:I, s:I}", "tasks", tasks, "steps",
+                             steps, "ready_now", (json_int_t)r.ready_now, "next_due_at",
                              due == INT64_MAX ? json_null() : json_integer(due), "counters",
-                             counters, "now", (json_int_t)now);
+                             counters, "now", (json_int_t)now, "store_bytes",
+                             (json_int_t)bytes);
   return dump(status, out, err);
 }
 

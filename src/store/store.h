@@ -32,8 +32,11 @@
  * status), inputs for many steps at once, a claim reads the store's own
  * clock, migrate to a target version, process_init and server_time; 6:
  * lists over the whole store (task_list, task_count, step_list, activity,
- * for include/tasker/query.h) and attempts' due_at in task reports. */
-#define TK__STORE_OPS_VERSION 6
+ * for include/tasker/query.h) and attempts' due_at in task reports; 7:
+ * schedules (schedule_put, schedule_list, schedule_remove, schedule_fire;
+ * include/tasker/schedule.h); also retention (prune, size) and delayed
+ * starts (tk__new_task.start_at). */
+#define TK__STORE_OPS_VERSION 7
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 #define TK__STATE_MAX 24
@@ -102,7 +105,31 @@ typedef struct tk__new_task {
   const tk__new_step *steps;
   int nsteps;
   int64_t now;
+  /* When its root steps may start (DESIGN §16); <= now: at once. A later
+   * time stores them with parents_remaining = -1 (TK__DELAYED) and run_at
+   * = start_at, out of the fresh steps' index until a claim takes them. */
+  int64_t start_at;
 } tk__new_task;
+
+/* parents_remaining of a root step waiting for its task's start time
+ * (until it is due: then 0, and run_at the start time). */
+#define TK__DELAYED (-1)
+
+/* Which finished tasks a prune takes (DESIGN §16): those in state
+ * complete, error or cancelled whose finished_at is set and before
+ * before[] of their state (TK__PRUNE_*; TK__NONE: none of that state),
+ * oldest finished first. */
+enum { TK__PRUNE_COMPLETE, TK__PRUNE_ERROR, TK__PRUNE_CANCELLED, TK__PRUNE_STATES };
+typedef struct tk__prune_request {
+  int64_t before[TK__PRUNE_STATES];
+  int limit;   /* tasks at most, > 0 (dry_run: ignored) */
+  int dry_run; /* count what would go; change nothing */
+} tk__prune_request;
+
+/* Rows a prune removed (or would), by table. */
+typedef struct tk__prune_counts {
+  int64_t tasks, steps, attempts, transitions, items;
+} tk__prune_counts;
 
 /* A step handed to the engine by a claim. */
 typedef struct tk__claimed {
@@ -356,6 +383,34 @@ typedef struct tk__activity_bucket {
   int64_t lateness_n, lateness_sum_ms, lateness_max_ms;
 } tk__activity_bucket;
 
+/* A stored schedule (DESIGN §16, include/tasker/schedule.h). Strings are
+ * malloc'd when a list returns it (tk__schedule_recs_free), borrowed when
+ * given to schedule_put. */
+typedef struct tk__schedule_rec {
+  char *name, *cron;
+  char *zone;          /* tz database name, or NULL: UTC */
+  char *template_name; /* "name" or "namespace/name" */
+  char *version;       /* NULL: the newest when a slot fires */
+  char *context;       /* JSON object text */
+  char missed[16];     /* "skip" or "catch_up" */
+  char source[16];     /* "config" or "cli": who defined it */
+  int64_t created_at, updated_at;
+  int64_t cursor;       /* every slot at or before this is done (fired or skipped) */
+  int64_t last_fired;   /* the latest slot that submitted a task; TK__NONE */
+  int64_t last_task_id; /* that task; TK__NONE */
+} tk__schedule_rec;
+
+/* One step of a schedule's progress (schedule_fire). */
+typedef struct tk__schedule_step {
+  const char *name;
+  int64_t expected; /* the cursor as read: the step is refused if it moved */
+  int64_t cursor;   /* the new cursor (> expected) */
+  const tk__new_task *task; /* the slot's task (identity set), or NULL: only skip */
+  int64_t slot;             /* the slot task fires, when task is set */
+  int64_t task_id;          /* out: the task (created, or existing by identity) */
+  int existed;              /* out: the identity existed already */
+} tk__schedule_step;
+
 typedef struct tk__store_ops {
   int version; /* TK__STORE_OPS_VERSION: checked when a store opens */
   const char *scheme;
@@ -485,6 +540,44 @@ typedef struct tk__store_ops {
    * in. */
   int (*activity)(tk_store *s, int64_t since, int64_t bucket_ms, int n,
                   tk__activity_bucket *out, tk_err *err);
+
+  /* Schedules (7; DESIGN §16). One namespace of names. Store n schedules
+   * in one transaction (NOTIFY so sleeping engines re-read them). With
+   * replace_source NULL, each is new: TK_EEXIST (nothing stored) when the
+   * name is taken. With replace_source ("config"), the rows are that
+   * source's whole set: each is inserted or updated keeping its cursor and
+   * last fired slot, rows of that source not among them are removed, and a
+   * name taken by another source is TK_EEXIST naming it (nothing changed).
+   * A new row's cursor is the one given. */
+  int (*schedule_put)(tk_store *s, const tk__schedule_rec *rows, int n,
+                      const char *replace_source, tk_err *err);
+  /* Every schedule by name into a malloc'd array (tk__schedule_recs_free);
+   * with name not NULL only that one (TK_ENOENT when missing). */
+  int (*schedule_list)(tk_store *s, const char *name, tk__schedule_rec **out, int *n,
+                       tk_err *err);
+  /* Remove one schedule: TK_ENOENT when missing; the tasks it created stay. */
+  int (*schedule_remove)(tk_store *s, const char *name, tk_err *err);
+  /* Advance a schedule's cursor from step->expected to step->cursor and,
+   * with step->task, create that task (by identity: existing is no error)
+   * and record step->slot as its last fired slot: all in one transaction.
+   * TK_ESTATE, changing nothing, when the cursor is no longer
+   * step->expected (another orchestrator moved it) or the schedule is gone. */
+  int (*schedule_fire)(tk_store *s, tk__schedule_step *step, tk_err *err);
+
+  /* Retention (7; DESIGN §16). Remove the tasks r selects, at most
+   * r->limit of them, with their steps, attempts, transitions, items and
+   * batch settings, in one transaction; *out counts the rows removed. With
+   * r->dry_run, count what removing every task r selects would remove (the
+   * limit ignored) and change nothing. A task not finished is never taken; on a shared
+   * server, tasks another prune (or an operator) holds are skipped, not
+   * waited for. */
+  int (*prune)(tk_store *s, const tk__prune_request *r, tk__prune_counts *out, tk_err *err);
+  /* The bytes the store takes on disk: SQLite's file and its WAL;
+   * PostgreSQL's tables of the current schema with their indexes and
+   * TOAST. */
+  int (*size)(tk_store *s, int64_t *bytes, tk_err *err);
+  /* tk_store_set_durability: kept for connections made again. */
+  int (*durability)(tk_store *s, tk_durability d, tk_err *err);
 } tk__store_ops;
 
 /* Every backend's store struct starts with this. */
@@ -522,6 +615,7 @@ void tk__template_recs_free(tk__template_rec *r, int n);
 void tk__task_report_free(tk__task_report *r);
 void tk__task_rows_free(tk__task_row *r, int n);
 void tk__step_rows_free(tk__step_row *r, int n);
+void tk__schedule_recs_free(tk__schedule_rec *r, int n);
 /* Free a batch load's items and text and zero it (NULL allowed). */
 void tk__batch_load_free(tk__batch_load *b);
 

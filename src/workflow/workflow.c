@@ -8,6 +8,7 @@
 
 #include "store/store.h"
 #include "workflow/batch_items.h"
+#include "workflow/submit.h"
 #include "workflow/template.h"
 
 /* FNV-1a over the canonical JSON text: enough to tell a re-add of the
@@ -88,8 +89,9 @@ static json_t *retry_setting(json_t *def, json_t *step, const char *key) {
   return v ? v : json_object_get(json_object_get(def, "retry"), key);
 }
 
-int tk_task_submit(tk_store *s, const tk_config *cfg, const tk_submit_request *req, int64_t now,
-                   int64_t *task_id, int *existed, tk_err *err) {
+int tk__task_build(tk_store *s, const tk_config *cfg, const tk_submit_request *req, int64_t now,
+                   tk__built_task *b, tk_err *err) {
+  memset(b, 0, sizeof *b);
   json_error_t jerr;
   const char *ctx_text = req->context_json ? req->context_json : "{}";
   /* Any JSON value parses, so that a valid non-object gets the clear
@@ -109,17 +111,19 @@ int tk_task_submit(tk_store *s, const tk_config *cfg, const tk_submit_request *r
     return tk_err_set(err, TK_EINVAL, "context: expected a JSON object such as {\"order\": 42}, "
                       "got %s", kind);
   }
-  tk__template_rec tmpl;
-  int rc = tk__template_lookup(s, req->template_name, req->version, &tmpl, err);
+  b->ctx = ctx;
+  int rc = tk__template_lookup(s, req->template_name, req->version, &b->tmpl, err);
   if (rc) {
     json_decref(ctx);
+    b->ctx = NULL;
     return rc;
   }
-  json_t *def = json_loads(tmpl.definition, 0, NULL);
+  b->have_tmpl = 1;
+  json_t *def = b->def = json_loads(b->tmpl.definition, 0, NULL);
   json_t *steps = json_object_get(def, "steps");
-  size_t n = json_array_size(steps);
-  tk__new_step *ns = calloc(n ? n : 1, sizeof *ns);
-  char *canonical = json_dumps(ctx, JSON_COMPACT);
+  size_t n = b->n = json_array_size(steps);
+  tk__new_step *ns = b->steps = calloc(n ? n : 1, sizeof *ns);
+  char *canonical = b->canonical = json_dumps(ctx, JSON_COMPACT);
   if (ns == NULL || canonical == NULL) {
     rc = tk_err_set(err, TK_ENOMEM, "out of memory submitting %s", req->template_name);
     goto done;
@@ -138,15 +142,36 @@ int tk_task_submit(tk_store *s, const tk_config *cfg, const tk_submit_request *r
     ns[i].backoff = v ? json_string_value(v) : "default";
     if ((rc = tk__batch_step_resolve(step, ctx, cfg, &ns[i], err))) goto done;
   }
-  tk__new_task t = {
-      .template_id = tmpl.id,
+  b->t = (tk__new_task){
+      .template_id = b->tmpl.id,
       .context = canonical,
       .identity = req->identity,
       .steps = ns,
       .nsteps = (int)n,
       .now = now,
+      .start_at = req->start_at,
   };
-  rc = s->ops->task_create(s, &t, task_id, existed, err);
+done:
+  if (rc) tk__built_task_free(b);
+  return rc;
+}
+
+void tk__built_task_free(tk__built_task *b) {
+  for (size_t i = 0; b->steps && i < b->n; i++) tk__batch_step_free(&b->steps[i]);
+  free(b->canonical);
+  free(b->steps);
+  json_decref(b->def);
+  if (b->have_tmpl) tk__template_rec_free(&b->tmpl);
+  json_decref(b->ctx);
+  memset(b, 0, sizeof *b);
+}
+
+int tk_task_submit(tk_store *s, const tk_config *cfg, const tk_submit_request *req, int64_t now,
+                   int64_t *task_id, int *existed, tk_err *err) {
+  tk__built_task b;
+  int rc = tk__task_build(s, cfg, req, now, &b, err);
+  if (rc) return rc;
+  rc = s->ops->task_create(s, &b.t, task_id, existed, err);
   if (rc == 0 && !(existed && *existed) && req->observer && req->observer->on_event &&
       (req->observer->interest & TK_EV_BIT(TK_EV_TASK_CREATED))) {
     tk_event ev = {.type = TK_EV_TASK_CREATED, .at = now, .task = *task_id};
@@ -155,13 +180,7 @@ int tk_task_submit(tk_store *s, const tk_config *cfg, const tk_submit_request *r
     ev.u.created.identity = req->identity;
     req->observer->on_event(&ev, req->observer_ud);
   }
-done:
-  for (size_t i = 0; ns && i < n; i++) tk__batch_step_free(&ns[i]);
-  free(canonical);
-  free(ns);
-  json_decref(def);
-  tk__template_rec_free(&tmpl);
-  json_decref(ctx);
+  tk__built_task_free(&b);
   return rc;
 }
 

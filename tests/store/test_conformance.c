@@ -27,6 +27,8 @@
 #include <libpq-fe.h>
 
 #include <tasker/config.h>
+#include <tasker/engine.h>
+#include <tasker/schedule.h>
 #include <tasker/store.h>
 #include <tasker/workflow.h>
 
@@ -2430,7 +2432,9 @@ static void upgrade_from(world *w, int v, int latest) {
   AT_VERSION(v, s->ops->task_report(s, task, &rep, &err), "task report", err);
   /* b became ready when a completed: at T(10) before the upgrade, else T(20). */
   assert_int_equal(attempt_of(&rep, "b", 1)->due_at, claimed ? T(10) : T(20));
-  if (claimed) assert_int_equal(attempt_of(&rep, "a", 1)->due_at, TK__NONE);
+  /* (the column came with the lists' migration; claims since write it) */
+  if (claimed && v < migration_number(w, "lists"))
+    assert_int_equal(attempt_of(&rep, "a", 1)->due_at, TK__NONE);
   tk__task_report_free(&rep);
   close_store(w, s);
 }
@@ -2451,10 +2455,500 @@ static void upgrade_from_every_older_version(world *w) {
 }
 
 /* ------------------------------------------------------------------ */
+/* Schedules (DESIGN §16, include/tasker/schedule.h)                   */
+/* ------------------------------------------------------------------ */
+
+/* The identities of every task whose identity starts with prefix, oldest
+ * task first, one per line (read through task_list). Malloc'd. */
+static char *identities(world *w, const char *prefix) {
+  tk__task_query q = {.limit = 10000};
+  tk__task_row *rows = NULL;
+  int n = 0;
+  tk_err err;
+  must(w->s->ops->task_list(w->s, &q, &rows, &n, &err), &err, "task list");
+  size_t cap = 64 * (size_t)n + 1, len = 0;
+  char *out = calloc(1, cap);
+  for (int i = n - 1; i >= 0; i--)
+    if (rows[i].identity && strncmp(rows[i].identity, prefix, strlen(prefix)) == 0)
+      len += (size_t)snprintf(out + len, cap - len, "%s\n", rows[i].identity);
+  tk__task_rows_free(rows, n);
+  return out;
+}
+
+/* How many lines text has. */
+static int lines_in(const char *text) {
+  int n = 0;
+  for (const char *p = text; *p; p++) n += *p == '\n';
+  return n;
+}
+
+/* Add schedule name (cron, missed) of template "one" at now. */
+static void add_schedule(world *w, const char *name, const char *cron, const char *zone,
+                         tk_schedule_missed missed) {
+  tk_schedule_def d = {.name = name, .cron = cron, .zone = zone, .template_name = "one",
+                       .context_json = "{\"from\":\"schedule\"}", .missed = missed};
+  tk_err err;
+  must(tk_schedule_add(w->s, w->cfg, &d, w->clock.now_ms, &err), &err, "add schedule");
+}
+
+/* The store's schedules as one line each: name|cron|zone|template|missed|source. */
+static char *schedules_text(world *w) {
+  tk__schedule_rec *r = NULL;
+  int n = 0;
+  tk_err err;
+  must(w->s->ops->schedule_list(w->s, NULL, &r, &n, &err), &err, "list schedules");
+  char *out = calloc(1, 4096);
+  size_t len = 0;
+  for (int i = 0; i < n; i++)
+    len += (size_t)snprintf(out + len, 4096 - len, "%s|%s|%s|%s|%s|%s\n", r[i].name, r[i].cron,
+                            r[i].zone ? r[i].zone : "-", r[i].template_name, r[i].missed,
+                            r[i].source);
+  tk__schedule_recs_free(r, n);
+  return out;
+}
+
+/* Stored and configured schedules share one namespace: a taken name is
+ * refused (nothing stored), a configured one cannot be removed by name,
+ * and a sync that meets a stored name changes nothing. */
+static void schedules_put_list_remove(world *w) {
+  add_template(w, one_toml);
+  tk_err err;
+  add_schedule(w, "nightly", "0 2 * * *", "Europe/Berlin", TK_MISSED_SKIP);
+  add_schedule(w, "hourly", "@hourly", NULL, TK_MISSED_CATCH_UP);
+  char *before = schedules_text(w);
+  assert_string_equal(before, "hourly|@hourly|-|one|catch_up|cli\n"
+                              "nightly|0 2 * * *|Europe/Berlin|one|skip|cli\n");
+  tk_schedule_def dup = {.name = "nightly", .cron = "* * * * *", .template_name = "one"};
+  assert_int_equal(tk_schedule_add(w->s, w->cfg, &dup, T(0), &err), TK_EEXIST);
+  tk_schedule_def bad = {.name = "other", .cron = "* * * * *", .template_name = "missing"};
+  assert_int_equal(tk_schedule_add(w->s, w->cfg, &bad, T(0), &err), TK_ENOENT);
+  char *after = schedules_text(w);
+  assert_string_equal(after, before);
+  free(after);
+
+  /* A configuration that defines "nightly" too: the sync is refused whole. */
+  tk_config *cfg;
+  const char *sets[] = {"schedules.nightly.cron=\"5 * * * *\"",
+                        "schedules.nightly.template=\"one\"", "schedules.extra.cron=\"@daily\"",
+                        "schedules.extra.template=\"one\""};
+  tk_config_source src = {NULL, NULL, NULL, sets, 4};
+  must(tk_config_load(&src, &cfg, &err), &err, "configuration");
+  assert_int_equal(tk_schedule_sync(w->s, cfg, T(0), &err), TK_EEXIST);
+  after = schedules_text(w);
+  assert_string_equal(after, before);
+  free(after);
+
+  /* Without the conflict the configured ones are synced; a second sync
+   * with fewer removes what is no longer configured. */
+  must(tk_schedule_remove(w->s, "nightly", &err), &err, "remove");
+  must(tk_schedule_sync(w->s, cfg, T(0), &err), &err, "sync");
+  after = schedules_text(w);
+  assert_string_equal(after, "extra|@daily|-|one|skip|config\n"
+                             "hourly|@hourly|-|one|catch_up|cli\n"
+                             "nightly|5 * * * *|-|one|skip|config\n");
+  free(after);
+  assert_int_equal(tk_schedule_remove(w->s, "extra", &err), TK_ESTATE);
+  assert_int_equal(tk_schedule_remove(w->s, "gone", &err), TK_ENOENT);
+  tk_config_free(cfg);
+  tk_config *none;
+  tk_config_source empty = {NULL, NULL, NULL, NULL, 0};
+  must(tk_config_load(&empty, &none, &err), &err, "configuration");
+  must(tk_schedule_sync(w->s, none, T(0), &err), &err, "sync");
+  after = schedules_text(w);
+  assert_string_equal(after, "hourly|@hourly|-|one|catch_up|cli\n");
+  free(after);
+  tk_config_free(none);
+  free(before);
+}
+
+/* A progress step whose cursor is stale (another orchestrator moved it
+ * on) is refused whole: no task, however its identity is spelled. */
+static void schedules_stale_cursor_fires_nothing(world *w) {
+  add_template(w, one_toml);
+  add_schedule(w, "q", "*/15 * * * *", NULL, TK_MISSED_SKIP);
+  tk__schedule_rec *r = NULL;
+  int n = 0;
+  tk_err err;
+  must(w->s->ops->schedule_list(w->s, "q", &r, &n, &err), &err, "list");
+  int64_t read = r[0].cursor;
+  tk__schedule_recs_free(r, n);
+  w->clock.now_ms = T(15 * 60000);
+  tk_schedule_pass p;
+  must(tk_schedule_fire_due(w->s, w->cfg, w->clock.now_ms, &p, &err), &err, "fire");
+  assert_int_equal(p.fired, 1);
+  /* What an orchestrator that read the schedule before would write. */
+  tk__new_task t = {.template_id = 1, .context = "{}", .identity = "schedule:q:stale",
+                    .now = w->clock.now_ms};
+  tk__schedule_step st = {.name = "q", .expected = read, .cursor = T(15 * 60000), .task = &t,
+                          .slot = T(15 * 60000)};
+  assert_int_equal(w->s->ops->schedule_fire(w->s, &st, &err), TK_ESTATE);
+  char *ids = identities(w, "schedule:");
+  assert_string_equal(ids, "schedule:q:2026-01-01T00:15:00Z\n");
+  free(ids);
+}
+
+#define ORCHESTRATORS 3
+
+typedef struct ticker {
+  tk_engine *e;
+  pthread_barrier_t *go;
+  char error[512];
+} ticker;
+
+/* One engine pass, started with the others at once. */
+static void *tick_at_once(void *arg) {
+  ticker *k = arg;
+  tk_err err;
+  int64_t due;
+  pthread_barrier_wait(k->go);
+  if (tk_engine_tick(k->e, &due, &err) != 0) snprintf(k->error, sizeof k->error, "%s", err.msg);
+  return NULL;
+}
+
+/* Three orchestrators (engines on their own connections) step through six
+ * hours of a quarter-hour schedule, each pass of all three started at
+ * once at every slot and between slots: each slot's task exists once. */
+static void schedules_fire_once_per_slot(world *w) {
+  add_template(w, one_toml);
+  add_schedule(w, "q", "*/15 * * * *", NULL, TK_MISSED_SKIP);
+  tk_engine *e[ORCHESTRATORS];
+  ticker k[ORCHESTRATORS];
+  for (int i = 0; i < ORCHESTRATORS; i++) {
+    char id[24];
+    snprintf(id, sizeof id, "orch-%d", i + 1);
+    tk_engine_options o = {.store = open_store(w, w->url), .config = w->cfg,
+                           .clock = tk_clock_manual(&w->clock), .seed = 7, .id = id};
+    tk_err err;
+    must(tk_engine_new(&o, &e[i], &err), &err, "engine");
+    k[i] = (ticker){.e = e[i]};
+  }
+  pthread_barrier_t go;
+  pthread_barrier_init(&go, NULL, ORCHESTRATORS);
+  for (int64_t m = 0; m <= 6 * 60; m += 5) {
+    w->clock.now_ms = T(m * 60000);
+    pthread_t th[ORCHESTRATORS];
+    for (int i = 0; i < ORCHESTRATORS; i++) {
+      k[i].go = &go;
+      pthread_create(&th[i], NULL, tick_at_once, &k[i]);
+    }
+    for (int i = 0; i < ORCHESTRATORS; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < ORCHESTRATORS; i++)
+      if (k[i].error[0]) fail_msg("orch-%d at minute %lld: %s", i + 1, (long long)m, k[i].error);
+  }
+  pthread_barrier_destroy(&go);
+  for (int i = 0; i < ORCHESTRATORS; i++) tk_engine_free(e[i]);
+  char *ids = identities(w, "schedule:q:");
+  assert_int_equal(lines_in(ids), 24); /* 00:15 ... 06:00 */
+  char want[4096] = "";
+  for (int s = 1; s <= 24; s++) {
+    char line[64];
+    snprintf(line, sizeof line, "schedule:q:2026-01-01T%02d:%02d:00Z\n", s * 15 / 60,
+             s * 15 % 60);
+    strcat(want, line);
+  }
+  assert_string_equal(ids, want);
+  free(ids);
+  assert_int_equal(tasks_in(w, TK__TASK_COMPLETE), 24);
+}
+
+/* ------------------------------------------------------------------ */
 /* The table                                                           */
 /* ------------------------------------------------------------------ */
 
 /* Every case, run once per backend as "BACKEND: CASE". */
+/* ------------------------------------------------------------------ */
+/* Delayed starts and retention (DESIGN §16)                           */
+/* ------------------------------------------------------------------ */
+
+/* Submit a task of `name` now whose root steps start at start_at. */
+static int64_t submit_at(world *w, const char *name, const char *context, int64_t start_at) {
+  tk_submit_request req = {.template_name = name, .context_json = context,
+                           .start_at = start_at};
+  int64_t id = 0;
+  int existed = 0;
+  tk_err err;
+  must(tk_task_submit(w->s, w->cfg, &req, w->clock.now_ms, &id, &existed, &err), &err,
+       "submit with a start time");
+  return id;
+}
+
+/* The store's next ready time (next_due's ready_at). */
+static int64_t next_ready(world *w) {
+  int64_t ready = 0;
+  tk_err err;
+  must(w->s->ops->next_due(w->s, &ready, NULL, &err), &err, "next due");
+  return ready;
+}
+
+/* A delayed task's root steps are claimed at their start and not before,
+ * after the work already ready, and next_due says when. */
+static void delayed_start_claimed_at_its_time(world *w) {
+  add_template(w, chain_toml);
+  int64_t later = submit_at(w, "chain", NULL, T(1000));
+  int64_t now_task = submit(w, "chain");
+  assert_int_equal(next_ready(w), T(0)); /* now_task's a is due */
+  tk__claimed c[4];
+  assert_int_equal(claim(w->s, "A", 4, c), 1);
+  assert_int_equal(c[0].task_id, now_task);
+  assert_int_equal(next_ready(w), T(1000));
+  tk__task_report r;
+  report_on(w->s, later, &r);
+  assert_string_equal(r.state, TK__TASK_PENDING);
+  assert_string_equal(step_named(&r, "a")->state, TK__STEP_PENDING);
+  assert_int_equal(step_named(&r, "a")->run_at, T(1000));
+  tk__task_report_free(&r);
+  w->clock.now_ms = T(999);
+  assert_int_equal(claim(w->s, "A", 4, c), 0);
+  w->clock.now_ms = T(1000);
+  assert_int_equal(claim(w->s, "A", 4, c), 1);
+  assert_int_equal(c[0].task_id, later);
+  assert_int_equal(c[0].idx, 0);
+  assert_int_equal(c[0].run_at, T(1000)); /* due at its start: no lateness */
+  assert_string_equal(c[0].prev_state, TK__STEP_PENDING);
+  assert_true(c[0].task_was_pending);
+  assert_int_equal(next_ready(w), INT64_MAX);
+  /* From then on it is an ordinary task: its child follows. */
+  w->clock.now_ms = T(1001);
+  tk__outcome o = success_of(&c[0], "A", T(1001));
+  assert_int_equal(record_ok(w->s, &o).children_released, 1);
+  assert_int_equal(claim(w->s, "A", 4, c), 1);
+  assert_int_equal(c[0].task_id, later);
+  assert_int_equal(c[0].idx, 1);
+  expect_states(w, later, TK__TASK_IN_PROGRESS, "a", TK__STEP_COMPLETE, "b",
+                TK__STEP_IN_PROGRESS, NULL);
+  /* A start in the past (or now) is no delay. */
+  int64_t past = submit_at(w, "chain", NULL, T(5));
+  assert_int_equal(claim(w->s, "A", 4, c), 1);
+  assert_int_equal(c[0].task_id, past);
+}
+
+/* Tasks delayed to later do not stand in front of ready work, come due
+ * earliest start first, and a cancelled one never starts. */
+static void delayed_backlog_and_cancel(world *w) {
+  add_template(w, four_toml); /* a, b, c roots; d after a */
+  int64_t late[20];
+  for (int i = 0; i < 20; i++) late[i] = submit_at(w, "four", NULL, T(5000 - i));
+  int64_t ready = submit(w, "four");
+  tk__claimed c[8];
+  assert_int_equal(claim(w->s, "A", 8, c), 3);
+  for (int i = 0; i < 3; i++) assert_int_equal(c[i].task_id, ready);
+  const char *state;
+  tk_err err;
+  must(tk_task_operate(w->s, TK_OP_CANCEL, late[19], NULL, T(1), &state, &err), &err, "cancel");
+  assert_int_equal(next_ready(w) >= T(4981), 1);
+  w->clock.now_ms = T(4982); /* late[19] (T(4981), cancelled) and late[18] are due */
+  int n = claim(w->s, "A", 8, c);
+  assert_int_equal(n, 3); /* the three roots of late[18] */
+  for (int i = 0; i < n; i++) assert_int_equal(c[i].task_id, late[18]);
+  expect_states(w, late[19], TK__TASK_CANCELLED, "a", TK__STEP_CANCELLED, NULL);
+  /* Once due a delayed task is fresh work: which of the due ones a claim
+   * takes first is the backend's order, but only due ones. */
+  w->clock.now_ms = T(4990); /* late[17] .. late[10] are due, 3 roots each */
+  tk__claimed many[64];
+  for (int got = 0; got < 24; got += n) {
+    n = claim(w->s, "A", 64, many);
+    assert_true(n > 0);
+    for (int i = 0; i < n; i++) {
+      int k = 0;
+      while (k < 20 && late[k] != many[i].task_id) k++;
+      assert_true(k >= 10 && k <= 17);
+    }
+  }
+  assert_int_equal(claim(w->s, "A", 64, many), 0);
+}
+
+/* The rows a prune of these tasks must count, from their reports. */
+static tk__prune_counts rows_of(world *w, const int64_t *ids, int n) {
+  tk__prune_counts c = {0};
+  for (int i = 0; i < n; i++) {
+    tk__task_report r;
+    report_on(w->s, ids[i], &r);
+    c.tasks++;
+    c.steps += r.nsteps;
+    c.attempts += r.nattempts;
+    c.transitions += r.ntransitions;
+    for (int k = 0; k < r.nsteps; k++)
+      c.items += r.steps[k].items_pending + r.steps[k].items_acked + r.steps[k].items_gave_up;
+    tk__task_report_free(&r);
+  }
+  return c;
+}
+
+static void expect_counts(tk__prune_counts got, tk__prune_counts want) {
+  assert_int_equal(got.tasks, want.tasks);
+  assert_int_equal(got.steps, want.steps);
+  assert_int_equal(got.attempts, want.attempts);
+  assert_int_equal(got.transitions, want.transitions);
+  assert_int_equal(got.items, want.items);
+}
+
+static tk__prune_counts prune(world *w, int64_t complete, int64_t error, int64_t cancelled,
+                              int limit, int dry_run) {
+  tk__prune_request r = {.before = {complete, error, cancelled}, .limit = limit,
+                         .dry_run = dry_run};
+  tk__prune_counts c;
+  tk_err err;
+  must(w->s->ops->prune(w->s, &r, &c, &err), &err, "prune");
+  return c;
+}
+
+static int task_exists(world *w, int64_t id) {
+  tk__task_report r;
+  tk_err err;
+  int rc = w->s->ops->task_report(w->s, id, &r, &err);
+  if (rc == 0) tk__task_report_free(&r);
+  else assert_int_equal(rc, TK_ENOENT);
+  return rc == 0;
+}
+
+/* Pruning removes finished tasks (complete, error, cancelled) finished
+ * before their state's cutoff, with every row they own, counted exactly;
+ * unfinished tasks and their rows stay as they were. */
+static void prune_finished_tasks_only(world *w) {
+  add_template(w, chain_toml);
+  add_template(w, bulk_toml);
+  tk__claimed c[2];
+  /* done: complete at T(10) */
+  int64_t done = submit(w, "chain");
+  c[0] = claim_one(w->s, "A");
+  w->clock.now_ms = T(5);
+  tk__outcome o = success_of(&c[0], "A", T(5));
+  record_ok(w->s, &o);
+  c[0] = claim_one(w->s, "A");
+  w->clock.now_ms = T(10);
+  o = success_of(&c[0], "A", T(10));
+  record_ok(w->s, &o);
+  /* failed: error at T(20) */
+  int64_t failed = submit(w, "chain");
+  c[0] = claim_one(w->s, "A");
+  w->clock.now_ms = T(20);
+  o = error_of(&c[0], "A", T(20));
+  record_ok(w->s, &o);
+  /* gone: a batch task with items, cancelled at T(30) */
+  w->clock.now_ms = T(30);
+  int existed;
+  int64_t gone = submit_on(w, w->s, "bulk", "{\"items\": [\"x\", \"y\", \"z\"]}", NULL, T(30),
+                           &existed);
+  const char *state;
+  tk_err err;
+  must(tk_task_operate(w->s, TK_OP_CANCEL, gone, NULL, T(30), &state, &err), &err, "cancel");
+  /* Unfinished: one running, one pending, one delayed, one in error
+   * reopened by an operator's retry. */
+  int64_t running = submit(w, "chain");
+  c[0] = claim_one(w->s, "A");
+  int64_t pending = submit(w, "chain");
+  int64_t delayed = submit_at(w, "chain", NULL, T(100000));
+  int64_t reopened = submit(w, "chain");
+  tk__claimed r0[4];
+  int n = claim(w->s, "A", 4, r0);
+  assert_int_equal(n, 2); /* pending's a and reopened's a */
+  o = error_of(&r0[1], "A", T(31));
+  assert_int_equal(r0[1].task_id, reopened);
+  record_ok(w->s, &o);
+  must(tk_task_operate(w->s, TK_OP_RETRY, reopened, "a", T(32), &state, &err), &err, "retry");
+  w->clock.now_ms = T(40);
+  int64_t unfinished[] = {running, pending, delayed, reopened};
+  char *before[4];
+  for (int i = 0; i < 4; i++) before[i] = task_text(w, unfinished[i]);
+
+  /* A dry run counts exactly and changes nothing. */
+  int64_t early[] = {done, failed};
+  expect_counts(prune(w, T(25), T(25), T(25), 0, 1), rows_of(w, early, 2));
+  int64_t all[] = {done, failed, gone};
+  tk__prune_counts want_all = rows_of(w, all, 3);
+  assert_true(want_all.items == 3);
+  expect_counts(prune(w, T(1000), T(1000), T(1000), 0, 1), want_all);
+  assert_true(task_exists(w, done) && task_exists(w, failed) && task_exists(w, gone));
+  /* A cutoff is per state: complete only, one at most. */
+  int64_t only_done[] = {done};
+  tk__prune_counts want_done = rows_of(w, only_done, 1);
+  expect_counts(prune(w, T(11), TK__NONE, TK__NONE, 1, 0), want_done);
+  assert_false(task_exists(w, done));
+  assert_true(task_exists(w, failed));
+  /* Finished at the cutoff itself is not before it. */
+  expect_counts(prune(w, TK__NONE, T(20), T(30), 10, 0), (tk__prune_counts){0});
+  int64_t rest[] = {failed, gone};
+  tk__prune_counts want_rest = rows_of(w, rest, 2);
+  expect_counts(prune(w, T(1000), T(1000), T(1000), 10, 0), want_rest);
+  assert_false(task_exists(w, failed));
+  assert_false(task_exists(w, gone));
+  expect_counts(prune(w, T(1000), T(1000), T(1000), 10, 0), (tk__prune_counts){0});
+  for (int i = 0; i < 4; i++) expect_unchanged(w, unfinished[i], before[i]);
+  assert_int_equal(tasks_in(w, TK__TASK_COMPLETE) + tasks_in(w, TK__TASK_ERROR) +
+                       tasks_in(w, TK__TASK_CANCELLED),
+                   0);
+  /* The store still works: the unfinished tasks go on. */
+  w->clock.now_ms = T(100000);
+  assert_int_equal(claim(w->s, "A", 4, r0), 2); /* reopened's retry, delayed's a */
+}
+
+#define PRUNED_TASKS 30
+
+typedef struct pruner {
+  tk_store *s;
+  pthread_barrier_t *go;
+  int64_t tasks, rows;
+  char error[TK_ERR_MSG_MAX + 64];
+} pruner;
+
+/* The pruner thread: batches of 4 until a batch finds none. */
+static void *prune_until_none(void *arg) {
+  pruner *p = arg;
+  pthread_barrier_wait(p->go);
+  for (int round = 0; round < 1000; round++) {
+    tk__prune_request r = {.before = {T(1000), T(1000), T(1000)}, .limit = 4};
+    tk__prune_counts c;
+    tk_err err;
+    if (p->s->ops->prune(p->s, &r, &c, &err) != 0) {
+      snprintf(p->error, sizeof p->error, "prune: %s", err.msg);
+      return NULL;
+    }
+    p->tasks += c.tasks;
+    p->rows += c.steps + c.attempts + c.transitions;
+    if (c.tasks == 0) return NULL;
+  }
+  snprintf(p->error, sizeof p->error, "still pruning after 1000 batches");
+  return NULL;
+}
+
+/* Two connections pruning at once remove each task once, counted once,
+ * without waiting on each other for ever. */
+static void prune_from_two_connections(world *w) {
+  add_template(w, one_toml);
+  int64_t ids[PRUNED_TASKS];
+  for (int i = 0; i < PRUNED_TASKS; i++) {
+    ids[i] = submit(w, "one");
+    const char *state;
+    tk_err err;
+    must(tk_task_operate(w->s, TK_OP_CANCEL, ids[i], NULL, T(1), &state, &err), &err, "cancel");
+  }
+  tk__prune_counts want = rows_of(w, ids, PRUNED_TASKS);
+  pthread_barrier_t go;
+  pthread_barrier_init(&go, NULL, 2);
+  pruner p[2] = {{.s = w->s, .go = &go}, {.s = open_store(w, w->url), .go = &go}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, prune_until_none, &p[i]);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&go);
+  for (int i = 0; i < 2; i++)
+    if (p[i].error[0]) fail_msg("%s", p[i].error);
+  assert_int_equal(p[0].tasks + p[1].tasks, PRUNED_TASKS);
+  assert_int_equal(p[0].rows + p[1].rows, want.steps + want.attempts + want.transitions);
+  assert_int_equal(tasks_in(w, TK__TASK_CANCELLED), 0);
+}
+
+/* The store's size on disk is reported and grows with what it holds. */
+static void store_size(world *w) {
+  int64_t a = 0, b = 0;
+  tk_err err;
+  must(w->s->ops->size(w->s, &a, &err), &err, "size");
+  assert_true(a > 0);
+  add_template(w, one_toml);
+  for (int i = 0; i < 300; i++) submit_on(w, w->s, "one", "{\"pad\": \"................................................................................................\"}", NULL, T(0), &(int){0});
+  must(w->s->ops->size(w->s, &b, &err), &err, "size");
+  assert_true(b > a);
+}
+
 static const conformance_case cases[] = {
     {"claim order: due retries by run_at, then pending work", due_retries_first_then_pending, 0},
     {"claim order: the oldest task's steps first", oldest_task_first, 0},
@@ -2486,6 +2980,17 @@ static const conformance_case cases[] = {
     {"lists: activity in buckets", activity_buckets, 0},
     {"claims write due_at", claims_write_due_at, 0},
     {"upgrade from every older schema version", upgrade_from_every_older_version, 1},
+    {"schedules: put, list, remove, one namespace with the configuration",
+     schedules_put_list_remove, 0},
+    {"schedules: a stale cursor fires nothing", schedules_stale_cursor_fires_nothing, 0},
+    {"schedules: each slot fires once with three orchestrators", schedules_fire_once_per_slot,
+     0},
+    {"delayed start: claimed at its time and not before", delayed_start_claimed_at_its_time, 0},
+    {"delayed start: a backlog waits, a cancelled one never starts", delayed_backlog_and_cancel,
+     0},
+    {"retention: only finished tasks go, with exact counts", prune_finished_tasks_only, 0},
+    {"retention: two connections pruning at once", prune_from_two_connections, 0},
+    {"retention: the store's size", store_size, 0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

@@ -20,8 +20,10 @@
  * task locked by another claim is being started by it, one locked by an
  * operator is being cancelled; either way this claim need not wait), and
  * the transitions. Due retries come first, earliest run_at first, then
- * ready pending steps, oldest task first (DESIGN §4), each a range scan of
- * its partial index (0001_init.sql). Rows of tables are reached by their
+ * delayed starts that came due, earliest first (kind 1: parents_remaining
+ * -1 until claimed, 0005_delayed_and_retention.sql), then ready pending
+ * steps, oldest task first (DESIGN §4), each a range scan of its partial
+ * index (0001_init.sql). Rows of tables are reached by their
  * keys (= ANY of an array, a scalar subquery) rather than by joins, so
  * that the plan stays a few index lookups per step when the server uses
  * its generic plan for this prepared statement, whose estimate of the
@@ -33,15 +35,22 @@ static const char CLAIM_SQL[] =
     " SELECT id, task_id, attempts, run_at, 0 AS kind FROM steps"
     " WHERE state = " Q(TK__STEP_WAITING) " AND run_at <= $4::bigint"
     " ORDER BY run_at, id LIMIT $5::int FOR UPDATE SKIP LOCKED),"
-    " fresh AS ("
+    " late AS ("
     " SELECT id, task_id, attempts, run_at, 1 AS kind FROM steps"
-    " WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = 0 AND run_at <= $2::bigint"
-    " ORDER BY task_id, id LIMIT GREATEST(0, LEAST($6::int, $5 - (SELECT count(*) FROM due)))"
+    " WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = -1 AND run_at <= $2::bigint"
+    " ORDER BY run_at, id LIMIT GREATEST(0, LEAST($6::int, $5 - (SELECT count(*) FROM due)))"
     " FOR UPDATE SKIP LOCKED),"
-    " picked AS (SELECT * FROM due UNION ALL SELECT * FROM fresh),"
+    " fresh AS ("
+    " SELECT id, task_id, attempts, run_at, 2 AS kind FROM steps"
+    " WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = 0 AND run_at <= $2::bigint"
+    " ORDER BY task_id, id LIMIT GREATEST(0, LEAST($6::int - (SELECT count(*) FROM late),"
+    " $5 - (SELECT count(*) FROM due) - (SELECT count(*) FROM late)))"
+    " FOR UPDATE SKIP LOCKED),"
+    " picked AS (SELECT * FROM due UNION ALL SELECT * FROM late UNION ALL SELECT * FROM fresh),"
     " att AS (INSERT INTO attempts (step_id, attempt, owner, started_at, due_at)"
     " SELECT id, attempts + 1, $1::text, $2, run_at FROM picked RETURNING id, step_id),"
     " moved AS (UPDATE steps s SET state = " Q(TK__STEP_IN_PROGRESS) ", attempts = s.attempts + 1,"
+    " parents_remaining = 0,"
     " lease_owner = $1, lease_expires_at = $3::bigint,"
     " claim_id = (SELECT att.id FROM att WHERE att.step_id = s.id)"
     " WHERE s.id = ANY (ARRAY(SELECT step_id FROM att))"
@@ -62,8 +71,8 @@ static const char CLAIM_SQL[] =
     " m.idx, m.attempts, m.max_attempts, m.retryable, m.run_at, m.last_delay_ms, m.backoff,"
     " m.claim_id, p.kind, m.task_id IN (SELECT id FROM started)"
     " FROM moved m JOIN picked p ON p.id = m.id"
-    " ORDER BY p.kind, CASE p.kind WHEN 0 THEN p.run_at END,"
-    " CASE p.kind WHEN 1 THEN p.task_id END, p.id";
+    " ORDER BY p.kind, CASE WHEN p.kind < 2 THEN p.run_at END,"
+    " CASE p.kind WHEN 2 THEN p.task_id END, p.id";
 
 /* The earliest retry still waiting after the claim (its own snapshot, so
  * the steps just claimed are no longer among them). */
@@ -201,10 +210,14 @@ int tk__pg_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *e
       " (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_PENDING)
       " AND parents_remaining = 0 ORDER BY task_id, id LIMIT 1),"
       " (SELECT MIN(lease_expires_at) FROM steps WHERE lease_expires_at IS NOT NULL"
-      " AND state = " Q(TK__STEP_IN_PROGRESS) ")",
+      " AND state = " Q(TK__STEP_IN_PROGRESS) "),"
+      " (SELECT MIN(run_at) FROM steps WHERE state = " Q(TK__STEP_PENDING)
+      " AND parents_remaining = -1)",
       NULL, "next due", &r, err);
   if (rc == 0) {
     int64_t retry = or_never(tk__pg_i64(r, 0, 0)), fresh = or_never(tk__pg_i64(r, 0, 1));
+    int64_t delayed = or_never(tk__pg_i64(r, 0, 3));
+    if (delayed < fresh) fresh = delayed;
     if (ready_at) *ready_at = retry < fresh ? retry : fresh;
     if (lease_at) *lease_at = or_never(tk__pg_i64(r, 0, 2));
   }

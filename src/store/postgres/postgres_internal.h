@@ -54,6 +54,7 @@ enum {
   PG_REPORT_TASK, PG_REPORT_STEPS, PG_REPORT_ATTEMPTS, PG_REPORT_TRANSITIONS, PG_REPORT_GAVE_UP,
   PG_STATUS_TASKS, PG_STATUS_STEPS, PG_STATUS_READY, PG_STATUS_COUNTERS,
   PG_BATCH_GET, PG_ITEMS_GET, PG_ITEMS_CHECKPOINT,
+  PG_PRUNE, PG_PRUNE_COUNT, PG_SIZE,
   PG__COUNT
 };
 
@@ -64,6 +65,7 @@ typedef struct tk__pg {
   /* change_fd: the socket and "notices queued" (-1 until change_fd is
    * first called; then LISTEN was sent on this connection). */
   int epoll_fd, event_fd;
+  int sync_off; /* TK_DURABILITY_FAST: synchronous_commit = off (again after reconnect) */
 } tk__pg;
 
 /* The notification channel: every transaction that makes work visible to
@@ -183,6 +185,24 @@ int tk__pg_template_find(tk_store *s, const char *ns, const char *name, const ch
                          tk__template_rec *out, int max, int *n, tk_err *err);
 int tk__pg_template_get_by_id(tk_store *s, int64_t id, tk__template_rec *out, tk_err *err);
 int tk__pg_template_list(tk_store *s, tk__template_rec **out, int *n, tk_err *err);
+/* task_create with a guard (may be NULL) in the same transaction: right
+ * after BEGIN, check queues its statements, runs the pipeline and resets
+ * it, returning nonzero (nothing written) to give up; before COMMIT,
+ * finish queues the statements that go with the task. */
+typedef struct tk__pg_guard {
+  int (*check)(tk__pg_pipe *p, void *ud, tk_err *err);
+  void (*finish)(tk__pg_pipe *p, void *ud);
+  void *ud;
+} tk__pg_guard;
+int tk__pg_task_create_guarded(tk_store *s, const tk__new_task *t, const tk__pg_guard *g,
+                               int64_t *task_id, int *existed, tk_err *err);
+/* Schedules (postgres_schedules.c). */
+int tk__pg_schedule_put(tk_store *s, const tk__schedule_rec *rows, int n,
+                        const char *replace_source, tk_err *err);
+int tk__pg_schedule_list(tk_store *s, const char *name, tk__schedule_rec **out, int *n,
+                         tk_err *err);
+int tk__pg_schedule_remove(tk_store *s, const char *name, tk_err *err);
+int tk__pg_schedule_fire(tk_store *s, tk__schedule_step *step, tk_err *err);
 int tk__pg_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
                        tk_err *err);
 int tk__pg_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_err *errs,
@@ -205,6 +225,12 @@ int tk__pg_task_list(tk_store *s, const tk__task_query *f, tk__task_row **out, i
 int tk__pg_task_count(tk_store *s, const tk__task_query *f, int64_t *n, tk_err *err);
 int tk__pg_step_list(tk_store *s, const char *step_state, const tk__task_query *f,
                      tk__step_row **out, int *n, tk_err *err);
+/* Retention (postgres_prune.c). */
+int tk__pg_prune(tk_store *s, const tk__prune_request *r, tk__prune_counts *out, tk_err *err);
+int tk__pg_size(tk_store *s, int64_t *bytes, tk_err *err);
+int tk__pg_durability(tk_store *s, tk_durability d, tk_err *err);
+/* The session's synchronous_commit for pg->sync_off (open, reconnect). */
+int tk__pg_durability_apply(tk__pg *pg, tk_err *err);
 int tk__pg_activity(tk_store *s, int64_t since, int64_t bucket_ms, int n,
                     tk__activity_bucket *out, tk_err *err);
 

@@ -94,7 +94,8 @@ static int exec_simple(tk__pg *pg, const char *sql, const char *what, PGresult *
  * sequential scans are left to the reports, which turn them back on for
  * their own transactions. */
 static int session_setup(tk__pg *pg, tk_err *err) {
-  return exec_simple(pg, "SET enable_seqscan = off", "session", NULL, err);
+  int rc = exec_simple(pg, "SET enable_seqscan = off", "session", NULL, err);
+  return rc == 0 && pg->sync_off ? tk__pg_durability_apply(pg, err) : rc;
 }
 
 /* `location` is the whole URL (postgres://..., postgresql://...) or a
@@ -324,6 +325,10 @@ const tk__store_ops tk__postgres_store_ops = {
     .template_get_by_id = tk__pg_template_get_by_id,
     .template_list = tk__pg_template_list,
     .task_create = tk__pg_task_create,
+    .schedule_put = tk__pg_schedule_put,
+    .schedule_list = tk__pg_schedule_list,
+    .schedule_remove = tk__pg_schedule_remove,
+    .schedule_fire = tk__pg_schedule_fire,
     .record = tk__pg_record,
     .heartbeat = tk__pg_heartbeat,
     .expired = tk__pg_expired,
@@ -342,4 +347,7 @@ const tk__store_ops tk__postgres_store_ops = {
     .task_count = tk__pg_task_count,
     .step_list = tk__pg_step_list,
     .activity = tk__pg_activity,
+    .prune = tk__pg_prune,
+    .size = tk__pg_size,
+    .durability = tk__pg_durability,
 };

@@ -19,7 +19,8 @@
  * $1 template, $2 identity, $3 context, $4 steps, $5 now, $6-$10 the
  * steps' name, max_attempts, retryable, backoff, parents; $11-$14 batch
  * steps' idx and settings; $15-$18 items' step idx, seq, key, data; $19
- * the reason of the first transition. */
+ * the reason of the first transition; $20 the start time (a later one
+ * delays the root steps: parents_remaining -1, run_at $20; 0005). */
 static const char CREATE_SQL[] =
     "WITH t AS (INSERT INTO tasks (template_id, identity, context, state, steps_total,"
     " created_at, updated_at) VALUES ($1::bigint, $2::text, $3::text, " Q(TK__TASK_PENDING) ","
@@ -27,7 +28,8 @@ static const char CREATE_SQL[] =
     " s AS (INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable, backoff,"
     " parents_remaining, run_at)"
     " SELECT t.id, u.ord - 1, u.name, " Q(TK__STEP_PENDING) ", u.max_attempts, u.retryable,"
-    " u.backoff, u.parents, $5 FROM t, unnest($6::text[], $7::int[], $8::boolean[], $9::text[],"
+    " u.backoff, CASE WHEN u.parents = 0 AND $20::bigint > $5 THEN -1 ELSE u.parents END,"
+    " CASE WHEN u.parents = 0 AND $20 > $5 THEN $20 ELSE $5 END FROM t, unnest($6::text[], $7::int[], $8::boolean[], $9::text[],"
     " $10::int[]) WITH ORDINALITY AS u(name, max_attempts, retryable, backoff, parents, ord)"
     " RETURNING id, idx),"
     " b AS (INSERT INTO batch_steps (step_id, max_in_call_retries, max_item_attempts,"
@@ -73,6 +75,11 @@ static int step_arrays(const tk__new_task *t, tk__pg_buf *b, const char **v) {
 
 int tk__pg_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
                        tk_err *err) {
+  return tk__pg_task_create_guarded(s, t, NULL, task_id, existed, err);
+}
+
+int tk__pg_task_create_guarded(tk_store *s, const tk__new_task *t, const tk__pg_guard *g,
+                               int64_t *task_id, int *existed, tk_err *err) {
   *existed = 0;
   *task_id = 0;
   tk__pg_buf b[A_COUNT];
@@ -93,7 +100,9 @@ int tk__pg_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
     tk__pg_arg_i64(&a, t->now);
     for (int k = 0; k < A_COUNT; k++) tk__pg_arg_text(&a, v[k]);
     tk__pg_arg_text(&a, TK__REASON_CREATED);
+    tk__pg_arg_i64(&a, t->start_at);
     tk__pg_begin(&p);
+    if (g && (rc = g->check(&p, g->ud, err)) != 0) goto end;
     int created = tk__pg_pipe_stmt(&p, PG_TASK_CREATE, CREATE_SQL, a.n, a.v);
     int winner = -1;
     if (t->identity != NULL) {
@@ -103,6 +112,7 @@ int tk__pg_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
       winner = tk__pg_pipe_stmt(&p, PG_TASK_BY_IDENTITY,
                                 "SELECT id FROM tasks WHERE identity = $1::text", a.n, a.v);
     }
+    if (g) g->finish(&p, g->ud);
     tk__pg_commit(&p);
     if ((rc = tk__pg_pipe_run(&p, "create task", err)) == 0) {
       PGresult *r = tk__pg_result(&p, created), *w = tk__pg_result(&p, winner);
@@ -117,6 +127,7 @@ int tk__pg_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
       }
     }
   }
+end:
   tk__pg_pipe_end(&p);
   for (int k = 0; k < A_COUNT; k++) tk__buf_free(&b[k]);
   return rc;

@@ -18,6 +18,7 @@ enum {
   SQ_CHILDREN, SQ_RELEASE_CHILD, SQ_TASK_CAN_PROGRESS, SQ_TASK_BY_IDENTITY, SQ_TASK_INSERT,
   SQ_BATCH_INSERT, SQ_ITEM_INSERT, SQ_ITEM_UPDATE, SQ_BATCH_GET, SQ_ITEMS_GET, SQ_STEP_HELD,
   SQ_STEP_INPUT,
+  SQ_DELAYED_DUE, SQ_DELAYED_RELEASE, SQ_DELAYED_CLEAR, SQ_NEXT_DELAYED, SQ_DELAYED_SET,
   SQ__COUNT
 };
 
@@ -148,6 +149,32 @@ int tk__sq_template_get_by_id(tk_store *s, int64_t id, tk__template_rec *out, tk
 int tk__sq_template_list(tk_store *s, tk__template_rec **out, int *n, tk_err *err);
 int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
                        tk_err *err);
+/* task_create's writes inside the caller's transaction (*existed: the
+ * identity existed, nothing written). */
+int tk__sq_task_insert(tk__sqlite *q, const tk__new_task *t, int64_t *task_id, int *existed,
+                       tk_err *err);
+/* Schedules (sqlite_schedules.c). */
+int tk__sq_schedule_put(tk_store *s, const tk__schedule_rec *rows, int n,
+                        const char *replace_source, tk_err *err);
+int tk__sq_schedule_list(tk_store *s, const char *name, tk__schedule_rec **out, int *n,
+                         tk_err *err);
+int tk__sq_schedule_remove(tk_store *s, const char *name, tk_err *err);
+int tk__sq_schedule_fire(tk_store *s, tk__schedule_step *step, tk_err *err);
+/* Remove one schedule inside the caller's transaction (TK_ENOENT: none). */
+int tk__sq_schedule_remove_in(tk__sqlite *q, const char *name, tk_err *err);
+/* Delayed starts (sqlite_delayed.c): release the roots of up to limit
+ * tasks due by now (in the caller's transaction); the earliest start not
+ * yet released (INT64_MAX: none). */
+int tk__sq_release_delayed(tk__sqlite *q, int64_t now, int limit, tk_err *err);
+int tk__sq_next_delayed(tk__sqlite *q, int64_t *at, tk_err *err);
+/* Give a task just inserted its start time (its roots are inserted with
+ * parents_remaining -1): a statement of its own, so the insert of every
+ * task stays as it was (and works on a schema before 0009). */
+int tk__sq_delay_task(tk__sqlite *q, int64_t task_id, int64_t start_at, tk_err *err);
+/* Retention (sqlite_prune.c). */
+int tk__sq_prune(tk_store *s, const tk__prune_request *r, tk__prune_counts *out, tk_err *err);
+int tk__sq_size(tk_store *s, int64_t *bytes, tk_err *err);
+int tk__sq_durability(tk_store *s, tk_durability d, tk_err *err);
 int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_err *errs,
                   tk__claim_request *next, tk_err *err);
 int tk__sq_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,

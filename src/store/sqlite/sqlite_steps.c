@@ -20,44 +20,51 @@ int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
                        tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   int rc;
-  *existed = 0;
   if ((rc = tk__sq_begin(q, err))) return rc;
+  if ((rc = tk__sq_task_insert(q, t, task_id, existed, err))) {
+    tk__sq_rollback(q);
+    return rc;
+  }
+  if (*existed) {
+    tk__sq_rollback(q);
+    return 0;
+  }
+  return tk__sq_commit(q, err);
+}
+
+int tk__sq_task_insert(tk__sqlite *q, const tk__new_task *t, int64_t *task_id, int *existed,
+                       tk_err *err) {
+  int rc;
+  *existed = 0;
   if (t->identity != NULL) {
     sqlite3_stmt *st =
         tk__sq_stmt(q, SQ_TASK_BY_IDENTITY, "SELECT id FROM tasks WHERE identity = ?", err);
-    if (st == NULL) {
-      rc = TK_ESTORE;
-      goto fail;
-    }
+    if (st == NULL) return TK_ESTORE;
     sqlite3_bind_text(st, 1, t->identity, -1, SQLITE_STATIC);
-    if ((rc = tk__sq_row(q, st, "identity lookup", existed, err))) goto fail;
+    if ((rc = tk__sq_row(q, st, "identity lookup", existed, err))) return rc;
     if (*existed) *task_id = sqlite3_column_int64(st, 0);
     sqlite3_reset(st);
-    if (*existed) {
-      tk__sq_rollback(q);
-      return 0;
-    }
+    if (*existed) return 0;
   }
   sqlite3_stmt *st = tk__sq_stmt(q, SQ_TASK_INSERT,
                                  "INSERT INTO tasks (template_id, identity, context, state,"
                                  " steps_total, created_at, updated_at)"
                                  " VALUES (?, ?, ?, 'pending', ?, ?, ?)",
                                  err);
-  if (st == NULL) {
-    rc = TK_ESTORE;
-    goto fail;
-  }
+  if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, t->template_id);
   if (t->identity) sqlite3_bind_text(st, 2, t->identity, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 3, t->context, -1, SQLITE_STATIC);
   sqlite3_bind_int(st, 4, t->nsteps);
   sqlite3_bind_int64(st, 5, t->now);
   sqlite3_bind_int64(st, 6, t->now);
-  if ((rc = tk__sq_done(q, st, err))) goto fail;
+  if ((rc = tk__sq_done(q, st, err))) return rc;
   *task_id = sqlite3_last_insert_rowid(q->db);
+  int later = t->start_at > t->now; /* a delayed start (sqlite_delayed.c) */
+  if (later && (rc = tk__sq_delay_task(q, *task_id, t->start_at, err))) return rc;
   if ((rc = tk__sq_transition(q, *task_id, 0, NULL, TK__TASK_PENDING, t->now, TK__REASON_CREATED,
                               0, err)))
-    goto fail;
+    return rc;
   for (int i = 0; i < t->nsteps; i++) {
     const tk__new_step *ns = &t->steps[i];
     st = tk__sq_stmt(q, SQ_STEP_INSERT,
@@ -65,27 +72,22 @@ int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
                      " backoff, parents_remaining, run_at) VALUES (?, ?, ?, 'pending', ?, ?,"
                      " ?, ?, ?)",
                      err);
-    if (st == NULL) {
-      rc = TK_ESTORE;
-      goto fail;
-    }
+    if (st == NULL) return TK_ESTORE;
     sqlite3_bind_int64(st, 1, *task_id);
     sqlite3_bind_int(st, 2, i);
     sqlite3_bind_text(st, 3, ns->name, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 4, ns->max_attempts);
     sqlite3_bind_int(st, 5, ns->retryable);
     sqlite3_bind_text(st, 6, ns->backoff, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 7, ns->nparents);
-    sqlite3_bind_int64(st, 8, t->now);
-    if ((rc = tk__sq_done(q, st, err))) goto fail;
+    int delayed = later && ns->nparents == 0;
+    sqlite3_bind_int(st, 7, delayed ? TK__DELAYED : ns->nparents);
+    sqlite3_bind_int64(st, 8, delayed ? t->start_at : t->now);
+    if ((rc = tk__sq_done(q, st, err))) return rc;
     if (ns->batch &&
         (rc = tk__sq_items_insert(q, sqlite3_last_insert_rowid(q->db), ns, err)))
-      goto fail;
+      return rc;
   }
-  return tk__sq_commit(q, err);
-fail:
-  tk__sq_rollback(q);
-  return rc;
+  return 0;
 }
 
 /* The columns a claim reads, from steps s joined with their task t. */
@@ -208,6 +210,9 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
                        err)))
     return rc;
   int fresh_end = r->fresh_limit < r->limit - count ? count + r->fresh_limit : r->limit;
+  /* Delayed starts that came due join the fresh steps (migration 0009). */
+  if (count < fresh_end && (rc = tk__sq_release_delayed(q, now, fresh_end - count, err)))
+    return rc;
   if (count < fresh_end &&
       (rc = claim_scan(q, SQ_CLAIM_FRESH,
                        CLAIM_COLUMNS " INDEXED BY steps_fresh JOIN tasks t ON t.id = s.task_id"
@@ -593,6 +598,9 @@ int tk__sq_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *e
                   "SELECT (SELECT run_at FROM steps INDEXED BY steps_fresh WHERE state = 'pending'"
                   " AND parents_remaining = 0 ORDER BY task_id, id LIMIT 1)",
                   INT64_MAX, &fresh, err);
+    int64_t delayed = INT64_MAX;
+    if (rc == 0) rc = tk__sq_next_delayed(q, &delayed, err);
+    if (delayed < fresh) fresh = delayed;
     *ready_at = retry < fresh ? retry : fresh;
   }
   if (rc == 0 && lease_at)

@@ -206,9 +206,9 @@ static int sq_open(const char *location, tk_store **out, tk_err *err) {
     return TK_ESTORE;
   }
   /* Several processes may share the file: wait for the writer rather than
-   * fail, and let WAL keep readers off the writer's back. NORMAL sync is
-   * durable across process crashes; a power loss may drop the last commits
-   * but never corrupts (SQLite's documented WAL guarantee). An 8 MiB page
+   * fail, and let WAL keep readers off the writer's back. FULL sync: a
+   * commit survives a power cut too (TK_DURABILITY_FULL, the default;
+   * tk_store_set_durability chooses NORMAL, docs/durability.md). An 8 MiB page
    * cache keeps `tasker run` small with a million steps stored.
    * Checkpoints run on a thread of their own (sqlite_checkpoint.c). A new
    * file gets 8 KiB pages: a pass dirties pages all over the steps table
@@ -219,7 +219,7 @@ static int sq_open(const char *location, tk_store **out, tk_err *err) {
   int rc = tk__sq_exec(q,
                        "PRAGMA page_size = 8192;"
                        "PRAGMA journal_mode = WAL;"
-                       "PRAGMA synchronous = NORMAL;"
+                       "PRAGMA synchronous = FULL;"
                        "PRAGMA foreign_keys = ON;"
                        "PRAGMA temp_store = MEMORY;"
                        "PRAGMA cache_size = -8192;",
@@ -323,6 +323,10 @@ const tk__store_ops tk__sqlite_store_ops = {
     .operator = tk__sq_operator,
     .task_report = tk__sq_task_report,
     .status = tk__sq_status,
+    .schedule_put = tk__sq_schedule_put,
+    .schedule_list = tk__sq_schedule_list,
+    .schedule_remove = tk__sq_schedule_remove,
+    .schedule_fire = tk__sq_schedule_fire,
     .change_fd = sq_change_fd,
     .drain_changes = sq_drain_changes,
     .items_load = tk__sq_items_load,
@@ -331,4 +335,7 @@ const tk__store_ops tk__sqlite_store_ops = {
     .task_count = tk__sq_task_count,
     .step_list = tk__sq_step_list,
     .activity = tk__sq_activity,
+    .prune = tk__sq_prune,
+    .size = tk__sq_size,
+    .durability = tk__sq_durability,
 };
