@@ -19,6 +19,10 @@ static void *checkpointer(void *arg) {
     sqlite3_close(db);
     db = NULL;
   }
+  /* A connection learns that the file is in WAL mode when it first reads
+   * it; until then a checkpoint does nothing (and says OK), so the log
+   * grew without end while the engine ran. */
+  if (db) sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL);
   pthread_mutex_lock(&q->ckpt_mu);
   for (;;) {
     while (!q->ckpt_wanted && !q->ckpt_stop) pthread_cond_wait(&q->ckpt_cv, &q->ckpt_mu);

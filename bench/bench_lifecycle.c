@@ -1,0 +1,264 @@
+/* Benchmarks of time-based work and data lifecycle (DESIGN §16, issue 14),
+ * printed as tables:
+ *   delayed     a claim of 100 ready steps and the engine's next_due look,
+ *               with 0 and with 100,000 tasks delayed to tomorrow stored:
+ *               the backlog must cost a claim nothing (migration 0009)
+ *   retention   a steady load on the manual clock (each simulated minute
+ *               200 tasks of 3 steps submitted and run) for 2 simulated
+ *               hours, with [retention] finished_after = 10m and without:
+ *               the database file's size and the store's size (file + WAL,
+ *               tk_store_size) every 10 simulated minutes; the WAL's size
+ *               is its high-water mark, about the checkpoint threshold
+ *               (8,000 frames, sqlite_checkpoint.c) whatever is stored
+ *   durability  engine throughput (the independent shape of bench_engine:
+ *               noop steps, 0 and 4 workers) at durability full and fast
+ * Usage: bench_lifecycle [delayed|retention|durability]... (default all).
+ * BENCH_QUICK=1: a tenth of the sizes (the retention run: 1 hour). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <tasker/clock.h>
+#include <tasker/config.h>
+#include <tasker/engine.h>
+#include <tasker/retention.h>
+#include <tasker/store.h>
+#include <tasker/workflow.h>
+
+#include "store/store.h" /* the claim and next_due, timed without the engine */
+
+static char dir[256];
+static int quick;
+
+static void die(const char *what, const tk_err *err) {
+  fprintf(stderr, "bench_lifecycle: %s: %s\n", what, err ? err->msg : "");
+  exit(1);
+}
+
+static tk_config *config(const char *const *extra) {
+  const char *sets[16] = {"backoff.jitter=\"none\"", "engine.claim_batch=256",
+                          "engine.lease=\"60s\""};
+  int n = 3;
+  while (extra && *extra && n < 15) sets[n++] = *extra++;
+  tk_config_source src = {.sets = sets, .nsets = n};
+  tk_config *cfg;
+  tk_err err;
+  if (tk_config_load(&src, &cfg, &err)) die("config", &err);
+  return cfg;
+}
+
+/* A fresh store DIR/NAME.db at `durability` holding template `toml`
+ * (named NAME), on clock c (NULL: the machine's). */
+static tk_store *fresh_store(const char *name, const char *toml, tk_config *cfg,
+                             tk_durability durability, tk_manual_clock *c) {
+  char path[512], url[600], tpl[512];
+  snprintf(path, sizeof path, "%s/%s.db", dir, name);
+  unlink(path);
+  snprintf(url, sizeof url, "sqlite:%s", path);
+  tk_store *s;
+  tk_err err;
+  if (tk_store_open(url, &s, &err) || tk_store_migrate(s, NULL, NULL, &err) ||
+      tk_store_set_durability(s, durability, &err))
+    die("store", &err);
+  if (c) tk_store_set_clock(s, tk_clock_manual(c));
+  snprintf(tpl, sizeof tpl, "%s/%s.toml", dir, name);
+  FILE *f = fopen(tpl, "w");
+  fprintf(f, "name = \"%s\"\nversion = \"1\"\n%s", name, toml);
+  fclose(f);
+  tk_clock clock = tk_store_clock(s);
+  if (tk_template_add_file(s, cfg, tpl, tk_clock_now(&clock), NULL, &err)) die("template", &err);
+  return s;
+}
+
+static void submit(tk_store *s, tk_config *cfg, const char *name, int tasks, int64_t start_at) {
+  tk_clock clock = tk_store_clock(s);
+  tk_submit_request req = {.template_name = name, .start_at = start_at};
+  tk_err err;
+  for (int i = 0; i < tasks; i++) {
+    int64_t id;
+    int existed;
+    if (tk_task_submit(s, cfg, &req, tk_clock_now(&clock), &id, &existed, &err))
+      die("submit", &err);
+  }
+}
+
+static const char noop[] = "handler = { kind = \"builtin\", name = \"noop\" }\n";
+
+/* n independent noop steps. */
+static char *steps_toml(int n) {
+  static char buf[1 << 16];
+  size_t len = 0;
+  for (int i = 0; i < n; i++)
+    len += (size_t)snprintf(buf + len, sizeof buf - len, "[[steps]]\nname = \"s%d\"\n%s", i,
+                            noop);
+  return buf;
+}
+
+/* ---- delayed ---- */
+
+/* The median of 9 runs of a claim of 100 (each on ready work that is left)
+ * and of next_due, in ms. */
+static void claim_costs(tk_store *s, double *claim_ms, double *due_ms) {
+  double c[9], d[9];
+  static tk__claimed out[100];
+  tk_err err;
+  for (int r = 0; r < 9; r++) {
+    int n = 0;
+    int64_t t0 = tk_monotonic_ns();
+    if (tk__store_claim(s, "bench", 60000, 100, out, &n, &err) || n != 100) die("claim", &err);
+    int64_t t1 = tk_monotonic_ns();
+    int64_t ready, lease;
+    if (s->ops->next_due(s, &ready, &lease, &err)) die("next_due", &err);
+    int64_t t2 = tk_monotonic_ns();
+    c[r] = (double)(t1 - t0) / 1e6;
+    d[r] = (double)(t2 - t1) / 1e6;
+  }
+  for (int i = 1; i < 9; i++) /* insertion sort: 9 values */
+    for (int j = i; j > 0 && c[j] < c[j - 1]; j--) {
+      double t = c[j]; c[j] = c[j - 1]; c[j - 1] = t;
+      t = d[j]; d[j] = d[j - 1]; d[j - 1] = t;
+    }
+  *claim_ms = c[4];
+  *due_ms = d[4];
+}
+
+static void delayed(void) {
+  tk_config *cfg = config(NULL);
+  int backlog = quick ? 10000 : 100000;
+  printf("\n%-36s %10s %14s %14s\n", "delayed backlog", "delayed", "claim 100 ms", "next_due ms");
+  const int sizes[] = {0, backlog};
+  for (int k = 0; k < 2; k++) {
+    tk_store *s = fresh_store("delayed", steps_toml(1), cfg, TK_DURABILITY_FAST, NULL);
+    tk_clock clock = tk_store_clock(s);
+    int64_t tomorrow = tk_clock_now(&clock) + 24 * 3600 * 1000;
+    /* The delayed tasks first: the oldest ids, ahead of the ready work in
+     * the fresh steps' task order if they were among them. */
+    submit(s, cfg, "delayed", sizes[k], tomorrow);
+    submit(s, cfg, "delayed", 2000, 0);
+    double claim_ms, due_ms;
+    claim_costs(s, &claim_ms, &due_ms);
+    printf("%-36s %10d %14.3f %14.3f\n", k ? "delayed to tomorrow, then ready" : "ready only",
+           sizes[k], claim_ms, due_ms);
+    tk_store_close(s);
+  }
+  tk_config_free(cfg);
+}
+
+/* ---- retention ---- */
+
+/* Run the engine at the clock's time until it has nothing due now. */
+static void run_now(tk_engine *e, tk_manual_clock *c) {
+  tk_err err;
+  for (int i = 0; i < 100000; i++) {
+    int64_t due;
+    if (tk_engine_tick(e, &due, &err)) die("tick", &err);
+    if (due > c->now_ms) return;
+  }
+  die("the engine did not settle", NULL);
+}
+
+/* The bytes of DIR/NAME.db alone (without its log). */
+static int64_t file_size(const char *name) {
+  char path[512];
+  struct stat sb;
+  snprintf(path, sizeof path, "%s/%s.db", dir, name);
+  return stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
+}
+
+static const char *minute_label(int m) {
+  static char buf[32];
+  snprintf(buf, sizeof buf, "minute %d", m);
+  return buf;
+}
+
+static void retention(void) {
+  const char *on[] = {"retention.finished_after=\"10m\"", "retention.interval=\"1m\"",
+                      "retention.batch=500", NULL};
+  int minutes = quick ? 60 : 120, per_minute = 200;
+  int64_t sizes[2][13], file_sizes[2][13];
+  int64_t tasks_left[2] = {0, 0};
+  for (int k = 0; k < 2; k++) {
+    tk_config *cfg = config(k ? on : NULL);
+    tk_manual_clock c = {.now_ms = INT64_C(1767225600000)};
+    tk_store *s = fresh_store(k ? "kept" : "grown", steps_toml(3), cfg, TK_DURABILITY_FAST, &c);
+    tk_engine_options eo = {.store = s, .config = cfg, .clock = tk_clock_manual(&c), .seed = 1};
+    tk_engine *e;
+    tk_err err;
+    if (tk_engine_new(&eo, &e, &err)) die("engine", &err);
+    for (int m = 0; m <= minutes; m++) {
+      if (m % 10 == 0) {
+        if (tk_store_size(s, &sizes[k][m / 10], &err)) die("size", &err);
+        file_sizes[k][m / 10] = file_size(k ? "kept" : "grown");
+      }
+      submit(s, cfg, k ? "kept" : "grown", per_minute, 0);
+      run_now(e, &c);
+      c.now_ms += 60000;
+      /* A real minute has idle time in it: the checkpointer's thread
+       * (sqlite_checkpoint.c) gets to finish, and the log starts over. */
+      usleep(20000);
+    }
+    tk__status_report st;
+    if (s->ops->status(s, c.now_ms, &st, &err)) die("status", &err);
+    for (int i = 0; i < st.ntasks; i++) tasks_left[k] += st.tasks[i].n;
+    tk_engine_free(e);
+    tk_store_close(s);
+    tk_config_free(cfg);
+  }
+  printf("\n%-22s %28s %28s\n", "retention (simulated)", "no retention: file, +WAL MiB",
+         "finished_after 10m: file, +WAL");
+  for (int i = 0; i <= minutes / 10; i++)
+    printf("%-22s %18.2f %9.2f %18.2f %9.2f\n", minute_label(i * 10), file_sizes[0][i] / 1048576.0,
+           sizes[0][i] / 1048576.0, file_sizes[1][i] / 1048576.0, sizes[1][i] / 1048576.0);
+  printf("%-22s %28lld %28lld\n", "tasks stored at end", (long long)tasks_left[0],
+         (long long)tasks_left[1]);
+}
+
+/* ---- durability ---- */
+
+static void durability(void) {
+  tk_config *cfg = config(NULL);
+  int tasks = quick ? 100 : 1000;
+  printf("\n%-12s %8s %8s %8s %10s %12s\n", "durability", "steps", "workers", "", "seconds",
+         "steps/s");
+  const int workers[] = {0, 4};
+  for (int w = 0; w < 2; w++)
+    for (int d = 0; d < 2; d++) {
+      tk_durability level = d ? TK_DURABILITY_FAST : TK_DURABILITY_FULL;
+      tk_store *s = fresh_store("durable", steps_toml(100), cfg, TK_DURABILITY_FAST, NULL);
+      submit(s, cfg, "durable", tasks, 0);
+      tk_err err;
+      if (tk_store_set_durability(s, level, &err)) die("durability", &err);
+      tk_engine_options eo = {.store = s, .config = cfg, .workers = workers[w], .seed = 1};
+      tk_engine *e;
+      if (tk_engine_new(&eo, &e, &err)) die("engine", &err);
+      int64_t t0 = tk_monotonic_ns();
+      if (tk_engine_run(e, 1, &err)) die("run", &err);
+      double secs = (double)(tk_monotonic_ns() - t0) / 1e9;
+      tk_engine_free(e);
+      tk_store_close(s);
+      printf("%-12s %8d %8d %8s %10.2f %12.0f\n", tk_durability_name(level), tasks * 100,
+             workers[w], "", secs, tasks * 100 / secs);
+    }
+  tk_config_free(cfg);
+}
+
+int main(int argc, char **argv) {
+  tk_store_process_init();
+  quick = getenv("BENCH_QUICK") != NULL;
+  snprintf(dir, sizeof dir, "%s/tasker-bench-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  if (mkdtemp(dir) == NULL) die("mkdtemp", NULL);
+  for (int i = 1; i < argc || argc == 1; i++) {
+    const char *what = argc == 1 ? NULL : argv[i];
+    if (!what || !strcmp(what, "delayed")) delayed();
+    if (!what || !strcmp(what, "retention")) retention();
+    if (!what || !strcmp(what, "durability")) durability();
+    if (!what) break;
+  }
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "bench_lifecycle: could not remove %s\n", dir);
+  return 0;
+}
