@@ -21,6 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include <tasker/clock.h>
 #include <tasker/config.h>
 #include <tasker/engine.h>
@@ -142,6 +144,21 @@ static void delayed(void) {
     claim_costs(s, &claim_ms, &due_ms);
     printf("%-36s %10d %14.3f %14.3f\n", k ? "delayed to tomorrow, then ready" : "ready only",
            sizes[k], claim_ms, due_ms);
+    if (k == 1) {
+      /* What the backlog would cost in the fresh steps' index, as if a
+       * delayed root were an ordinary pending one with a future run_at. */
+      char path[512];
+      snprintf(path, sizeof path, "%s/delayed.db", dir);
+      sqlite3 *db;
+      if (sqlite3_open(path, &db) != SQLITE_OK ||
+          sqlite3_exec(db, "UPDATE steps SET parents_remaining = 0 WHERE parents_remaining = -1",
+                       NULL, NULL, NULL) != SQLITE_OK)
+        die("sqlite", NULL);
+      sqlite3_close(db);
+      claim_costs(s, &claim_ms, &due_ms);
+      printf("%-36s %10d %14.3f %14.3f\n", "the same among fresh steps (not so)", sizes[k],
+             claim_ms, due_ms);
+    }
     tk_store_close(s);
   }
   tk_config_free(cfg);
