@@ -26,7 +26,10 @@
 #               the server's CPU and the clients' CPU per job, transactions,
 #               row writes and WAL per job; then the server's busiest
 #               functions while tasker drains (perf, when it can record)
-# Usage: sh bench/bench_pg.sh [throughput|jobs|peers|latency|precision|split|scale|where]...
+#   durability  the job queue's rows (1 and 4 processes) at durability full
+#               and fast (synchronous_commit off; docs/durability.md)
+# Usage: sh bench/bench_pg.sh [throughput|jobs|peers|latency|precision|split|scale|where|
+#                              durability]...
 # (default all but where). BENCH_QUICK=1 runs a tenth of the sizes.
 set -eu
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -81,13 +84,15 @@ prepare() {
   "$TASKER" --config "$W/tasker.toml" --db "$1" template add "$2" >/dev/null 2>&1
   "$TASKER" --config "$W/tasker.toml" --db "$1" submit "$(basename "$2" .toml)" --count "$3" >/dev/null
 }
-# drain URL PROCS: seconds (3 decimals) for PROCS orchestrators to finish.
+# drain URL PROCS: seconds (3 decimals) for PROCS orchestrators to finish,
+# at engine.durability $DURABILITY (docs/durability.md).
+DURABILITY=full
 drain() {
   t0=$(now_ms)
   i=1 pids=
   while [ "$i" -le "$2" ]; do
-    "$TASKER" --config "$W/tasker.toml" --db "$1" run --until-idle --id "bench-$i" \
-      2>>"$W/run.log" &
+    "$TASKER" --config "$W/tasker.toml" --db "$1" --set "engine.durability=$DURABILITY" \
+      run --until-idle --id "bench-$i" 2>>"$W/run.log" &
     pids="$pids $!"
     i=$((i + 1))
   done
@@ -301,5 +306,17 @@ where() {
     2>/dev/null | grep -E '^ +[0-9]' | head -n 20
 }
 
-what=${*:-throughput jobs peers latency precision split scale}
+# The job queue's rows at each durability: fast is synchronous_commit = off
+# for tasker's sessions.
+durability() {
+  one=$(template single 1 0 "$NOOP")
+  printf '\n%-12s %8s %8s %6s %10s %10s\n' durability tasks steps procs seconds steps/s
+  for d in full fast; do
+    DURABILITY=$d
+    for p in 1 4; do throughput_row "$d" "$one" "$(div 50000)" 1 "$p"; done
+  done
+  DURABILITY=full
+}
+
+what=${*:-throughput jobs peers latency precision split scale durability}
 for w in $what; do "$w"; done
