@@ -1,0 +1,84 @@
+#!/bin/sh
+# tasker schedule on PostgreSQL (the SQLite side is
+# tests/cli/test_cli_schedule.c; exactly-once on the manual clock is in
+# tests/store/test_conformance.c): add and list with the next fire times,
+# bad input refused with nothing stored, a configured schedule written into
+# the store by `run`, remove; and four orchestrator processes started at
+# once on a catch_up schedule whose progress is 30 minutes behind create
+# each missed slot's task once.
+. "$(dirname "$0")/../lib/tap.sh"
+. "$(dirname "$0")/../lib/pg.sh"
+pg_database cli_schedule
+cat >"$W/tasker.toml" <<TOML
+[engine]
+db = "$PG_DB_URL"
+[schedules.cfg]
+cron = "@daily"
+template = "ok"
+TOML
+cat >"$W/ok.toml" <<'TOML'
+name = "ok"
+version = "1"
+[[steps]]
+name = "s"
+handler = { kind = "builtin", name = "noop" }
+TOML
+tasker_setup "$W/ok.toml"
+
+run t schedule add tokyo --cron "0 2 * * *" --zone Asia/Tokyo --template ok
+expect_rc "schedule add" 0
+run t schedule list
+expect_rc "schedule list" 0
+expect_match "listed with its zone and source" "$OUT" \
+  'tokyo  0 2 * * *  Asia/Tokyo  template ok  missed=skip  (cli)'
+expect_match "next fire times in UTC and Tokyo time" "$OUT" 'T17:00:00Z  ('
+expect_match "next fire times in UTC and Tokyo time" "$OUT" 'T02:00:00+09:00)'
+expect_match "the configured one, not stored yet" "$OUT" \
+  'configured: an orchestrator starting with this configuration adds it'
+
+run t schedule add bad --cron "0 25 * * *" --template ok
+expect_rc "a bad expression" 2
+expect_match "names the flag" "$ERR" 'tasker schedule add: --cron "0 25 * * *": cron expression "0 25 * * *": column 3 (hour)'
+run t schedule add tokyo --cron "@hourly" --template ok
+expect_rc "a taken name" 2
+run t schedule add cfg --cron "@hourly" --template ok
+expect_rc "a configured name" 2
+expect_eq "nothing stored by the refusals" "$(pg_sql "SELECT string_agg(name || ' ' || cron, ',') FROM schedules")" \
+  "tokyo 0 2 * * *"
+
+run t run --until-idle
+expect_rc "an orchestrator" 0
+expect_eq "the orchestrator stored the configured one" \
+  "$(pg_sql "SELECT string_agg(name || ':' || source, ',' ORDER BY name) FROM schedules")" \
+  "cfg:config,tokyo:cli"
+run t schedule remove cfg
+expect_rc "a configured one is not removed by hand" 2
+run t schedule remove tokyo
+expect_rc "schedule remove" 0
+
+# Thirty missed slots of a per-minute catch_up schedule, four processes.
+run t schedule add m --cron "* * * * *" --template ok --missed catch_up
+expect_rc "schedule add m" 0
+pg_sql "UPDATE schedules SET cursor = (cursor / 60000 - 30) * 60000 WHERE name = 'm'" >/dev/null
+for i in 1 2 3 4; do
+  t run --until-idle --workers 1 --id "orch-$i" >"$W/run$i.out" 2>"$W/run$i.err" &
+done
+rcs=""
+for i in 1 2 3 4; do
+  wait %$i
+  rcs="$rcs$?"
+done
+expect_eq "four orchestrators ran" "$rcs" "0000"
+counts=$(pg_sql "SELECT count(*) || ' ' || count(DISTINCT identity) || ' '
+  || ((max(identity) > min(identity))::int) FROM tasks WHERE identity LIKE 'schedule:m:%'")
+n=${counts%% *}
+expect_eq "each missed slot once (tasks, distinct identities)" "${counts% *}" "$n $n"
+[ "$n" -ge 30 ] && [ "$n" -le 31 ] && tap_ok "30 slots (31 if a minute turned meanwhile): $n" ||
+  tap_fail "30 slots" "got $n"
+expect_eq "consecutive minutes, none missing" \
+  "$(pg_sql "SELECT count(*) FROM tasks t WHERE identity LIKE 'schedule:m:%' AND NOT EXISTS
+    (SELECT 1 FROM tasks u WHERE u.identity = 'schedule:m:' || to_char(
+      (substr(t.identity, 12, 19) || 'Z')::timestamptz AT TIME ZONE 'UTC' + interval '1 minute',
+      'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'))")" "1"
+expect_all_complete "$n"
+tap_done
