@@ -6,7 +6,8 @@
  * most the latest 100; a day's schedule in Europe/Berlin fires once on
  * both daylight-saving change days, at the instants cron.h documents, and
  * an hourly one fires through both repeated hours; configured schedules
- * are written into the store by the first pass.
+ * are written into the store by the first pass; a slot whose task cannot
+ * be written moves nothing and fires at the next pass.
  *
  * Exactly-once with several orchestrators, on SQLite and PostgreSQL, is in
  * tests/store/test_conformance.c ("schedules: ..."). */
@@ -18,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sqlite3.h>
 
 #include <tasker/schedule.h>
 
@@ -178,6 +181,45 @@ static void configured_schedules_fire(void **state) {
   efx_sql_expect(f->db, "{\"day\":\"today\",\"n\":2}", "SELECT DISTINCT context FROM tasks");
 }
 
+/* Run sql on the store's file from a connection of the test's own. */
+static void exec_sql(efx *f, const char *sql) {
+  sqlite3 *h;
+  char *msg = NULL;
+  assert_int_equal(sqlite3_open(f->db, &h), SQLITE_OK);
+  sqlite3_busy_timeout(h, 10000);
+  if (sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK) fail_msg("%s: %s", sql, msg);
+  sqlite3_close(h);
+}
+
+/* A slot whose task cannot be written (a trigger aborts the insert, as a
+ * crash inside the transaction would end it) leaves the schedule's
+ * progress where it was, and the next pass fires that slot, once. */
+static void a_slot_that_fails_moves_nothing(void **state) {
+  efx *f = setup_job(state);
+  add(f, "q", "*/15 * * * *", NULL, TK_MISSED_CATCH_UP);
+  char *before = efx_sql_text(f->db, "SELECT cursor, last_fired FROM schedules");
+  exec_sql(f, "CREATE TRIGGER no_tasks BEFORE INSERT ON tasks"
+              " BEGIN SELECT RAISE(ABORT, 'the disk is full'); END");
+  f->clock.now_ms = EFX_T0 + MIN(15);
+  tk_schedule_pass p;
+  tk_err err;
+  assert_int_equal(tk_schedule_fire_due(f->store, f->cfg, f->clock.now_ms, &p, &err), 0);
+  assert_int_equal(p.failed, 1);
+  assert_int_equal(p.fired, 0);
+  assert_non_null(strstr(err.msg, "schedule q: "));
+  assert_non_null(strstr(err.msg, "the disk is full"));
+  efx_sql_expect(f->db, before, "SELECT cursor, last_fired FROM schedules");
+  free(before);
+  assert_int_equal(efx_sql_int(f->db, "SELECT count(*) FROM tasks"), 0);
+  exec_sql(f, "DROP TRIGGER no_tasks");
+  f->clock.now_ms = EFX_T0 + MIN(16);
+  assert_int_equal(tk_schedule_fire_due(f->store, f->cfg, f->clock.now_ms, &p, &err), 0);
+  assert_int_equal(p.fired, 1);
+  assert_int_equal(tk_schedule_fire_due(f->store, f->cfg, f->clock.now_ms, &p, &err), 0);
+  assert_int_equal(p.fired + p.existed, 0);
+  expect_fired(f, "q", "00:15");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(next_due_is_the_next_slot, efx_teardown),
@@ -185,6 +227,7 @@ int main(void) {
       cmocka_unit_test_teardown(catch_up_is_bounded, efx_teardown),
       cmocka_unit_test_teardown(berlin_daylight_saving_days, efx_teardown),
       cmocka_unit_test_teardown(configured_schedules_fire, efx_teardown),
+      cmocka_unit_test_teardown(a_slot_that_fails_moves_nothing, efx_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
