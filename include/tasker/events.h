@@ -56,7 +56,8 @@ typedef enum tk_event_type {
 typedef struct tk_event {
   tk_event_type type;
   int64_t at;               /* ms since the epoch, on the store's clock */
-  const char *orchestrator; /* the engine's id; NULL for task.created */
+  const char *orchestrator; /* the engine's id; NULL for task.created
+                               (but a schedule's slot: the engine's) */
   int64_t task;
   const char *step;         /* step and item events; NULL otherwise */
   int attempt;              /* step and item events */

@@ -27,6 +27,7 @@
 
 #include <tasker/config.h>
 #include <tasker/error.h>
+#include <tasker/events.h>
 #include <tasker/store.h>
 
 #ifdef __cplusplus
@@ -105,9 +106,10 @@ typedef struct tk_schedule_pass {
  * fire (its template removed, a bad zone) is counted in out->failed with
  * the first such error in err, and does not stop the others; the return
  * value is nonzero only when the schedules could not be read. cfg gives
- * the steps' defaults, as for tk_task_submit. */
-int tk_schedule_fire_due(tk_store *s, const tk_config *cfg, int64_t now, tk_schedule_pass *out,
-                         tk_err *err);
+ * the steps' defaults, as for tk_task_submit. obs (may be NULL) gets
+ * task.created for each task created, as tk_task_submit's observer. */
+int tk_schedule_fire_due(tk_store *s, const tk_config *cfg, int64_t now, const tk_observer *obs,
+                         void *obs_ud, tk_schedule_pass *out, tk_err *err);
 
 /* The identity of schedule name's slot at `slot` (ms): "schedule:NAME:RFC3339Z"
  * into buf (cap bytes; 128 is enough for every valid name). */

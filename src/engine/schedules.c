@@ -23,6 +23,14 @@ struct tk__engine_sched {
   int64_t read_at; /* when the schedules were last read; INT64_MIN never */
 };
 
+/* task.created of a slot's task, to the engine's observers (which set the
+ * orchestrator). */
+static void created(const tk_event *ev, void *ud) {
+  tk_engine *e = ud;
+  tk_event copy = *ev;
+  tk__engine_emit(e, &copy);
+}
+
 int64_t tk__engine_schedules(tk_engine *e, int64_t now) {
   struct tk__engine_sched *st = e->sched;
   if (st == NULL) {
@@ -44,7 +52,10 @@ int64_t tk__engine_schedules(tk_engine *e, int64_t now) {
   }
   tk_schedule_pass p;
   st->read_at = now;
-  if (tk_schedule_fire_due(e->store, e->config, now, &p, &err) != 0) {
+  tk_observer obs = {TK_OBSERVER_VERSION, TK_EV_BIT(TK_EV_TASK_CREATED), created};
+  if (tk_schedule_fire_due(e->store, e->config, now,
+                           tk__engine_wants(e, TK_EV_TASK_CREATED) ? &obs : NULL, e, &p,
+                           &err) != 0) {
     tk__engine_log(e, TK_LOG_ERROR, "schedules: %s", err.msg);
     st->next_at = now + REREAD_MS; /* the store answers again soon, or the reconnect does */
     return INT64_MAX;

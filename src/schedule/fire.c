@@ -31,10 +31,16 @@ static int skip_to(tk_store *s, const tk__schedule_rec *r, int64_t *cursor, int6
   return rc;
 }
 
+/* Who hears of the tasks a pass creates. */
+typedef struct watcher {
+  const tk_observer *obs;
+  void *ud;
+} watcher;
+
 /* Fire slot `slot` of r: its task and the cursor, in one transaction. */
 static int fire_slot(tk_store *s, const tk_config *cfg, const tk__schedule_rec *r,
-                     int64_t *cursor, int64_t slot, int64_t now, tk_schedule_pass *out,
-                     tk_err *e) {
+                     int64_t *cursor, int64_t slot, int64_t now, const watcher *w,
+                     tk_schedule_pass *out, tk_err *e) {
   char identity[160];
   tk_schedule_identity(r->name, slot, identity, sizeof identity);
   tk_submit_request req = {.template_name = r->template_name, .version = r->version,
@@ -48,15 +54,25 @@ static int fire_slot(tk_store *s, const tk_config *cfg, const tk__schedule_rec *
   tk__built_task_free(&b);
   if (rc) return rc;
   *cursor = slot;
-  if (st.existed) out->existed++;
-  else out->fired++;
+  if (st.existed) {
+    out->existed++;
+    return 0;
+  }
+  out->fired++;
+  if (w->obs && w->obs->on_event && (w->obs->interest & TK_EV_BIT(TK_EV_TASK_CREATED))) {
+    tk_event ev = {.type = TK_EV_TASK_CREATED, .at = now, .task = st.task_id};
+    ev.u.created.template_name = r->template_name;
+    ev.u.created.version = r->version;
+    ev.u.created.identity = identity;
+    w->obs->on_event(&ev, w->ud);
+  }
   return 0;
 }
 
 /* The slots of r due at now, after the missed ones are dealt with by its
  * policy; then each one fired in order. */
 static void fire_schedule(tk_store *s, const tk_config *cfg, const tk__schedule_rec *r,
-                          int64_t now, tk_schedule_pass *out, tk_err *err) {
+                          int64_t now, const watcher *w, tk_schedule_pass *out, tk_err *err) {
   tk_err e = {0};
   tk_cron *c = NULL;
   if (tk_cron_parse(r->cron, r->zone, &c, &e) != 0) {
@@ -81,7 +97,7 @@ static void fire_schedule(tk_store *s, const tk_config *cfg, const tk__schedule_
     /* Beyond the bound: every slot before the oldest one kept is skipped. */
     if (more && (rc = skip_to(s, r, &cursor, due[0] - 1, &e)) == 0) out->skipped++;
   }
-  for (int i = 0; rc == 0 && i < n; i++) rc = fire_slot(s, cfg, r, &cursor, due[i], now, out, &e);
+  for (int i = 0; rc == 0 && i < n; i++) rc = fire_slot(s, cfg, r, &cursor, due[i], now, w, out, &e);
   if (rc == TK_ESTATE) out->raced++;
   else if (rc) keep_error(out, err, r->name, &e);
   /* After a failure the due slot stays due: it is tried again at the next
@@ -91,15 +107,16 @@ static void fire_schedule(tk_store *s, const tk_config *cfg, const tk__schedule_
   tk_cron_free(c);
 }
 
-int tk_schedule_fire_due(tk_store *s, const tk_config *cfg, int64_t now, tk_schedule_pass *out,
-                         tk_err *err) {
+int tk_schedule_fire_due(tk_store *s, const tk_config *cfg, int64_t now, const tk_observer *obs,
+                         void *obs_ud, tk_schedule_pass *out, tk_err *err) {
   memset(out, 0, sizeof *out);
   out->next_at = INT64_MAX;
   tk__schedule_rec *r = NULL;
   int n = 0;
   int rc = s->ops->schedule_list(s, NULL, &r, &n, err);
   if (rc) return rc;
-  for (int i = 0; i < n; i++) fire_schedule(s, cfg, &r[i], now, out, err);
+  watcher w = {obs, obs_ud};
+  for (int i = 0; i < n; i++) fire_schedule(s, cfg, &r[i], now, &w, out, err);
   tk__schedule_recs_free(r, n);
   return 0;
 }

@@ -83,6 +83,12 @@ static void next_due_is_the_next_slot(void **state) {
   /* The task carries the schedule's context; the schedule its last slot. */
   efx_sql_expect(f->db, "{\"k\":1}", "SELECT context FROM tasks");
   efx_sql_expect(f->db, "1767226500000|1", "SELECT last_fired, last_task_id FROM schedules");
+  /* The engine's observers hear of it. */
+  assert_int_equal(efx_events(f, "task.created", NULL), 1);
+  json_t *ev = json_array_get(f->events, 0);
+  assert_string_equal(json_string_value(json_object_get(ev, "identity")),
+                      "schedule:q:2026-01-01T00:15:00Z");
+
 }
 
 /* Both fire 01:00; then nothing runs until 05:30. skip fires none of 02:00
@@ -203,7 +209,7 @@ static void a_slot_that_fails_moves_nothing(void **state) {
   f->clock.now_ms = EFX_T0 + MIN(15);
   tk_schedule_pass p;
   tk_err err;
-  assert_int_equal(tk_schedule_fire_due(f->store, f->cfg, f->clock.now_ms, &p, &err), 0);
+  assert_int_equal(tk_schedule_fire_due(f->store, f->cfg, f->clock.now_ms, NULL, NULL, &p, &err), 0);
   assert_int_equal(p.failed, 1);
   assert_int_equal(p.fired, 0);
   assert_non_null(strstr(err.msg, "schedule q: "));
@@ -213,9 +219,9 @@ static void a_slot_that_fails_moves_nothing(void **state) {
   assert_int_equal(efx_sql_int(f->db, "SELECT count(*) FROM tasks"), 0);
   exec_sql(f, "DROP TRIGGER no_tasks");
   f->clock.now_ms = EFX_T0 + MIN(16);
-  assert_int_equal(tk_schedule_fire_due(f->store, f->cfg, f->clock.now_ms, &p, &err), 0);
+  assert_int_equal(tk_schedule_fire_due(f->store, f->cfg, f->clock.now_ms, NULL, NULL, &p, &err), 0);
   assert_int_equal(p.fired, 1);
-  assert_int_equal(tk_schedule_fire_due(f->store, f->cfg, f->clock.now_ms, &p, &err), 0);
+  assert_int_equal(tk_schedule_fire_due(f->store, f->cfg, f->clock.now_ms, NULL, NULL, &p, &err), 0);
   assert_int_equal(p.fired + p.existed, 0);
   expect_fired(f, "q", "00:15");
 }

@@ -2574,7 +2574,7 @@ static void schedules_stale_cursor_fires_nothing(world *w) {
   tk__schedule_recs_free(r, n);
   w->clock.now_ms = T(15 * 60000);
   tk_schedule_pass p;
-  must(tk_schedule_fire_due(w->s, w->cfg, w->clock.now_ms, &p, &err), &err, "fire");
+  must(tk_schedule_fire_due(w->s, w->cfg, w->clock.now_ms, NULL, NULL, &p, &err), &err, "fire");
   assert_int_equal(p.fired, 1);
   /* What an orchestrator that read the schedule before would write. */
   tk__new_task t = {.template_id = 1, .context = "{}", .identity = "schedule:q:stale",
