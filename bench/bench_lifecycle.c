@@ -13,6 +13,8 @@
  *   durability  engine throughput (the independent shape of bench_engine:
  *               noop steps, 0 and 4 workers) at durability full and fast
  * Usage: bench_lifecycle [delayed|retention|durability]... (default all).
+ * BENCH_PG_URL=URL: the delayed table on that PostgreSQL database (whose
+ * public schema it drops and makes again; bench_pg.sh delayed does so).
  * BENCH_QUICK=1: a tenth of the sizes (the retention run: 1 hour). */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -21,6 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifndef TK_NO_POSTGRES
+#include <libpq-fe.h>
+#endif
 #include <sqlite3.h>
 
 #include <tasker/clock.h>
@@ -34,10 +39,38 @@
 
 static char dir[256];
 static int quick;
-
 static void die(const char *what, const tk_err *err) {
   fprintf(stderr, "bench_lifecycle: %s: %s\n", what, err ? err->msg : "");
   exit(1);
+}
+
+/* BENCH_PG_URL: the delayed table on this PostgreSQL database instead
+ * (bench_pg.sh delayed); its public schema is dropped and made again. */
+static const char *pg_url;
+
+/* Run SQL on the bench's store outside tasker: SQLite's DIR/NAME.db, or
+ * BENCH_PG_URL. */
+static void raw_sql(const char *name, const char *sql) {
+  if (pg_url) {
+#ifndef TK_NO_POSTGRES
+    PGconn *c = PQconnectdb(pg_url);
+    PGresult *r = PQexec(c, sql);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    PQfinish(c);
+    if (!ok) die(sql, NULL);
+    return;
+#else
+    die("BENCH_PG_URL: this build has no PostgreSQL backend", NULL);
+#endif
+  }
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s.db", dir, name);
+  sqlite3 *db;
+  int rc = sqlite3_open(path, &db);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+  sqlite3_close(db);
+  if (rc != SQLITE_OK) die(sql, NULL);
 }
 
 static tk_config *config(const char *const *extra) {
@@ -60,6 +93,10 @@ static tk_store *fresh_store(const char *name, const char *toml, tk_config *cfg,
   snprintf(path, sizeof path, "%s/%s.db", dir, name);
   unlink(path);
   snprintf(url, sizeof url, "sqlite:%s", path);
+  if (pg_url) {
+    raw_sql(name, "DROP SCHEMA IF EXISTS public CASCADE; CREATE SCHEMA public");
+    snprintf(url, sizeof url, "%s", pg_url);
+  }
   tk_store *s;
   tk_err err;
   if (tk_store_open(url, &s, &err) || tk_store_migrate(s, NULL, NULL, &err) ||
@@ -130,7 +167,8 @@ static void claim_costs(tk_store *s, double *claim_ms, double *due_ms) {
 static void delayed(void) {
   tk_config *cfg = config(NULL);
   int backlog = quick ? 10000 : 100000;
-  printf("\n%-36s %10s %14s %14s\n", "delayed backlog", "delayed", "claim 100 ms", "next_due ms");
+  printf("\n%-36s %10s %14s %14s\n", pg_url ? "delayed backlog (postgres)" : "delayed backlog",
+         "delayed", "claim 100 ms", "next_due ms");
   const int sizes[] = {0, backlog};
   for (int k = 0; k < 2; k++) {
     tk_store *s = fresh_store("delayed", steps_toml(1), cfg, TK_DURABILITY_FAST, NULL);
@@ -147,14 +185,7 @@ static void delayed(void) {
     if (k == 1) {
       /* What the backlog would cost in the fresh steps' index, as if a
        * delayed root were an ordinary pending one with a future run_at. */
-      char path[512];
-      snprintf(path, sizeof path, "%s/delayed.db", dir);
-      sqlite3 *db;
-      if (sqlite3_open(path, &db) != SQLITE_OK ||
-          sqlite3_exec(db, "UPDATE steps SET parents_remaining = 0 WHERE parents_remaining = -1",
-                       NULL, NULL, NULL) != SQLITE_OK)
-        die("sqlite", NULL);
-      sqlite3_close(db);
+      raw_sql("delayed", "UPDATE steps SET parents_remaining = 0 WHERE parents_remaining = -1");
       claim_costs(s, &claim_ms, &due_ms);
       printf("%-36s %10d %14.3f %14.3f\n", "the same among fresh steps (not so)", sizes[k],
              claim_ms, due_ms);
@@ -264,7 +295,8 @@ static void durability(void) {
 
 int main(int argc, char **argv) {
   tk_store_process_init();
-  quick = getenv("BENCH_QUICK") != NULL;
+  quick = getenv("BENCH_QUICK") != NULL && strcmp(getenv("BENCH_QUICK"), "0") != 0;
+  pg_url = getenv("BENCH_PG_URL");
   snprintf(dir, sizeof dir, "%s/tasker-bench-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (mkdtemp(dir) == NULL) die("mkdtemp", NULL);
   for (int i = 1; i < argc || argc == 1; i++) {

@@ -28,8 +28,10 @@
 #               functions while tasker drains (perf, when it can record)
 #   durability  the job queue's rows (1 and 4 processes) at durability full
 #               and fast (synchronous_commit off; docs/durability.md)
+#   delayed     a claim of 100 ready steps beside 100,000 tasks delayed to
+#               tomorrow (bench_lifecycle delayed, on the cluster)
 # Usage: sh bench/bench_pg.sh [throughput|jobs|peers|latency|precision|split|scale|where|
-#                              durability]...
+#                              durability|delayed]...
 # (default all but where). BENCH_QUICK=1 runs a tenth of the sizes.
 set -eu
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -318,5 +320,10 @@ durability() {
   DURABILITY=full
 }
 
-what=${*:-throughput jobs peers latency precision split scale durability}
+# Claims beside a backlog of tasks delayed to tomorrow (bench_lifecycle).
+delayed() {
+  BENCH_PG_URL=$(fresh_db) BENCH_QUICK=$Q "$TOP/$BUILD/bench/bench_lifecycle" delayed
+}
+
+what=${*:-throughput jobs peers latency precision split scale durability delayed}
 for w in $what; do "$w"; done

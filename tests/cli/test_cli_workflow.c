@@ -407,7 +407,7 @@ static void show_why_and_status_print_their_json_shapes(void **state) {
   json_decref(t);
 
   json_t *st = json_of(c, "status", NULL, NULL);
-  expect_keys(st, "tasks,steps,ready_now,next_due_at,counters,now");
+  expect_keys(st, "tasks,steps,ready_now,next_due_at,counters,now,store_bytes");
   assert_int_equal(num(json_object_get(st, "tasks"), "error"), 1);
   json_t *by_state = json_object_get(st, "steps");
   assert_int_equal(num(by_state, "complete"), 2);

@@ -88,8 +88,10 @@ static void unknown_key_lists_known_keys(void **state) {
   (void)state;
   expect("[engine]\ncolour = \"blue\"\n",
          "x.toml:2:1: unknown key \"engine.colour\" (known keys: max_attempts, lease, heartbeat, "
-         "claim_batch, workers, max_async, db, reconnect_backoff, reconnect_give_up)");
-  expect("title = \"x\"\n", "x.toml:1:1: unknown key \"title\" (known keys: backoff, engine, batch, budgets)");
+         "claim_batch, workers, max_async, db, reconnect_backoff, reconnect_give_up, "
+         "durability)");
+  expect("title = \"x\"\n", "x.toml:1:1: unknown key \"title\" (known keys: backoff, engine, batch, "
+                           "budgets, schedules, retention)");
 }
 
 static void wrong_type(void **state) {

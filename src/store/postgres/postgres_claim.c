@@ -211,8 +211,10 @@ int tk__pg_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *e
       " AND parents_remaining = 0 ORDER BY task_id, id LIMIT 1),"
       " (SELECT MIN(lease_expires_at) FROM steps WHERE lease_expires_at IS NOT NULL"
       " AND state = " Q(TK__STEP_IN_PROGRESS) "),"
-      " (SELECT MIN(run_at) FROM steps WHERE state = " Q(TK__STEP_PENDING)
-      " AND parents_remaining = -1)",
+      /* The index's first entry, not MIN(): with statistics from when the
+       * table was small the planner aggregates every delayed step. */
+      " (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_PENDING)
+      " AND parents_remaining = -1 ORDER BY run_at, id LIMIT 1)",
       NULL, "next due", &r, err);
   if (rc == 0) {
     int64_t retry = or_never(tk__pg_i64(r, 0, 0)), fresh = or_never(tk__pg_i64(r, 0, 1));
