@@ -651,6 +651,7 @@ void tk__engine_wait(tk_engine *e, int64_t ms, int watch_store) {
                         {.fd = watch_store ? e->store->ops->change_fd(e->store) : -1,
                          .events = POLLIN}};
   int r = poll(p, p[1].fd >= 0 ? 2 : 1, ms > 3600000 ? 3600000 : (int)ms);
+  if (r > 0 && p[1].fd >= 0 && p[1].revents) e->store_changed = 1;
   if (r > 0 && p[0].revents) {
     char buf[256];
     while (read(e->wake_pipe[0], buf, sizeof buf) > 0) {

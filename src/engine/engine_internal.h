@@ -123,6 +123,7 @@ struct tk_engine {
   int fin_cap;
   struct tk__budgets *budgets; /* retry budgets' states (budgets.c), or NULL */
   struct tk__engine_sched *sched; /* schedules' state (schedules.c), or NULL */
+  int store_changed; /* a wait ended because the store changed (schedules.c reads it) */
   int64_t retention_at; /* when [retention] prunes next (retention.c); 0: now */
 
   /* The worker pool: jobs go in `todo`, come back in `done`. */

@@ -3,11 +3,13 @@
  * orchestrator fires the same ones), then each pass fires the slots that
  * are due and says when the next one is, for the engine's sleep.
  *
- * The schedules are read again (one small SELECT) at the earliest slot,
- * and otherwise at most once a second when the engine wakes: another
- * process that adds or removes a schedule writes the store, which wakes
- * sleeping engines (the WAL watch on SQLite, NOTIFY on PostgreSQL), and
- * the pass after that wake reads it. Nothing polls on an interval. */
+ * The schedules are read (one small SELECT) at the earliest slot, and
+ * after a wait that the store's change notification ended (the WAL watch
+ * on SQLite, NOTIFY on PostgreSQL): another process that adds or removes a
+ * schedule writes the store, which wakes sleeping engines. Such reads are
+ * at most one a second (a busy store notifies often): one due sooner
+ * waits for the second's end. Nothing polls on an interval, and an engine
+ * driven by tk_engine_tick (which never waits) reads them only at slots. */
 #include "engine/engine_internal.h"
 
 #include <stdlib.h>
@@ -19,6 +21,7 @@
 
 struct tk__engine_sched {
   int synced;      /* the configured schedules are in the store */
+  int changed;     /* the store changed since the schedules were read */
   int64_t next_at; /* the earliest slot known; INT64_MAX none */
   int64_t read_at; /* when the schedules were last read; INT64_MIN never */
 };
@@ -45,13 +48,18 @@ int64_t tk__engine_schedules(tk_engine *e, int64_t now) {
     /* Not again until the next start: a conflict needs an operator. */
     st->synced = 1;
   }
-  if (now < st->next_at && st->read_at != INT64_MIN && now - st->read_at < REREAD_MS) {
-    /* Woken again within the second: read once the second is over. */
+  st->changed |= e->store_changed;
+  e->store_changed = 0;
+  int read = st->read_at == INT64_MIN || now >= st->next_at ||
+             (st->changed && now - st->read_at >= REREAD_MS);
+  if (!read) {
+    /* A change within the second is read once the second is over. */
     int64_t again = st->read_at + REREAD_MS;
-    return again < st->next_at ? again : st->next_at;
+    return st->changed && again < st->next_at ? again : st->next_at;
   }
   tk_schedule_pass p;
   st->read_at = now;
+  st->changed = 0;
   tk_observer obs = {TK_OBSERVER_VERSION, TK_EV_BIT(TK_EV_TASK_CREATED), created};
   if (tk_schedule_fire_due(e->store, e->config, now,
                            tk__engine_wants(e, TK_EV_TASK_CREATED) ? &obs : NULL, e, &p,
