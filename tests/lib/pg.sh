@@ -43,6 +43,13 @@ pg_sql() { psql -qAtX -d "$PG_DB_URL" -c "$1"; }
 # t ARGS...: tasker with the test's configuration, $W/tasker.toml.
 t() { "$TASKER" --config "$W/tasker.toml" "$@"; }
 
+# noop_template FILE NAME: a template NAME (version 1) of one step "s"
+# that succeeds at once, written to FILE.
+noop_template() {
+  printf 'name = "%s"\nversion = "1"\n[[steps]]\nname = "s"\nhandler = { kind = "builtin", name = "noop" }\n' \
+    "$2" >"$1"
+}
+
 # tasker_setup TEMPLATE_FILE...: init the store of $W/tasker.toml and add
 # the templates, each checked.
 tasker_setup() {

@@ -16,13 +16,7 @@ db = "$PG_DB_URL"
 cron = "@daily"
 template = "ok"
 TOML
-cat >"$W/ok.toml" <<'TOML'
-name = "ok"
-version = "1"
-[[steps]]
-name = "s"
-handler = { kind = "builtin", name = "noop" }
-TOML
+noop_template "$W/ok.toml" ok
 tasker_setup "$W/ok.toml"
 
 run t schedule add tokyo --cron "0 2 * * *" --zone Asia/Tokyo --template ok

@@ -15,13 +15,7 @@ base = "10ms"
 [engine]
 db = "$PG_DB_URL"
 TOML
-cat >"$W/ok.toml" <<'TOML'
-name = "ok"
-version = "1"
-[[steps]]
-name = "s"
-handler = { kind = "builtin", name = "noop" }
-TOML
+noop_template "$W/ok.toml" ok
 # Fails until $W/open exists.
 cat >"$W/gate.toml" <<TOML
 name = "gate"

@@ -26,13 +26,7 @@ depends_on = ["extract"]
 handler = { kind = "builtin", name = "fail" }
 retry = { max_attempts = 2 }
 TOML
-cat >"$W/quick.toml" <<'TOML'
-name = "quick"
-version = "1"
-[[steps]]
-name = "s"
-handler = { kind = "builtin", name = "noop" }
-TOML
+noop_template "$W/quick.toml" quick
 tasker_setup "$W/etl.toml" "$W/quick.toml"
 for name in etl quick etl quick; do
   run t submit "$name"
