@@ -5,7 +5,10 @@
 
 #include <stdint.h>
 
+#include <stddef.h>
+
 struct tk_config; /* <tasker/config.h> */
+struct json_t;    /* <jansson.h> */
 
 /* Exit statuses (sysexits-like where one fits). */
 enum {
@@ -61,6 +64,13 @@ int cli_open_store(const char *cmd, const cli_globals *g, const struct tk_config
                    int need_schema, struct tk_store **out);
 /* A task id argument; prints and returns CLI_EXIT_USAGE when invalid. */
 int cli_task_id(const char *cmd, const char *text, int64_t *id);
+
+/* A time (a JSON integer, ms since the epoch) relative to `now` into buf:
+ * "in 1.5s", "3m ago"; "-" when it is not an integer. precise: the exact
+ * duration up to a day ("in 59m46.94s", for retry delays); otherwise, and
+ * beyond a day, its largest whole unit ("in 12s", "2d ago", "now"). */
+const char *cli_relative(const struct json_t *at, int64_t now, int precise, char *buf,
+                         size_t len);
 
 /* The task filter flags of `tasks` and the bulk operator forms: the first
  * CLI_F_N entries of a command's cli_opt array, in this order. */

@@ -69,16 +69,6 @@ static void print_json(json_t *v) {
   free(text);
 }
 
-/* "in 1.5s", "3s ago", "-" */
-static const char *relative(json_t *at, int64_t now, char *buf, size_t len) {
-  if (!json_is_integer(at)) return "-";
-  int64_t t = json_integer_value(at);
-  char d[32];
-  tk_duration_format(t > now ? t - now : now - t, d, sizeof d);
-  snprintf(buf, len, t > now ? "in %s" : "%s ago", d);
-  return buf;
-}
-
 static const char *str(json_t *o, const char *k) {
   const char *s = json_string_value(json_object_get(o, k));
   return s ? s : "";
@@ -105,7 +95,7 @@ int cmd_status(cli_globals *g, int argc, char **argv) {
     char buf[64];
     printf("\nready now: %lld   next due: %s\n",
            (long long)json_integer_value(json_object_get(st, "ready_now")),
-           relative(json_object_get(st, "next_due_at"), now, buf, sizeof buf));
+           cli_relative(json_object_get(st, "next_due_at"), now, 1, buf, sizeof buf));
     printf("store size: %.1f MiB\n",
            (double)json_integer_value(json_object_get(st, "store_bytes")) / (1024.0 * 1024.0));
     json_object_foreach(json_object_get(st, "counters"), key, v)
@@ -218,7 +208,8 @@ int cmd_show(cli_globals *g, int argc, char **argv) {
     const char *state = str(s, "state");
     int schedulable = (!strcmp(state, "pending") || !strcmp(state, "waiting_for_retry")) &&
                       json_integer_value(json_object_get(s, "parents_remaining")) == 0;
-    const char *next = schedulable ? relative(json_object_get(s, "run_at"), now, when, sizeof when) : "-";
+    const char *next =
+        schedulable ? cli_relative(json_object_get(s, "run_at"), now, 1, when, sizeof when) : "-";
     if (schedulable && json_integer_value(json_object_get(s, "run_at")) <= now) next = "now";
     printf("%-20s %-18s %9s  %-12s %s\n", str(s, "name"), state, att, next, str(s, "last_error"));
   }
@@ -257,8 +248,10 @@ int cmd_why(cli_globals *g, int argc, char **argv) {
   } else {
     char buf[64];
     printf("%s: %s (%s)", pos[1], str(why, "reason"), str(why, "detail"));
-    if (json_object_get(why, "until"))
-      printf(", until %s", relative(json_object_get(why, "until"), now, buf, sizeof buf));
+    /* A delayed start's detail already says until when. */
+    if (json_object_get(why, "until") && strcmp(str(why, "reason"), "scheduled") != 0)
+      printf(", until %s",
+             cli_relative(json_object_get(why, "until"), now, 1, buf, sizeof buf));
     printf("\n");
     json_array_foreach(json_object_get(why, "blocking"), i, s)
       printf("  waiting for %s (%s)\n", str(s, "step"), str(s, "state"));

@@ -76,25 +76,6 @@ static const char *str(json_t *o, const char *k) {
   return s ? s : "";
 }
 
-/* A time as an age or a wait in its largest whole unit: "3m ago", "in
- * 12s", "now"; "-" when absent. A table column needs no more precision. */
-static const char *relative(json_t *at, int64_t now, char *buf, size_t len) {
-  if (!json_is_integer(at)) return "-";
-  int64_t t = json_integer_value(at), d = t > now ? t - now : now - t;
-  static const struct { int64_t ms; char unit; } units[] = {
-      {86400000, 'd'}, {3600000, 'h'}, {60000, 'm'}, {1000, 's'}};
-  size_t u = 0;
-  while (u < 3 && d < units[u].ms) u++;
-  if (d < 1000) {
-    snprintf(buf, len, t > now ? "in <1s" : "now");
-    return buf;
-  }
-  long long n = (long long)(d / units[u].ms);
-  if (t > now) snprintf(buf, len, "in %lld%c", n, units[u].unit);
-  else snprintf(buf, len, "%lld%c ago", n, units[u].unit);
-  return buf;
-}
-
 /* An error message on one line, at most `max` characters (UTF-8 code
  * points, never cut inside one), "..." ending a cut one. */
 static void one_line(const char *s, size_t max, char *buf, size_t len) {
@@ -144,13 +125,13 @@ static int print_table(json_t *page, int64_t now) {
              other_ns ? "/" : "", str(tp, "name"), str(tp, "version"));
     char buf[64];
     snprintf(cells[i][C_CREATED], CELL, "%s",
-             relative(json_object_get(t, "created_at"), now, buf, sizeof buf));
+             cli_relative(json_object_get(t, "created_at"), now, 0, buf, sizeof buf));
     snprintf(cells[i][C_STEPS], CELL, "%lld/%lld",
              (long long)json_integer_value(json_object_get(t, "steps_done")),
              (long long)json_integer_value(json_object_get(t, "steps_total")));
     json_t *next = json_object_get(t, "next_run_at");
     if (json_is_integer(next) && json_integer_value(next) <= now) strcpy(cells[i][C_NEXT], "now");
-    else snprintf(cells[i][C_NEXT], CELL, "%s", relative(next, now, buf, sizeof buf));
+    else snprintf(cells[i][C_NEXT], CELL, "%s", cli_relative(next, now, 0, buf, sizeof buf));
     for (int k = 0; k < C_N; k++)
       if ((int)strlen(cells[i][k]) > width[k]) width[k] = (int)strlen(cells[i][k]);
   }
