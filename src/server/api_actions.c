@@ -33,8 +33,7 @@ static void submit(tk_server *s, const char *body, size_t len, tk__response *out
     tk__respond_tk_error(s, out, &err, err.code == TK_ENOENT ? "template" : NULL);
   } else {
     json_t *j = json_pack("{s:I, s:b}", "id", (json_int_t)id, "existed", existed);
-    tk__respond_json(out, existed ? 200 : 201, j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL);
-    json_decref(j);
+    tk__respond_json_value(out, existed ? 200 : 201, j);
   }
   tk__submit_body_free(&b);
 }
@@ -50,8 +49,7 @@ static void one_action(tk_server *s, const tk__route *r, tk__response *out) {
   }
   json_t *j = json_pack("{s:I, s:s?, s:s, s:s?}", "task", (json_int_t)r->task, "step", step,
                         "action", tk__action_name(r->action), "task_state", state);
-  tk__respond_json(out, 200, j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL);
-  json_decref(j);
+  tk__respond_json_value(out, 200, j);
 }
 
 /* What a bulk request did so far. */
@@ -163,8 +161,7 @@ static void bulk_action(tk_server *s, const tk__route *r, const char *body, size
   if (out->body == NULL) { /* no error answered */
     json_t *j = json_pack("{s:I, s:I, s:I, s:O}", "matched", (json_int_t)b.matched, "done",
                           (json_int_t)b.done, "failed", (json_int_t)b.failed, "errors", b.errors);
-    tk__respond_json(out, 200, j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL);
-    json_decref(j);
+    tk__respond_json_value(out, 200, j);
   }
   json_decref(b.errors);
   tk__bulk_body_free(&bb);

@@ -94,6 +94,5 @@ void tk__api_backoff(tk_server *s, const tk__query *q, tk__response *out) {
   for (size_t i = 0; i < tk_config_profile_count(s->config); i++)
     json_array_append_new(names, json_string(tk_config_profile_name(s->config, i)));
   json_object_set_new(j, "profiles", names);
-  tk__respond_json(out, 200, j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL);
-  json_decref(j);
+  tk__respond_json_value(out, 200, j);
 }

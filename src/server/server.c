@@ -66,6 +66,11 @@ void tk__respond_json(tk__response *out, int status, char *text) {
   out->static_body = 0;
 }
 
+void tk__respond_json_value(tk__response *out, int status, json_t *j) {
+  tk__respond_json(out, status, j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL);
+  json_decref(j);
+}
+
 int tk__secret_equal(const char *given, size_t given_len, const char *secret, size_t secret_len) {
   /* Every byte of the secret is compared whatever the input, so the time
    * taken says nothing about how much of it matched. */

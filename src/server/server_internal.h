@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include <tasker/server.h>
 
 #include "server/request_parse.h"
@@ -69,6 +71,9 @@ typedef struct tk__response {
 void tk__respond_error(tk__response *out, const tk__api_error *e);
 /* Answer `status` with JSON text (taken over). NULL text: 500. */
 void tk__respond_json(tk__response *out, int status, char *text);
+/* Answer `status` with j as compact JSON; j is released. NULL j (a
+ * json_pack that ran out of memory): 500. */
+void tk__respond_json_value(tk__response *out, int status, json_t *j);
 
 /* Log through the server's sink, if any (printf-style). */
 void tk__server_log(const tk_server *s, tk_log_level level, const char *fmt, ...)
