@@ -214,12 +214,15 @@
 
   /* ---- small shared pieces ---- */
 
-  // A message line under a toolbar: kind is ok, error or info.
-  TK.flash = function (el, kind, text) {
-    el.replaceChildren(TK.h('div', { class: 'flash flash-' + kind }, text));
+  // A message box: kind is ok, error or info; children as TK.h takes them.
+  TK.flashBox = (kind, ...children) => TK.h('div', { class: 'flash flash-' + kind }, ...children);
+
+  // A message line under a toolbar, in place of what el held.
+  TK.flash = function (el, kind, ...children) {
+    el.replaceChildren(TK.flashBox(kind, ...children));
   };
 
-  TK.errorBox = (e) => TK.h('div', { class: 'flash flash-error' }, e.message || String(e));
+  TK.errorBox = (e) => TK.flashBox('error', e.message || String(e));
 
   // A legend: [class, label, title] per item, the swatch styled like the chart.
   TK.legend = function (items) {

@@ -30,9 +30,9 @@
       try {
         const r = await TK.api('/actions/' + action, { method: 'POST', body });
         const errs = (r.errors || []).map((e) => h('li', null, `task ${e.task} ${e.step || ''}: ${e.message}`));
-        msg.replaceChildren(h('div', { class: 'flash ' + (r.failed ? 'flash-error' : 'flash-ok') },
+        TK.flash(msg, r.failed ? 'error' : 'ok',
           `${action === 'retry' ? 'Retried' : 'Resolved'} ${r.done} of ${r.matched}` + (r.failed ? `; ${r.failed} refused:` : '.'),
-          errs.length ? h('ul', null, errs) : null));
+          errs.length ? h('ul', null, errs) : null);
         sel.clear();
         list.tkLast = null;
       } catch (e) {

@@ -40,7 +40,7 @@
     const refresh = async function () {
       const [st, act, fail] = await settle([TK.api('/status'), TK.api('/activity?window=1h&bucket=1m'), TK.api('/steps?state=error&limit=5')]);
       const errs = [st, act, fail].filter((r) => r.e).map((r) => r.e.message);
-      TK.swap(err, errs, () => h('div', null, errs.map((m) => h('div', { class: 'flash flash-error' }, m))));
+      TK.swap(err, errs, () => h('div', null, errs.map((m) => TK.flashBox('error', m))));
       if (st.v) {
         if (st.v.now) TK.clockOffset = st.v.now - Date.now();
         TK.swap(taskCounts, st.v.tasks, () => counts(st.v.tasks, TK.TASK_STATES));
