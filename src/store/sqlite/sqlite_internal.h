@@ -95,6 +95,11 @@ void tk__sq_checkpointer_stop(tk__sqlite *q);
 /* Column helpers: text or NULL, and text as a new json_t (null for NULL). */
 const char *tk__sq_text(sqlite3_stmt *st, int col);
 
+/* Column col: text copied (NULL kept; *oom set when a copy fails), or an
+ * int64 with TK__NONE for NULL. Shared by the lists, reports and schedules. */
+char *tk__sq_col_dup(sqlite3_stmt *st, int col, int *oom);
+int64_t tk__sq_col_i64(sqlite3_stmt *st, int col);
+
 /* Add a transition row to the open transaction (from may be NULL, step_id
  * and attempt 0 for none). Rows are written when the transaction commits;
  * tk__sq_transitions_flush writes them earlier (before a statement that

@@ -10,11 +10,6 @@
 
 #include "store/list_sql.h"
 
-static char *col_dup(sqlite3_stmt *st, int i, int *oom) { return tk__dup(tk__sq_text(st, i), oom); }
-static int64_t col_i64(sqlite3_stmt *st, int i) {
-  return sqlite3_column_type(st, i) == SQLITE_NULL ? TK__NONE : sqlite3_column_int64(st, i);
-}
-
 /* Prepare sql's text and bind its arguments; frees the text. */
 static int prepare(tk__sqlite *q, tk__sql *sql, int rc, const char *what, sqlite3_stmt **st,
                    tk_err *err) {
@@ -66,33 +61,33 @@ static void read_task(sqlite3_stmt *st, void *row, int *oom) {
   tk__task_row *r = row;
   r->id = sqlite3_column_int64(st, 0);
   snprintf(r->state, sizeof r->state, "%s", tk__sq_text(st, 1));
-  r->namespace_ = col_dup(st, 2, oom);
-  r->name = col_dup(st, 3, oom);
-  r->version = col_dup(st, 4, oom);
-  r->identity = col_dup(st, 5, oom);
+  r->namespace_ = tk__sq_col_dup(st, 2, oom);
+  r->name = tk__sq_col_dup(st, 3, oom);
+  r->version = tk__sq_col_dup(st, 4, oom);
+  r->identity = tk__sq_col_dup(st, 5, oom);
   r->created_at = sqlite3_column_int64(st, 6);
   r->updated_at = sqlite3_column_int64(st, 7);
-  r->finished_at = col_i64(st, 8);
+  r->finished_at = tk__sq_col_i64(st, 8);
   r->steps_total = sqlite3_column_int(st, 9);
   r->steps_done = sqlite3_column_int(st, 10);
   r->steps_error = sqlite3_column_int(st, 11);
-  r->last_error = col_dup(st, 12, oom);
-  r->next_run_at = col_i64(st, 13);
+  r->last_error = tk__sq_col_dup(st, 12, oom);
+  r->next_run_at = tk__sq_col_i64(st, 13);
 }
 
 static void read_step(sqlite3_stmt *st, void *row, int *oom) {
   tk__step_row *r = row;
   r->id = sqlite3_column_int64(st, 0);
   r->task_id = sqlite3_column_int64(st, 1);
-  r->name = col_dup(st, 2, oom);
+  r->name = tk__sq_col_dup(st, 2, oom);
   snprintf(r->state, sizeof r->state, "%s", tk__sq_text(st, 3));
   r->attempts = sqlite3_column_int(st, 4);
   r->max_attempts = sqlite3_column_int(st, 5);
   r->retryable = sqlite3_column_int(st, 6);
-  r->last_error = col_dup(st, 7, oom);
-  r->namespace_ = col_dup(st, 8, oom);
-  r->template_name = col_dup(st, 9, oom);
-  r->version = col_dup(st, 10, oom);
+  r->last_error = tk__sq_col_dup(st, 7, oom);
+  r->namespace_ = tk__sq_col_dup(st, 8, oom);
+  r->template_name = tk__sq_col_dup(st, 9, oom);
+  r->version = tk__sq_col_dup(st, 10, oom);
   r->updated_at = sqlite3_column_int64(st, 11);
 }
 

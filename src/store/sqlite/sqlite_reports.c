@@ -5,12 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Column i: text copied (NULL kept), or an int64 with TK__NONE for NULL. */
-static char *col_dup(sqlite3_stmt *st, int i, int *oom) { return tk__dup(tk__sq_text(st, i), oom); }
-static int64_t col_i64(sqlite3_stmt *st, int i) {
-  return sqlite3_column_type(st, i) == SQLITE_NULL ? TK__NONE : sqlite3_column_int64(st, i);
-}
-
 int tk__sq_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   for (int i = 0; i < n; i++) out[i] = NULL;
@@ -224,14 +218,14 @@ static int report_task(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *
   if (rc == 0 && found) {
     r->id = sqlite3_column_int64(st, 0);
     snprintf(r->state, sizeof r->state, "%s", tk__sq_text(st, 1));
-    r->identity = col_dup(st, 2, oom);
+    r->identity = tk__sq_col_dup(st, 2, oom);
     r->created_at = sqlite3_column_int64(st, 3);
     r->updated_at = sqlite3_column_int64(st, 4);
-    r->finished_at = col_i64(st, 5);
+    r->finished_at = tk__sq_col_i64(st, 5);
     r->steps_total = sqlite3_column_int(st, 6);
     r->steps_done = sqlite3_column_int(st, 7);
     r->steps_error = sqlite3_column_int(st, 8);
-    r->context = col_dup(st, 9, oom);
+    r->context = tk__sq_col_dup(st, 9, oom);
     if (tk__sq_template_rec(st, 10, &r->template_) != 0) *oom = 1;
   }
   sqlite3_finalize(st);
@@ -258,19 +252,19 @@ static int report_steps(tk__sqlite *q, int64_t task_id, tk__task_report *r, int 
     tk__step_rec *s = &r->steps[r->nsteps++];
     s->id = sqlite3_column_int64(st, 0);
     s->idx = sqlite3_column_int(st, 1);
-    s->name = col_dup(st, 2, oom);
+    s->name = tk__sq_col_dup(st, 2, oom);
     snprintf(s->state, sizeof s->state, "%s", tk__sq_text(st, 3));
     s->attempts = sqlite3_column_int(st, 4);
     s->max_attempts = sqlite3_column_int(st, 5);
     s->retryable = sqlite3_column_int(st, 6);
     s->parents_remaining = sqlite3_column_int(st, 7);
-    s->backoff = col_dup(st, 8, oom);
+    s->backoff = tk__sq_col_dup(st, 8, oom);
     s->run_at = sqlite3_column_int64(st, 9);
-    s->lease_expires_at = col_i64(st, 10);
+    s->lease_expires_at = tk__sq_col_i64(st, 10);
     s->last_delay_ms = sqlite3_column_int64(st, 11);
-    s->lease_owner = col_dup(st, 12, oom);
-    s->last_error = col_dup(st, 13, oom);
-    s->results = col_dup(st, 14, oom);
+    s->lease_owner = tk__sq_col_dup(st, 12, oom);
+    s->last_error = tk__sq_col_dup(st, 13, oom);
+    s->results = tk__sq_col_dup(st, 14, oom);
   }
   if (*oom) rc = SQLITE_DONE;
   rc = tk__sq_rows_end(q, rc, "show steps", err);
@@ -297,15 +291,15 @@ static int report_attempts(tk__sqlite *q, int64_t task_id, tk__task_report *r, i
     tk__attempt_rec *a = &r->attempts[r->nattempts++];
     a->step_id = sqlite3_column_int64(st, 0);
     a->attempt = sqlite3_column_int(st, 1);
-    a->owner = col_dup(st, 2, oom);
+    a->owner = tk__sq_col_dup(st, 2, oom);
     a->started_at = sqlite3_column_int64(st, 3);
-    a->finished_at = col_i64(st, 4);
-    a->delay_ms = col_i64(st, 5);
-    a->next_run_at = col_i64(st, 6);
-    a->outcome = col_dup(st, 7, oom);
-    a->error = col_dup(st, 8, oom);
-    a->delay_source = col_dup(st, 9, oom);
-    a->due_at = col_i64(st, 10);
+    a->finished_at = tk__sq_col_i64(st, 4);
+    a->delay_ms = tk__sq_col_i64(st, 5);
+    a->next_run_at = tk__sq_col_i64(st, 6);
+    a->outcome = tk__sq_col_dup(st, 7, oom);
+    a->error = tk__sq_col_dup(st, 8, oom);
+    a->delay_source = tk__sq_col_dup(st, 9, oom);
+    a->due_at = tk__sq_col_i64(st, 10);
   }
   if (*oom) rc = SQLITE_DONE;
   rc = tk__sq_rows_end(q, rc, "attempt history", err);
@@ -330,11 +324,11 @@ static int report_transitions(tk__sqlite *q, int64_t task_id, tk__task_report *r
     }
     tk__transition_rec *t = &r->transitions[r->ntransitions++];
     t->at = sqlite3_column_int64(st, 0);
-    t->step_id = col_i64(st, 1);
-    t->from = col_dup(st, 2, oom);
-    t->to = col_dup(st, 3, oom);
-    t->reason = col_dup(st, 4, oom);
-    t->attempt = col_i64(st, 5);
+    t->step_id = tk__sq_col_i64(st, 1);
+    t->from = tk__sq_col_dup(st, 2, oom);
+    t->to = tk__sq_col_dup(st, 3, oom);
+    t->reason = tk__sq_col_dup(st, 4, oom);
+    t->attempt = tk__sq_col_i64(st, 5);
   }
   if (*oom) rc = SQLITE_DONE;
   rc = tk__sq_rows_end(q, rc, "transitions", err);
@@ -386,9 +380,9 @@ static int report_items(tk__sqlite *q, int64_t task_id, tk__task_report *r, int 
     }
     tk__gave_up_rec *g = &r->gave_up[r->ngave_up++];
     g->step_id = sqlite3_column_int64(st, 0);
-    g->key = col_dup(st, 1, oom);
+    g->key = tk__sq_col_dup(st, 1, oom);
     g->attempts = sqlite3_column_int(st, 2);
-    g->last_error = col_dup(st, 3, oom);
+    g->last_error = tk__sq_col_dup(st, 3, oom);
   }
   if (*oom) rc = SQLITE_DONE;
   rc = tk__sq_rows_end(q, rc, "batch items", err);

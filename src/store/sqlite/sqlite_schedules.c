@@ -148,21 +148,19 @@ int tk__sq_schedule_remove(tk_store *s, const char *name, tk_err *err) {
 /* Read the columns of a schedules row into r (strings copied). */
 static int read_rec(sqlite3_stmt *st, tk__schedule_rec *r) {
   int oom = 0;
-  r->name = tk__dup(tk__sq_text(st, 0), &oom);
-  r->cron = tk__dup(tk__sq_text(st, 1), &oom);
-  r->zone = tk__dup(tk__sq_text(st, 2), &oom);
-  r->template_name = tk__dup(tk__sq_text(st, 3), &oom);
-  r->version = tk__dup(tk__sq_text(st, 4), &oom);
-  r->context = tk__dup(tk__sq_text(st, 5), &oom);
+  r->name = tk__sq_col_dup(st, 0, &oom);
+  r->cron = tk__sq_col_dup(st, 1, &oom);
+  r->zone = tk__sq_col_dup(st, 2, &oom);
+  r->template_name = tk__sq_col_dup(st, 3, &oom);
+  r->version = tk__sq_col_dup(st, 4, &oom);
+  r->context = tk__sq_col_dup(st, 5, &oom);
   snprintf(r->missed, sizeof r->missed, "%s", tk__sq_text(st, 6));
   snprintf(r->source, sizeof r->source, "%s", tk__sq_text(st, 7));
   r->created_at = sqlite3_column_int64(st, 8);
   r->updated_at = sqlite3_column_int64(st, 9);
   r->cursor = sqlite3_column_int64(st, 10);
-  r->last_fired = sqlite3_column_type(st, 11) == SQLITE_NULL ? TK__NONE
-                                                              : sqlite3_column_int64(st, 11);
-  r->last_task_id = sqlite3_column_type(st, 12) == SQLITE_NULL ? TK__NONE
-                                                                : sqlite3_column_int64(st, 12);
+  r->last_fired = tk__sq_col_i64(st, 11);
+  r->last_task_id = tk__sq_col_i64(st, 12);
   return oom;
 }
 

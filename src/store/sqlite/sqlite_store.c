@@ -111,6 +111,14 @@ const char *tk__sq_text(sqlite3_stmt *st, int col) {
   return (const char *)sqlite3_column_text(st, col);
 }
 
+char *tk__sq_col_dup(sqlite3_stmt *st, int col, int *oom) {
+  return tk__dup(tk__sq_text(st, col), oom);
+}
+
+int64_t tk__sq_col_i64(sqlite3_stmt *st, int col) {
+  return sqlite3_column_type(st, col) == SQLITE_NULL ? TK__NONE : sqlite3_column_int64(st, col);
+}
+
 int tk__sq_count(tk__sqlite *q, const char *name, int64_t delta, tk_err *err) {
   sqlite3_stmt *st = tk__sq_stmt(q, SQ_COUNT,
                                  "INSERT INTO counters (name, value) VALUES (?1, ?2)"
