@@ -38,7 +38,9 @@ static int split(const char *p, size_t len, segs *s, tk__api_error *e) {
     size_t out;
     if (tk__pct_decode(p + start, i - start, 0, s->text[s->n], &out) != 0)
       return tk__api_fail(e, 400, "bad_request", NULL,
-                          "the path holds a malformed %%-escape or an encoded NUL");
+                          "path segment \"%.*s\": malformed %%-escape or encoded NUL: "
+                          "expected %%XX with two hex digits",
+                          (int)(i - start > 100 ? 100 : i - start), p + start);
     s->len[s->n++] = out;
     start = i + 1;
   }

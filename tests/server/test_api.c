@@ -348,6 +348,8 @@ static void bad_queries(void **state) {
           "state", "given twice");
   refused(w, "GET", "/api/v1/tasks?q=%zz", NULL, NULL, 400, "bad_request", NULL,
           "malformed %-escape");
+  refused(w, "GET", "/api/v1/tasks/1/steps/a%zzb", NULL, NULL, 400, "bad_request", NULL,
+          "path segment \"a%zzb\": malformed %-escape");
   refused(w, "GET", "/api/v1/steps?state=broken", NULL, NULL, 400, "bad_filter", "state",
           "expected a step state");
   refused(w, "GET", "/api/v1/steps?task_state=broken", NULL, NULL, 400, "bad_filter", "task_state",
