@@ -10,7 +10,6 @@
 
 #include <tasker/clock.h>
 #include <tasker/config.h>
-#include <tasker/duration.h>
 #include <tasker/query.h>
 #include <tasker/workflow.h>
 
@@ -46,9 +45,10 @@ static int start_time(const cli_opt *at, const cli_opt *in, int64_t now, int64_t
     }
   } else if (in->seen) {
     int64_t d;
-    if (tk_duration_parse(in->value, &d, &err) != 0 || d > INT64_MAX - now) {
-      cli_error("submit", "--in \"%s\": expected a duration such as 90s, 15m or 3h",
-                in->value);
+    int rc = cli_duration("submit", in, &d);
+    if (rc) return rc;
+    if (d > INT64_MAX - now) {
+      cli_error("submit", "--in: invalid duration \"%s\": too large", in->value);
       return CLI_EXIT_USAGE;
     }
     *start = now + d;

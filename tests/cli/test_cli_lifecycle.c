@@ -122,8 +122,10 @@ static void delayed_submit(void **state) {
           "--at", "2026-13-01T00:00:00Z");
   REFUSED(c, "--at \"2026-11-25T09:00:00\": expected an RFC 3339 time", "submit", "ok", "--at",
           "2026-11-25T09:00:00");
-  REFUSED(c, "--in \"soon\": expected a duration", "submit", "ok", "--in", "soon");
-  REFUSED(c, "--in \"-5m\": expected a duration", "submit", "ok", "--in", "-5m");
+  REFUSED(c, "--in: invalid duration \"soon\": expected a number with a unit", "submit", "ok",
+          "--in", "soon");
+  REFUSED(c, "--in: invalid duration \"-5m\": must not be negative", "submit", "ok", "--in",
+          "-5m");
   REFUSED(c, "--at and --in: give one start time", "submit", "ok", "--in", "1h", "--at",
           "2099-01-01T00:00:00Z");
   cli_store_close(c);
