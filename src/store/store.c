@@ -165,6 +165,14 @@ int tk__input_add(json_t **slot, const char *context, const char *parent, const 
              : TK_ENOMEM;
 }
 
+void tk__prune_cutoffs(const tk__prune_request *r, int64_t cut[TK__PRUNE_STATES + 1]) {
+  cut[TK__PRUNE_STATES] = INT64_MIN;
+  for (int i = 0; i < TK__PRUNE_STATES; i++) {
+    cut[i] = r->before[i] == TK__NONE ? INT64_MIN : r->before[i];
+    if (cut[i] > cut[TK__PRUNE_STATES]) cut[TK__PRUNE_STATES] = cut[i];
+  }
+}
+
 void tk__template_rec_free(tk__template_rec *r) {
   if (r == NULL) return;
   free(r->namespace_);

@@ -126,6 +126,12 @@ typedef struct tk__prune_request {
   int dry_run; /* count what would go; change nothing */
 } tk__prune_request;
 
+/* The SQL arguments of a prune request, the same for both backends:
+ * cut[0..2] before[] with TK__NONE as INT64_MIN (nothing of that state
+ * finished before it), cut[3] the latest of them, so that one range scan
+ * of tasks_finished bounds the selection. */
+void tk__prune_cutoffs(const tk__prune_request *r, int64_t cut[TK__PRUNE_STATES + 1]);
+
 /* Rows a prune removed (or would), by table. */
 typedef struct tk__prune_counts {
   int64_t tasks, steps, attempts, transitions, items;

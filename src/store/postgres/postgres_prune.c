@@ -47,13 +47,9 @@ int tk__pg_prune(tk_store *s, const tk__prune_request *r, tk__prune_counts *out,
   if (!r->dry_run && r->limit <= 0)
     return tk_err_set(err, TK_EINVAL, "prune: a batch limit > 0 is required");
   tk__pg_args a = {0};
-  int64_t latest = INT64_MIN;
-  for (int i = 0; i < TK__PRUNE_STATES; i++) {
-    int64_t b = r->before[i] == TK__NONE ? INT64_MIN : r->before[i];
-    tk__pg_arg_i64(&a, b);
-    if (b > latest) latest = b;
-  }
-  tk__pg_arg_i64(&a, latest);
+  int64_t cut[TK__PRUNE_STATES + 1];
+  tk__prune_cutoffs(r, cut);
+  for (int i = 0; i <= TK__PRUNE_STATES; i++) tk__pg_arg_i64(&a, cut[i]);
   if (!r->dry_run) tk__pg_arg_i64(&a, r->limit);
   PGresult *res;
   int rc = r->dry_run ? tk__pg_query(s, PG_PRUNE_COUNT, COUNT_SQL, &a, "prune (dry run)", &res, err)

@@ -48,14 +48,11 @@ static const char COUNT_SQL[] =
     " (SELECT count(*) FROM transitions WHERE task_id IN (SELECT id FROM t)),"
     " (SELECT count(*) FROM items WHERE step_id IN (SELECT id FROM s))";
 
+/* Bind ?1-?4 of SELECTED. */
 static void bind_cutoffs(sqlite3_stmt *st, const tk__prune_request *r) {
-  int64_t latest = INT64_MIN;
-  for (int i = 0; i < TK__PRUNE_STATES; i++) {
-    int64_t b = r->before[i] == TK__NONE ? INT64_MIN : r->before[i];
-    sqlite3_bind_int64(st, i + 1, b);
-    if (b > latest) latest = b;
-  }
-  sqlite3_bind_int64(st, 4, latest);
+  int64_t cut[TK__PRUNE_STATES + 1];
+  tk__prune_cutoffs(r, cut);
+  for (int i = 0; i <= TK__PRUNE_STATES; i++) sqlite3_bind_int64(st, i + 1, cut[i]);
 }
 
 /* A dry run over every selected task: one read, nothing written. */
