@@ -19,6 +19,22 @@ void tk__handler_fail(tk_handler_result *out, tk_handler_status status, const ch
   out->status = status;
 }
 
+const char *tk__quote_start(const char *s, size_t len, size_t max, int keep_utf8, char *buf,
+                            size_t size) {
+  size_t o = 0, i = 0;
+  buf[o++] = '"';
+  for (; i < len && i < max && o + 6 < size; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\') o += (size_t)snprintf(buf + o, size - o, "\\%c", c);
+    else if (c == '\n') o += (size_t)snprintf(buf + o, size - o, "\\n");
+    else if (c < 0x20 || c == 0x7f || (c > 0x7f && !keep_utf8))
+      o += (size_t)snprintf(buf + o, size - o, "\\x%02x", c);
+    else buf[o++] = (char)c;
+  }
+  snprintf(buf + o, size - o, "\"%s", i < len ? "..." : "");
+  return buf;
+}
+
 int tk__hint_from_json(json_t *v, int64_t *ms) {
   if (json_is_string(v)) return tk_duration_parse(json_string_value(v), ms, NULL) ? TK_EINVAL : 0;
   if (json_is_number(v))

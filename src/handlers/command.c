@@ -377,22 +377,6 @@ static const char *stderr_note(char *tail, char *buf, size_t len) {
   return buf;
 }
 
-/* The first bytes of s, quoted and escaped for a one-line message. */
-static const char *quote_start(const char *s, size_t len, char *buf, size_t size) {
-  size_t o = 0;
-  buf[o++] = '"';
-  size_t i = 0;
-  for (; i < len && i < STDOUT_QUOTE && o + 6 < size; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (c == '"' || c == '\\') o += (size_t)snprintf(buf + o, size - o, "\\%c", c);
-    else if (c == '\n') o += (size_t)snprintf(buf + o, size - o, "\\n");
-    else if (c < 0x20 || c >= 0x7f) o += (size_t)snprintf(buf + o, size - o, "\\x%02x", c);
-    else buf[o++] = (char)c;
-  }
-  snprintf(buf + o, size - o, "\"%s", i < len ? "..." : "");
-  return buf;
-}
-
 int tk__command_parse_stdout(const char *buf, size_t n, json_t **doc, char *why, size_t len) {
   *doc = NULL;
   size_t i = 0;
@@ -400,7 +384,7 @@ int tk__command_parse_stdout(const char *buf, size_t n, json_t **doc, char *why,
   while (i < n && buf[i] != '\0' && strchr(" \t\r\n", buf[i])) i++;
   if (i == n) return 0;
   char start[STDOUT_QUOTE * 4 + 8];
-  quote_start(buf + i, n - i, start, sizeof start);
+  tk__quote_start(buf + i, n - i, STDOUT_QUOTE, 0, start, sizeof start);
   json_error_t e;
   json_t *d = json_loadb(buf, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);
   if (d == NULL) {

@@ -164,6 +164,14 @@ int tk__hint_from_json(json_t *v, int64_t *ms);
  * and quoting how it began. */
 int tk__command_parse_stdout(const char *buf, size_t n, json_t **doc, char *why, size_t len);
 
+/* The first bytes of s (at most max of its len), quoted and escaped for a
+ * one-line message into buf ("..." after the quote when cut); returns buf.
+ * Quotes, backslashes, newlines and other control bytes are escaped, and
+ * bytes from 0x80 too unless keep_utf8. buf holds the worst case with
+ * size >= max * 4 + 8. */
+const char *tk__quote_start(const char *s, size_t len, size_t max, int keep_utf8, char *buf,
+                            size_t size);
+
 /* Set out to a failure with a printf-style message. */
 void tk__handler_fail(tk_handler_result *out, tk_handler_status status, const char *fmt, ...)
 #if defined(__GNUC__)

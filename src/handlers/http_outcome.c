@@ -18,21 +18,6 @@
 /* Bytes of a failed response's body quoted in its message. */
 #define BODY_QUOTE 160
 
-/* The first bytes of s, quoted and escaped for a one-line message. */
-static const char *quote(const char *s, size_t len, char *buf, size_t size) {
-  size_t o = 0, i = 0;
-  buf[o++] = '"';
-  for (; i < len && i < BODY_QUOTE && o + 6 < size; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (c == '"' || c == '\\') o += (size_t)snprintf(buf + o, size - o, "\\%c", c);
-    else if (c == '\n') o += (size_t)snprintf(buf + o, size - o, "\\n");
-    else if (c < 0x20 || c == 0x7f) o += (size_t)snprintf(buf + o, size - o, "\\x%02x", c);
-    else buf[o++] = (char)c;
-  }
-  snprintf(buf + o, size - o, "\"%s", i < len ? "..." : "");
-  return buf;
-}
-
 /* "METHOD URL" for messages (a long URL cut). */
 static const char *target(const tk__http_req *r, char *buf, size_t len) {
   size_t ul = strlen(r->url);
@@ -156,7 +141,7 @@ static void results(tk__http_req *r, const char *t) {
       tk__handler_fail(out, TK_HANDLER_PERMANENT, "%s: HTTP %ld with Content-Type %s, but the "
                        "body is not JSON: invalid JSON at line %d, column %d: %s; the body began %s",
                        t, r->status, r->content_type, e.line, e.column, e.text,
-                       quote(b + i, len - i, q, sizeof q));
+                       tk__quote_start(b + i, len - i, BODY_QUOTE, 1, q, sizeof q));
       return;
     }
   }
@@ -223,7 +208,7 @@ static void response(tk__http_req *r, const char *t) {
     }
   }
   char q[BODY_QUOTE * 4 + 8] = "";
-  if (r->in.len > 0) quote(r->in.p, r->in.len, q, sizeof q);
+  if (r->in.len > 0) tk__quote_start(r->in.p, r->in.len, BODY_QUOTE, 1, q, sizeof q);
   tk__handler_fail(out, cls == TK__HTTP_RETRY ? TK_HANDLER_RETRY : TK_HANDLER_PERMANENT,
                    "%s: %s%s%s%s", t, what, hint, q[0] ? ": " : "", q);
 }
