@@ -24,20 +24,10 @@ static const char templates[] =
 static const char broken[] = "name = \"broken\"\nversion = \"1\"\n" EFX_STEP("a")
     "handler = { kind = \"builtin\", name = \"fail\", permanent = true }\n";
 
-#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
-
-static void run_args(cli *c, run_result *r, const char *const *args) {
-  const char *all[40] = {"--config", c->cfg, "--db", c->url};
-  size_t n = 4;
-  while (*args && n < 39) all[n++] = *args++;
-  all[n] = NULL;
-  assert_int_equal(run_cli(r, NULL, all), 0);
-}
-
 /* Run, expect exit 0, and return stdout (malloc'd). */
 static char *ok(cli *c, const char *const *args) {
   run_result r;
-  run_args(c, &r, args);
+  cli_run_args(c, &r, args);
   if (r.status != 0) fail_msg("%s: exit %d: %s", args[0], r.status, r.err);
   char *out = r.out;
   r.out = NULL;
@@ -59,7 +49,7 @@ static int64_t submit(cli *c, const char *const *args) {
 static void refused(cli *c, const char *want, const char *const *args) {
   char *before = efx_snapshot(c->db);
   run_result r;
-  run_args(c, &r, args);
+  cli_run_args(c, &r, args);
   if (r.status != 2 || r.out[0] != '\0' || strstr(r.err, want) == NULL ||
       strchr(r.err, '\n') != r.err + strlen(r.err) - 1)
     fail_msg("exit %d (want 2)\nstdout: %s\nstderr: %s(want one line with %s)", r.status, r.out,

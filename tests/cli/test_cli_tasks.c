@@ -24,22 +24,11 @@
 
 static const char config[] = "[backoff]\njitter = \"none\"\nbase = \"10ms\"\n";
 
-/* Run tasker with the store's flags and `args` (NULL-terminated) into *r. */
-static void run_args(cli *c, run_result *r, const char *const *args) {
-  const char *all[40] = {"--config", c->cfg, "--db", c->url};
-  size_t n = 4;
-  while (*args && n < 39) all[n++] = *args++;
-  all[n] = NULL;
-  assert_int_equal(run_cli(r, NULL, all), 0);
-}
-
-#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
-
 /* Run and expect exit status `status`, stdout `out` and stderr `err`. */
 static void expect_run(cli *c, int status, const char *out, const char *err,
                        const char *const *args) {
   run_result r;
-  run_args(c, &r, args);
+  cli_run_args(c, &r, args);
   if (r.status != status || strcmp(r.out, out) != 0 || strcmp(r.err, err) != 0)
     fail_msg("%s: exit %d (want %d)\nstdout: %s(want %s)\nstderr: %s(want %s)", args[0],
              r.status, status, r.out, out, r.err, err);
@@ -51,7 +40,7 @@ static void expect_run(cli *c, int status, const char *out, const char *err,
  * exit 2, nothing on stdout. */
 static void expect_refused(cli *c, const char *start, const char *value, const char *const *args) {
   run_result r;
-  run_args(c, &r, args);
+  cli_run_args(c, &r, args);
   if (r.status != 2 || r.out[0] != '\0' || strncmp(r.err, start, strlen(start)) != 0 ||
       strstr(r.err, value) == NULL || strchr(r.err, '\n') != r.err + strlen(r.err) - 1)
     fail_msg("exit %d (want 2)\nstdout: %s\nstderr: %s(want one line starting %s naming %s)",
@@ -62,7 +51,7 @@ static void expect_refused(cli *c, const char *start, const char *value, const c
 
 static void run_ok(cli *c, const char *const *args) {
   run_result r;
-  run_args(c, &r, args);
+  cli_run_args(c, &r, args);
   if (r.status != 0) fail_msg("%s: exit %d: %s", args[0], r.status, r.err);
   run_result_free(&r);
 }
@@ -135,7 +124,7 @@ static int teardown(void **state) {
 /* The JSON a command prints (exit 0), parsed. */
 static json_t *json_out(cli *c, const char *const *args) {
   run_result r;
-  run_args(c, &r, args);
+  cli_run_args(c, &r, args);
   if (r.status != 0) fail_msg("%s: exit %d: %s", args[0], r.status, r.err);
   json_error_t e;
   json_t *v = json_loads(r.out, JSON_PRESERVE_ORDER, &e);
@@ -233,7 +222,7 @@ static void line_of(const char *text, const char *start, char *line, size_t len)
 static void the_table_shows_each_task_on_a_line(void **state) {
   cli *c = *state;
   run_result r;
-  run_args(c, &r, ARGS("tasks"));
+  cli_run_args(c, &r, ARGS("tasks"));
   assert_int_equal(r.status, 0);
   assert_string_equal(r.err, "");
   char line[512], want[512], err[512];
@@ -292,8 +281,8 @@ static void paging_with_cursor_sees_every_task_once(void **state) {
   for (int pages = 0;; pages++) {
     assert_true(pages < 6);
     run_result r;
-    if (arg[0]) run_args(c, &r, ARGS("tasks", "--limit", "3", "--cursor", arg));
-    else run_args(c, &r, ARGS("tasks", "--limit", "3"));
+    if (arg[0]) cli_run_args(c, &r, ARGS("tasks", "--limit", "3", "--cursor", arg));
+    else cli_run_args(c, &r, ARGS("tasks", "--limit", "3"));
     assert_int_equal(r.status, 0);
     for (const char *l = strchr(r.out, '\n') + 1; *l && l[0] != 'm'; l = strchr(l, '\n') + 1) {
       int id = atoi(l);

@@ -37,6 +37,19 @@ static inline cli *cli_store_open(const char *config) {
   return c;
 }
 
+/* A NULL-terminated argument list: ARGS("tasks", "--json"). */
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* Run tasker with this store and configuration and args (NULL-terminated,
+ * at most 35) into *r. */
+static inline void cli_run_args(cli *c, run_result *r, const char *const *args) {
+  const char *all[40] = {"--config", c->cfg, "--db", c->url};
+  size_t n = 4;
+  while (*args && n < 39) all[n++] = *args++;
+  all[n] = NULL;
+  assert_int_equal(run_cli(r, NULL, all), 0);
+}
+
 /* Remove the directory and free c. */
 static inline void cli_store_close(cli *c) {
   efx_rmtree(c->dir);
