@@ -2652,11 +2652,6 @@ static void schedules_fire_once_per_slot(world *w) {
 }
 
 /* ------------------------------------------------------------------ */
-/* The table                                                           */
-/* ------------------------------------------------------------------ */
-
-/* Every case, run once per backend as "BACKEND: CASE". */
-/* ------------------------------------------------------------------ */
 /* Delayed starts and retention (DESIGN §16)                           */
 /* ------------------------------------------------------------------ */
 
@@ -2944,11 +2939,18 @@ static void store_size(world *w) {
   must(w->s->ops->size(w->s, &a, &err), &err, "size");
   assert_true(a > 0);
   add_template(w, one_toml);
-  for (int i = 0; i < 300; i++) submit_on(w, w->s, "one", "{\"pad\": \"................................................................................................\"}", NULL, T(0), &(int){0});
+  char pad[128];
+  snprintf(pad, sizeof pad, "{\"pad\": \"%096d\"}", 0);
+  for (int i = 0; i < 300; i++) submit_on(w, w->s, "one", pad, NULL, T(0), &(int){0});
   must(w->s->ops->size(w->s, &b, &err), &err, "size");
   assert_true(b > a);
 }
 
+/* ------------------------------------------------------------------ */
+/* The table                                                           */
+/* ------------------------------------------------------------------ */
+
+/* Every case, run once per backend as "BACKEND: CASE". */
 static const conformance_case cases[] = {
     {"claim order: due retries by run_at, then pending work", due_retries_first_then_pending, 0},
     {"claim order: the oldest task's steps first", oldest_task_first, 0},
