@@ -214,6 +214,17 @@
 
   /* ---- small shared pieces ---- */
 
+  // GET path from the API; when that fails, el shows the error (once, as
+  // TK.swap does) and the error is thrown on, so the view's refresh stops.
+  TK.apiInto = async function (el, path) {
+    try {
+      return await TK.api(path);
+    } catch (e) {
+      TK.swap(el, { e: e.message }, () => TK.errorBox(e));
+      throw e;
+    }
+  };
+
   // A message box: kind is ok, error or info; children as TK.h takes them.
   TK.flashBox = (kind, ...children) => TK.h('div', { class: 'flash flash-' + kind }, ...children);
 

@@ -68,13 +68,7 @@
       msg, list, pager);
     const href = (cursor) => '#/failed' + TK.qs(Object.assign({}, filters, { cursor }));
     refresh = async function () {
-      let page;
-      try {
-        page = await TK.api('/steps' + TK.qs(Object.assign({ state: 'error', limit: TK.PAGE, cursor: q.get('cursor') }, filters)));
-      } catch (e) {
-        TK.swap(list, { e: e.message }, () => TK.errorBox(e));
-        throw e;
-      }
+      const page = await TK.apiInto(list, '/steps' + TK.qs(Object.assign({ state: 'error', limit: TK.PAGE, cursor: q.get('cursor') }, filters)));
       shown = page.steps;
       allBtn.disabled = !shown.length;
       // A selected step that left the page (retried elsewhere) is dropped.

@@ -20,13 +20,7 @@
     const el = h('div', { class: 'page' }, h('h1', null, 'Tasks'), filterForm('tasks', q, true), pagerTop, list, pager);
     const href = (cursor) => '#/tasks' + TK.qs(Object.assign({}, filters, { cursor }));
     const refresh = async function () {
-      let page;
-      try {
-        page = await TK.api('/tasks' + TK.qs(Object.assign({ limit: TK.PAGE, cursor: q.get('cursor') }, filters)));
-      } catch (e) {
-        TK.swap(list, { e: e.message }, () => TK.errorBox(e));
-        throw e;
-      }
+      const page = await TK.apiInto(list, '/tasks' + TK.qs(Object.assign({ limit: TK.PAGE, cursor: q.get('cursor') }, filters)));
       TK.swap(list, page.tasks, () => table(['task', 'template', 'state', 'steps', 'last error', 'next retry', 'created', 'updated'],
         page.tasks.map((t) => h('tr', { class: 'clickable', onclick: (ev) => openRow(ev, '#/task/' + encodeURIComponent(t.id)) },
           h('td', null, taskLink(t.id)),

@@ -9,13 +9,7 @@
     const list = h('div');
     const el = h('div', { class: 'page' }, h('h1', null, 'Templates'), list);
     const refresh = async function () {
-      let ts;
-      try {
-        ts = await TK.api('/templates');
-      } catch (e) {
-        TK.swap(list, { e: e.message }, () => TK.errorBox(e));
-        throw e;
-      }
+      const ts = await TK.apiInto(list, '/templates');
       TK.swap(list, ts, () => table(['template', 'version', 'steps', 'description', 'added'],
         (ts || []).map((t) => h('tr', null,
           h('td', null, templateLink(t)),
@@ -64,13 +58,7 @@
     const body = h('div');
     const el = h('div', { class: 'page' }, h('div', { class: 'crumbs' }, h('a', { href: '#/templates' }, 'Templates'), ' / ', name), body);
     const refresh = async function () {
-      let t;
-      try {
-        t = await TK.api('/templates/' + params.parts.map((p) => encodeURIComponent(decodeURIComponent(p))).join('/') + TK.qs({ version }));
-      } catch (e) {
-        TK.swap(body, { e: e.message }, () => TK.errorBox(e));
-        throw e;
-      }
+      const t = await TK.apiInto(body, '/templates/' + params.parts.map((p) => encodeURIComponent(decodeURIComponent(p))).join('/') + TK.qs({ version }));
       const def = t.definition || {};
       const steps = Array.isArray(def.steps) ? def.steps : [];
       TK.swap(body, t, () => h('div', null,
