@@ -106,6 +106,11 @@ static int list(cli_globals *g, const tk_config *cfg, tk_store *s) {
   }
   json_t *all = json_loads(text, 0, NULL);
   free(text);
+  /* Unreadable, it would print as "no schedules": say so instead. */
+  if (all == NULL) {
+    cli_error("schedule list", "the store's answer is not JSON");
+    return CLI_EXIT_FAILURE;
+  }
   if (json_array_size(all) == 0) printf("no schedules\n");
   size_t i;
   json_t *o;
