@@ -76,12 +76,19 @@
     return clock(b.start) + '–' + clock(b.start + bucketMs);
   }
 
-  // Attempts per bucket: succeeded and failed stacked, retries as a line.
-  TK.throughputChart = function (act) {
+  // An /activity answer's buckets, their width and the time they span (the
+  // hour from `since` when there are none).
+  function activitySpan(act) {
     const bms = act.bucket_ms || 60000;
     const bk = act.buckets || [];
     const xmin = bk.length ? bk[0].start : act.since;
     const xmax = bk.length ? bk[bk.length - 1].start + bms : act.since + 3600000;
+    return { bms, bk, xmin, xmax };
+  }
+
+  // Attempts per bucket: succeeded and failed stacked, retries as a line.
+  TK.throughputChart = function (act) {
+    const { bms, bk, xmin, xmax } = activitySpan(act);
     const top = Math.max(5, ...bk.map((b) => b.succeeded + b.failed), ...bk.map((b) => b.retries));
     const f = TK.frame({ width: 600, height: 190, xmin, xmax, yTicks: TK.niceTicks(top, 4, true),
       yFmt: (v) => String(Math.round(v)), xTicks: timeTicks(xmin, xmax, 10 * 60000), left: 40,
@@ -106,10 +113,7 @@
 
   // Retry lateness per bucket: the average as an area, the maximum a line.
   TK.latenessChart = function (act) {
-    const bms = act.bucket_ms || 60000;
-    const bk = act.buckets || [];
-    const xmin = bk.length ? bk[0].start : act.since;
-    const xmax = bk.length ? bk[bk.length - 1].start + bms : act.since + 3600000;
+    const { bms, bk, xmin, xmax } = activitySpan(act);
     // At least 10ms tall: a retry 1ms late is not drawn as a peak.
     const top = Math.max(10, ...bk.map((b) => b.lateness_max_ms || 0));
     const f = TK.frame({ width: 600, height: 190, xmin, xmax, yTicks: TK.durTicks(top, 4), yFmt: TK.fmtDur,
