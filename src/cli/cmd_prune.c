@@ -33,8 +33,8 @@ static int states(const cli_opt *o, int64_t before, tk_prune_options *p) {
     else if (n == 5 && strncmp(s, "error", n) == 0) p->error_before = before;
     else if (n == 9 && strncmp(s, "cancelled", n) == 0) p->cancelled_before = before;
     else {
-      cli_error("prune", "--state \"%.*s\": expected complete, error or cancelled (a finished "
-                "state; several separated by commas)", (int)n, s);
+      cli_error("prune", "--state: invalid value \"%.*s\": expected complete, error or "
+                "cancelled (a finished state; several separated by commas)", (int)n, s);
       return CLI_EXIT_USAGE;
     }
     s += n + (s[n] == ',');

@@ -55,8 +55,8 @@ static int add(tk_config *cfg, tk_store *s, const char *name, cli_opt *o) {
     if (strcmp(o[O_MISSED].value, "skip") == 0) d.missed = TK_MISSED_SKIP;
     else if (strcmp(o[O_MISSED].value, "catch_up") == 0) d.missed = TK_MISSED_CATCH_UP;
     else {
-      cli_error(cmd, "--missed %s: expected skip (missed slots do not fire) or catch_up "
-                "(they fire, oldest first)", o[O_MISSED].value);
+      cli_error(cmd, "--missed: invalid value \"%s\": expected skip (missed slots do not "
+                "fire) or catch_up (they fire, oldest first)", o[O_MISSED].value);
       return CLI_EXIT_USAGE;
     }
   }

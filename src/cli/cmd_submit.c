@@ -39,7 +39,7 @@ static int start_time(const cli_opt *at, const cli_opt *in, int64_t now, int64_t
     const char *t = at->value;
     /* A date starts with a four-digit year and a dash; no duration does. */
     if (strlen(t) <= 4 || t[4] != '-' || tk_time_arg_parse(t, now, start, &err) != 0) {
-      cli_error("submit", "--at \"%s\": expected an RFC 3339 time such as "
+      cli_error("submit", "--at: invalid value \"%s\": expected an RFC 3339 time such as "
                 "2026-11-25T09:00:00Z or 2026-11-25T10:00:00+01:00 (for a delay use --in)", t);
       return CLI_EXIT_USAGE;
     }

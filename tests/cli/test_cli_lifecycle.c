@@ -107,11 +107,11 @@ static void delayed_submit(void **state) {
                                (long long)at, (long long)in, (long long)in + 1),
                    3);
   /* Bad times: refused, nothing stored. */
-  REFUSED(c, "--at \"5h\": expected an RFC 3339 time", "submit", "ok", "--at", "5h");
-  REFUSED(c, "--at \"2026-13-01T00:00:00Z\": expected an RFC 3339 time", "submit", "ok",
-          "--at", "2026-13-01T00:00:00Z");
-  REFUSED(c, "--at \"2026-11-25T09:00:00\": expected an RFC 3339 time", "submit", "ok", "--at",
-          "2026-11-25T09:00:00");
+  REFUSED(c, "--at: invalid value \"5h\": expected an RFC 3339 time", "submit", "ok", "--at", "5h");
+  REFUSED(c, "--at: invalid value \"2026-13-01T00:00:00Z\": expected an RFC 3339 time",
+          "submit", "ok", "--at", "2026-13-01T00:00:00Z");
+  REFUSED(c, "--at: invalid value \"2026-11-25T09:00:00\": expected an RFC 3339 time",
+          "submit", "ok", "--at", "2026-11-25T09:00:00");
   REFUSED(c, "--in: invalid duration \"soon\": expected a number with a unit", "submit", "ok",
           "--in", "soon");
   REFUSED(c, "--in: invalid duration \"-5m\": must not be negative", "submit", "ok", "--in",
@@ -203,7 +203,7 @@ static void prune(void **state) {
   free(still);
   /* Bad values. */
   REFUSED(c, "--finished-before is required", "prune");
-  REFUSED(c, "--state \"done\": expected complete, error or cancelled", "prune",
+  REFUSED(c, "--state: invalid value \"done\": expected complete, error or cancelled", "prune",
           "--finished-before", "1h", "--state", "complete,done");
   REFUSED(c, "--finished-before: time \"soon\"", "prune", "--finished-before", "soon");
   REFUSED(c, "--batch", "prune", "--finished-before", "1h", "--batch", "0");

@@ -131,7 +131,7 @@ static void bad_input_is_refused_and_nothing_stored(void **state) {
       {{"--cron", "0 2 * * *", "--template", "etl", "--context", "{bad"},
        "tasker schedule add: --context {bad: context: invalid JSON"},
       {{"--cron", "0 2 * * *", "--template", "etl", "--missed", "always"},
-       "tasker schedule add: --missed always: expected skip"},
+       "tasker schedule add: --missed: invalid value \"always\": expected skip"},
       {{"--template", "etl"}, "tasker schedule add: --cron EXPR is required\n"},
       {{"--cron", "@daily"}, "tasker schedule add: --template NAME is required\n"},
   };
