@@ -63,8 +63,7 @@ int tk__query_parse(const char *qs, size_t len, tk__query *q, tk__api_error *e) 
   q->args = NULL;
   q->n = 0;
   size_t start = 0;
-  int oom = 0;
-  for (size_t i = 0; i <= len && !oom; i++) {
+  for (size_t i = 0; i <= len; i++) {
     if (i < len && qs[i] != '&') continue;
     const char *pair = qs + start;
     size_t plen = i - start;
@@ -75,10 +74,8 @@ int tk__query_parse(const char *qs, size_t len, tk__query *q, tk__api_error *e) 
       return tk__api_fail(e, 400, "bad_request", NULL,
                           "too many query parameters: at most %d are allowed", QUERY_ARGS_MAX);
     }
-    if (q->args == NULL && (q->args = calloc(QUERY_ARGS_MAX, sizeof *q->args)) == NULL) {
-      oom = 1;
-      break;
-    }
+    if (q->args == NULL && (q->args = calloc(QUERY_ARGS_MAX, sizeof *q->args)) == NULL)
+      return tk__api_fail(e, 500, "internal", NULL, "out of memory reading the query");
     const char *eq = memchr(pair, '=', plen);
     size_t klen = eq ? (size_t)(eq - pair) : plen;
     int bad = 0;
@@ -104,7 +101,6 @@ int tk__query_parse(const char *qs, size_t len, tk__query *q, tk__api_error *e) 
     }
     q->n++;
   }
-  if (oom) return tk__api_fail(e, 500, "internal", NULL, "out of memory reading the query");
   return 0;
 }
 
