@@ -132,6 +132,16 @@ typedef struct tk__prune_request {
  * of tasks_finished bounds the selection. */
 void tk__prune_cutoffs(const tk__prune_request *r, int64_t cut[TK__PRUNE_STATES + 1]);
 
+/* A prune's dry run over the tasks `selected` (SQL selecting their ids,
+ * with each backend's placeholders): the counts of tk__prune_counts in
+ * its order but batch settings, one read with nothing locked. */
+#define TK__PRUNE_COUNT_SQL(selected)                                                          \
+  "WITH t AS (" selected "), s AS (SELECT id FROM steps WHERE task_id IN (SELECT id FROM t))" \
+  " SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM s),"                              \
+  " (SELECT count(*) FROM attempts WHERE step_id IN (SELECT id FROM s)),"                    \
+  " (SELECT count(*) FROM transitions WHERE task_id IN (SELECT id FROM t)),"                 \
+  " (SELECT count(*) FROM items WHERE step_id IN (SELECT id FROM s))"
+
 /* Rows a prune removed (or would), by table. */
 typedef struct tk__prune_counts {
   int64_t tasks, steps, attempts, transitions, items;

@@ -35,12 +35,7 @@ static const char PRUNE_SQL[] =
     " (SELECT count(*) FROM dr), (SELECT count(*) FROM di), (SELECT count(*) FROM db)";
 
 /* A dry run: every selected task, counted, nothing locked. */
-static const char COUNT_SQL[] =
-    "WITH t AS (" SELECTED "), s AS (SELECT id FROM steps WHERE task_id IN (SELECT id FROM t))"
-    " SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM s),"
-    " (SELECT count(*) FROM attempts WHERE step_id IN (SELECT id FROM s)),"
-    " (SELECT count(*) FROM transitions WHERE task_id IN (SELECT id FROM t)),"
-    " (SELECT count(*) FROM items WHERE step_id IN (SELECT id FROM s))";
+static const char COUNT_SQL[] = TK__PRUNE_COUNT_SQL(SELECTED);
 
 int tk__pg_prune(tk_store *s, const tk__prune_request *r, tk__prune_counts *out, tk_err *err) {
   memset(out, 0, sizeof *out);

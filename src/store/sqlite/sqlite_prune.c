@@ -41,12 +41,7 @@ static const struct {
 };
 
 /* The same removals as counts, for a dry run over every selected task. */
-static const char COUNT_SQL[] =
-    "WITH t AS (" SELECTED "), s AS (SELECT id FROM steps WHERE task_id IN (SELECT id FROM t))"
-    " SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM s),"
-    " (SELECT count(*) FROM attempts WHERE step_id IN (SELECT id FROM s)),"
-    " (SELECT count(*) FROM transitions WHERE task_id IN (SELECT id FROM t)),"
-    " (SELECT count(*) FROM items WHERE step_id IN (SELECT id FROM s))";
+static const char COUNT_SQL[] = TK__PRUNE_COUNT_SQL(SELECTED);
 
 /* Bind ?1-?4 of SELECTED. */
 static void bind_cutoffs(sqlite3_stmt *st, const tk__prune_request *r) {
