@@ -40,7 +40,7 @@ static const char COUNT_SQL[] = TK__PRUNE_COUNT_SQL(SELECTED);
 int tk__pg_prune(tk_store *s, const tk__prune_request *r, tk__prune_counts *out, tk_err *err) {
   memset(out, 0, sizeof *out);
   if (!r->dry_run && r->limit <= 0)
-    return tk_err_set(err, TK_EINVAL, "prune: a batch limit > 0 is required");
+    return tk_err_set(err, TK_EINVAL, "prune: batch limit %d: expected > 0", r->limit);
   tk__pg_args a = {0};
   int64_t cut[TK__PRUNE_STATES + 1];
   tk__prune_cutoffs(r, cut);

@@ -104,7 +104,8 @@ int tk__sq_prune(tk_store *s, const tk__prune_request *r, tk__prune_counts *out,
   tk__sqlite *q = (tk__sqlite *)s;
   memset(out, 0, sizeof *out);
   if (r->dry_run) return count_only(q, r, out, err);
-  if (r->limit <= 0) return tk_err_set(err, TK_EINVAL, "prune: a batch limit > 0 is required");
+  if (r->limit <= 0)
+    return tk_err_set(err, TK_EINVAL, "prune: batch limit %d: expected > 0", r->limit);
   int rc, n;
   char *ids = NULL;
   if ((rc = tk__sq_begin(q, err))) return rc;
