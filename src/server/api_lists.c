@@ -27,8 +27,7 @@ int tk__filter_resolve(tk__list_query *lq, int64_t now, const char *state_param,
 
 /* The step state of a steps list: one of step_states. */
 static int step_state_check(const char *state, tk__api_error *e) {
-  for (const char *const *s = step_states; *s; s++)
-    if (strcmp(*s, state) == 0) return 0;
+  if (tk__name_in(step_states, state)) return 0;
   return tk__api_fail(e, 400, "bad_filter", "state",
                       "state=\"%.100s\": expected a step state: pending, in_progress, "
                       "waiting_for_retry, complete, error, cancelled or resolved_manually",

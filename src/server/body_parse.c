@@ -49,9 +49,7 @@ static int only(json_t *obj, const char *where, const char *const *known, const 
   const char *key;
   json_t *v;
   json_object_foreach(obj, key, v) {
-    int ok = 0;
-    for (const char *const *k = known; *k && !ok; k++) ok = strcmp(*k, key) == 0;
-    if (!ok)
+    if (!tk__name_in(known, key))
       return tk__api_fail(e, 400, "bad_request", key, "%s: unknown member \"%.100s\": expected %s",
                           where, key, expected);
   }

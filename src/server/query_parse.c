@@ -110,11 +110,15 @@ const char *tk__query_get(const tk__query *q, const char *key) {
   return NULL;
 }
 
+int tk__name_in(const char *const *names, const char *name) {
+  for (const char *const *n = names; *n; n++)
+    if (strcmp(*n, name) == 0) return 1;
+  return 0;
+}
+
 int tk__query_only(const tk__query *q, const char *const *known, tk__api_error *e) {
   for (int i = 0; i < q->n; i++) {
-    int ok = 0;
-    for (const char *const *k = known; *k && !ok; k++) ok = strcmp(*k, q->args[i].key) == 0;
-    if (ok) continue;
+    if (tk__name_in(known, q->args[i].key)) continue;
     char list[256] = "";
     size_t used = 0;
     for (const char *const *k = known; *k && used < sizeof list - 40; k++)

@@ -110,6 +110,9 @@ int tk__query_parse(const char *qs, size_t len, tk__query *q, tk__api_error *e);
 void tk__query_free(tk__query *q);
 /* The value of `key`, or NULL. */
 const char *tk__query_get(const tk__query *q, const char *key);
+/* Whether `name` is one of `names` (NULL-terminated): the one check
+ * behind every list of known parameters, members and states. */
+int tk__name_in(const char *const *names, const char *name);
 /* 400 naming the first parameter not in `known` (NULL-terminated). */
 int tk__query_only(const tk__query *q, const char *const *known, tk__api_error *e);
 /* An integer parameter in [min, max]; dflt when absent. */
