@@ -234,7 +234,7 @@
     }
     if (!rows.length) return h('p', { class: 'muted' }, 'No attempts yet.');
     return h('table', { class: 'grid-table attempts' },
-      h('thead', null, h('tr', null, ['step', 'attempt', 'started', 'took', 'outcome', 'late by', 'then retry after', 'owner', 'error'].map((c) => h('th', null, c)))),
+      TK.thead(['step', 'attempt', 'started', 'took', 'outcome', 'late by', 'then retry after', 'owner', 'error']),
       h('tbody', null, rows));
   }
 
@@ -242,7 +242,7 @@
   function transitionsTable(task) {
     const tr = task.transitions || [];
     return h('table', { class: 'grid-table' },
-      h('thead', null, h('tr', null, ['at', 'step', 'from', 'to', 'reason', 'attempt'].map((c) => h('th', null, c)))),
+      TK.thead(['at', 'step', 'from', 'to', 'reason', 'attempt']),
       h('tbody', null, tr.map((t) => h('tr', null,
         h('td', null, h('span', { title: TK.fmtAbs(t.at) }, TK.fmtAbs(t.at).slice(11, 23))),
         h('td', null, t.step || h('span', { class: 'muted' }, 'task')),
@@ -265,7 +265,7 @@
       const given = Array.isArray(it.given_up) ? it.given_up : [];
       if (given.length)
         parts.push(h('table', { class: 'grid-table' },
-          h('thead', null, h('tr', null, ['item', 'attempts', 'last error'].map((c) => h('th', null, c)))),
+          TK.thead(['item', 'attempts', 'last error']),
           h('tbody', null, given.map((g) => h('tr', null,
             h('td', { class: 'mono' }, String(g.key)),
             h('td', { class: 'num' }, g.attempts === undefined ? '' : String(g.attempts)),
@@ -325,14 +325,14 @@
               } }, 'Cancel task')
               : null),
           h('dl', { class: 'facts' },
-            h('dt', null, 'template'), h('dd', null, h('a', { href: '#/template/' + encodeURIComponent(task.template.namespace) + '/' + encodeURIComponent(task.template.name) + TK.qs({ version: task.template.version }) }, TK.templateName(task.template)), ' ', h('span', { class: 'muted' }, task.template.version)),
+            h('dt', null, 'template'), h('dd', null, TK.templateLink(task.template), ' ', h('span', { class: 'muted' }, task.template.version)),
             h('dt', null, 'progress'), h('dd', null, `${task.steps_done}/${task.steps_total} steps done`),
             task.identity ? [h('dt', null, 'identity'), h('dd', null, task.identity)] : null,
             h('dt', null, 'created'), h('dd', null, TK.time(task.created_at)),
             h('dt', null, 'updated'), h('dd', null, TK.time(task.updated_at)),
             task.finished_at ? [h('dt', null, 'finished'), h('dd', null, TK.time(task.finished_at), ' (took ', TK.fmtDur(task.finished_at - task.created_at), ')')] : null)));
       TK.swap(steps, task.steps, () => h('table', { class: 'grid-table' },
-        h('thead', null, h('tr', null, ['step', 'state', 'attempts', 'next run', 'last delay', 'why', 'last error', ''].map((c) => h('th', null, c)))),
+        TK.thead(['step', 'state', 'attempts', 'next run', 'last delay', 'why', 'last error', '']),
         h('tbody', null, stepRows(task, order, msg, refresh))));
       TK.swap(dag, task.steps.map((st) => [st.name, st.state, st.attempts, st.depends_on, st.last_error]), () =>
         h('div', null, TK.dagSvg(order, pick), TK.legend(TK.STEP_STATES.map((st) => ['sw-st-' + st, TK.stateLabel(st)]))));

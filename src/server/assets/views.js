@@ -7,8 +7,11 @@
   const { h } = TK;
   TK.PAGE = 50;
 
+  // A table's head row: one th per column name.
+  const thead = (cols) => h('thead', null, h('tr', null, cols.map((c) => h('th', null, c))));
+
   const table = (cols, rows, empty) => rows.length
-    ? h('table', { class: 'grid-table' }, h('thead', null, h('tr', null, cols.map((c) => h('th', null, c)))), h('tbody', null, rows))
+    ? h('table', { class: 'grid-table' }, thead(cols), h('tbody', null, rows))
     : h('p', { class: 'empty-list' }, empty);
 
   // A click on a row opens it, unless it was on a control or ended a text selection.
@@ -85,5 +88,5 @@
       h('td', null, TK.time(r.updated_at)))), 'No failed steps. 🎉');
   }
 
-  Object.assign(TK, { table, openRow, errText, taskLink, templateLink, settle, filterForm, filtersOf, stepKey, failedTable });
+  Object.assign(TK, { thead, table, openRow, errText, taskLink, templateLink, settle, filterForm, filtersOf, stepKey, failedTable });
 })();
