@@ -4,6 +4,10 @@
  * came due before it looks for fresh steps. */
 #include "store/sqlite/sqlite_internal.h"
 
+/* Tasks released by one claim at most (the rest by the next claims): the
+ * ids are held in arrays of this size while the index is read. */
+enum { RELEASE_MAX = 64 };
+
 /* Release the root steps of up to `limit` tasks whose start came by now,
  * earliest start first, inside the caller's transaction: their steps
  * become ready pending steps due at the start time, and the task leaves
@@ -16,16 +20,16 @@ int tk__sq_release_delayed(tk__sqlite *q, int64_t now, int limit, tk_err *err) {
                                   err);
   if (due == NULL) return TK_ESTORE;
   sqlite3_bind_int64(due, 1, now);
-  sqlite3_bind_int(due, 2, limit < 64 ? limit : 64);
+  sqlite3_bind_int(due, 2, limit < RELEASE_MAX ? limit : RELEASE_MAX);
   /* Read them all before changing any: the updates take rows out of the
    * index scanned. limit is a claim's size, at most claim_batch. */
-  int64_t ids[64], starts[64];
+  int64_t ids[RELEASE_MAX], starts[RELEASE_MAX];
   int n = 0, rc;
-  while (n < 64 && (rc = sqlite3_step(due)) == SQLITE_ROW) {
+  while (n < RELEASE_MAX && (rc = sqlite3_step(due)) == SQLITE_ROW) {
     ids[n] = sqlite3_column_int64(due, 0);
     starts[n++] = sqlite3_column_int64(due, 1);
   }
-  if (n < 64 && rc != SQLITE_DONE) {
+  if (n < RELEASE_MAX && rc != SQLITE_DONE) {
     sqlite3_reset(due);
     return tk__sq_fail(q, "delayed starts", err);
   }
