@@ -101,8 +101,7 @@ static int validate(const tk__handler_site *site, const tk_toml_value *table, js
 
 /* ---- run time ------------------------------------------------------------- */
 
-/* The spec's integer `key`, or dflt when it has none. */
-static json_int_t spec_int(json_t *spec, const char *key, json_int_t dflt) {
+json_int_t tk__spec_int(json_t *spec, const char *key, json_int_t dflt) {
   json_t *v = json_object_get(spec, key);
   return json_is_integer(v) ? json_integer_value(v) : dflt;
 }
@@ -116,7 +115,7 @@ static void run_noop(const tk__handler_step *step, const tk_handler_call *call,
 /* sleep: honours the step's deadline, failing as a timeout past it. */
 static void run_sleep(const tk__handler_step *step, const tk_handler_call *call,
                       tk_handler_result *out) {
-  int64_t ms = spec_int(step->spec, "duration_ms", 0);
+  int64_t ms = tk__spec_int(step->spec, "duration_ms", 0);
   int64_t now = tk_clock_now(step->clock);
   if (call->deadline_ms > 0 && now + ms > call->deadline_ms) {
     tk_clock_sleep(step->clock, call->deadline_ms - now);
@@ -132,7 +131,7 @@ static void run_sleep(const tk__handler_step *step, const tk_handler_call *call,
 /* fail: the first `times` attempts fail (all of them without `times`). */
 static void run_fail(const tk__handler_step *step, const tk_handler_call *call,
                      tk_handler_result *out) {
-  json_int_t times = spec_int(step->spec, "times", -1);
+  json_int_t times = tk__spec_int(step->spec, "times", -1);
   if (times >= 0 && call->attempt > times) return;
   tk_handler_status status = json_is_true(json_object_get(step->spec, "permanent"))
                                  ? TK_HANDLER_PERMANENT
@@ -143,7 +142,7 @@ static void run_fail(const tk__handler_step *step, const tk_handler_call *call,
   else
     tk__handler_fail(out, status, "builtin fail: failing every attempt on purpose (attempt %d)",
                      call->attempt);
-  out->retry_after_ms = spec_int(step->spec, "retry_after_ms", -1);
+  out->retry_after_ms = tk__spec_int(step->spec, "retry_after_ms", -1);
 }
 
 /* flaky: fails with the given probability, drawn from a generator seeded
@@ -152,7 +151,7 @@ static void run_flaky(const tk__handler_step *step, const tk_handler_call *call,
                       tk_handler_result *out) {
   json_t *pv = json_object_get(step->spec, "probability");
   double p = json_is_number(pv) ? json_number_value(pv) : 0.5;
-  uint64_t seed = (uint64_t)spec_int(step->spec, "seed", 0);
+  uint64_t seed = (uint64_t)tk__spec_int(step->spec, "seed", 0);
   seed ^= (uint64_t)call->task_id * 0x9e3779b97f4a7c15ULL;
   for (const char *s = call->step; *s; s++) seed = (seed ^ (unsigned char)*s) * 1099511628211ULL;
   seed ^= (uint64_t)call->attempt << 32;
@@ -204,8 +203,8 @@ static int is_poison(json_t *poison, const char *key) {
 static void run_batch(const tk__handler_step *step, const tk_batch_call *call,
                       tk_item_report *reports, tk_handler_result *out) {
   json_t *spec = step->spec;
-  int64_t every = spec_int(spec, "reject_every", 0);
-  int64_t times = spec_int(spec, "reject_times", 1);
+  int64_t every = tk__spec_int(spec, "reject_every", 0);
+  int64_t times = tk__spec_int(spec, "reject_times", 1);
   json_t *poison = json_object_get(spec, "poison");
   static const char poisoned[] = "builtin batch: poison item, always rejected";
   static const char on_purpose[] = "builtin batch: rejected on purpose (reject_every/reject_times)";

@@ -615,8 +615,7 @@ static void run(const tk__handler_step *step, const tk_handler_call *call,
   int shell = json_is_true(json_object_get(spec, "shell"));
   const char *cwd = json_string_value(json_object_get(spec, "cwd"));
   json_t *lim = json_object_get(spec, "max_output");
-  json_t *grace = json_object_get(spec, "kill_grace_ms");
-  int64_t grace_ms = json_is_integer(grace) ? json_integer_value(grace) : DEFAULT_KILL_GRACE_MS;
+  int64_t grace_ms = tk__spec_int(spec, "kill_grace_ms", DEFAULT_KILL_GRACE_MS);
   capture cap = {.limit = json_is_integer(lim) ? (size_t)json_integer_value(lim)
                                                : DEFAULT_MAX_OUTPUT};
   char **argv = build_argv(spec, shell);

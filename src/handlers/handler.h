@@ -172,6 +172,10 @@ int tk__command_parse_stdout(const char *buf, size_t n, json_t **doc, char *why,
 const char *tk__quote_start(const char *s, size_t len, size_t max, int keep_utf8, char *buf,
                             size_t size);
 
+/* The spec's integer `key`, or dflt when it has none (an optional key the
+ * template left out). */
+json_int_t tk__spec_int(json_t *spec, const char *key, json_int_t dflt);
+
 /* Set out to a failure with a printf-style message. */
 void tk__handler_fail(tk_handler_result *out, tk_handler_status status, const char *fmt, ...)
 #if defined(__GNUC__)

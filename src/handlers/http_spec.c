@@ -396,12 +396,6 @@ static void free_fields(tk__http_field *f, size_t n) {
   free(f);
 }
 
-/* The spec's integer `key`, or dflt. */
-static json_int_t spec_int(json_t *spec, const char *key, json_int_t dflt) {
-  json_t *v = json_object_get(spec, key);
-  return json_is_integer(v) ? json_integer_value(v) : dflt;
-}
-
 tk__http_step *tk__http_compile(json_t *spec) {
   tk__http_step *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;
@@ -424,9 +418,9 @@ tk__http_step *tk__http_compile(json_t *spec) {
     s->body_json = body;
   }
   s->connect_timeout_ms =
-      spec_int(spec, "connect_timeout_ms", TK__HTTP_DEFAULT_CONNECT_TIMEOUT_MS);
-  s->max_redirects = (long)spec_int(spec, "max_redirects", TK__HTTP_DEFAULT_MAX_REDIRECTS);
-  s->max_response = (size_t)spec_int(spec, "max_response", TK__HTTP_DEFAULT_MAX_RESPONSE);
+      tk__spec_int(spec, "connect_timeout_ms", TK__HTTP_DEFAULT_CONNECT_TIMEOUT_MS);
+  s->max_redirects = (long)tk__spec_int(spec, "max_redirects", TK__HTTP_DEFAULT_MAX_REDIRECTS);
+  s->max_response = (size_t)tk__spec_int(spec, "max_response", TK__HTTP_DEFAULT_MAX_RESPONSE);
   const char *ca = json_string_value(json_object_get(spec, "ca_file"));
   if (ca && (s->ca_file = strdup(ca)) == NULL) broken(s, "ca_file", "out of memory");
   for (int code = 100; code < 600; code++)
