@@ -3,7 +3,7 @@
 'use strict';
 (function () {
   const TK = window.TK;
-  const { h, table } = TK;
+  const { h, table, field } = TK;
 
   const JITTERS = ['none', 'proportional', 'full', 'equal', 'decorrelated'];
 
@@ -23,21 +23,12 @@
   TK.views.backoff = function (params) {
     const q = params.q;
     const custom = q.get('mode') === 'custom';
-    const field = (label, input) => h('label', null, h('span', null, label), input);
     const profile = h('select', { name: 'profile' }, h('option', { value: q.get('profile') || 'default' }, q.get('profile') || 'default'));
     // Empty fields keep the profile's values, shown as their placeholders.
     const base = h('input', { name: 'base', value: q.get('base') || '', size: 7 });
     const mult = h('input', { name: 'multiplier', value: q.get('multiplier') || '', size: 5 });
     const cap = h('input', { name: 'cap', value: q.get('cap') || '', size: 7 });
-    const form = h('form', {
-      class: 'filters',
-      onsubmit: (ev) => {
-        ev.preventDefault();
-        const o = {};
-        for (const [k, v] of new FormData(ev.target).entries()) o[k] = String(v).trim();
-        location.hash = '#/backoff' + TK.qs(o);
-      },
-    },
+    const form = TK.hashForm('backoff',
     h('fieldset', { class: 'mode' },
       h('label', { class: 'check' }, h('input', { type: 'radio', name: 'mode', value: 'profile', checked: !custom }), 'a configured profile'),
       h('label', { class: 'check' }, h('input', { type: 'radio', name: 'mode', value: 'custom', checked: custom }), 'a policy of my own')),

@@ -32,10 +32,24 @@
 
   const SINCE = [['', 'any time'], ['15m', 'last 15 minutes'], ['1h', 'last hour'], ['24h', 'last 24 hours'], ['7d', 'last 7 days']];
 
+  // A labelled input of a toolbar form.
+  const field = (label, input) => h('label', null, h('span', null, label), input);
+
+  // A toolbar form whose submit goes to #/ROUTE with its fields, trimmed, as
+  // the query (so the view reloads from it).
+  const hashForm = (route, ...children) => h('form', {
+    class: 'filters',
+    onsubmit: (ev) => {
+      ev.preventDefault();
+      const o = {};
+      for (const [k, v] of new FormData(ev.target).entries()) o[k] = String(v).trim();
+      location.hash = '#/' + route + TK.qs(o);
+    },
+  }, ...children);
+
   // The filters of a list at #/ROUTE, filled from the query q; applying them
   // changes the URL (so the view reloads at its first page).
   function filterForm(route, q, withState) {
-    const field = (label, input) => h('label', null, h('span', null, label), input);
     const state = withState ? h('select', { name: 'state' }, h('option', { value: '' }, 'any'),
       TK.TASK_STATES.map((st) => h('option', { value: st, selected: q.get('state') === st }, TK.stateLabel(st)))) : null;
     const since = h('select', { name: 'since' }, SINCE.map(([v, l]) => h('option', { value: v, selected: (q.get('since') || '') === v }, l)));
@@ -47,16 +61,7 @@
     TK.api('/templates').then((list) => {
       for (const t of list || []) names.appendChild(h('option', { value: TK.templateName(t) }));
     }, () => {});
-    return h('form', {
-      class: 'filters',
-      onsubmit: (ev) => {
-        ev.preventDefault();
-        const f = new FormData(ev.target);
-        const o = {};
-        for (const [k, v] of f.entries()) o[k] = String(v).trim();
-        location.hash = '#/' + route + TK.qs(o);
-      },
-    },
+    return hashForm(route,
     state ? field('state', state) : null, field('template', tmpl), field('created', since), field('error text', text), names,
     h('div', { class: 'filter-buttons' }, h('button', { type: 'submit', class: 'primary' }, 'Apply'),
       h('a', { class: 'button', href: '#/' + route }, 'Clear')));
@@ -88,5 +93,5 @@
       h('td', null, TK.time(r.updated_at)))), 'No failed steps. 🎉');
   }
 
-  Object.assign(TK, { thead, table, openRow, errText, taskLink, templateLink, settle, filterForm, filtersOf, stepKey, failedTable });
+  Object.assign(TK, { field, hashForm, thead, table, openRow, errText, taskLink, templateLink, settle, filterForm, filtersOf, stepKey, failedTable });
 })();
