@@ -150,18 +150,15 @@ void tk__pg_arg_null(tk__pg_args *a);
 int tk__pg_query(tk_store *s, int id, const char *sql, const tk__pg_args *a, const char *what,
                  PGresult **out, tk_err *err);
 
-/* Array literals are built in core/buf.h's buffer (tk__buf_free frees
- * one). */
-typedef tk__buf tk__pg_buf;
-
-/* Array literals: open with "{", add elements, close with "}". A text
- * element is quoted (NULL: the NULL element); an integer one is bare. */
-void tk__pg_array_open(tk__pg_buf *b);
-void tk__pg_array_text(tk__pg_buf *b, const char *v);
-void tk__pg_array_i64(tk__pg_buf *b, int64_t v);
-void tk__pg_array_bool(tk__pg_buf *b, int v);
+/* Array literals, in a core/buf.h tk__buf (tk__buf_free frees it): open
+ * with "{", add elements, close with "}". A text element is quoted (NULL:
+ * the NULL element); an integer one is bare. */
+void tk__pg_array_open(tk__buf *b);
+void tk__pg_array_text(tk__buf *b, const char *v);
+void tk__pg_array_i64(tk__buf *b, int64_t v);
+void tk__pg_array_bool(tk__buf *b, int v);
 /* The finished literal (NUL-terminated), or NULL when memory ran out. */
-const char *tk__pg_array_close(tk__pg_buf *b);
+const char *tk__pg_array_close(tk__buf *b);
 
 /* Column values: text or NULL; integers (TK__NONE for NULL); booleans. */
 const char *tk__pg_text(const PGresult *r, int row, int col);

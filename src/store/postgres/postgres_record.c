@@ -136,7 +136,7 @@ static int by_task(const void *a, const void *b) {
 }
 
 /* The items of outcome o as the arrays of ITEMS_SQL, in b[0..3]. */
-static int item_arrays(const tk__item_result *r, int n, tk__pg_buf b[4], const char *v[4]) {
+static int item_arrays(const tk__item_result *r, int n, tk__buf b[4], const char *v[4]) {
   for (int k = 0; k < 4; k++) tk__pg_array_open(&b[k]);
   for (int j = 0; j < n; j++) {
     char *tmp;
@@ -153,7 +153,7 @@ static int item_arrays(const tk__item_result *r, int n, tk__pg_buf b[4], const c
 
 int tk__pg_items_queue(tk__pg_pipe *p, int64_t step_id, int64_t claim_id,
                        const tk__item_result *r, int n) {
-  tk__pg_buf b[4] = {{0}};
+  tk__buf b[4] = {{0}};
   const char *v[4];
   int slot = -1;
   if (item_arrays(r, n, b, v)) {

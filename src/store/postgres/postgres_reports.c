@@ -281,7 +281,7 @@ int tk__pg_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_
   for (int i = 0; i < n; i++) out[i] = NULL;
   if (n <= 0) return 0;
   wanted *w = malloc((size_t)n * sizeof *w);
-  tk__pg_buf b = {0};
+  tk__buf b = {0};
   tk__pg_array_open(&b);
   for (int i = 0; i < n; i++) tk__pg_array_i64(&b, step_ids[i]);
   const char *ids = tk__pg_array_close(&b);

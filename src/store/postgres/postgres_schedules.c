@@ -19,7 +19,7 @@ static int run(tk__pg_pipe *p, const char *what, tk_err *err) {
 int tk__pg_schedule_put(tk_store *s, const tk__schedule_rec *rows, int n,
                         const char *replace_source, tk_err *err) {
   tk__pg_pipe p;
-  tk__pg_buf names = {0};
+  tk__buf names = {0};
   tk__pg_array_open(&names);
   for (int i = 0; i < n; i++) tk__pg_array_text(&names, rows[i].name);
   const char *names_v = tk__pg_array_close(&names);

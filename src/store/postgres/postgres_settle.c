@@ -54,7 +54,7 @@ static const char TASK_WRITE_SQL[] =
 
 int tk__pg_task_write_queue(tk__pg_pipe *p, int64_t task_id, int done, int errors, int64_t now,
                             const tk__pg_task_move *moves, int nmoves) {
-  tk__pg_buf b[4] = {{0}};
+  tk__buf b[4] = {{0}};
   const char *v[4];
   for (int k = 0; k < 4; k++) tk__pg_array_open(&b[k]);
   for (int j = 0; j < nmoves; j++) {

@@ -47,7 +47,7 @@ static const char CREATE_SQL[] =
 enum { A_NAME, A_MAX, A_RETRYABLE, A_BACKOFF, A_PARENTS, A_BIDX, A_MIC, A_MIA, A_FAIL, A_IIDX,
        A_SEQ, A_KEY, A_DATA, A_COUNT };
 
-static int step_arrays(const tk__new_task *t, tk__pg_buf *b, const char **v) {
+static int step_arrays(const tk__new_task *t, tk__buf *b, const char **v) {
   for (int k = 0; k < A_COUNT; k++) tk__pg_array_open(&b[k]);
   for (int i = 0; i < t->nsteps; i++) {
     const tk__new_step *ns = &t->steps[i];
@@ -82,7 +82,7 @@ int tk__pg_task_create_guarded(tk_store *s, const tk__new_task *t, const tk__pg_
                                int64_t *task_id, int *existed, tk_err *err) {
   *existed = 0;
   *task_id = 0;
-  tk__pg_buf b[A_COUNT];
+  tk__buf b[A_COUNT];
   memset(b, 0, sizeof b);
   const char *v[A_COUNT];
   if (!step_arrays(t, b, v)) {

@@ -25,7 +25,7 @@ static const char DIGEST_SQL[] =
 
 /* Queue row's insert and digest lookup; their slots in slots[0..1]. */
 static int queue_put(tk__pg_pipe *p, const tk__template_row *row, int *slots) {
-  tk__pg_buf b[2] = {{0}};
+  tk__buf b[2] = {{0}};
   tk__pg_array_open(&b[0]);
   tk__pg_array_open(&b[1]);
   for (int i = 0; i < row->nedges; i++) {

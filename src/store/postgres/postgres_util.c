@@ -68,16 +68,16 @@ void tk__pg_arg_null(tk__pg_args *a) { *next_arg(a) = NULL; }
 
 /* ---- Array literals ---- */
 
-void tk__pg_array_open(tk__pg_buf *b) {
+void tk__pg_array_open(tk__buf *b) {
   b->len = 0;
   tk__buf_add(b, "{", 1);
 }
 
-static void element_separator(tk__pg_buf *b) {
+static void element_separator(tk__buf *b) {
   if (b->len > 1) tk__buf_add(b, ",", 1);
 }
 
-void tk__pg_array_text(tk__pg_buf *b, const char *v) {
+void tk__pg_array_text(tk__buf *b, const char *v) {
   element_separator(b);
   if (v == NULL) {
     tk__buf_add(b, "NULL", 4);
@@ -98,19 +98,19 @@ void tk__pg_array_text(tk__pg_buf *b, const char *v) {
   tk__buf_add(b, "\"", 1);
 }
 
-void tk__pg_array_i64(tk__pg_buf *b, int64_t v) {
+void tk__pg_array_i64(tk__buf *b, int64_t v) {
   char num[24];
   int n = snprintf(num, sizeof num, "%" PRId64, v);
   element_separator(b);
   tk__buf_add(b, num, (size_t)n);
 }
 
-void tk__pg_array_bool(tk__pg_buf *b, int v) {
+void tk__pg_array_bool(tk__buf *b, int v) {
   element_separator(b);
   tk__buf_add(b, v ? "t" : "f", 1);
 }
 
-const char *tk__pg_array_close(tk__pg_buf *b) {
+const char *tk__pg_array_close(tk__buf *b) {
   tk__buf_add(b, "}", 1);
   return b->oom ? NULL : b->p;
 }
