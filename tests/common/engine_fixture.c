@@ -132,7 +132,8 @@ void efx_run_workers(efx *f, const char *id, int workers) {
   efx_run_workers_sink(f, id, workers, efx_on_event, f);
 }
 
-void efx_run_workers_sink(efx *f, const char *id, int workers, tk_event_sink sink, void *ud) {
+tk_engine *efx_workers_engine(efx *f, const char *id, int workers, tk_event_sink sink,
+                              void *ud) {
   tk_engine_options o = {.store = f->store, .config = f->cfg, .seed = f->seed ? f->seed : 42,
                          .id = id, .workers = workers, .on_event = sink, .event_ud = ud,
                          .on_log = on_log, .log_ud = f};
@@ -141,9 +142,19 @@ void efx_run_workers_sink(efx *f, const char *id, int workers, tk_event_sink sin
   /* This run is on real time: the store's clock is the system's for it. */
   tk_store_set_clock(f->store, tk_clock_system());
   if (tk_engine_new(&o, &e, &err) != 0) fail_msg("engine: %s", err.msg);
-  int rc = tk_engine_run(e, 1, &err);
+  return e;
+}
+
+void efx_workers_end(efx *f, tk_engine *e) {
   tk_engine_free(e);
   tk_store_set_clock(f->store, tk_clock_manual(&f->clock));
+}
+
+void efx_run_workers_sink(efx *f, const char *id, int workers, tk_event_sink sink, void *ud) {
+  tk_engine *e = efx_workers_engine(f, id, workers, sink, ud);
+  tk_err err;
+  int rc = tk_engine_run(e, 1, &err);
+  efx_workers_end(f, e);
   if (rc != 0) fail_msg("run with %d workers: %s", workers, err.msg);
 }
 

@@ -79,6 +79,14 @@ void efx_run_workers(efx *f, const char *id, int workers);
  * efx_on_event with f). */
 void efx_run_workers_sink(efx *f, const char *id, int workers, tk_event_sink sink, void *ud);
 
+/* The engine efx_run_workers_sink runs, for a test that runs it itself
+ * (e.g. beside a thread reading it): `workers` worker threads, orchestrator
+ * `id`, events to `sink` (may be NULL). The store's clock is the system's
+ * until efx_workers_end frees the engine and puts the manual clock back. */
+tk_engine *efx_workers_engine(efx *f, const char *id, int workers, tk_event_sink sink,
+                              void *ud);
+void efx_workers_end(efx *f, tk_engine *e);
+
 /* Another engine (another orchestrator) on store `s` (e.g. a second
  * connection to f->db), with f's clock, seed and sinks. */
 tk_engine *efx_engine_on(efx *f, tk_store *s, const char *id);

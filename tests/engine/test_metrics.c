@@ -636,12 +636,8 @@ static void test_render_while_running(void **state) {
   efx_one_step(f, "one", "{ kind = \"builtin\", name = \"noop\" }", "{ max_attempts = 1 }");
   enum { N = 300 };
   for (int i = 0; i < N; i++) efx_submit(f, "one", NULL);
-  tk_store_set_clock(f->store, tk_clock_system());
-  tk_engine_options o = {.store = f->store, .config = f->cfg, .seed = 42, .id = "w",
-                         .workers = 2};
-  tk_engine *e;
+  tk_engine *e = efx_workers_engine(f, "w", 2, NULL, NULL);
   tk_err err;
-  assert_int_equal(tk_engine_new(&o, &e, &err), 0);
   tk_metrics *m = attached(e);
   scraper s = {.m = m};
   pthread_t t;
@@ -660,9 +656,8 @@ static void test_render_while_running(void **state) {
   assert_true(value(p, "tasker_ready_lateness_seconds_count", "") == N);
   assert_true(value(p, "tasker_steps_in_flight", "") == 0);
   free(p);
-  tk_engine_free(e);
+  efx_workers_end(f, e);
   tk_metrics_free(m);
-  tk_store_set_clock(f->store, tk_clock_manual(&f->clock));
 }
 
 int main(void) {

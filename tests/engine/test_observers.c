@@ -166,12 +166,8 @@ static void test_stats_from_another_thread(void **state) {
   efx_one_step(f, "one", "{ kind = \"builtin\", name = \"noop\" }", "{ max_attempts = 1 }");
   enum { N = 200 };
   for (int i = 0; i < N; i++) efx_submit(f, "one", NULL);
-  tk_store_set_clock(f->store, tk_clock_system());
-  tk_engine_options o = {.store = f->store, .config = f->cfg, .seed = 42, .id = "w",
-                         .workers = 2};
-  tk_engine *e;
+  tk_engine *e = efx_workers_engine(f, "w", 2, NULL, NULL);
   tk_err err;
-  assert_int_equal(tk_engine_new(&o, &e, &err), 0);
   reader r = {.e = e};
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, read_stats, &r), 0);
@@ -185,8 +181,7 @@ static void test_stats_from_another_thread(void **state) {
   assert_int_equal(st.in_flight, 0);
   assert_false(r.went_back);
   assert_true(r.reads > 0);
-  tk_engine_free(e);
-  tk_store_set_clock(f->store, tk_clock_manual(&f->clock));
+  efx_workers_end(f, e);
 }
 
 int main(void) {
