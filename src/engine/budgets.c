@@ -175,18 +175,11 @@ static in_order *room(tk_engine *e, int n) {
   return bs->order;
 }
 
-/* The budget that step of claim c names, or NULL. */
-static const char *budget_of(tk_engine *e, const tk__claimed *c) {
-  tk_err err;
-  const template_entry *t = tk__engine_template(e, c->template_id, &err);
-  return t && c->idx < t->nsteps ? t->steps[c->idx].budget : NULL;
-}
-
 void tk__budgets_apply(tk_engine *e, const tk__finish *items, tk__outcome *o, tk__deferral *d,
                        int n) {
   memset(d, 0, (size_t)n * sizeof *d);
   int any = 0;
-  for (int i = 0; i < n && !any; i++) any = budget_of(e, items[i].claim) != NULL;
+  for (int i = 0; i < n && !any; i++) any = items[i].budget != NULL;
   if (!any) return;
   /* First attempts before retries: what the group's first attempts add is
    * there for its retries. An attempt that never ran (the reaper's) is no
@@ -200,7 +193,7 @@ void tk__budgets_apply(tk_engine *e, const tk__finish *items, tk__outcome *o, tk
   for (int k = 0; k < n; k++) {
     const tk__finish *f = &items[ord ? ord[k].i : k];
     if (f->claim->attempt != 1 || f->started_at <= 0) continue;
-    const char *name = budget_of(e, f->claim), *host;
+    const char *name = f->budget, *host;
     tk_retry_budget *b = name ? state_of(e, name, f->result->downstream, f->started_at, &host) : NULL;
     if (b) tk_retry_budget_first(b, f->started_at);
   }
@@ -210,7 +203,7 @@ void tk__budgets_apply(tk_engine *e, const tk__finish *items, tk__outcome *o, tk
   for (int k = 0; k < n; k++) {
     int i = ord ? ord[k].i : k;
     if (o[i].next != TK__NEXT_RETRY) continue;
-    const char *name = budget_of(e, items[i].claim), *host;
+    const char *name = items[i].budget, *host;
     tk_retry_budget *b =
         name ? state_of(e, name, items[i].result->downstream, o[i].finished_at, &host) : NULL;
     int64_t at;

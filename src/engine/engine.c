@@ -280,7 +280,7 @@ static int complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
   for (job *j = list; j && items; j = j->next, i++)
     items[i] = (tk__finish){&j->claim,  j->def->name, e->id,        job_outcome(j),
                             &j->result, j->batch,     j->started_at, j->finished_at, 0,
-                            j->run_ns};
+                            j->run_ns,  j->def->budget};
   int rc = 0;
   if (items) rc = tk__engine_finish(e, items, n, next, &e->disconnected);
   else tk__engine_log(e, TK_LOG_ERROR, "out of memory recording %d outcomes", n);
@@ -332,12 +332,12 @@ static int reap(tk_engine *e, int64_t now, tk_err *err) {
   for (int i = 0; i < n; i++) {
     tk__expired *x = &e->expired[i];
     const template_entry *t = tk__engine_template(e, x->step.template_id, err);
-    const char *name = t && x->step.idx < t->nsteps ? t->steps[x->step.idx].name : "?";
+    const step_def *d = t && x->step.idx < t->nsteps ? &t->steps[x->step.idx] : NULL;
     results[i] = (tk_handler_result){.status = TK_HANDLER_RETRY, .retry_after_ms = -1};
     snprintf(results[i].error, sizeof results[i].error,
              "lease held by %s expired (the orchestrator stopped or hung)", x->owner);
-    items[i] = (tk__finish){&x->step,   name, x->owner, "lease_expired", &results[i],
-                            .reaped = 1};
+    items[i] = (tk__finish){&x->step, d ? d->name : "?", x->owner, "lease_expired",
+                            &results[i], .reaped = 1, .budget = d ? d->budget : NULL};
   }
   tk_err lost;
   int frc = tk__engine_finish(e, items, n, NULL, &lost);

@@ -207,6 +207,7 @@ typedef struct tk__finish {
   int64_t finished_at;                /* when it returned; 0: it was not called */
   int reaped; /* the reaper's: refused if the lease was renewed after it looked */
   int64_t run_ns; /* how long the handler ran (monotonic); 0 when it was not called */
+  const char *budget; /* the retry budget the step names (step_def.budget), or NULL */
 } tk__finish;
 
 /* Retry budgets (DESIGN §14, budgets.c). The name of the budget step
