@@ -13,6 +13,7 @@
 
 #include "config/apply.h"
 #include "config/internal.h"
+#include "toml/json.h"
 #include "schedule/schedule_internal.h"
 
 static const char *const keys[] = {"cron", "zone", "template", "version", "context", "missed"};
@@ -36,51 +37,6 @@ static int fail_origin(tk_err *err, const tk_config_origin *o, const char *msg) 
 static int fail_at(const tk__layer *L, tk_toml_pos pos, const char *msg) {
   tk_config_origin o = origin_at(L, pos);
   return fail_origin(L->err, &o, msg);
-}
-
-/* A TOML value as plain JSON (dates and times as their TOML text). */
-static json_t *to_json(const tk_toml_value *v) {
-  switch (tk_toml_type_of(v)) {
-  case TK_TOML_STRING: {
-    size_t len;
-    const char *s = tk_toml_string(v, &len);
-    return json_stringn(s, len);
-  }
-  case TK_TOML_INTEGER: {
-    int64_t i = 0;
-    tk_toml_int(v, &i);
-    return json_integer(i);
-  }
-  case TK_TOML_FLOAT: {
-    double d = 0;
-    tk_toml_float(v, &d);
-    return json_real(d);
-  }
-  case TK_TOML_BOOLEAN: {
-    int b = 0;
-    tk_toml_bool(v, &b);
-    return json_boolean(b);
-  }
-  case TK_TOML_ARRAY: {
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < tk_toml_array_len(v); i++)
-      json_array_append_new(a, to_json(tk_toml_array_at(v, i)));
-    return a;
-  }
-  case TK_TOML_TABLE: {
-    json_t *o = json_object();
-    for (size_t i = 0; o && i < tk_toml_table_len(v); i++) {
-      const tk_toml_entry *e = tk_toml_table_at(v, i);
-      json_object_setn_new(o, e->key, e->key_len, to_json(e->value));
-    }
-    return o;
-  }
-  default: {
-    char buf[64];
-    tk_toml_format_value(v, buf, sizeof buf);
-    return json_string(buf);
-  }
-  }
 }
 
 /* The schedule called name in c, added (all keys unset) when missing. */
@@ -116,8 +72,15 @@ static int apply_key(const tk__layer *L, tk__schedule_cfg *s, const tk_toml_entr
                tk_toml_type_name(tk_toml_type_of(e->value)));
       return fail_at(L, at, msg);
     }
-    json_t *o = to_json(e->value);
-    char *dump = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_t *o;
+    const tk_toml_value *bad = NULL;
+    int rc = tk__toml_to_json(e->value, &o, &bad);
+    if (rc == TK_ECONFIG) {
+      snprintf(msg, sizeof msg, "schedules.%s.context: a float JSON cannot hold (nan or inf)",
+               name);
+      return fail_at(L, tk_toml_pos_of(bad), msg);
+    }
+    char *dump = rc == 0 ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     s->def.context_json = dump ? tk__config_strdup(L->c, dump, strlen(dump)) : NULL;
     free(dump);

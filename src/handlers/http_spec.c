@@ -3,6 +3,7 @@
  * no credential written into the template), and the form an engine
  * compiles it into once per step. */
 #include "handlers/http.h"
+#include "toml/json.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,79 +38,6 @@ static const tk__key keys[] = {
 };
 
 static const tk__schema schema = {"http", keys, sizeof keys / sizeof keys[0]};
-
-/* A TOML value as plain JSON (a request body): tables as objects, arrays
- * as arrays, date-times as their RFC 3339 text. 0; TK_ECONFIG (a float
- * JSON cannot hold: nan, inf) with *bad at it; TK_ENOMEM. */
-static int toml_to_json(const tk_toml_value *v, json_t **out, const tk_toml_value **bad) {
-  *out = NULL;
-  switch (tk_toml_type_of(v)) {
-  case TK_TOML_STRING: {
-    size_t len;
-    const char *s = tk_toml_string(v, &len);
-    *out = json_stringn(s, len);
-    break;
-  }
-  case TK_TOML_INTEGER: {
-    int64_t i;
-    tk_toml_int(v, &i);
-    *out = json_integer(i);
-    break;
-  }
-  case TK_TOML_FLOAT: {
-    double d;
-    tk_toml_float(v, &d);
-    if (d != d || d > 1.7976931348623157e308 || d < -1.7976931348623157e308) {
-      *bad = v;
-      return TK_ECONFIG;
-    }
-    *out = json_real(d);
-    break;
-  }
-  case TK_TOML_BOOLEAN: {
-    int b;
-    tk_toml_bool(v, &b);
-    *out = json_boolean(b);
-    break;
-  }
-  case TK_TOML_ARRAY: {
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < tk_toml_array_len(v); i++) {
-      json_t *e;
-      int rc = toml_to_json(tk_toml_array_at(v, i), &e, bad);
-      if (rc == 0 && json_array_append_new(a, e) != 0) rc = TK_ENOMEM;
-      if (rc) {
-        json_decref(a);
-        return rc;
-      }
-    }
-    *out = a;
-    break;
-  }
-  case TK_TOML_TABLE: {
-    json_t *o = json_object();
-    for (size_t i = 0; o && i < tk_toml_table_len(v); i++) {
-      const tk_toml_entry *en = tk_toml_table_at(v, i);
-      json_t *e;
-      int rc = toml_to_json(en->value, &e, bad);
-      if (rc == 0 && json_object_setn_new(o, en->key, en->key_len, e) != 0) rc = TK_ENOMEM;
-      if (rc) {
-        json_decref(o);
-        return rc;
-      }
-    }
-    *out = o;
-    break;
-  }
-  default: { /* the four date-time kinds */
-    char text[64];
-    tk_toml_format_value(v, text, sizeof text);
-    *out = json_string(text);
-    break;
-  }
-  }
-  return *out ? 0 : TK_ENOMEM;
-}
 
 /* Compile the string `text` of key `key` (at v) to check its placeholders;
  * *t gets it (NULL: free it). 0, or TK_ECONFIG at v. */
@@ -314,7 +242,7 @@ int tk__http_validate(const tk__handler_site *site, const tk_toml_value *table, 
       return tk__spec_fail(w, body, "body", "a HEAD request has no body");
     json_t *j;
     const tk_toml_value *bad = NULL;
-    rc = toml_to_json(body, &j, &bad);
+    rc = tk__toml_to_json(body, &j, &bad);
     if (rc == TK_ECONFIG)
       return tk__spec_fail(w, bad, "body", "JSON has no nan or inf");
     if (rc) return tk_err_set(w->err, TK_ENOMEM, "out of memory reading %s", w->file);

@@ -62,3 +62,73 @@ json_t *tk__toml_to_tagged_json(const tk_toml_value *v) {
   tk_toml_format_value(v, text, sizeof text);
   return tagged(type, text, strlen(text));
 }
+
+int tk__toml_to_json(const tk_toml_value *v, json_t **out, const tk_toml_value **bad) {
+  *out = NULL;
+  switch (tk_toml_type_of(v)) {
+  case TK_TOML_STRING: {
+    size_t len;
+    const char *s = tk_toml_string(v, &len);
+    *out = json_stringn(s, len);
+    break;
+  }
+  case TK_TOML_INTEGER: {
+    int64_t i;
+    tk_toml_int(v, &i);
+    *out = json_integer(i);
+    break;
+  }
+  case TK_TOML_FLOAT: {
+    double d;
+    tk_toml_float(v, &d);
+    if (d != d || d > 1.7976931348623157e308 || d < -1.7976931348623157e308) {
+      *bad = v;
+      return TK_ECONFIG;
+    }
+    *out = json_real(d);
+    break;
+  }
+  case TK_TOML_BOOLEAN: {
+    int b;
+    tk_toml_bool(v, &b);
+    *out = json_boolean(b);
+    break;
+  }
+  case TK_TOML_ARRAY: {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < tk_toml_array_len(v); i++) {
+      json_t *e;
+      int rc = tk__toml_to_json(tk_toml_array_at(v, i), &e, bad);
+      if (rc == 0 && json_array_append_new(a, e) != 0) rc = TK_ENOMEM;
+      if (rc) {
+        json_decref(a);
+        return rc;
+      }
+    }
+    *out = a;
+    break;
+  }
+  case TK_TOML_TABLE: {
+    json_t *o = json_object();
+    for (size_t i = 0; o && i < tk_toml_table_len(v); i++) {
+      const tk_toml_entry *en = tk_toml_table_at(v, i);
+      json_t *e;
+      int rc = tk__toml_to_json(en->value, &e, bad);
+      if (rc == 0 && json_object_setn_new(o, en->key, en->key_len, e) != 0) rc = TK_ENOMEM;
+      if (rc) {
+        json_decref(o);
+        return rc;
+      }
+    }
+    *out = o;
+    break;
+  }
+  default: { /* the four date-time kinds */
+    char text[64];
+    tk_toml_format_value(v, text, sizeof text);
+    *out = json_string(text);
+    break;
+  }
+  }
+  return *out ? 0 : TK_ENOMEM;
+}

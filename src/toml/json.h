@@ -13,4 +13,10 @@
  * NULL when out of memory. */
 json_t *tk__toml_to_tagged_json(const tk_toml_value *v);
 
+/* A TOML value as plain JSON (an http body, a schedule's context): tables
+ * as objects, arrays as arrays, date-times as their RFC 3339 text. 0 with
+ * *out a new reference; TK_ECONFIG with *bad at a float JSON cannot hold
+ * (nan, inf); TK_ENOMEM. */
+int tk__toml_to_json(const tk_toml_value *v, json_t **out, const tk_toml_value **bad);
+
 #endif

@@ -197,6 +197,8 @@ static void bad_configuration_is_placed(void **state) {
        ":4:10: schedules.n.missed = \"later\": expected \"skip\""},
       {"[schedules.n]\ncron = \"@daily\"\ntemplate = \"etl\"\ncontext = 3\n",
        ":4:11: schedules.n.context: expected a table"},
+      {"[schedules.n]\ncron = \"@daily\"\ntemplate = \"etl\"\ncontext = { a = [1.5, nan] }\n",
+       ":4:23: schedules.n.context: a float JSON cannot hold (nan or inf)"},
       {"[schedules.n]\ncorn = \"@daily\"\ntemplate = \"etl\"\n",
        ":2:1: schedules.n: unknown key \"corn\"; did you mean \"cron\"?"},
   };
