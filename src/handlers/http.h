@@ -5,8 +5,8 @@
  *   http_request.c  one attempt: the request filled from the task, the
  *                   response captured
  *   http_outcome.c  what the response (or its failure) means for the step
- *   http_redact.c   what counts as a credential, and keeping it out of
- *                   messages
+ *   http_redact.c   what counts as a credential (its value a secret,
+ *                   redact.h)
  *   http_reactor.c  one thread per engine driving every in-flight request
  *                   through a curl multi handle */
 #ifndef TASKER_HANDLERS_HTTP_H
@@ -20,6 +20,7 @@
 
 #include "handlers/handler.h"
 #include "handlers/placeholder.h"
+#include "handlers/redact.h"
 
 #define TK__HTTP_DEFAULT_TIMEOUT_MS 30000
 #define TK__HTTP_DEFAULT_CONNECT_TIMEOUT_MS 10000
@@ -39,7 +40,7 @@ typedef enum tk__http_class {
 typedef struct tk__http_field {
   char *name;
   tk__ph *value;
-  int credential; /* its value is kept out of every message (http_redact.c) */
+  int credential; /* its value is a secret (redact.h) */
 } tk__http_field;
 
 /* What the body of a request is. */
@@ -101,21 +102,6 @@ tk__http_class tk__http_default_class(int status);
  * "passwd", "session" or "auth", in any case. */
 int tk__http_is_credential(const char *name, size_t len);
 
-/* Secrets of one request, replaced by "[REDACTED]" in its messages. */
-typedef struct tk__http_secrets {
-  char **v;
-  size_t n, cap;
-} tk__http_secrets;
-
-/* Remember value[0..len) (and its URL-encoded form) as a secret; values
- * shorter than 4 bytes are not (they would blank out ordinary words). */
-void tk__http_secret_add(tk__http_secrets *s, const char *value, size_t len);
-void tk__http_secrets_free(tk__http_secrets *s);
-
-/* Replace every secret in the NUL-terminated msg (of capacity cap) by
- * "[REDACTED]", truncating if it no longer fits. */
-void tk__http_scrub(const tk__http_secrets *s, char *msg, size_t cap);
-
 /* ---- http_request.c ------------------------------------------------------------------- */
 
 /* One attempt's request and response. */
@@ -134,7 +120,7 @@ typedef struct tk__http_req {
   size_t body_len;
   int has_body;
   int64_t timeout_ms;
-  tk__http_secrets secrets;
+  tk__secrets secrets; /* env values, credentials: redacted (redact.h) */
   /* The response (of the last request, when redirects were followed). */
   long status;
   char reason[64];

@@ -157,7 +157,11 @@ static void results(tk__http_req *r, const char *t) {
     } else if (text) {
       json_object_set_new(doc, "body", text);
     } else {
-      char *enc = base64((const unsigned char *)b, len);
+      /* Base64 hides a secret from tk__redact_result: out before encoding. */
+      tk__buf raw = {0};
+      tk__scrub_bytes(&r->secrets, b, len, &raw);
+      char *enc = raw.oom ? NULL : base64((const unsigned char *)(raw.p ? raw.p : ""), raw.len);
+      tk__buf_free(&raw);
       json_object_set_new(doc, "body_base64", enc ? json_string(enc) : NULL);
       free(enc);
     }
@@ -228,6 +232,6 @@ void tk__http_req_conclude(tk__http_req *r, CURLcode code) {
   } else {
     transport(r, code);
   }
-  tk__http_scrub(&r->secrets, out->error, sizeof out->error);
+  tk__redact_result(&r->secrets, out);
 }
 

@@ -50,9 +50,9 @@ static char *decoded(const char *s, size_t n) {
 
 /* A value as it appears in the URL, and decoded, as secrets. */
 static void url_secret(tk__http_req *r, const char *v, size_t n) {
-  tk__http_secret_add(&r->secrets, v, n);
+  tk__secret_add(&r->secrets, v, n);
   char *d = decoded(v, n);
-  if (d) tk__http_secret_add(&r->secrets, d, strlen(d));
+  if (d) tk__secret_add(&r->secrets, d, strlen(d));
   free(d);
 }
 
@@ -203,9 +203,9 @@ static int fill_headers(tk__http_req *r, const tk__ph_scope *sc, const char *con
     if (f->credential) {
       /* The whole value, and the token after a scheme ("Bearer x"), which
        * a server may echo alone. */
-      tk__http_secret_add(&r->secrets, value, v.len);
+      tk__secret_add(&r->secrets, value, v.len);
       const char *sp = strchr(value, ' ');
-      if (sp) tk__http_secret_add(&r->secrets, sp + 1, strlen(sp + 1));
+      if (sp) tk__secret_add(&r->secrets, sp + 1, strlen(sp + 1));
     }
     rc = add_header(r, f->name, value);
     tk__buf_free(&v);
@@ -214,8 +214,13 @@ static int fill_headers(tk__http_req *r, const tk__ph_scope *sc, const char *con
   if (!has_header(hs, "Accept") && add_header(r, "Accept", "application/json")) goto oom;
   if (!has_header(hs, "User-Agent") && add_header(r, "User-Agent", "tasker/" TK_VERSION))
     goto oom;
-  /* No "Expect: 100-continue" round trip before a large body. */
-  if (!has_header(hs, "Expect") && add_header(r, "Expect", "")) goto oom;
+  /* No "Expect: 100-continue" round trip before a large body: "Expect:"
+   * (a colon, no value) is how curl is told to send no Expect at all. */
+  if (!has_header(hs, "Expect")) {
+    struct curl_slist *l = curl_slist_append(r->headers, "Expect:");
+    if (l == NULL) goto oom;
+    r->headers = l;
+  }
   if (content_type && !has_header(hs, "Content-Type") &&
       add_header(r, "Content-Type", content_type))
     goto oom;
@@ -326,13 +331,13 @@ tk__http_req *tk__http_req_new(const tk__http_step *hs, const tk_handler_call *c
       return NULL;
     }
   }
-  tk__ph_scope sc = {input, call->task_id, call->step, call->attempt, NULL, NULL};
+  tk__ph_scope sc = {input, call->task_id, call->step, call->attempt, NULL, NULL, &r->secrets};
   const char *ct = NULL;
   int failed = fill_method(r, &sc) || fill_url(r, &sc) || fill_body(r, &sc, call->input, &ct) ||
                fill_headers(r, &sc, ct);
   json_decref(input);
   if (failed) {
-    tk__http_scrub(&r->secrets, out->error, sizeof out->error);
+    tk__redact_result(&r->secrets, out);
     tk__http_req_free(r);
     return NULL;
   }
@@ -353,7 +358,7 @@ void tk__http_req_free(tk__http_req *r) {
   free(r->url);
   free(r->body);
   curl_slist_free_all(r->headers);
-  tk__http_secrets_free(&r->secrets);
+  tk__secrets_free(&r->secrets);
   tk__buf_free(&r->in);
   free(r);
 }

@@ -138,7 +138,11 @@ static void take_request(http_stub *s, conn *c, size_t len) {
 static void build_answer(http_stub *s, conn *c) {
   const http_stub_answer *a = c->answer;
   size_t blen = a->body ? strlen(a->body) : 0, times = a->body_repeat ? a->body_repeat : 1;
-  size_t total = blen * times;
+  /* The body of the request: what follows its blank line. */
+  const char *blank = memmem(c->in, c->req_len, "\r\n\r\n", 4);
+  size_t skip = a->action == HTTP_STUB_ECHO_BODY && blank ? (size_t)(blank + 4 - c->in) : 0;
+  size_t echoed = a->action != HTTP_STUB_ANSWER ? c->req_len - skip : 0;
+  size_t total = blen * times + echoed;
   char head[1024], length[64] = "";
   if (!a->no_length) snprintf(length, sizeof length, "Content-Length: %zu\r\n", total);
   /* Without a length the body ends with the connection: no keep-alive. */
@@ -151,6 +155,7 @@ static void build_answer(http_stub *s, conn *c) {
   if (c->out == NULL) return;
   memcpy(c->out, head, (size_t)h);
   for (size_t i = 0; a->body && i < times; i++) memcpy(c->out + h + i * blen, a->body, blen);
+  memcpy(c->out + h + blen * times, c->in + skip, echoed);
   c->out_len = (size_t)h + total;
   c->out_off = 0;
   c->state = WRITING;
@@ -244,7 +249,7 @@ static void *serve(void *arg) {
         }
       }
       if (c->state == WAITING && c->due_ms <= now) {
-        if (c->answer->action != HTTP_STUB_ANSWER) {
+        if (c->answer->action == HTTP_STUB_RESET || c->answer->action == HTTP_STUB_CLOSE) {
           close_conn(s, i, c->answer->action == HTTP_STUB_RESET);
           continue;
         }

@@ -14,6 +14,10 @@ typedef enum http_stub_action {
   HTTP_STUB_ANSWER, /* the status, headers and body below */
   HTTP_STUB_RESET,  /* reset the connection (RST) without answering */
   HTTP_STUB_CLOSE,  /* close it cleanly without answering */
+  /* Answer as HTTP_STUB_ANSWER with the request sent back after the body,
+   * as a server that echoes its request does: */
+  HTTP_STUB_ECHO_REQUEST, /* all of it as it arrived: request line, headers, body */
+  HTTP_STUB_ECHO_BODY,    /* its body */
 } http_stub_action;
 
 typedef struct http_stub_answer {

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <libpq-fe.h>
 
 #include <tasker/toml.h>
 #include <tasker/workflow.h>
@@ -154,6 +155,8 @@ static void a_json_object_becomes_the_results(void **state) {
   expect_contains(req, "GET /ok HTTP/1.1\r\n");
   expect_contains(req, "Accept: application/json\r\n");
   expect_contains(req, "User-Agent: tasker/");
+  /* No Expect header at all (curl would send one, empty or 100-continue). */
+  assert_null(strcasestr(req, "\r\nExpect:"));
   free(req);
 }
 
@@ -590,6 +593,17 @@ static void the_input_is_the_default_body_of_a_post(void **state) {
   expect_contains(req, "POST /post HTTP/1.1\r\n");
   expect_contains(req, "Content-Type: application/json\r\n");
   expect_contains(req, "\r\n\r\n{\"context\":{\"order\":42},\"parents\":{}}");
+  assert_null(strcasestr(req, "\r\nExpect:"));
+  free(req);
+  /* A body past 1 KiB, where curl would ask "Expect: 100-continue". */
+  char ctx[4200];
+  snprintf(ctx, sizeof ctx, "{\"pad\": \"%04000d\"}", 0);
+  id = efx_submit(h->f, "post", ctx);
+  efx_drive(h->f, 20);
+  efx_expect(h->f, id, "complete", "s", "complete", NULL);
+  req = http_stub_last(h->srv, "/post");
+  expect_contains(req, "\"pad\":\"0000");
+  assert_null(strcasestr(req, "\r\nExpect:"));
   free(req);
 }
 
@@ -743,6 +757,101 @@ static void credentials_stay_out_of_messages_and_events(void **state) {
   char *snap = efx_snapshot(h->f->db);
   assert_null(strstr(snap, TOKEN));
   free(snap);
+}
+
+#define PLAIN_SECRET "plain-env-value-42"
+
+/* The results of a step whose 2xx answer echoes what it was sent: a
+ * value from the environment is nowhere in them, nor anywhere stored,
+ * whatever the header or field that carried it; other values stay. */
+static void env_values_stay_out_of_results(void **state) {
+  hfx *h = open_with(state, NULL);
+  setenv("TK_TEST_TOKEN", TOKEN, 1);
+  setenv("TK_TEST_PLAIN", PLAIN_SECRET, 1);
+  static const http_stub_answer text[] = {
+      {HTTP_STUB_ECHO_REQUEST, 200, "Content-Type: text/plain\r\n", NULL, 1, 0, 0}};
+  static const http_stub_answer json[] = {{HTTP_STUB_ECHO_BODY, 200,
+                                           "Content-Type: application/json\r\n", NULL, 1, 0, 0}};
+  /* Not UTF-8: kept as body_base64. */
+  static const http_stub_answer bytes[] = {{HTTP_STUB_ECHO_REQUEST, 200,
+                                            "Content-Type: application/octet-stream\r\n", "\xff",
+                                            1, 0, 0}};
+  http_stub_route(h->srv, "/text", text, 1);
+  http_stub_route(h->srv, "/json", json, 1);
+  /* A value that comes back as a member's name. */
+  static const http_stub_answer keyed[] = {{HTTP_STUB_ANSWER, 200,
+                                            "Content-Type: application/json\r\n",
+                                            "{\"" TOKEN "\": {\"k\": \"Bearer " TOKEN "\"}}", 1, 0,
+                                            0}};
+  http_stub_route(h->srv, "/bytes", bytes, 1);
+  http_stub_route(h->srv, "/keyed", keyed, 1);
+  const char *keys = "method = \"POST\", headers = { Authorization = \"Bearer "
+                     "{{env.TK_TEST_TOKEN}}\", X-Trace = \"{{env.TK_TEST_PLAIN}}\" }, "
+                     "body = { token = \"{{env.TK_TEST_TOKEN}}\", kept = \"{{context.kept}}\", "
+                     "nested = { list = [\"a {{env.TK_TEST_PLAIN}} b\"] } }";
+  http_step(h, "text", "/text", keys, NULL);
+  http_step(h, "json", "/json", keys, NULL);
+  http_step(h, "bytes", "/bytes", keys, NULL);
+  http_step(h, "keyed", "/keyed", keys, NULL);
+  const char *names[] = {"text", "json", "bytes", "keyed"};
+  for (int i = 0; i < 4; i++) {
+    int64_t id = efx_submit(h->f, names[i], "{\"kept\": \"visible-value\"}");
+    efx_drive(h->f, 20);
+    efx_expect(h->f, id, "complete", "s", "complete", NULL);
+    /* It was sent ... */
+    char path[16];
+    snprintf(path, sizeof path, "/%s", names[i]);
+    char *req = http_stub_last(h->srv, path);
+    expect_contains(req, "Authorization: Bearer " TOKEN "\r\n");
+    expect_contains(req, "X-Trace: " PLAIN_SECRET "\r\n");
+    expect_contains(req, "\"token\":\"" TOKEN "\"");
+    free(req);
+    /* ... and came back, but is not in the results. */
+    json_t *task = efx_task(h->f, id);
+    char *r = json_dumps(json_object_get(efx_step(task, "s"), "results"),
+                         JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(task);
+    assert_null(strstr(r, TOKEN));
+    assert_null(strstr(r, PLAIN_SECRET));
+    if (i == 3)
+      assert_string_equal(r, "{\"[REDACTED]\":{\"k\":\"Bearer [REDACTED]\"}}");
+    if (i < 2) {
+      expect_contains(r, "visible-value");
+      expect_contains(r, "[REDACTED]");
+    }
+    if (i == 1)
+      assert_string_equal(r, "{\"kept\":\"visible-value\",\"nested\":{\"list\":"
+                             "[\"a [REDACTED] b\"]},\"token\":\"[REDACTED]\"}");
+    if (i == 2) {
+      /* The bytes, decoded: the value redacted before they were encoded. */
+      json_t *doc = json_loads(r, 0, NULL);
+      const char *b64 = str(doc, "body_base64");
+      assert_true(strlen(b64) > 0);
+      char *dec = calloc(1, strlen(b64)), *o = dec;
+      static const char a64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+      unsigned acc = 0;
+      int bits = 0;
+      for (const char *p = b64; *p && *p != '='; p++) {
+        acc = acc << 6 | (unsigned)(strchr(a64, *p) - a64);
+        if ((bits += 6) >= 8) *o++ = (char)(acc >> (bits -= 8) & 0xff);
+      }
+      assert_null(strstr(dec, TOKEN));
+      assert_null(strstr(dec, PLAIN_SECRET));
+      expect_contains(dec, "Authorization: Bearer [REDACTED]\r\n");
+      expect_contains(dec, "visible-value");
+      free(dec);
+      json_decref(doc);
+    }
+    free(r);
+  }
+  char *snap = efx_snapshot(h->f->db);
+  assert_null(strstr(snap, TOKEN));
+  assert_null(strstr(snap, PLAIN_SECRET));
+  free(snap);
+  char *events = json_dumps(h->f->events, 0);
+  assert_null(strstr(events, TOKEN));
+  assert_null(strstr(events, PLAIN_SECRET));
+  free(events);
 }
 
 /* ---- asynchronous: with workers ---------------------------------------------------------------- */
@@ -992,6 +1101,136 @@ static void the_tasker_binary_runs_http_steps_and_shows_the_servers_delay(void *
   free(req);
 }
 
+/* Run tasker with args; it must exit 0. Its output is in *r. */
+static void cli_ok(run_result *r, const char *const *args) {
+  assert_int_equal(run_cli(r, NULL, args), 0);
+  if (r->status != 0) fail_msg("%s %s: exit %d: %s", args[4], args[5] ? args[5] : "", r->status,
+                               r->err);
+}
+
+static char pg_db[64];
+
+/* A fresh database on TK_TEST_PG_URL's server: its URL into url (the
+ * test is skipped without a server). TK_TEST_PG_URL is a URL
+ * postgresql://[HOST]/DB[?PARAMS]: the database is swapped. */
+static void pg_database(char *url, size_t len) {
+  const char *base = getenv("TK_TEST_PG_URL");
+  if (base == NULL || *base == '\0') skip();
+  PGconn *c = PQconnectdb(base);
+  if (PQstatus(c) != CONNECTION_OK) fail_msg("TK_TEST_PG_URL: %s", PQerrorMessage(c));
+  snprintf(pg_db, sizeof pg_db, "tk_http_%ld", (long)getpid());
+  char sql[128];
+  snprintf(sql, sizeof sql, "CREATE DATABASE %s", pg_db);
+  PGresult *res = PQexec(c, sql);
+  if (PQresultStatus(res) != PGRES_COMMAND_OK) fail_msg("%s: %s", sql, PQerrorMessage(c));
+  PQclear(res);
+  PQfinish(c);
+  const char *host = strstr(base, "://");
+  assert_non_null(host);
+  host += 3;
+  size_t hl = strcspn(host, "/?");
+  const char *params = strchr(host, '?');
+  snprintf(url, len, "%.*s%s/%s%s", (int)(host - base + (ptrdiff_t)hl), base, "", pg_db,
+           params ? params : "");
+}
+
+static void pg_drop(void) {
+  if (!pg_db[0]) return;
+  PGconn *c = PQconnectdb(getenv("TK_TEST_PG_URL"));
+  char sql[160];
+  snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", pg_db);
+  PQclear(PQexec(c, sql));
+  PQfinish(c);
+  pg_db[0] = '\0';
+}
+
+/* Through the tasker binary on the store at `url`: a step whose 2xx
+ * answer echoes its request (an Authorization header and a plain header,
+ * both from the environment) completes, and `show --json`, `show` and the
+ * stored results hold neither value. */
+static void binary_keeps_env_values_out_of_results(hfx *h, const char *url) {
+  setenv("TK_TEST_TOKEN", TOKEN, 1);
+  setenv("TK_TEST_PLAIN", PLAIN_SECRET, 1);
+  static const http_stub_answer echo[] = {
+      {HTTP_STUB_ECHO_REQUEST, 200, "Content-Type: text/plain\r\n", NULL, 1, 0, 0}};
+  http_stub_route(h->srv, "/echo", echo, 1);
+  char cfg[400], tpl[400], text[1024];
+  efx_write(h->f->dir, "echo.toml", "[backoff]\njitter = \"none\"\n", cfg, sizeof cfg);
+  snprintf(text, sizeof text,
+           "name = \"echo\"\nversion = \"1\"\n[[steps]]\nname = \"call\"\n"
+           "handler = { kind = \"http\", method = \"POST\", url = \"%s\", "
+           "headers = { Authorization = \"Bearer {{env.TK_TEST_TOKEN}}\", "
+           "X-Trace = \"{{env.TK_TEST_PLAIN}}\" } }\n",
+           http_stub_url(h->srv, "/echo"));
+  efx_write(h->f->dir, "echo-t.toml", text, tpl, sizeof tpl);
+  run_result r;
+  cli_ok(&r, (const char *[]){"--config", cfg, "--db", url, "init", NULL});
+  run_result_free(&r);
+  cli_ok(&r, (const char *[]){"--config", cfg, "--db", url, "template", "add", tpl, NULL});
+  run_result_free(&r);
+  cli_ok(&r, (const char *[]){"--config", cfg, "--db", url, "submit", "echo", NULL});
+  char id[32];
+  snprintf(id, sizeof id, "%s", r.out);
+  id[strcspn(id, "\n")] = '\0';
+  run_result_free(&r);
+  cli_ok(&r, (const char *[]){"--config", cfg, "--db", url, "run", "--until-idle", NULL});
+  run_result_free(&r);
+  /* It was sent, and echoed. */
+  char *req = http_stub_last(h->srv, "/echo");
+  expect_contains(req, "Authorization: Bearer " TOKEN "\r\n");
+  expect_contains(req, "X-Trace: " PLAIN_SECRET "\r\n");
+  free(req);
+  cli_ok(&r, (const char *[]){"--config", cfg, "--db", url, "show", "--json", id, NULL});
+  assert_null(strstr(r.out, TOKEN));
+  assert_null(strstr(r.out, PLAIN_SECRET));
+  json_t *task = json_loads(r.out, 0, NULL);
+  run_result_free(&r);
+  assert_non_null(task);
+  json_t *call = efx_step(task, "call");
+  assert_string_equal(str(call, "state"), "complete");
+  const char *body = str(json_object_get(call, "results"), "body");
+  expect_contains(body, "POST /echo HTTP/1.1\r\n");
+  expect_contains(body, "Authorization: Bearer [REDACTED]\r\n");
+  expect_contains(body, "X-Trace: [REDACTED]\r\n");
+  json_decref(task);
+  cli_ok(&r, (const char *[]){"--config", cfg, "--db", url, "show", id, NULL});
+  assert_null(strstr(r.out, TOKEN));
+  assert_null(strstr(r.out, PLAIN_SECRET));
+  run_result_free(&r);
+}
+
+static void the_binary_keeps_env_values_out_of_results_on_sqlite(void **state) {
+  hfx *h = open_with(state, NULL);
+  char url[400];
+  snprintf(url, sizeof url, "sqlite:%s/echo.db", h->f->dir);
+  binary_keeps_env_values_out_of_results(h, url);
+  char db[400];
+  snprintf(db, sizeof db, "%s/echo.db", h->f->dir);
+  char *snap = efx_snapshot(db);
+  assert_null(strstr(snap, TOKEN));
+  assert_null(strstr(snap, PLAIN_SECRET));
+  expect_contains(snap, "[REDACTED]");
+  free(snap);
+}
+
+static void the_binary_keeps_env_values_out_of_results_on_postgres(void **state) {
+  hfx *h = open_with(state, NULL);
+  char url[600];
+  pg_database(url, sizeof url);
+  binary_keeps_env_values_out_of_results(h, url);
+  /* What the store holds, read with SQL. */
+  PGconn *c = PQconnectdb(url);
+  PGresult *res = PQexec(c, "SELECT coalesce(string_agg(results::text, ' '), '') FROM steps");
+  if (PQresultStatus(res) != PGRES_TUPLES_OK) fail_msg("%s", PQerrorMessage(c));
+  const char *all = PQgetvalue(res, 0, 0);
+  assert_null(strstr(all, TOKEN));
+  assert_null(strstr(all, PLAIN_SECRET));
+  expect_contains(all, "[REDACTED]");
+  PQclear(res);
+  PQfinish(c);
+  pg_drop();
+}
+
 /* examples/templates/http.toml is added as the README says. */
 static void the_example_template_is_valid(void **state) {
   /* The example configuration's profile it names. */
@@ -1106,6 +1345,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(a_missing_value_fails_permanently_naming_the_placeholder,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(bad_specs_are_refused_at_their_place, setup, teardown),
+      cmocka_unit_test_setup_teardown(env_values_stay_out_of_results, setup, teardown),
       cmocka_unit_test_setup_teardown(credentials_stay_out_of_messages_and_events, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(with_workers_503s_then_200_retry_and_complete, setup,
@@ -1117,6 +1357,10 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(
           the_tasker_binary_runs_http_steps_and_shows_the_servers_delay, setup, teardown),
+      cmocka_unit_test_setup_teardown(the_binary_keeps_env_values_out_of_results_on_sqlite, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(the_binary_keeps_env_values_out_of_results_on_postgres,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(the_example_template_is_valid, setup, teardown),
       cmocka_unit_test_setup_teardown(a_budget_spreads_retries_to_a_failing_host, setup, teardown),
       cmocka_unit_test_setup_teardown(a_failed_tls_handshake_is_retryable_and_named, setup,
