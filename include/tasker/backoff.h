@@ -123,9 +123,11 @@ const char *tk_delay_source_name(tk_delay_source s);
 
 /* Parse an HTTP Retry-After value (RFC 9110 §10.2.3) relative to now_ms:
  * delay-seconds, or an HTTP-date in IMF-fixdate, RFC 850 or asctime form.
- * Surrounding spaces and tabs are ignored. A date in the past gives 0.
+ * Surrounding spaces and tabs are ignored. A date in the past gives 0; a
+ * delay too long to count in int64 milliseconds gives INT64_MAX (the
+ * longest wait: the caller caps it, as it caps any hint).
  * Returns 0 and sets *delay_ms, or TK_ENOHINT with a message saying why the
- * value is unusable (empty, negative, fractional, overflowing, malformed);
+ * value is unusable (empty, negative, fractional, malformed);
  * *delay_ms is untouched on error. `text` need not be NUL-terminated. */
 int tk_retry_after_parse(const char *text, size_t len, int64_t now_ms, int64_t *delay_ms,
                          tk_err *err);

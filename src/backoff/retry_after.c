@@ -128,15 +128,17 @@ int tk_retry_after_parse(const char *text, size_t len, int64_t now_ms, int64_t *
   if (is_digit(*p) || *p == '-' || *p == '+' || *p == '.') {
     if (*p == '-') return no_hint(err, p, n, "negative delay; " EXPECTED);
     int64_t seconds = 0;
+    int huge = 0;
     const char *q = p;
     for (; q < end && is_digit(*q); q++) {
-      if (seconds > (INT64_MAX / 1000 - (*q - '0')) / 10)
-        return no_hint(err, p, n, "delay too large to represent in milliseconds");
-      seconds = seconds * 10 + (*q - '0');
+      if (huge || seconds > (INT64_MAX / 1000 - (*q - '0')) / 10) huge = 1;
+      else seconds = seconds * 10 + (*q - '0');
     }
     if (q < end && *q == '.') return no_hint(err, p, n, "fractional seconds; " EXPECTED);
     if (q != end || q == p) return no_hint(err, p, n, "malformed; " EXPECTED);
-    *delay_ms = seconds * 1000;
+    /* Longer than milliseconds can count is still the server asking for
+     * the longest wait: the caller's cap (max_server_delay) applies. */
+    *delay_ms = huge ? INT64_MAX : seconds * 1000;
     return 0;
   }
 

@@ -283,6 +283,10 @@ static void retry_after_is_capped_by_max_server_delay(void **state) {
   hfx *h = open_with(state, sets);
   hinted(h, "capped", "120", 45000);
   hinted(h, "capped_date", "Thu, 01 Jan 2026 01:00:00 GMT", 45000);
+  /* Too long to count, or the latest date there is: the cap too, not the
+   * policy's delay (which would retry at once). */
+  hinted(h, "huge", "99999999999999999999", 45000);
+  hinted(h, "far_date", "Fri, 31 Dec 9999 23:59:59 GMT", 45000);
 }
 
 static void an_unreadable_retry_after_leaves_the_policys_delay(void **state) {
