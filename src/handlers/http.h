@@ -89,6 +89,12 @@ int tk__http_validate(const tk__handler_site *site, const tk_toml_value *table, 
 tk__http_step *tk__http_compile(json_t *spec);
 void tk__http_step_free(tk__http_step *s);
 
+/* Whether the CA file at path cannot be used: it does not exist, cannot
+ * be read or is not a regular file. 1 with why (naming the path and the
+ * reason), else 0. Checked at template time and before each attempt
+ * (a file removed since is a permanent failure, not a TLS one). */
+int tk__http_ca_file_unreadable(const char *path, char *why, size_t len);
+
 /* The class of status code `status` under the defaults (DESIGN §8): 2xx
  * success; 408, 425, 429 and every 5xx but 501 and 505 retryable;
  * anything else permanent. */

@@ -73,10 +73,17 @@ static void transport(tk__http_req *r, CURLcode code) {
     tk__handler_fail(out, retry, "%s: TLS: the server's certificate could not be verified (%s)",
                      t, detail);
     return;
+  case CURLE_SSL_CACERT_BADFILE:
+    /* The template's own CA file is not a CA bundle: so it stays. */
+    if (hs->ca_file) {
+      tk__handler_fail(out, perm, "%s: TLS: ca_file \"%.200s\" could not be used (%s)", t,
+                       hs->ca_file, detail);
+      return;
+    }
+    /* fall through */
   case CURLE_SSL_CONNECT_ERROR:
   case CURLE_SSL_CERTPROBLEM:
   case CURLE_SSL_CIPHER:
-  case CURLE_SSL_CACERT_BADFILE:
     tk__handler_fail(out, retry, "%s: TLS failed (%s)", t, detail);
     return;
   case CURLE_TOO_MANY_REDIRECTS:

@@ -452,6 +452,13 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud) {
 int tk__http_req_setup(tk__http_req *r, CURL *easy) {
   const tk__http_step *hs = r->hs;
   r->xfer.easy = easy;
+  /* The template's CA file, gone or unreadable since: the same request
+   * would fail the same way until someone restores it. */
+  char why[TK_ERR_MSG_MAX];
+  if (hs->ca_file && tk__http_ca_file_unreadable(hs->ca_file, why, sizeof why)) {
+    tk__handler_fail(r->out, TK_HANDLER_PERMANENT, "http: ca_file %s", why);
+    return -1;
+  }
   CURLcode c = CURLE_OK;
 #define SET(opt, val)                                                                      \
   do {                                                                                     \

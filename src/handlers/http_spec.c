@@ -1,14 +1,17 @@
 /* The http handler's spec: the keys of its table, the checks that span
- * them (placeholders that compile, a literal http(s) scheme, header names,
- * no credential written into the template), and the form an engine
- * compiles it into once per step. */
+ * them (placeholders that compile, a literal http(s) scheme, a URL curl
+ * can send, header names, no credential written into the template, a
+ * timeout, a CA file that can be read), and the form an engine compiles
+ * it into once per step. */
 #include "handlers/http.h"
 #include "toml/json.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 /* ---- template time ------------------------------------------------------------------- */
 
@@ -118,6 +121,36 @@ static int check_query(const tk__spec_where *w, const tk_toml_value *q) {
   return 0;
 }
 
+/* The URL's shape (\x01 for each placeholder) is one curl can send:
+ * no space or control byte among its literal parts, and, with each
+ * placeholder standing for "1" (a value is percent-encoded, and "1" fits
+ * a host, a port, a path and a query alike), one curl's parser takes.
+ * Else every attempt would fail "malformed URL". */
+static int check_sendable(const tk__spec_where *w, const tk_toml_value *v, const char *text,
+                          tk__buf *shape) {
+  for (size_t i = 0; i < shape->len; i++) {
+    unsigned char c = (unsigned char)shape->p[i];
+    if (c == ' ')
+      return tk__spec_fail(w, v, "url", "\"%.60s\": a URL cannot hold a space; write it %%20 "
+                           "(a placeholder's value is percent-encoded for you)", text);
+    if ((c < 0x20 && c != 0x01) || c == 0x7f)
+      return tk__spec_fail(w, v, "url", "\"%.60s\": a URL cannot hold the control byte 0x%02X",
+                           text, c);
+  }
+  for (size_t i = 0; i < shape->len; i++)
+    if (shape->p[i] == '\x01') shape->p[i] = '1';
+  CURLU *u = curl_url();
+  if (u == NULL) return tk_err_set(w->err, TK_ENOMEM, "out of memory reading %s", w->file);
+  CURLUcode uc = curl_url_set(u, CURLUPART_URL, shape->p, 0);
+  curl_url_cleanup(u);
+  if (uc == CURLUE_OUT_OF_MEMORY)
+    return tk_err_set(w->err, TK_ENOMEM, "out of memory reading %s", w->file);
+  if (uc != CURLUE_OK)
+    return tk__spec_fail(w, v, "url", "\"%.60s\": not a URL that can be sent (%s)", text,
+                         curl_url_strerror(uc));
+  return 0;
+}
+
 /* The URL: placeholders compile; the scheme is written, http or https,
  * and a host follows; no fragment; no literal password, and no literal
  * value for a query parameter whose name says credential. Read on the
@@ -171,6 +204,8 @@ static int check_url(const tk__spec_where *w, const tk_toml_value *v) {
   else if (bad_param)
     rc = tk__spec_fail(w, v, "url", "query parameter \"%.*s\": %s", (int)bad_len, bad_param,
                        credential_advice);
+  else
+    rc = check_sendable(w, v, text, &shape);
   tk__buf_free(&shape);
   return rc;
 }
@@ -233,6 +268,15 @@ int tk__http_validate(const tk__handler_site *site, const tk_toml_value *table, 
       return tk__spec_fail(w, m, "method", "\"%s\": expected GET, HEAD, POST, PUT, PATCH, DELETE "
                            "or OPTIONS (in capitals)", method);
   }
+  const tk_toml_value *timeout = tk_toml_get(table, "timeout");
+  if (timeout && tk__spec_int(spec, "timeout_ms", -1) == 0)
+    return tk__spec_fail(w, timeout, "timeout", "0 would mean no limit, but an http request "
+                         "is always limited: expected a duration of at least 1ms (without "
+                         "timeout, 30s)");
+  const tk_toml_value *ca = tk_toml_get(table, "ca_file");
+  char why[TK_ERR_MSG_MAX];
+  if (ca && tk__http_ca_file_unreadable(tk_toml_string(ca, NULL), why, sizeof why))
+    return tk__spec_fail(w, ca, "ca_file", "%s", why);
   if ((rc = check_headers(w, tk_toml_get(table, "headers")))) return rc;
   if ((rc = check_query(w, tk_toml_get(table, "query")))) return rc;
   if ((rc = check_lists(w, table, spec))) return rc;
@@ -258,6 +302,21 @@ int tk__http_validate(const tk__handler_site *site, const tk_toml_value *table, 
 }
 
 /* ---- the compiled form ---------------------------------------------------------------- */
+
+int tk__http_ca_file_unreadable(const char *path, char *why, size_t len) {
+  struct stat st;
+  FILE *f = NULL;
+  if (stat(path, &st) != 0 || (S_ISREG(st.st_mode) && (f = fopen(path, "r")) == NULL)) {
+    snprintf(why, len, "\"%.200s\" cannot be read (%s)", path, strerror(errno));
+    return 1;
+  }
+  if (f) fclose(f);
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(why, len, "\"%.200s\" is not a file; expected a PEM file of CA certificates", path);
+    return 1;
+  }
+  return 0;
+}
 
 tk__http_class tk__http_default_class(int status) {
   if (status >= 200 && status < 300) return TK__HTTP_SUCCESS;

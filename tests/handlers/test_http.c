@@ -133,6 +133,8 @@ static int64_t fails_with(hfx *h, const char *name, const char *context, const c
   return id;
 }
 
+static void cli_ok(run_result *r, const char *const *args);
+
 /* ---- 2xx ------------------------------------------------------------------------------ */
 
 static void a_json_object_becomes_the_results(void **state) {
@@ -471,6 +473,88 @@ static void a_failed_tls_handshake_is_retryable_and_named(void **state) {
   json_decref(task);
 }
 
+/* The template's CA file, removed after `template add` (or not a CA
+ * bundle): every attempt would fail the same way, so the first is a
+ * permanent failure saying so, not a retryable TLS one. */
+static void a_ca_file_that_cannot_be_used_fails_permanently(void **state) {
+  hfx *h = open_with(state, NULL);
+  plain_server p;
+  plain_start(&p);
+  char ca[400], toml[1024], want[700];
+  efx_write(h->f->dir, "gone.pem", "", ca, sizeof ca);
+  snprintf(toml, sizeof toml,
+           "name = \"gone\"\nversion = \"1\"\n[[steps]]\nname = \"s\"\n"
+           "handler = { kind = \"http\", url = \"https://127.0.0.1:%d/x\", ca_file = \"%s\" }\n",
+           p.port, ca);
+  efx_template(h->f, toml);
+  assert_int_equal(unlink(ca), 0);
+  snprintf(want, sizeof want, "http: ca_file \"%s\" cannot be read (No such file or directory)",
+           ca);
+  fails_with(h, "gone", NULL, want);
+  /* A file that is not a CA bundle: curl says so, permanently too. */
+  efx_write(h->f->dir, "junk.pem", "not a certificate\n", ca, sizeof ca);
+  snprintf(toml, sizeof toml,
+           "name = \"junk\"\nversion = \"1\"\n[[steps]]\nname = \"s\"\n"
+           "handler = { kind = \"http\", url = \"https://127.0.0.1:%d/x\", ca_file = \"%s\", "
+           "timeout = \"5s\" }\n",
+           p.port, ca);
+  efx_template(h->f, toml);
+  int64_t id = efx_submit(h->f, "junk", NULL);
+  efx_drive(h->f, 20);
+  efx_expect(h->f, id, "error", "s", "error", NULL);
+  char *e = last_error(h, id);
+  snprintf(want, sizeof want, "TLS: ca_file \"%s\" could not be used (", ca);
+  expect_contains(e, want);
+  free(e);
+  /* The listener saw one connection at most; let it go. */
+  shutdown(p.fd, SHUT_RDWR);
+  close(p.fd);
+  pthread_join(p.thread, NULL);
+}
+
+/* `tasker template add` refuses each http setting that could never work,
+ * at its file:line:column, and stores nothing. */
+static void the_binary_refuses_http_settings_that_cannot_work(void **state) {
+  hfx *h = open_with(state, NULL);
+  char cfg[400], url[420], tpl[400];
+  efx_write(h->f->dir, "bad.toml", "", cfg, sizeof cfg);
+  snprintf(url, sizeof url, "sqlite:%s/bad.db", h->f->dir);
+  run_result r;
+  cli_ok(&r, (const char *[]){"--config", cfg, "--db", url, "init", NULL});
+  run_result_free(&r);
+  const struct {
+    const char *handler, *want;
+  } cases[] = {
+      {"url = \"https://x/a b\"", ":5:34: steps[1].handler.url: \"https://x/a b\": a URL cannot "
+                                  "hold a space; write it %20"},
+      {"url = \"https://x\", timeout = \"0s\"",
+       ":5:57: steps[1].handler.timeout: 0 would mean no limit"},
+      {"url = \"https://x\", ca_file = \"/nonexistent/ca.pem\"",
+       ":5:57: steps[1].handler.ca_file: \"/nonexistent/ca.pem\" cannot be read (No such file or "
+       "directory)"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char text[512], want[600];
+    snprintf(text, sizeof text,
+             "name = \"bad\"\nversion = \"1\"\n[[steps]]\nname = \"s\"\n"
+             "handler = { kind = \"http\", %s }\n",
+             cases[i].handler);
+    efx_write(h->f->dir, "bad-t.toml", text, tpl, sizeof tpl);
+    const char *add[] = {"--config", cfg, "--db", url, "template", "add", tpl, NULL};
+    assert_int_equal(run_cli(&r, NULL, add), 0);
+    assert_int_not_equal(r.status, 0);
+    snprintf(want, sizeof want, "%s%s", tpl, cases[i].want);
+    expect_contains(r.err, want);
+    run_result_free(&r);
+  }
+  cli_ok(&r, (const char *[]){"--config", cfg, "--db", url, "--json", "template", "list", NULL});
+  json_t *list = json_loads(r.out, JSON_DECODE_ANY, NULL);
+  run_result_free(&r);
+  if (!json_is_array(list) || json_array_size(list) != 0)
+    fail_msg("templates stored: %s", json_dumps(list, 0));
+  json_decref(list);
+}
+
 /* ---- limits --------------------------------------------------------------------------------- */
 
 static void an_oversized_body_fails_permanently(void **state) {
@@ -692,6 +776,39 @@ static void bad_specs_are_refused_at_their_place(void **state) {
                     "t.toml:1:41: unknown key \"steps[1].handler.insecure\" (known keys: kind, "
                     "timeout, url, method, query, headers, body, connect_timeout, max_redirects, "
                     "max_response, retry_on, permanent_on, ca_file)");
+  /* A URL curl could never send: every attempt would fail "malformed
+   * URL". */
+  expect_spec_error("{ kind = \"http\", url = \"https://x/a b\" }",
+                    "t.toml:1:28: steps[1].handler.url: \"https://x/a b\": a URL cannot hold a "
+                    "space; write it %20 (a placeholder's value is percent-encoded for you)");
+  expect_spec_error("{ kind = \"http\", url = \"https://x/{{context.a}} {{context.b}}\" }",
+                    "t.toml:1:28: steps[1].handler.url: \"https://x/{{context.a}} {{context.b}}\": "
+                    "a URL cannot hold a space; write it %20 (a placeholder's value is "
+                    "percent-encoded for you)");
+  expect_spec_error("{ kind = \"http\", url = \"https://x/a\\tb\" }",
+                    "t.toml:1:28: steps[1].handler.url: \"https://x/a\tb\": a URL cannot hold "
+                    "the control byte 0x09");
+  expect_spec_error("{ kind = \"http\", url = \"http://x:80a/y\" }",
+                    "t.toml:1:28: steps[1].handler.url: \"http://x:80a/y\": not a URL that can be "
+                    "sent (Port number was not a decimal number between 0 and 65535)");
+  /* Placeholders that make a valid URL are accepted, wherever they are. */
+  json_t *ok = spec_of("{ kind = \"http\", url = \"http://api-{{context.region}}.x:"
+                       "{{context.port}}/{{context.path}}?q={{context.q}}\" }");
+  json_decref(ok);
+  /* A zero timeout would mean no limit. */
+  expect_spec_error("{ kind = \"http\", url = \"https://x\", timeout = \"0s\" }",
+                    "t.toml:1:51: steps[1].handler.timeout: 0 would mean no limit, but an http "
+                    "request is always limited: expected a duration of at least 1ms (without "
+                    "timeout, 30s)");
+  ok = spec_of("{ kind = \"http\", url = \"https://x\", timeout = \"1ms\" }");
+  json_decref(ok);
+  /* A CA file that is not there, or not a file. */
+  expect_spec_error("{ kind = \"http\", url = \"https://x\", ca_file = \"/nonexistent/ca.pem\" }",
+                    "t.toml:1:51: steps[1].handler.ca_file: \"/nonexistent/ca.pem\" cannot be read "
+                    "(No such file or directory)");
+  expect_spec_error("{ kind = \"http\", url = \"https://x\", ca_file = \"/\" }",
+                    "t.toml:1:51: steps[1].handler.ca_file: \"/\" is not a file; expected a PEM "
+                    "file of CA certificates");
   /* Credentials are never written into a template: they would be stored
    * and shown with it. */
   const char *advice = "a credential written into the template would be stored and shown with "
@@ -1367,6 +1484,10 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(the_example_template_is_valid, setup, teardown),
       cmocka_unit_test_setup_teardown(a_budget_spreads_retries_to_a_failing_host, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_ca_file_that_cannot_be_used_fails_permanently, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(the_binary_refuses_http_settings_that_cannot_work, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(a_failed_tls_handshake_is_retryable_and_named, setup,
                                       teardown),
   };
