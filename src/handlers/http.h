@@ -160,6 +160,11 @@ void tk__http_req_conclude(tk__http_req *r, CURLcode code);
 
 void tk__http_req_free(tk__http_req *r);
 
+/* For tests of the DNS-failure path without the machine's resolver: while
+ * on, requests set up from then on fail to resolve any host name, as curl
+ * does when a resolver finds nothing (CURLE_COULDNT_RESOLVE_HOST). */
+void tk__http_test_fail_resolves(int on);
+
 /* r as a transfer for the reactor: when it ends, r is concluded and
  * freed, and then done(ud) is called (an aborted one is only freed). */
 tk__http_transfer *tk__http_req_transfer(tk__http_req *r, tk__handler_done done, void *ud);

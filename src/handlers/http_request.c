@@ -449,6 +449,18 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud) {
   return len;
 }
 
+/* Tests only (tk__http_test_fail_resolves): every name resolution fails. */
+static _Atomic int fail_resolves;
+
+void tk__http_test_fail_resolves(int on) { fail_resolves = on; }
+
+/* curl's resolver-start callback: non-zero stops the resolution before it
+ * starts, which curl reports as CURLE_COULDNT_RESOLVE_HOST. */
+static int refuse_resolve(void *state, void *reserved, void *ud) {
+  (void)state, (void)reserved, (void)ud;
+  return 1;
+}
+
 int tk__http_req_setup(tk__http_req *r, CURL *easy) {
   const tk__http_step *hs = r->hs;
   r->xfer.easy = easy;
@@ -486,6 +498,7 @@ int tk__http_req_setup(tk__http_req *r, CURL *easy) {
   SET(CURLOPT_SSL_VERIFYPEER, 1L);
   SET(CURLOPT_SSL_VERIFYHOST, 2L);
   if (hs->ca_file) SET(CURLOPT_CAINFO, hs->ca_file);
+  if (fail_resolves) SET(CURLOPT_RESOLVER_START_FUNCTION, refuse_resolve);
   if (strcmp(r->method, "HEAD") == 0) {
     SET(CURLOPT_NOBODY, 1L);
   } else if (r->has_body) {

@@ -36,6 +36,7 @@
 #include "common/run_cli.h"
 #include "common/spec_read.h"
 #include "handlers/handler.h"
+#include "handlers/http.h"
 
 typedef struct hfx {
   efx *f;
@@ -418,6 +419,50 @@ static void transport_errors_are_retryable_and_named(void **state) {
   a = first_attempt(h, "refused", &task);
   expect_contains(str(a, "error"), ": connection refused (Failed to connect to 127.0.0.1 port ");
   assert_non_null(json_object_get(a, "delay_ms"));
+  json_decref(task);
+}
+
+/* A host name that does not resolve: a retryable failure naming the
+ * host, through curl's own path for it (the resolution refused by a test
+ * hook, not asked of the machine's resolver). */
+static void a_host_that_does_not_resolve_is_retryable_and_named(void **state) {
+  hfx *h = open_with(state, NULL);
+  efx_template(h->f, "name = \"dns\"\nversion = \"1\"\n[[steps]]\nname = \"s\"\n"
+                     "handler = { kind = \"http\", url = \"http://orders.example:8080/x\" }\n"
+                     "retry = { max_attempts = 3 }\n");
+  tk__http_test_fail_resolves(1);
+  json_t *task;
+  int64_t id = efx_submit(h->f, "dns", NULL);
+  efx_tick(h->f);
+  tk__http_test_fail_resolves(0);
+  json_t *a = attempt(h, id, 1, &task);
+  assert_string_equal(str(a, "outcome"), "failure");
+  assert_string_equal(str(a, "error"), "GET http://orders.example:8080/x: could not resolve the "
+                                       "host (Could not resolve host: orders.example)");
+  assert_string_equal(str(a, "delay_source"), "computed");
+  assert_non_null(json_object_get(a, "next_run_at"));
+  assert_string_equal(str(efx_step(task, "s"), "state"), "waiting_for_retry");
+  json_decref(task);
+  /* It is the hook that fails it: "localhost" (which the machine
+   * resolves, to the stub here) fails too while it is on, and answers
+   * once it is off. */
+  static const http_stub_answer ok[] = {{HTTP_STUB_ANSWER, 200, NULL, "{}", 1, 0, 0}};
+  http_stub_route(h->srv, "/local", ok, 1);
+  char toml[512];
+  snprintf(toml, sizeof toml,
+           "name = \"local\"\nversion = \"1\"\n[[steps]]\nname = \"s\"\n"
+           "handler = { kind = \"http\", url = \"http://localhost:%d/local\" }\n",
+           http_stub_port(h->srv));
+  efx_template(h->f, toml);
+  tk__http_test_fail_resolves(1);
+  a = first_attempt(h, "local", &task);
+  tk__http_test_fail_resolves(0);
+  expect_contains(str(a, "error"), "could not resolve the host (Could not resolve host: "
+                                   "localhost)");
+  json_decref(task);
+  assert_int_equal(http_stub_count(h->srv, "/local"), 0);
+  a = first_attempt(h, "local", &task);
+  assert_string_equal(str(a, "outcome"), "success");
   json_decref(task);
 }
 
@@ -1487,6 +1532,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(a_ca_file_that_cannot_be_used_fails_permanently, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(the_binary_refuses_http_settings_that_cannot_work, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(a_host_that_does_not_resolve_is_retryable_and_named, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(a_failed_tls_handshake_is_retryable_and_named, setup,
                                       teardown),
