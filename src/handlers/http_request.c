@@ -331,7 +331,9 @@ tk__http_req *tk__http_req_new(const tk__http_step *hs, const tk_handler_call *c
       return NULL;
     }
   }
-  tk__ph_scope sc = {input, call->task_id, call->step, call->attempt, NULL, NULL, &r->secrets};
+  /* Every value read from the environment becomes a secret (redact.h). */
+  tk__ph_scope sc = {input, call->task_id, call->step, call->attempt, tk__secret_getenv,
+                     &r->secrets};
   const char *ct = NULL;
   int failed = fill_method(r, &sc) || fill_url(r, &sc) || fill_body(r, &sc, call->input, &ct) ||
                fill_headers(r, &sc, ct);

@@ -2,7 +2,6 @@
  * and references, looking references up in the attempt's input, and
  * writing their values as text (plain or URL-encoded) or typed JSON. */
 #include "handlers/placeholder.h"
-#include "handlers/redact.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -330,7 +329,6 @@ static int lookup(const tk__ph *t, const part *p, const tk__ph_scope *sc, json_t
                s + p->off, name);
       return TK_ENOENT;
     }
-    if (sc->env_seen) tk__secret_add(sc->env_seen, v, strlen(v));
     *out = json_string_nocheck(v);
   } else if (p->src == SRC_TASK) {
     char c = s[t->segs[p->seg].off];

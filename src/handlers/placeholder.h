@@ -44,10 +44,6 @@ typedef struct tk__ph_scope {
   /* The environment: NULL reads the process's (getenv). */
   const char *(*getenv)(void *ud, const char *name);
   void *env_ud;
-  /* Every value read from the environment is added here as a secret
-   * (redact.h), so that it is redacted from the attempt's message and
-   * results; NULL: not kept. */
-  struct tk__secrets *env_seen;
 } tk__ph_scope;
 
 /* How a value's text is written into the result. */

@@ -51,6 +51,12 @@ void tk__secret_add(tk__secrets *s, const char *value, size_t len) {
   tk__buf_free(&enc);
 }
 
+const char *tk__secret_getenv(void *secrets, const char *name) {
+  const char *v = getenv(name);
+  if (v) tk__secret_add(secrets, v, strlen(v));
+  return v;
+}
+
 void tk__secrets_free(tk__secrets *s) {
   for (size_t i = 0; i < s->n; i++) free(s->v[i]);
   free(s->v);

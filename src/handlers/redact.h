@@ -1,11 +1,12 @@
 /* Secrets of one attempt and keeping them out of what it leaves behind
- * (docs/handlers.md, "Secrets"): every value a placeholder read from the
- * orchestrator's environment ({{env.NAME}}, placeholder.c adds it), and
- * what a kind knows to be a credential (the http handler's Authorization
- * header, a URL's password), is replaced by "[REDACTED]" in the attempt's
- * message and in its results, the two things of an attempt that are
- * stored and shown. A kind that fills placeholders ends each attempt with
- * tk__redact_result; that is the one rule. */
+ * (docs/handlers.md, "Secrets are redacted"): every value a placeholder
+ * read from the orchestrator's environment ({{env.NAME}}, through
+ * tk__secret_getenv), and what a kind knows to be a credential (the http
+ * handler's Authorization header, a URL's password), is replaced by
+ * "[REDACTED]" in the attempt's message and in its results, the two
+ * things of an attempt that are stored and shown. A kind that fills
+ * placeholders reads the environment through tk__secret_getenv and ends
+ * each attempt with tk__redact_result; that is the one rule. */
 #ifndef TASKER_HANDLERS_REDACT_H
 #define TASKER_HANDLERS_REDACT_H
 
@@ -29,6 +30,12 @@ typedef struct tk__secrets {
  * shorter than TK__SECRET_MIN bytes are not. */
 void tk__secret_add(tk__secrets *s, const char *value, size_t len);
 void tk__secrets_free(tk__secrets *s);
+
+/* The environment for placeholders (tk__ph_scope's getenv, with env_ud a
+ * tk__secrets): the process's variable `name`, its value kept as a
+ * secret. What makes every {{env.*}} value a secret, for every kind that
+ * fills placeholders. */
+const char *tk__secret_getenv(void *secrets, const char *name);
 
 /* Replace every secret in the NUL-terminated msg (of capacity cap) by
  * "[REDACTED]", truncating if it no longer fits. */
