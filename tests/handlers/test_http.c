@@ -6,9 +6,12 @@
  * thread, not a thread per request; leases kept by heartbeats; a stop
  * that waits for requests in flight; an engine freed with requests in
  * flight). Status classes and their overrides, transport errors (timeout,
- * reset, refused, closed), response limits, redirects, placeholders,
- * template-time checks, credentials kept out of messages, events and
- * `tasker show`, and a run of the tasker binary. */
+ * reset, refused, closed, DNS through a resolver hook), response limits,
+ * redirects, placeholders, template-time checks (a URL curl cannot send,
+ * a zero timeout, an unreadable ca_file), credentials and {{env.*}}
+ * values kept out of messages, results, events and `tasker show` (on
+ * SQLite and PostgreSQL), no Expect header, and runs of the tasker
+ * binary. */
 #define _GNU_SOURCE /* setenv, strcasestr */
 #include <stdarg.h>
 #include <stddef.h>
