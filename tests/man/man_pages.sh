@@ -2,7 +2,8 @@
 # The man pages (issue 19 item 23): man/tasker.1 and man/tasker.toml.5 are
 # written by hand in mdoc, so this test keeps them true to the binary:
 # - `mandoc -T lint` finds nothing at warning level or above, and man-db's
-#   `man --warnings -l` renders each without a warning, with its sections;
+#   `man --warnings -l` renders each without a warning, with its sections,
+#   in 80 columns;
 # - every command and subcommand `tasker --help` and `tasker COMMAND --help`
 #   list has an entry under COMMANDS, and every command there exists; every
 #   flag a command's help lists is in one of its entries (or is a global
@@ -32,11 +33,14 @@ done
 # --- lint and render -------------------------------------------------------
 
 # renders NAME FILE: man-db renders FILE (as `man -l` shows it) with no
-# warning and something to read; the text is left in $OUT.
+# warning, something to read, and no line wider than the 80 columns asked
+# for (a literal display that overflows them); the text is left in $OUT.
+# (The C locale renders in ASCII, so awk counts columns.)
 renders() {
-  run env MANWIDTH=80 man --warnings -l "$2"
-  if [ "$RC" -eq 0 ] && [ -z "$ERR" ] && [ -n "$OUT" ]; then tap_ok "$1"
-  else tap_fail "$1" "exit $RC" "stderr: $ERR"; fi
+  run env LC_ALL=C MANWIDTH=80 man --warnings -l "$2"
+  wide=$(printf '%s\n' "$OUT" | awk 'length > 80')
+  if [ "$RC" -eq 0 ] && [ -z "$ERR" ] && [ -n "$OUT" ] && [ -z "$wide" ]; then tap_ok "$1"
+  else tap_fail "$1" "exit $RC" "stderr: $ERR" "lines wider than 80 columns:" "$wide"; fi
 }
 
 for page in "$PAGE1" "$PAGE5"; do
@@ -47,7 +51,7 @@ for page in "$PAGE1" "$PAGE5"; do
   if [ "$RC" -eq 0 ] && [ -z "$OUT" ]; then tap_ok "$name: mandoc -T lint -W warning is quiet"
   else tap_fail "$name: mandoc -T lint -W warning is quiet" "exit $RC" "$OUT"; fi
 
-  renders "$name: man --warnings -l renders it quietly" "$page"
+  renders "$name: man --warnings -l renders it quietly in 80 columns" "$page"
   printf '%s\n' "$OUT" >"$W/$name.txt"
 done
 
@@ -232,7 +236,7 @@ expect_eq "man -M PREFIX/share/man finds tasker(1)" "$OUT" "$P/share/man/man1/ta
 run man -M "$P/share/man" -w 5 tasker.toml
 expect_eq "man -M PREFIX/share/man finds tasker.toml(5)" "$OUT" "$P/share/man/man5/tasker.toml.5"
 for f in man1/tasker.1 man5/tasker.toml.5; do
-  renders "installed $f renders without warnings" "$P/share/man/$f"
+  renders "installed $f renders without warnings in 80 columns" "$P/share/man/$f"
 done
 # `make install` itself installs them: its dry run goes through install-man.
 run env -u BUILD -u MODE -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -n --no-print-directory -C "$TOP" install PREFIX="$P" DESTDIR=
