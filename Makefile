@@ -60,7 +60,7 @@ SHARED_LIB := $(BUILD)/lib/libtasker.so.$(VERSION)
 PC_FILE    := $(BUILD)/lib/pkgconfig/tasker.pc
 TASKER     := $(BUILD)/bin/tasker
 
-.PHONY: all deps server-deps test test-asan check demo demo-pg bench install clean tests examples fuzz fuzz-smoke
+.PHONY: all deps server-deps test test-asan check demo demo-pg bench install install-man clean tests examples fuzz fuzz-smoke
 all: $(STATIC_LIB) $(SHARED_LIB) $(PC_FILE) $(TASKER)
 
 deps:
@@ -68,8 +68,9 @@ deps:
 
 # What the tests, the PostgreSQL demo and the benchmarks run besides the
 # build: a PostgreSQL server (a private cluster each time), libfaketime,
-# and Debian's chromium, in which the dashboard's test loads the page.
-SERVER_DEPS := postgresql faketime chromium
+# Debian's chromium, in which the dashboard's test loads the page, and
+# mandoc and man-db, with which tests/man lints and renders the man pages.
+SERVER_DEPS := postgresql faketime chromium mandoc man-db
 server-deps:
 	@TASKER_EXTRA_DEPS="$(SERVER_DEPS)" scripts/ensure-deps
 
@@ -166,7 +167,7 @@ bench: server-deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN) $(BENCH_TOOLS) $(TASKER)
 	@BUILD=$(BUILD) bench/run
 
-install: all
+install: all install-man
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/tasker $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/tasker/*.h $(DESTDIR)$(PREFIX)/include/tasker/
 	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
@@ -175,6 +176,14 @@ install: all
 	ln -sf libtasker.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libtasker.so
 	install -m 644 $(PC_FILE) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -m 755 $(TASKER) $(DESTDIR)$(PREFIX)/bin/
+
+# The man pages are written by hand in mdoc (man/); tests/man/man_pages.sh
+# lints them and checks them against the binary's commands, flags and keys.
+MAN_DIR := $(DESTDIR)$(PREFIX)/share/man
+install-man:
+	install -d $(MAN_DIR)/man1 $(MAN_DIR)/man5
+	install -m 644 man/tasker.1 $(MAN_DIR)/man1/
+	install -m 644 man/tasker.toml.5 $(MAN_DIR)/man5/
 
 clean:
 	rm -rf build build-asan build-fuzz
