@@ -79,6 +79,31 @@ static const next_case cases[] = {
       "2027-10-31T02:00:00Z"}},
     {"0 9 * * *", "Europe/Berlin", "2027-10-30T12:00:00Z",
      {"2027-10-31T08:00:00Z", "2027-11-01T08:00:00Z"}},
+    /* Every other hour is not every hour: the repeated 02:00 fires at its
+     * first run only (02:00 CEST, 00:00Z), not again at 02:00 CET (01:00Z)
+     * (issue 19). Berlin, autumn 2026 and 2027. */
+    {"0 */2 * * *", "Europe/Berlin", "2026-10-24T21:00:00Z",
+     {"2026-10-24T22:00:00Z", "2026-10-25T00:00:00Z", "2026-10-25T03:00:00Z",
+      "2026-10-25T05:00:00Z"}},
+    {"0 */2 * * *", "Europe/Berlin", "2027-10-30T21:00:00Z",
+     {"2027-10-30T22:00:00Z", "2027-10-31T00:00:00Z", "2027-10-31T03:00:00Z",
+      "2027-10-31T05:00:00Z"}},
+    /* Sydney's repeated 02:00 (03:00 AEDT becomes 02:00 AEST at 16:00Z):
+     * 02:00 AEDT is 15:00Z, 02:00 AEST (16:00Z) does not fire. */
+    {"0 */2 * * *", "Australia/Sydney", "2026-04-04T12:00:00Z",
+     {"2026-04-04T13:00:00Z", "2026-04-04T15:00:00Z", "2026-04-04T18:00:00Z",
+      "2026-04-04T20:00:00Z"}},
+    {"0 */2 * * *", "Australia/Sydney", "2027-04-03T12:00:00Z",
+     {"2027-04-03T13:00:00Z", "2027-04-03T15:00:00Z", "2027-04-03T18:00:00Z",
+      "2027-04-03T20:00:00Z"}},
+    /* Every hour said another way is every hour: both 02:00s fire. */
+    {"0 0-23 * * *", "Europe/Berlin", "2026-10-24T23:30:00Z",
+     {"2026-10-25T00:00:00Z", "2026-10-25T01:00:00Z", "2026-10-25T02:00:00Z"}},
+    {"0 */1 * * *", "Australia/Sydney", "2026-04-04T14:30:00Z",
+     {"2026-04-04T15:00:00Z", "2026-04-04T16:00:00Z", "2026-04-04T17:00:00Z"}},
+    /* A restricted hour that is only the repeated one fires once. */
+    {"15 2,3 * * *", "Europe/Berlin", "2026-10-24T23:00:00Z",
+     {"2026-10-25T00:15:00Z", "2026-10-25T02:15:00Z", "2026-10-26T01:15:00Z"}},
     /* past the transitions the file lists: the footer rule (last Sunday of
      * March 2040 is the 25th) */
     {"30 2 * * *", "Europe/Berlin", "2040-03-24T12:00:00Z",
