@@ -4,7 +4,8 @@
  * the value, exit 2, nothing stored; a bad [schedules.NAME] table is
  * refused at FILE:LINE:COLUMN (exit 78); a configured name cannot be added
  * or removed by hand; an orchestrator writes the configured ones into the
- * store, and then they are listed too. */
+ * store, and then they are listed too; its --events lines each name it,
+ * the task.created of a slot it fired included. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include "common/cli_store.h"
 #include "common/engine_fixture.h"
@@ -181,6 +183,49 @@ static void configured_schedules_are_synced_by_run(void **state) {
   run_result_free(&r);
 }
 
+/* tasker run --events: every line says which orchestrator wrote it, the
+ * task.created of each slot it fired too (issue 19: that one had no
+ * orchestrator, so with two nobody could tell which fired a slot). */
+static void run_events_name_the_orchestrator(void **state) {
+  cli *c = *state;
+  run_result r;
+  CLI(c, &r, "schedule", "add", "m", "--cron", "* * * * *", "--template", "etl", "--missed",
+      "catch_up");
+  assert_int_equal(r.status, 0);
+  run_result_free(&r);
+  /* Three slots behind: the orchestrator fires them at once. */
+  sqlite3 *h;
+  assert_int_equal(sqlite3_open(c->db, &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, "UPDATE schedules SET cursor = (cursor / 60000 - 3) * 60000",
+                                NULL, NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(h);
+  char events[400];
+  snprintf(events, sizeof events, "%s/events.jsonl", c->dir);
+  CLI(c, &r, "run", "--until-idle", "--id", "orch-A", "--events", events);
+  assert_int_equal(r.status, 0);
+  run_result_free(&r);
+  char *text = efx_read(events);
+  int created = 0, lines = 0;
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"), lines++) {
+    json_t *ev = json_loads(line, 0, NULL);
+    if (ev == NULL) fail_msg("not JSON: %s", line);
+    const char *who = json_string_value(json_object_get(ev, "orchestrator"));
+    if (who == NULL || strcmp(who, "orch-A") != 0) fail_msg("no orchestrator orch-A: %s", line);
+    if (strcmp(json_string_value(json_object_get(ev, "type")), "task.created") == 0) {
+      created++;
+      assert_non_null(strstr(json_string_value(json_object_get(ev, "identity")), "schedule:m:"));
+    }
+    json_decref(ev);
+  }
+  free(text);
+  /* Three slots, or four if a minute turned meanwhile; each task's steps
+   * add lines of their own. */
+  if (created < 3 || created > 4) fail_msg("%d task.created lines", created);
+  assert_true(lines > created);
+  assert_int_equal(efx_sql_int(c->db, "SELECT count(*) FROM tasks"), created);
+}
+
 /* A bad table in the configuration file: FILE:LINE:COLUMN, exit 78. */
 static void bad_configuration_is_placed(void **state) {
   cli *c = *state;
@@ -220,6 +265,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(bad_input_is_refused_and_nothing_stored, setup, teardown),
       cmocka_unit_test_setup_teardown(configured_schedules_are_synced_by_run, setup, teardown),
       cmocka_unit_test_setup_teardown(bad_configuration_is_placed, setup, teardown),
+      cmocka_unit_test_setup_teardown(run_events_name_the_orchestrator, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,8 @@
 # bad input refused with nothing stored, a configured schedule written into
 # the store by `run`, remove; and four orchestrator processes started at
 # once on a catch_up schedule whose progress is 30 minutes behind create
-# each missed slot's task once.
+# each missed slot's task once, each task.created event naming the
+# orchestrator that fired the slot.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/pg.sh"
 pg_database cli_schedule
@@ -55,7 +56,8 @@ run t schedule add m --cron "* * * * *" --template ok --missed catch_up
 expect_rc "schedule add m" 0
 pg_sql "UPDATE schedules SET cursor = (cursor / 60000 - 30) * 60000 WHERE name = 'm'" >/dev/null
 for i in 1 2 3 4; do
-  t run --until-idle --workers 1 --id "orch-$i" >"$W/run$i.out" 2>"$W/run$i.err" &
+  t run --until-idle --workers 1 --id "orch-$i" --events "$W/ev$i.jsonl" \
+    >"$W/run$i.out" 2>"$W/run$i.err" &
 done
 rcs=""
 for i in 1 2 3 4; do
@@ -75,4 +77,18 @@ expect_eq "consecutive minutes, none missing" \
       (substr(t.identity, 12, 19) || 'Z')::timestamptz AT TIME ZONE 'UTC' + interval '1 minute',
       'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'))")" "1"
 expect_all_complete "$n"
+# Each slot's task.created names the orchestrator that fired it: one line
+# per slot across the four, each in its own file with its own id.
+created=0
+unnamed=0
+for i in 1 2 3 4; do
+  c=$(grep -c '"type":"task.created"' "$W/ev$i.jsonl")
+  own=$(grep '"type":"task.created"' "$W/ev$i.jsonl" | grep -c "\"orchestrator\":\"orch-$i\"")
+  created=$((created + c))
+  unnamed=$((unnamed + c - own))
+done
+expect_eq "one task.created per slot across the orchestrators" "$created" "$n"
+expect_eq "each names the orchestrator that fired it" "$unnamed" "0"
+expect_eq "every event line names an orchestrator" \
+  "$(cat "$W"/ev*.jsonl | grep -vc '"orchestrator":"orch-[1-4]"')" "0"
 tap_done
