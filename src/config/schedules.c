@@ -14,7 +14,7 @@
 #include "config/apply.h"
 #include "config/internal.h"
 #include "toml/json.h"
-#include "schedule/schedule_internal.h"
+#include "schedule/def.h"
 
 static const char *const keys[] = {"cron", "zone", "template", "version", "context", "missed"};
 
@@ -117,8 +117,8 @@ static int apply_key(const tk__layer *L, tk__schedule_cfg *s, const tk_toml_entr
   return 0;
 }
 
-/* After every layer: the schedule has what it needs, and its expression
- * parses in its zone (an unknown zone is placed at the zone's value). */
+/* After every layer: the schedule has what it needs, its zone is one
+ * (placed at the zone's value), and its expression parses in it. */
 static int check(const tk__schedule_cfg *s, tk_err *err) {
   char msg[TK_ERR_MSG_MAX];
   const char *missing = s->def.cron == NULL ? "cron" : s->def.template_name ? NULL : "template";
@@ -127,14 +127,18 @@ static int check(const tk__schedule_cfg *s, tk_err *err) {
              "template = \"etl\")", s->def.name, missing);
     return fail_origin(err, &s->table_at, msg);
   }
-  tk_cron *c = NULL;
   tk_err e;
-  int rc = tk_cron_parse(s->def.cron, s->def.zone, &c, &e);
+  int rc = tk_schedule_zone_check(s->def.zone, &e);
+  if (rc) {
+    snprintf(msg, sizeof msg, "schedules.%s.zone: %.400s", s->def.name, e.msg);
+    return fail_origin(err, &s->zone_at, msg);
+  }
+  tk_cron *c = NULL;
+  rc = tk_cron_parse(s->def.cron, s->def.zone, &c, &e);
   tk_cron_free(c);
   if (rc == 0) return 0;
-  snprintf(msg, sizeof msg, "schedules.%s.%s: %.400s", s->def.name,
-           rc == TK_ENOENT ? "zone" : "cron", e.msg);
-  return fail_origin(err, rc == TK_ENOENT ? &s->zone_at : &s->cron_at, msg);
+  snprintf(msg, sizeof msg, "schedules.%s.cron: %.400s", s->def.name, e.msg);
+  return fail_origin(err, &s->cron_at, msg);
 }
 
 int tk__schedules_finish(const tk_config *c, tk_err *err) {

@@ -6,7 +6,8 @@
  * most the latest 100; each slot's task.created names the orchestrator
  * that fired it; a day's schedule in Europe/Berlin fires once on
  * both daylight-saving change days, at the instants cron.h documents, and
- * an hourly one fires through both repeated hours; configured schedules
+ * an hourly one fires through both repeated hours; a zone's file is read
+ * once per engine, not on every pass; configured schedules
  * are written into the store by the first pass; a slot whose task cannot
  * be written moves nothing and fires at the next pass; an engine asleep on
  * the system clock notices a schedule another connection adds.
@@ -194,6 +195,35 @@ static void berlin_daylight_saving_days(void **state) {
   free(hours);
 }
 
+/* The engine reads a schedule's zone file once, not on every pass: with
+ * the file gone after the first pass (TZDIR a copy of the database's
+ * Berlin only), the next passes still fire at Berlin's slots (before
+ * issue 19's cache, each pass failed "time zone ... No such file"). */
+static void zone_files_are_read_once(void **state) {
+  efx *f = setup_job(state);
+  char zdir[400], cmd[1200];
+  snprintf(zdir, sizeof zdir, "%s/zoneinfo", f->dir);
+  const char *sys = getenv("TZDIR");
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/Europe && cp %s/Europe/Berlin %s/Europe/Berlin", zdir,
+           sys && *sys ? sys : "/usr/share/zoneinfo", zdir);
+  assert_int_equal(system(cmd), 0);
+  char *saved = sys ? strdup(sys) : NULL;
+  setenv("TZDIR", zdir, 1);
+  add(f, "berlin", "0 * * * *", "Europe/Berlin", TK_MISSED_SKIP);
+  /* The first pass reads the zone; then the file is gone. */
+  assert_int_equal(efx_tick(f), EFX_T0 + HOUR(1));
+  snprintf(cmd, sizeof cmd, "%s/Europe/Berlin", zdir);
+  assert_int_equal(remove(cmd), 0);
+  drive_until(f, EFX_T0 + HOUR(1), EFX_T0 + HOUR(3));
+  if (saved) setenv("TZDIR", saved, 1);
+  else unsetenv("TZDIR");
+  free(saved);
+  expect_fired(f, "berlin", "01:00\n02:00\n03:00");
+  char *logs = json_dumps(f->logs, 0);
+  assert_null(strstr(logs, "could not fire"));
+  free(logs);
+}
+
 /* [schedules.NAME] is written into the store by the engine's first pass
  * and fires like a stored one. */
 static void configured_schedules_fire(void **state) {
@@ -330,6 +360,7 @@ int main(void) {
       cmocka_unit_test_teardown(catch_up_is_bounded, efx_teardown),
       cmocka_unit_test_teardown(berlin_daylight_saving_days, efx_teardown),
       cmocka_unit_test_teardown(configured_schedules_fire, efx_teardown),
+      cmocka_unit_test_teardown(zone_files_are_read_once, efx_teardown),
       cmocka_unit_test_teardown(a_slot_that_fails_moves_nothing, efx_teardown),
       cmocka_unit_test_teardown(a_sleeping_engine_sees_a_new_schedule, efx_teardown),
   };

@@ -14,6 +14,7 @@
 #include <tasker/cron.h>
 
 #include "core/civil.h"
+#include "schedule/cron_cache.h"
 #include "schedule/tz.h"
 
 /* "2027-03-28T01:00:00Z" (UTC only, seconds optional) to ms. */
@@ -220,6 +221,9 @@ static void bad_expressions_are_refused_with_the_column(void **state) {
       {"0 0 31 4,6 *", NULL, TK_EINVAL, "never fires"},
       {"0 0 * * *", "Mars/Olympus_Mons", TK_ENOENT, "time zone \"Mars/Olympus_Mons\""},
       {"0 0 * * *", "../../etc/passwd", TK_EINVAL, "expected a tz database name"},
+      {"0 0 * * *", "europe/berlin", TK_ENOENT,
+       "time zone \"europe/berlin\": no such zone; did you mean \"Europe/Berlin\"?"},
+      {"0 0 * * *", "ASIA/TOKYO", TK_ENOENT, "did you mean \"Asia/Tokyo\"?"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     tk_cron *c = (tk_cron *)1;
@@ -319,6 +323,50 @@ static void slots_between_two_instants(void **state) {
   tk_cron_free(c);
 }
 
+/* The engine's cache of parsed expressions: one parse (one zone file
+ * read) per expression and zone, shared; a sweep drops those not got
+ * since the previous one. */
+static void cron_cache_keeps_each_expression_once(void **state) {
+  (void)state;
+  tk__cron_cache *k = tk__cron_cache_new();
+  assert_non_null(k);
+  const tk_cron *a, *b, *c;
+  tk_err err;
+  assert_int_equal(tk__cron_cache_get(k, "*/5 * * * *", "Europe/Berlin", &a, &err), 0);
+  assert_int_equal(tk__cron_cache_get(k, "*/5 * * * *", "Europe/Berlin", &b, &err), 0);
+  assert_ptr_equal(a, b);
+  assert_int_equal(tk__cron_cache_get(k, "*/5 * * * *", NULL, &c, &err), 0);
+  assert_ptr_not_equal(a, c);
+  assert_string_equal(tk_cron_zone(a), "Europe/Berlin");
+  assert_string_equal(tk_cron_zone(c), "UTC");
+  /* A bad one is an error each time and is not kept. */
+  assert_int_equal(tk__cron_cache_get(k, "0 0 * * *", "Mars/Base", &b, &err), TK_ENOENT);
+  assert_null(b);
+  assert_int_equal(tk__cron_cache_size(k), 2);
+  /* Many more than the first table holds: it grows, and each is found. */
+  char expr[32];
+  for (int m = 0; m < 60; m++) {
+    snprintf(expr, sizeof expr, "%d 3 * * *", m);
+    assert_int_equal(tk__cron_cache_get(k, expr, "Asia/Tokyo", &b, &err), 0);
+  }
+  assert_int_equal(tk__cron_cache_size(k), 62);
+  assert_int_equal(tk__cron_cache_get(k, "*/5 * * * *", "Europe/Berlin", &b, &err), 0);
+  assert_ptr_equal(a, b);
+  /* All were got: the sweep keeps them; the next round gets two. */
+  tk__cron_cache_sweep(k);
+  assert_int_equal(tk__cron_cache_size(k), 62);
+  assert_int_equal(tk__cron_cache_get(k, "*/5 * * * *", "Europe/Berlin", &b, &err), 0);
+  assert_ptr_equal(a, b);
+  assert_int_equal(tk__cron_cache_get(k, "7 3 * * *", "Asia/Tokyo", &b, &err), 0);
+  tk__cron_cache_sweep(k);
+  assert_int_equal(tk__cron_cache_size(k), 2);
+  assert_int_equal(tk__cron_cache_get(k, "*/5 * * * *", "Europe/Berlin", &b, &err), 0);
+  assert_ptr_equal(a, b);
+  assert_int_equal(tk__cron_cache_get(k, "7 3 * * *", "Asia/Tokyo", &c, &err), 0);
+  assert_int_equal(tk_cron_next(c, utc("2026-01-01T00:00:00Z")), utc("2026-01-01T18:07:00Z"));
+  tk__cron_cache_free(k);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(next_fire_times_match_the_table),
@@ -327,6 +375,7 @@ int main(void) {
       cmocka_unit_test(posix_rules_parse),
       cmocka_unit_test(zone_offsets),
       cmocka_unit_test(slots_between_two_instants),
+      cmocka_unit_test(cron_cache_keeps_each_expression_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
