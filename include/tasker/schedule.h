@@ -60,6 +60,13 @@ typedef struct tk_schedule_def {
 size_t tk_config_schedule_count(const tk_config *cfg);
 const tk_schedule_def *tk_config_schedule_at(const tk_config *cfg, size_t i);
 
+/* Where `key` (cron, zone, template, version, context or missed) of the
+ * configured schedule i was set, for `tasker config show`: the value's
+ * FILE:LINE:COLUMN or its --set; kind TK_CONFIG_DEFAULT when no layer set
+ * it. 0, or TK_EINVAL for another key or i out of range. */
+int tk_config_schedule_origin(const tk_config *cfg, size_t i, const char *key,
+                              tk_config_origin *out);
+
 /* Check a schedule's zone: NULL (UTC) or a name the system's tz database
  * has. "" is refused (TK_EINVAL: leave the zone out for UTC); an unknown
  * name is TK_ENOENT, suggesting the database's name that differs only in
