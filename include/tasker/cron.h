@@ -16,8 +16,11 @@
  *  - a local time that does not exist (the hour skipped in spring) fires
  *    once, at the instant the clocks change;
  *  - a local time that happens twice (the hour repeated in autumn) fires
- *    once, at its first occurrence, unless the hour field is `*`: a
- *    schedule that runs every hour keeps running through both.
+ *    once, at its first occurrence, unless the hour field is `*` (or
+ *    says every hour another way: `0-23`, or `*` with step 1): a schedule
+ *    that runs every hour keeps running through both. Any other hour
+ *    field, every other hour (`*` with step 2) included, fires at the
+ *    first occurrence only.
  * So a daily job runs once a day on both change days, and "every 15
  * minutes" never stops for an hour.
  */

@@ -48,7 +48,7 @@ typedef enum tk_schedule_missed { TK_MISSED_SKIP = 0, TK_MISSED_CATCH_UP } tk_sc
 typedef struct tk_schedule_def {
   const char *name;
   const char *cron;          /* tasker/cron.h */
-  const char *zone;          /* tz database name; NULL or "": UTC */
+  const char *zone;          /* tz database name; NULL: UTC ("" is refused) */
   const char *template_name; /* "name" or "namespace/name" */
   const char *version;       /* NULL: the newest when each slot fires */
   const char *context_json;  /* a JSON object; NULL: {} */
@@ -59,6 +59,19 @@ typedef struct tk_schedule_def {
  * were first defined (strings owned by cfg). */
 size_t tk_config_schedule_count(const tk_config *cfg);
 const tk_schedule_def *tk_config_schedule_at(const tk_config *cfg, size_t i);
+
+/* Where `key` (cron, zone, template, version, context or missed) of the
+ * configured schedule i was set, for `tasker config show`: the value's
+ * FILE:LINE:COLUMN or its --set; kind TK_CONFIG_DEFAULT when no layer set
+ * it. 0, or TK_EINVAL for another key or i out of range. */
+int tk_config_schedule_origin(const tk_config *cfg, size_t i, const char *key,
+                              tk_config_origin *out);
+
+/* Check a schedule's zone: NULL (UTC) or a name the system's tz database
+ * has. "" is refused (TK_EINVAL: leave the zone out for UTC); an unknown
+ * name is TK_ENOENT, suggesting the database's name that differs only in
+ * case ("europe/berlin": did you mean "Europe/Berlin"?). */
+int tk_schedule_zone_check(const char *zone, tk_err *err);
 
 /* Check d (name, expression, zone, context, and that the template exists
  * in s); errors name the setting and value (TK_EINVAL, TK_ESYNTAX,
@@ -84,12 +97,14 @@ int tk_schedule_sync(tk_store *s, const tk_config *cfg, int64_t now, tk_err *err
 
 /* JSON text (malloc'd) of every schedule: an array of {name, cron, zone,
  * template, version, missed, source, created_at, context, done_until,
- * last_fired, last_task_id, next: [{at, utc, local}] (the next `nnext`
- * slots after now), stored}, the stored ones by name, then those that cfg
- * (may be NULL) configures and no orchestrator has written into the store
- * yet (stored false). docs/cli.md shows one. */
-int tk_schedule_list_json(tk_store *s, const tk_config *cfg, int64_t now, int nnext,
-                          char **json, tk_err *err);
+ * last_fired, last_task_id, next: [{at, utc, local}], stored}, the stored
+ * ones by name, then those that cfg (may be NULL) configures and no
+ * orchestrator has written into the store yet (stored false).
+ * docs/cli.md shows one. `next` is the next `nnext` slots still to come
+ * (after the schedule's cursor and after now) when `from` is INT64_MIN;
+ * otherwise the first `nnext` at or after `from` (ms), fired or not. */
+int tk_schedule_list_json(tk_store *s, const tk_config *cfg, int64_t now, int64_t from,
+                          int nnext, char **json, tk_err *err);
 
 /* What one firing pass did. */
 typedef struct tk_schedule_pass {

@@ -10,6 +10,7 @@
 
 #include <tasker/config.h>
 #include <tasker/duration.h>
+#include <tasker/schedule.h>
 
 const char cmd_config_usage[] =
     "usage: tasker config check [FILE]\n"
@@ -19,7 +20,8 @@ const char cmd_config_usage[] =
     "       configuration every command loads; exit 78 naming the first problem\n"
     "show   print every effective setting and where it came from: default,\n"
     "       FILE:LINE or --set; a profile key it does not set shows the default\n"
-    "       profile's value as inherited\n"
+    "       profile's value as inherited; then each budget's and each\n"
+    "       schedule's keys (schedules.NAME.KEY)\n"
     "\n"
     "  --json   print {\"KEY\": {\"value\": V, \"origin\": \"...\"}}; durations also\n"
     "           carry \"ms\", inherited keys \"inherited_from\"\n"
@@ -48,24 +50,80 @@ static int check(cli_globals *g, const char *file) {
   return CLI_EXIT_OK;
 }
 
-static void show_text(const tk_config *cfg) {
-  size_t n = tk_config_setting_count(cfg);
-  int width = 0;
-  for (size_t i = 0; i < n; i++) {
-    const tk_config_setting *s = tk_config_setting_at(cfg, i);
-    int w = (int)(strlen(s->key) + 3 + strlen(s->text));
-    if (w > width) width = w;
+/* The keys of a configured schedule, in the order shown. */
+static const char *const schedule_keys[] = {"cron",    "zone",    "template",
+                                            "version", "context", "missed"};
+#define SCHEDULE_NKEYS (sizeof schedule_keys / sizeof schedule_keys[0])
+
+/* Key k of configured schedule d as JSON (the effective value: a default
+ * for a key not set), or NULL for a version not set (the newest, when each
+ * slot fires: no value to show). */
+static json_t *schedule_value(const tk_schedule_def *d, size_t k) {
+  switch (k) {
+  case 0: return json_string(d->cron);
+  case 1: return json_string(d->zone ? d->zone : "UTC");
+  case 2: return json_string(d->template_name);
+  case 3: return d->version ? json_string(d->version) : NULL;
+  case 4: {
+    json_t *v = json_loads(d->context_json ? d->context_json : "{}", 0, NULL);
+    return v ? v : json_object();
   }
-  if (width > 64) width = 64;
-  for (size_t i = 0; i < n; i++) {
+  default: return json_string(d->missed == TK_MISSED_CATCH_UP ? "catch_up" : "skip");
+  }
+}
+
+/* One line of `config show`: "KEY = VALUE" and where it came from. */
+typedef struct show_line {
+  char line[2048];
+  char origin[1024];
+  const char *inherited_from;
+} show_line;
+
+/* Line i of every line config show prints (the settings, then each key
+ * of each schedule); 0 when i is past the end. */
+static int line_at(const tk_config *cfg, size_t i, show_line *out) {
+  size_t n = tk_config_setting_count(cfg);
+  if (i < n) {
     const tk_config_setting *s = tk_config_setting_at(cfg, i);
-    char line[2048], origin[1024];
-    snprintf(line, sizeof line, "%s = %s", s->key, s->text);
-    tk_config_origin_format(&s->origin, origin, sizeof origin);
-    if (s->inherited_from)
-      printf("%-*s  # inherited from %s (%s)\n", width, line, s->inherited_from, origin);
+    snprintf(out->line, sizeof out->line, "%s = %s", s->key, s->text);
+    tk_config_origin_format(&s->origin, out->origin, sizeof out->origin);
+    out->inherited_from = s->inherited_from;
+    return 1;
+  }
+  for (size_t k = 0, at = n; k < tk_config_schedule_count(cfg); k++)
+    for (size_t j = 0; j < SCHEDULE_NKEYS; j++) {
+      const tk_schedule_def *d = tk_config_schedule_at(cfg, k);
+      json_t *v = schedule_value(d, j);
+      if (v == NULL) continue;
+      if (at++ != i) {
+        json_decref(v);
+        continue;
+      }
+      char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_PRESERVE_ORDER);
+      json_decref(v);
+      snprintf(out->line, sizeof out->line, "schedules.%s.%s = %s", d->name, schedule_keys[j],
+               text ? text : "?");
+      free(text);
+      tk_config_origin o;
+      tk_config_schedule_origin(cfg, k, schedule_keys[j], &o);
+      tk_config_origin_format(&o, out->origin, sizeof out->origin);
+      out->inherited_from = NULL;
+      return 1;
+    }
+  return 0;
+}
+
+static void show_text(const tk_config *cfg) {
+  show_line l;
+  int width = 0;
+  for (size_t i = 0; line_at(cfg, i, &l); i++)
+    if ((int)strlen(l.line) > width) width = (int)strlen(l.line);
+  if (width > 64) width = 64;
+  for (size_t i = 0; line_at(cfg, i, &l); i++) {
+    if (l.inherited_from)
+      printf("%-*s  # inherited from %s (%s)\n", width, l.line, l.inherited_from, l.origin);
     else
-      printf("%-*s  # %s\n", width, line, origin);
+      printf("%-*s  # %s\n", width, l.line, l.origin);
   }
 }
 
@@ -104,6 +162,24 @@ static json_t *setting_json(const tk_config_setting *s) {
   return o;
 }
 
+/* Each configured schedule's keys into all, as the settings are:
+ * "schedules.NAME.KEY": {"value", "origin"}. */
+static void schedules_json(const tk_config *cfg, json_t *all) {
+  for (size_t k = 0; k < tk_config_schedule_count(cfg); k++) {
+    const tk_schedule_def *d = tk_config_schedule_at(cfg, k);
+    for (size_t j = 0; j < SCHEDULE_NKEYS; j++) {
+      json_t *v = schedule_value(d, j);
+      if (v == NULL) continue;
+      char key[160], origin[1024];
+      tk_config_origin o;
+      tk_config_schedule_origin(cfg, k, schedule_keys[j], &o);
+      tk_config_origin_format(&o, origin, sizeof origin);
+      snprintf(key, sizeof key, "schedules.%s.%s", d->name, schedule_keys[j]);
+      json_object_set_new(all, key, json_pack("{s:o, s:s}", "value", v, "origin", origin));
+    }
+  }
+}
+
 static int show(cli_globals *g) {
   tk_config *cfg = NULL;
   int rc = cli_load_config(g, &cfg);
@@ -114,6 +190,7 @@ static int show(cli_globals *g) {
       const tk_config_setting *s = tk_config_setting_at(cfg, i);
       json_object_set_new(all, s->key, setting_json(s));
     }
+    schedules_json(cfg, all);
     /* 15 digits: 0.1 prints as 0.1, and no setting needs more. */
     char *text =
         json_dumps(all, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));

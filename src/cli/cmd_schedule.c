@@ -1,6 +1,7 @@
 /* tasker schedule add NAME --cron EXPR ... | list | remove NAME */
 #include "cli.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,12 +11,13 @@
 #include <tasker/clock.h>
 #include <tasker/config.h>
 #include <tasker/cron.h>
+#include <tasker/query.h>
 #include <tasker/schedule.h>
 
 const char cmd_schedule_usage[] =
     "usage: tasker schedule add NAME --cron EXPR [--zone ZONE] --template NAME\n"
     "                           [--version V] [--context JSON] [--missed skip|catch_up]\n"
-    "       tasker schedule list [--json]\n"
+    "       tasker schedule list [--count N] [--from TIME] [--json]\n"
     "       tasker schedule remove NAME\n"
     "\n"
     "A schedule submits its template with its context once per slot of its cron\n"
@@ -23,11 +25,19 @@ const char cmd_schedule_usage[] =
     "(a tz database name; UTC by default), however many orchestrators run. Each\n"
     "slot's task has the identity schedule:NAME:SLOT. --missed says what happens\n"
     "to slots missed while no orchestrator ran: skip (default) or catch_up.\n"
-    "list shows each schedule's next 3 fire times (UTC and local) and its last.\n"
+    "list shows each schedule's last slot and its next fire times (UTC and local):\n"
+    "--count N of them (default 3, at most 1000), from now, or with --from TIME\n"
+    "(RFC 3339, e.g. 2026-10-25T00:00:00Z) those at or after TIME.\n"
     "Schedules in the configuration ([schedules.NAME]) are listed too; they are\n"
     "changed in the configuration, not here. See docs/schedules.md.\n";
 
-enum { O_CRON, O_ZONE, O_TEMPLATE, O_VERSION, O_CONTEXT, O_MISSED, O_N };
+/* add's flags, then list's. */
+enum { O_CRON, O_ZONE, O_TEMPLATE, O_VERSION, O_CONTEXT, O_MISSED, O_COUNT, O_FROM, O_N };
+#define O_ADD_N O_COUNT
+
+/* How many fire times list shows by default, and at most. */
+#define LIST_COUNT 3
+#define LIST_COUNT_MAX 1000
 
 /* The flags of add checked one by one, so that each error names its flag;
  * then the template, which needs the store. Returns an exit status. */
@@ -41,14 +51,16 @@ static int add(tk_config *cfg, tk_store *s, const char *name, cli_opt *o) {
   tk_schedule_def d = {.name = name, .cron = o[O_CRON].value, .zone = o[O_ZONE].value,
                        .template_name = o[O_TEMPLATE].value, .version = o[O_VERSION].value,
                        .context_json = o[O_CONTEXT].value};
+  /* The expression alone, then the zone: each error names its flag. */
   tk_cron *c = NULL;
-  int rc = tk_cron_parse(d.cron, d.zone, &c, &err);
+  int rc = tk_cron_parse(d.cron, NULL, &c, &err);
   tk_cron_free(c);
   if (rc) {
-    if (rc == TK_ENOENT || (rc == TK_EINVAL && d.zone && strstr(err.msg, d.zone)))
-      cli_error(cmd, "--zone %s: %s", d.zone, err.msg);
-    else
-      cli_error(cmd, "--cron \"%s\": %s", d.cron, err.msg);
+    cli_error(cmd, "--cron \"%s\": %s", d.cron, err.msg);
+    return CLI_EXIT_USAGE;
+  }
+  if (tk_schedule_zone_check(d.zone, &err) != 0) {
+    cli_error(cmd, "--zone \"%s\": %s", d.zone, err.msg);
     return CLI_EXIT_USAGE;
   }
   if (o[O_MISSED].seen) {
@@ -91,11 +103,39 @@ static void print_next(json_t *next) {
   }
 }
 
-static int list(cli_globals *g, const tk_config *cfg, tk_store *s) {
+/* list's --count and --from into *count and *from (INT64_MIN: from now).
+ * Exit code, with the message printed. */
+static int list_options(const cli_opt *o, int64_t now, int *count, int64_t *from) {
+  *count = LIST_COUNT;
+  *from = INT64_MIN;
+  if (o[O_COUNT].seen) {
+    int64_t n;
+    int rc = cli_int("schedule list", &o[O_COUNT], 1, LIST_COUNT_MAX, &n);
+    if (rc) return rc;
+    *count = (int)n;
+  }
+  if (o[O_FROM].seen) {
+    const char *t = o[O_FROM].value;
+    tk_err err;
+    /* A date starts with a four-digit year and a dash; a duration (which
+     * tk_time_arg_parse takes as "that long ago") does not. */
+    if (strlen(t) <= 4 || t[4] != '-' || tk_time_arg_parse(t, now, from, &err) != 0) {
+      cli_error("schedule list", "--from: invalid value \"%s\": expected an RFC 3339 time "
+                "such as 2026-10-25T00:00:00Z or 2026-10-25T02:00:00+02:00", t);
+      return CLI_EXIT_USAGE;
+    }
+  }
+  return 0;
+}
+
+static int list(cli_globals *g, const tk_config *cfg, tk_store *s, const cli_opt *opts) {
   tk_clock clock = tk_store_clock(s);
   tk_err err;
   char *text;
-  if (tk_schedule_list_json(s, cfg, tk_clock_now(&clock), 3, &text, &err) != 0) {
+  int64_t now = tk_clock_now(&clock), from;
+  int count, rc = list_options(opts, now, &count, &from);
+  if (rc) return rc;
+  if (tk_schedule_list_json(s, cfg, now, from, count, &text, &err) != 0) {
     cli_error("schedule list", "%s", err.msg);
     return CLI_EXIT_FAILURE;
   }
@@ -141,7 +181,8 @@ static int list(cli_globals *g, const tk_config *cfg, tk_store *s) {
 int cmd_schedule(cli_globals *g, int argc, char **argv) {
   cli_opt o[O_N] = {{"cron", "EXPR", NULL, 0},        {"zone", "ZONE", NULL, 0},
                     {"template", "NAME", NULL, 0},    {"version", "V", NULL, 0},
-                    {"context", "JSON", NULL, 0},     {"missed", "skip|catch_up", NULL, 0}};
+                    {"context", "JSON", NULL, 0},     {"missed", "skip|catch_up", NULL, 0},
+                    {"count", "N", NULL, 0},          {"from", "TIME", NULL, 0}};
   const char *pos[8];
   int npos, rc = cli_parse("schedule", o, O_N, argc, argv, pos, &npos, 8);
   if (rc) return rc;
@@ -157,9 +198,10 @@ int cmd_schedule(cli_globals *g, int argc, char **argv) {
     cli_error("schedule", "%s takes %s", verb, is_list ? "no arguments" : "one NAME");
     return CLI_EXIT_USAGE;
   }
-  for (int i = 0; !is_add && i < O_N; i++)
-    if (o[i].seen) {
-      cli_error("schedule", "--%s: only `schedule add` takes it", o[i].name);
+  for (int i = 0; i < O_N; i++)
+    if (o[i].seen && (i < O_ADD_N ? !is_add : !is_list)) {
+      cli_error("schedule", "--%s: only `schedule %s` takes it", o[i].name,
+                i < O_ADD_N ? "add" : "list");
       return CLI_EXIT_USAGE;
     }
   tk_config *cfg;
@@ -174,7 +216,7 @@ int cmd_schedule(cli_globals *g, int argc, char **argv) {
   if (is_add) {
     rc = add(cfg, s, pos[1], o);
   } else if (is_list) {
-    rc = list(g, cfg, s);
+    rc = list(g, cfg, s, o);
   } else {
     tk_err err;
     int r = tk_schedule_remove(s, pos[1], &err);

@@ -167,11 +167,13 @@ typedef struct tk__budget {
 } tk__budget;
 
 /* A schedule [schedules.NAME] (schedules.c): its definition, its strings
- * in the config's pool, and where it, its expression and its zone were
- * first defined or set. */
+ * in the config's pool, where it was first defined and where each of its
+ * keys (cron, zone, template, version, context, missed) was last set
+ * (kind TK_CONFIG_DEFAULT: not set). */
+#define TK__SCHEDULE_NKEYS 6
 typedef struct tk__schedule_cfg {
   tk_schedule_def def;
-  tk_config_origin table_at, cron_at, zone_at;
+  tk_config_origin table_at, key_at[TK__SCHEDULE_NKEYS];
 } tk__schedule_cfg;
 
 /* After every layer: each schedule has cron and template, and its

@@ -14,9 +14,19 @@
 #include "config/apply.h"
 #include "config/internal.h"
 #include "toml/json.h"
-#include "schedule/schedule_internal.h"
+#include "schedule/def.h"
 
-static const char *const keys[] = {"cron", "zone", "template", "version", "context", "missed"};
+/* The keys of a table, in the order of tk__schedule_cfg.key_at. */
+static const char *const keys[TK__SCHEDULE_NKEYS] = {"cron",    "zone",    "template",
+                                                     "version", "context", "missed"};
+enum { K_CRON, K_ZONE, K_TEMPLATE, K_VERSION, K_CONTEXT, K_MISSED };
+
+/* The index of key in keys[], or TK__SCHEDULE_NKEYS. */
+static size_t key_index(const char *key) {
+  size_t k = 0;
+  while (k < TK__SCHEDULE_NKEYS && strcmp(key, keys[k]) != 0) k++;
+  return k;
+}
 
 /* Where pos of layer L is. */
 static tk_config_origin origin_at(const tk__layer *L, tk_toml_pos pos) {
@@ -65,7 +75,9 @@ static int apply_key(const tk__layer *L, tk__schedule_cfg *s, const tk_toml_entr
   size_t len = 0;
   const char *text = tk_toml_string(e->value, &len);
   tk_toml_pos at = tk_toml_pos_of(e->value);
-  if (strcmp(e->key, "context") == 0) {
+  size_t k = key_index(e->key);
+  if (k < TK__SCHEDULE_NKEYS) s->key_at[k] = origin_at(L, at);
+  if (k == K_CONTEXT) {
     if (tk_toml_type_of(e->value) != TK_TOML_TABLE) {
       snprintf(msg, sizeof msg, "schedules.%s.context: expected a table such as "
                "{ day = \"today\" }, got %s", name,
@@ -86,10 +98,8 @@ static int apply_key(const tk__layer *L, tk__schedule_cfg *s, const tk_toml_entr
     free(dump);
     return s->def.context_json ? 0 : tk_err_set(L->err, TK_ENOMEM, "out of memory");
   }
-  size_t k = 0;
-  while (k < sizeof keys / sizeof keys[0] && strcmp(e->key, keys[k]) != 0) k++;
-  if (k == sizeof keys / sizeof keys[0]) {
-    const char *near = tk__suggest(e->key, keys, sizeof keys / sizeof keys[0]);
+  if (k == TK__SCHEDULE_NKEYS) {
+    const char *near = tk__suggest(e->key, keys, TK__SCHEDULE_NKEYS);
     snprintf(msg, sizeof msg, "schedules.%s: unknown key \"%s\"%s%s%s (expected cron, zone, "
              "template, version, context, missed)", name, e->key, near ? "; did you mean \"" : "",
              near ? near : "", near ? "\"?" : "");
@@ -102,7 +112,7 @@ static int apply_key(const tk__layer *L, tk__schedule_cfg *s, const tk_toml_entr
   }
   char *copy = tk__config_strdup(L->c, text, len);
   if (copy == NULL) return tk_err_set(L->err, TK_ENOMEM, "out of memory");
-  if (strcmp(e->key, "missed") == 0) {
+  if (k == K_MISSED) {
     if (tk__schedule_missed_parse(copy, &s->def.missed) != 0) {
       snprintf(msg, sizeof msg, "schedules.%s.missed = \"%s\": expected \"skip\" (missed slots "
                "do not fire) or \"catch_up\" (they fire, oldest first)", name, copy);
@@ -110,15 +120,15 @@ static int apply_key(const tk__layer *L, tk__schedule_cfg *s, const tk_toml_entr
     }
     return 0;
   }
-  if (strcmp(e->key, "cron") == 0) s->def.cron = copy, s->cron_at = origin_at(L, at);
-  else if (strcmp(e->key, "zone") == 0) s->def.zone = copy, s->zone_at = origin_at(L, at);
-  else if (strcmp(e->key, "template") == 0) s->def.template_name = copy;
+  if (k == K_CRON) s->def.cron = copy;
+  else if (k == K_ZONE) s->def.zone = copy;
+  else if (k == K_TEMPLATE) s->def.template_name = copy;
   else s->def.version = copy;
   return 0;
 }
 
-/* After every layer: the schedule has what it needs, and its expression
- * parses in its zone (an unknown zone is placed at the zone's value). */
+/* After every layer: the schedule has what it needs, its zone is one
+ * (placed at the zone's value), and its expression parses in it. */
 static int check(const tk__schedule_cfg *s, tk_err *err) {
   char msg[TK_ERR_MSG_MAX];
   const char *missing = s->def.cron == NULL ? "cron" : s->def.template_name ? NULL : "template";
@@ -127,14 +137,18 @@ static int check(const tk__schedule_cfg *s, tk_err *err) {
              "template = \"etl\")", s->def.name, missing);
     return fail_origin(err, &s->table_at, msg);
   }
-  tk_cron *c = NULL;
   tk_err e;
-  int rc = tk_cron_parse(s->def.cron, s->def.zone, &c, &e);
+  int rc = tk_schedule_zone_check(s->def.zone, &e);
+  if (rc) {
+    snprintf(msg, sizeof msg, "schedules.%s.zone: %.400s", s->def.name, e.msg);
+    return fail_origin(err, &s->key_at[K_ZONE], msg);
+  }
+  tk_cron *c = NULL;
+  rc = tk_cron_parse(s->def.cron, s->def.zone, &c, &e);
   tk_cron_free(c);
   if (rc == 0) return 0;
-  snprintf(msg, sizeof msg, "schedules.%s.%s: %.400s", s->def.name,
-           rc == TK_ENOENT ? "zone" : "cron", e.msg);
-  return fail_origin(err, rc == TK_ENOENT ? &s->zone_at : &s->cron_at, msg);
+  snprintf(msg, sizeof msg, "schedules.%s.cron: %.400s", s->def.name, e.msg);
+  return fail_origin(err, &s->key_at[K_CRON], msg);
 }
 
 int tk__schedules_finish(const tk_config *c, tk_err *err) {
@@ -176,4 +190,12 @@ size_t tk_config_schedule_count(const tk_config *c) { return c ? c->nschedules :
 
 const tk_schedule_def *tk_config_schedule_at(const tk_config *c, size_t i) {
   return c && i < c->nschedules ? &c->schedules[i].def : NULL;
+}
+
+int tk_config_schedule_origin(const tk_config *c, size_t i, const char *key,
+                              tk_config_origin *out) {
+  size_t k = key_index(key);
+  if (c == NULL || i >= c->nschedules || k == TK__SCHEDULE_NKEYS) return TK_EINVAL;
+  *out = c->schedules[i].key_at[k];
+  return 0;
 }

@@ -39,6 +39,9 @@ char *tk_event_json(const tk_event *ev) {
   set_str(o, "type", tk_event_type_name(ev->type));
   set_int(o, "at", ev->at);
   if (ev->type == TK_EV_TASK_CREATED) {
+    /* A schedule's slot is created by an orchestrator, which says who;
+     * tk_task_submit's has none (no engine) and leaves it out. */
+    if (ev->orchestrator) set_str(o, "orchestrator", ev->orchestrator);
     set_int(o, "task", ev->task);
     set_str(o, "template", ev->u.created.template_name);
     if (ev->u.created.version) set_str(o, "version", ev->u.created.version);

@@ -1,7 +1,9 @@
 /* The orchestrator's part of schedules (DESIGN §16): at the first pass
  * the configured schedules are written into the store (so every
  * orchestrator fires the same ones), then each pass fires the slots that
- * are due and says when the next one is, for the engine's sleep.
+ * are due and says when the next one is, for the engine's sleep. The
+ * expressions are parsed, and their zones' files read, once per engine
+ * (schedule/cron_cache.h), not on every pass.
  *
  * The schedules are read (one small SELECT) at the earliest slot, and
  * after a wait that the store's change notification ended (the WAL watch
@@ -16,6 +18,8 @@
 
 #include <tasker/schedule.h>
 
+#include "schedule/schedule_internal.h"
+
 /* The least time between two reads of the schedules on wake-ups. */
 #define REREAD_MS 1000
 
@@ -24,6 +28,7 @@ struct tk__engine_sched {
   int changed;     /* the store changed since the schedules were read */
   int64_t next_at; /* the earliest slot known; INT64_MAX none */
   int64_t read_at; /* when the schedules were last read; INT64_MIN never */
+  tk__cron_cache *crons; /* the expressions parsed, their zones read, once */
 };
 
 /* task.created of a slot's task, to the engine's observers (which set the
@@ -38,6 +43,11 @@ int64_t tk__engine_schedules(tk_engine *e, int64_t now) {
   struct tk__engine_sched *st = e->sched;
   if (st == NULL) {
     if ((st = e->sched = calloc(1, sizeof *st)) == NULL) return INT64_MAX;
+    if ((st->crons = tk__cron_cache_new()) == NULL) {
+      free(st);
+      e->sched = NULL;
+      return INT64_MAX;
+    }
     st->next_at = INT64_MAX;
     st->read_at = INT64_MIN;
   }
@@ -61,9 +71,9 @@ int64_t tk__engine_schedules(tk_engine *e, int64_t now) {
   st->read_at = now;
   st->changed = 0;
   tk_observer obs = {TK_OBSERVER_VERSION, TK_EV_BIT(TK_EV_TASK_CREATED), created};
-  if (tk_schedule_fire_due(e->store, e->config, now,
-                           tk__engine_wants(e, TK_EV_TASK_CREATED) ? &obs : NULL, e, &p,
-                           &err) != 0) {
+  if (tk__schedule_fire_due(e->store, e->config, st->crons, now,
+                            tk__engine_wants(e, TK_EV_TASK_CREATED) ? &obs : NULL, e, &p,
+                            &err) != 0) {
     tk__engine_log(e, TK_LOG_ERROR, "schedules: %s", err.msg);
     st->next_at = now + REREAD_MS; /* the store answers again soon, or the reconnect does */
     return INT64_MAX;
@@ -78,6 +88,7 @@ int64_t tk__engine_schedules(tk_engine *e, int64_t now) {
 }
 
 void tk__engine_schedules_free(tk_engine *e) {
+  if (e->sched) tk__cron_cache_free(e->sched->crons);
   free(e->sched);
   e->sched = NULL;
 }

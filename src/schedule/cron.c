@@ -17,10 +17,16 @@ struct tk_cron {
   uint32_t mdays;   /* bits 1-31 */
   uint16_t months;  /* bits 1-12 */
   uint8_t wdays;    /* bits 0-6, Sunday 0 */
-  int mday_star, wday_star, hour_star;
+  int mday_star, wday_star;
   char text[128];
   tk__tz tz;
 };
+
+/* The hour set of `*` (or `0-23`, or `*` with step 1): the only one that
+ * fires in both runs of an hour the clocks repeat (cron.h). Deciding on
+ * the set, not on the field's first character, keeps every other hour
+ * (`*` with step 2) to the first run like any other restricted hour. */
+#define EVERY_HOUR UINT32_C(0xFFFFFF)
 
 typedef struct field {
   const char *name;
@@ -184,7 +190,6 @@ int tk_cron_parse(const char *expr, const char *tz, tk_cron **out, tk_err *err) 
     c->mdays = (uint32_t)bits[2];
     c->months = (uint16_t)bits[3];
     c->wdays = (uint8_t)((bits[4] | bits[4] >> 7) & 0x7f); /* 7 is Sunday */
-    c->hour_star = star[1];
     c->mday_star = star[2];
     c->wday_star = star[4];
     /* With the day of week restricted, some day always matches (OR rule). */
@@ -274,7 +279,7 @@ int64_t tk_cron_next(const tk_cron *c, int64_t after) {
       if (L == INT64_MIN) break;
       /* Clocks went back at `start`: local times up to start + before
        * happened already, and fired then, unless every hour runs. */
-      if (off < before && L < start + before && !c->hour_star) {
+      if (off < before && L < start + before && c->hours != EVERY_HOUR) {
         lo = L + 60;
         continue;
       }

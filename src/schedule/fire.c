@@ -7,6 +7,8 @@
 
 #include <tasker/cron.h>
 
+#include "schedule/cron_cache.h"
+#include "schedule/def.h"
 #include "schedule/schedule_internal.h"
 #include "store/store.h"
 #include "workflow/submit.h"
@@ -71,11 +73,12 @@ static int fire_slot(tk_store *s, const tk_config *cfg, const tk__schedule_rec *
 
 /* The slots of r due at now, after the missed ones are dealt with by its
  * policy; then each one fired in order. */
-static void fire_schedule(tk_store *s, const tk_config *cfg, const tk__schedule_rec *r,
-                          int64_t now, const watcher *w, tk_schedule_pass *out, tk_err *err) {
+static void fire_schedule(tk_store *s, const tk_config *cfg, tk__cron_cache *crons,
+                          const tk__schedule_rec *r, int64_t now, const watcher *w,
+                          tk_schedule_pass *out, tk_err *err) {
   tk_err e = {0};
-  tk_cron *c = NULL;
-  if (tk_cron_parse(r->cron, r->zone, &c, &e) != 0) {
+  const tk_cron *c = NULL;
+  if (tk__cron_cache_get(crons, r->cron, r->zone, &c, &e) != 0) {
     keep_error(out, err, r->name, &e);
     return;
   }
@@ -104,11 +107,11 @@ static void fire_schedule(tk_store *s, const tk_config *cfg, const tk__schedule_
    * slot to come (or the next pass), not in a tight loop. */
   int64_t next = tk_cron_next(c, rc ? now : (cursor > now ? cursor : now));
   if (next < out->next_at) out->next_at = next;
-  tk_cron_free(c);
 }
 
-int tk_schedule_fire_due(tk_store *s, const tk_config *cfg, int64_t now, const tk_observer *obs,
-                         void *obs_ud, tk_schedule_pass *out, tk_err *err) {
+int tk__schedule_fire_due(tk_store *s, const tk_config *cfg, tk__cron_cache *crons,
+                          int64_t now, const tk_observer *obs, void *obs_ud,
+                          tk_schedule_pass *out, tk_err *err) {
   memset(out, 0, sizeof *out);
   out->next_at = INT64_MAX;
   tk__schedule_rec *r = NULL;
@@ -116,7 +119,19 @@ int tk_schedule_fire_due(tk_store *s, const tk_config *cfg, int64_t now, const t
   int rc = s->ops->schedule_list(s, NULL, &r, &n, err);
   if (rc) return rc;
   watcher w = {obs, obs_ud};
-  for (int i = 0; i < n; i++) fire_schedule(s, cfg, &r[i], now, &w, out, err);
+  for (int i = 0; i < n; i++) fire_schedule(s, cfg, crons, &r[i], now, &w, out, err);
   tk__schedule_recs_free(r, n);
+  /* Every schedule got its expression: the others' are no longer used. */
+  tk__cron_cache_sweep(crons);
   return 0;
+}
+
+int tk_schedule_fire_due(tk_store *s, const tk_config *cfg, int64_t now, const tk_observer *obs,
+                         void *obs_ud, tk_schedule_pass *out, tk_err *err) {
+  /* One pass's cache: schedules with the same expression share a parse. */
+  tk__cron_cache *crons = tk__cron_cache_new();
+  if (crons == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory firing schedules");
+  int rc = tk__schedule_fire_due(s, cfg, crons, now, obs, obs_ud, out, err);
+  tk__cron_cache_free(crons);
+  return rc;
 }

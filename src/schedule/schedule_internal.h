@@ -1,4 +1,5 @@
-/* Schedules' shared helpers (schedules.c, fire.c, the configuration). */
+/* The running side's shared helpers (schedules.c, fire.c); the rules for
+ * a definition's values are def.h. */
 #ifndef TASKER_SCHEDULE_INTERNAL_H
 #define TASKER_SCHEDULE_INTERNAL_H
 
@@ -6,6 +7,8 @@
 #include <stdint.h>
 
 #include <tasker/schedule.h>
+
+#include "schedule/cron_cache.h"
 
 /* The sources of a stored schedule (tk__schedule_rec.source). */
 #define TK__SCHEDULE_CONFIG "config"
@@ -15,13 +18,12 @@
  * milliseconds only when there are some. */
 void tk__schedule_time_text(int64_t ms, int32_t offset_s, char *buf, size_t cap);
 
-/* "skip" / "catch_up" and back (TK_EINVAL for anything else). */
-const char *tk__schedule_missed_name(tk_schedule_missed m);
-int tk__schedule_missed_parse(const char *text, tk_schedule_missed *out);
-
-/* A schedule's name, and its context (a JSON object; NULL is {}):
- * TK_EINVAL saying what is wrong. */
-int tk__schedule_name_check(const char *name, tk_err *err);
-int tk__schedule_context_check(const char *text, tk_err *err);
+/* tk_schedule_fire_due with the caller's cache of parsed expressions
+ * (an engine keeps one across its passes, so that zone files are read
+ * once, not on every pass); the pass sweeps from it the expressions no
+ * schedule uses any more. */
+int tk__schedule_fire_due(tk_store *s, const tk_config *cfg, tk__cron_cache *crons,
+                          int64_t now, const tk_observer *obs, void *obs_ud,
+                          tk_schedule_pass *out, tk_err *err);
 
 #endif

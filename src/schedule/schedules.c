@@ -11,6 +11,7 @@
 #include <tasker/cron.h>
 
 #include "core/civil.h"
+#include "schedule/def.h"
 #include "schedule/schedule_internal.h"
 #include "store/store.h"
 
@@ -38,47 +39,10 @@ void tk_schedule_identity(const char *name, int64_t slot, char *buf, size_t cap)
   snprintf(buf, cap, "schedule:%s:%s", name, t);
 }
 
-const char *tk__schedule_missed_name(tk_schedule_missed m) {
-  return m == TK_MISSED_CATCH_UP ? "catch_up" : "skip";
-}
-
-int tk__schedule_missed_parse(const char *text, tk_schedule_missed *out) {
-  if (strcmp(text, "skip") == 0) *out = TK_MISSED_SKIP;
-  else if (strcmp(text, "catch_up") == 0) *out = TK_MISSED_CATCH_UP;
-  else return TK_EINVAL;
-  return 0;
-}
-
-int tk__schedule_name_check(const char *name, tk_err *err) {
-  size_t n = name ? strlen(name) : 0;
-  if (n == 0 || n > TK_SCHEDULE_NAME_MAX)
-    return tk_err_set(err, TK_EINVAL, "schedule name \"%s\": expected 1-%d characters",
-                      name ? name : "", TK_SCHEDULE_NAME_MAX);
-  for (size_t i = 0; i < n; i++) {
-    char c = name[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '_' || c == '-' || c == '.'))
-      return tk_err_set(err, TK_EINVAL, "schedule name \"%s\": character %zu ('%c') is not "
-                        "allowed: expected letters, digits, '_', '-' or '.'", name, i + 1, c);
-  }
-  return 0;
-}
-
-int tk__schedule_context_check(const char *text, tk_err *err) {
-  json_error_t jerr;
-  json_t *v = json_loads(text ? text : "{}", JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-  if (v == NULL)
-    return tk_err_set(err, TK_EINVAL, "context: invalid JSON at line %d, column %d: %s",
-                      jerr.line, jerr.column, jerr.text);
-  int ok = json_is_object(v);
-  json_decref(v);
-  return ok ? 0 : tk_err_set(err, TK_EINVAL, "context %s: expected a JSON object such as "
-                             "{\"day\": \"today\"}", text);
-}
-
 int tk_schedule_check(tk_store *s, const tk_schedule_def *d, tk_err *err) {
   int rc = tk__schedule_name_check(d->name, err);
   if (rc) return rc;
+  if ((rc = tk_schedule_zone_check(d->zone, err))) return rc;
   tk_cron *c = NULL;
   if ((rc = tk_cron_parse(d->cron ? d->cron : "", d->zone, &c, err))) return rc;
   tk_cron_free(c);
@@ -154,8 +118,9 @@ int tk_schedule_sync(tk_store *s, const tk_config *cfg, int64_t now, tk_err *err
   return rc;
 }
 
-/* One schedule as JSON, with its next n slots after now. */
-static json_t *schedule_json(const tk__schedule_rec *r, int64_t now, int nnext) {
+/* One schedule as JSON, with its next n slots after now (or from `from`). */
+static json_t *schedule_json(tk__cron_cache *crons, const tk__schedule_rec *r, int64_t now,
+                             int64_t from, int nnext) {
   char t[40];
   json_t *o = json_pack("{s:s, s:s, s:s?, s:s, s:s?, s:s, s:s, s:I}", "name", r->name, "cron",
                         r->cron, "zone", r->zone, "template", r->template_name, "version",
@@ -174,14 +139,15 @@ static json_t *schedule_json(const tk__schedule_rec *r, int64_t now, int nnext) 
     json_object_set_new(o, "last_fired", json_null());
     json_object_set_new(o, "last_task_id", json_null());
   }
-  tk_cron *c = NULL;
+  const tk_cron *c = NULL;
   tk_err perr;
   json_t *next = json_array();
-  if (tk_cron_parse(r->cron, r->zone, &c, &perr) != 0) {
+  if (tk__cron_cache_get(crons, r->cron, r->zone, &c, &perr) != 0) {
     json_object_set_new(o, "error", json_string(perr.msg));
   } else {
-    /* Slots still to come: after the cursor and after now. */
-    int64_t at = r->cursor > now ? r->cursor : now;
+    /* Slots still to come: after the cursor and after now; or those from
+     * `from` on (a slot at `from` included), done or not. */
+    int64_t at = from != INT64_MIN ? from - 1 : r->cursor > now ? r->cursor : now;
     for (int i = 0; i < nnext; i++) {
       at = tk_cron_next(c, at);
       char utc[40], local[40];
@@ -190,30 +156,42 @@ static json_t *schedule_json(const tk__schedule_rec *r, int64_t now, int nnext) 
       json_array_append_new(next, json_pack("{s:I, s:s, s:s}", "at", (json_int_t)at, "utc",
                                             utc, "local", local));
     }
-    tk_cron_free(c);
   }
   json_object_set_new(o, "next", next);
   return o;
 }
 
+/* What a listing shows of each schedule: its next slots, and the
+ * expressions parsed for them. */
+typedef struct listing {
+  tk__cron_cache *crons;
+  int64_t now, from;
+  int nnext;
+} listing;
+
 /* Append schedule r (stored or not) to arr; 0, or -1 out of memory. */
-static int append(json_t *arr, const tk__schedule_rec *r, int stored, int64_t now, int nnext) {
-  json_t *o = schedule_json(r, now, nnext);
+static int append(json_t *arr, const listing *l, const tk__schedule_rec *r, int stored) {
+  json_t *o = schedule_json(l->crons, r, l->now, l->from, l->nnext);
   if (o == NULL) return -1;
   json_object_set_new(o, "stored", json_boolean(stored));
   return json_array_append_new(arr, o);
 }
 
-int tk_schedule_list_json(tk_store *s, const tk_config *cfg, int64_t now, int nnext,
-                          char **json, tk_err *err) {
+int tk_schedule_list_json(tk_store *s, const tk_config *cfg, int64_t now, int64_t from,
+                          int nnext, char **json, tk_err *err) {
   *json = NULL;
   tk__schedule_rec *r = NULL;
   int n = 0;
+  listing l = {tk__cron_cache_new(), now, from, nnext};
+  if (l.crons == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory listing schedules");
   int rc = s->ops->schedule_list(s, NULL, &r, &n, err);
-  if (rc) return rc;
+  if (rc) {
+    tk__cron_cache_free(l.crons);
+    return rc;
+  }
   json_t *arr = json_array();
   for (int i = 0; arr && i < n; i++)
-    if (append(arr, &r[i], 1, now, nnext) != 0) {
+    if (append(arr, &l, &r[i], 1) != 0) {
       json_decref(arr);
       arr = NULL;
     }
@@ -224,12 +202,13 @@ int tk_schedule_list_json(tk_store *s, const tk_config *cfg, int64_t now, int nn
     int found = 0;
     for (int i = 0; i < n && !found; i++) found = strcmp(r[i].name, d->name) == 0;
     tk__schedule_rec c = row_of(d, TK__SCHEDULE_CONFIG, now);
-    if (!found && append(arr, &c, 0, now, nnext) != 0) {
+    if (!found && append(arr, &l, &c, 0) != 0) {
       json_decref(arr);
       arr = NULL;
     }
   }
   tk__schedule_recs_free(r, n);
+  tk__cron_cache_free(l.crons);
   if (arr) *json = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   json_decref(arr);
   return *json ? 0 : tk_err_set(err, TK_ENOMEM, "out of memory listing schedules");

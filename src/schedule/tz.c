@@ -2,10 +2,13 @@
 #include "schedule/tz.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 
 #include "core/civil.h"
 
@@ -224,6 +227,41 @@ static int valid_name(const char *name) {
   return 1;
 }
 
+/* The zone under dir whose name is `name` but for case ("europe/berlin"
+ * is "Europe/Berlin"), each component looked up in its directory, into
+ * out[64]; 1 when there is one. */
+static int same_but_case(const char *dir, const char *name, char out[64]) {
+  char path[512], part[64];
+  size_t used = 0;
+  snprintf(path, sizeof path, "%s", dir);
+  out[0] = '\0';
+  for (const char *p = name; *p;) {
+    size_t len = strcspn(p, "/");
+    if (len >= sizeof part) return 0;
+    memcpy(part, p, len);
+    part[len] = '\0';
+    DIR *d = opendir(path);
+    if (d == NULL) return 0;
+    struct dirent *ent;
+    int found = 0;
+    while (!found && (ent = readdir(d)) != NULL) {
+      if (strcasecmp(ent->d_name, part) != 0) continue;
+      size_t at = strlen(path);
+      found = used + strlen(ent->d_name) + 2 < 64 && at + strlen(ent->d_name) + 2 < sizeof path;
+      if (found) {
+        used += (size_t)snprintf(out + used, 64 - used, "%s%s", used ? "/" : "", ent->d_name);
+        snprintf(path + at, sizeof path - at, "/%s", ent->d_name);
+      }
+    }
+    closedir(d);
+    if (!found) return 0;
+    p += len;
+    if (*p == '/') p++;
+  }
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 static int parse_tzif(const unsigned char *b, size_t n, tk__tz *z) {
   if (n < 44 || memcmp(b, "TZif", 4) != 0) return -1;
   /* Skip the version 1 block to the 64-bit one (versions 2 and later). */
@@ -289,12 +327,20 @@ int tk__tz_load(const char *name, tk__tz *out, tk_err *err) {
     /* UTC needs no database: a machine without tzdata still has it. */
     if (strcmp(name, "UTC") == 0 || strcmp(name, "Etc/UTC") == 0) return 0;
     int e = errno;
+    char near[64];
+    if (e == ENOENT && same_but_case(dir && *dir ? dir : "/usr/share/zoneinfo", name, near))
+      return tk_err_set(err, TK_ENOENT, "time zone \"%s\": no such zone; did you mean \"%s\"?",
+                        name, near);
     return tk_err_set(err, e == ENOENT ? TK_ENOENT : TK_EIO,
                       "time zone \"%s\": %s (looked for %s; is the tzdata package installed?)",
                       name, strerror(e), path);
   }
-  unsigned char *buf = malloc(TZ_FILE_MAX);
-  size_t n = buf ? fread(buf, 1, TZ_FILE_MAX, f) : 0;
+  /* The file's size, not TZ_FILE_MAX, is what is allocated and read. */
+  struct stat st;
+  size_t want = fstat(fileno(f), &st) == 0 && st.st_size > 0 && st.st_size < TZ_FILE_MAX
+                    ? (size_t)st.st_size : TZ_FILE_MAX;
+  unsigned char *buf = malloc(want);
+  size_t n = buf ? fread(buf, 1, want, f) : 0;
   fclose(f);
   if (buf == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory");
   int rc = parse_tzif(buf, n, out);

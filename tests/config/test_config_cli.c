@@ -142,6 +142,81 @@ static void show_json(void **state) {
   run_result_free(&r);
 }
 
+/* Write text to dir/name. */
+static void write_file(const char *dir, const char *name, const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* config show lists each budget's and each configured schedule's keys
+ * with where each came from (issue 19: schedules were missing), in text
+ * and in --json; a key no layer set shows its default, a version not set
+ * is not shown. */
+static void show_lists_schedules_and_budgets(void **state) {
+  (void)state;
+  char dir[] = "/tmp/tasker-config-show-XXXXXX", cfg[600], cmd[600];
+  assert_non_null(mkdtemp(dir));
+  snprintf(cmd, sizeof cmd, "mkdir %s/environments", dir);
+  assert_int_equal(system(cmd), 0);
+  write_file(dir, "tasker.toml",
+             "[budgets.api]\nratio = 0.2\n\n"
+             "[schedules.nightly]\ncron = \"0 2 * * *\"\nzone = \"Europe/Berlin\"\n"
+             "template = \"etl\"\ncontext = { source = \"orders\", n = 2 }\n\n"
+             "[schedules.hourly]\ncron = \"@hourly\"\ntemplate = \"ping\"\nversion = \"3\"\n");
+  write_file(dir, "environments/ci.toml", "[schedules.nightly]\nmissed = \"catch_up\"\n");
+  snprintf(cfg, sizeof cfg, "%s/tasker.toml", dir);
+  char file[640], overlay[640];
+  snprintf(file, sizeof file, "%s/tasker.toml", dir);
+  snprintf(overlay, sizeof overlay, "%s/environments/ci.toml", dir);
+  char at[700];
+  run_result r;
+  RUN(&r, "--config", cfg, "--env", "ci", "--set", "schedules.hourly.zone=Asia/Tokyo", "config",
+      "show");
+  assert_int_equal(r.status, 0);
+  assert_string_equal(r.err, "");
+  snprintf(at, sizeof at, "%s:2", file);
+  assert_shown(r.out, "budgets.api.ratio", "0.2", at);
+  assert_shown(r.out, "budgets.api.window", "\"10s\"", "default");
+  snprintf(at, sizeof at, "%s:5", file);
+  assert_shown(r.out, "schedules.nightly.cron", "\"0 2 * * *\"", at);
+  snprintf(at, sizeof at, "%s:6", file);
+  assert_shown(r.out, "schedules.nightly.zone", "\"Europe/Berlin\"", at);
+  snprintf(at, sizeof at, "%s:7", file);
+  assert_shown(r.out, "schedules.nightly.template", "\"etl\"", at);
+  snprintf(at, sizeof at, "%s:8", file);
+  assert_shown(r.out, "schedules.nightly.context", "{\"source\":\"orders\",\"n\":2}", at);
+  snprintf(at, sizeof at, "%s:2", overlay);
+  assert_shown(r.out, "schedules.nightly.missed", "\"catch_up\"", at);
+  assert_null(strstr(r.out, "schedules.nightly.version"));
+  assert_shown(r.out, "schedules.hourly.zone", "\"Asia/Tokyo\"", "--set");
+  snprintf(at, sizeof at, "%s:13", file);
+  assert_shown(r.out, "schedules.hourly.version", "\"3\"", at);
+  assert_shown(r.out, "schedules.hourly.missed", "\"skip\"", "default");
+  run_result_free(&r);
+
+  RUN(&r, "--config", cfg, "config", "show", "--json");
+  assert_int_equal(r.status, 0);
+  json_t *all = json_loads(r.out, 0, NULL);
+  assert_non_null(all);
+  json_t *s = json_object_get(all, "schedules.nightly.context");
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "value"), "n")), 2);
+  snprintf(at, sizeof at, "%s:8", file);
+  assert_string_equal(json_string_value(json_object_get(s, "origin")), at);
+  s = json_object_get(all, "schedules.hourly.zone");
+  assert_string_equal(json_string_value(json_object_get(s, "value")), "UTC");
+  assert_string_equal(json_string_value(json_object_get(s, "origin")), "default");
+  assert_non_null(json_object_get(all, "budgets.api.per_host"));
+  assert_null(json_object_get(all, "schedules.nightly.version"));
+  json_decref(all);
+  run_result_free(&r);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 /* The delays `tasker backoff --json` prints for attempts 1..n, unjittered. */
 static void expect_delays(const char *const *args, const long long *want, size_t n) {
   run_result r;
@@ -238,6 +313,7 @@ int main(void) {
       cmocka_unit_test(usage_errors_exit_2),
       cmocka_unit_test(show_names_every_origin),
       cmocka_unit_test(show_json),
+      cmocka_unit_test(show_lists_schedules_and_budgets),
       cmocka_unit_test(backoff_uses_a_configured_profile),
       cmocka_unit_test(backoff_unknown_profile_exits_2),
       cmocka_unit_test(tasker_env_selects_the_overlay),

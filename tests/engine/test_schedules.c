@@ -3,9 +3,11 @@
  * is the next slot; after a gap with nothing running, a skip schedule
  * fires none of the missed slots (but a slot reached within the grace
  * minute still fires) and a catch_up one fires each, oldest first, at
- * most the latest 100; a day's schedule in Europe/Berlin fires once on
+ * most the latest 100; each slot's task.created names the orchestrator
+ * that fired it; a day's schedule in Europe/Berlin fires once on
  * both daylight-saving change days, at the instants cron.h documents, and
- * an hourly one fires through both repeated hours; configured schedules
+ * an hourly one fires through both repeated hours; a zone's file is read
+ * once per engine, not on every pass; configured schedules
  * are written into the store by the first pass; a slot whose task cannot
  * be written moves nothing and fires at the next pass; an engine asleep on
  * the system clock notices a schedule another connection adds.
@@ -87,7 +89,33 @@ static void next_due_is_the_next_slot(void **state) {
   json_t *ev = json_array_get(f->events, 0);
   assert_string_equal(json_string_value(json_object_get(ev, "identity")),
                       "schedule:q:2026-01-01T00:15:00Z");
+  assert_string_equal(json_string_value(json_object_get(ev, "orchestrator")), "orch-1");
+}
 
+/* With two orchestrators on one store, each slot's task.created names the
+ * one that fired it (issue 19: the event had no orchestrator). */
+static void task_created_names_the_orchestrator(void **state) {
+  efx *f = setup_job(state);
+  add(f, "q", "*/15 * * * *", NULL, TK_MISSED_SKIP);
+  tk_engine *other = efx_engine_on(f, f->store, "orch-2");
+  tk_err err;
+  f->clock.now_ms = EFX_T0 + MIN(15);
+  assert_int_equal(tk_engine_tick(f->engine, NULL, &err), 0);
+  f->clock.now_ms = EFX_T0 + MIN(30);
+  assert_int_equal(tk_engine_tick(other, NULL, &err), 0);
+  tk_engine_free(other);
+  assert_int_equal(efx_events(f, "task.created", NULL), 2);
+  static const char *const want[][2] = {{"schedule:q:2026-01-01T00:15:00Z", "orch-1"},
+                                        {"schedule:q:2026-01-01T00:30:00Z", "orch-2"}};
+  size_t i, k = 0;
+  json_t *ev;
+  json_array_foreach(f->events, i, ev) {
+    assert_non_null(json_string_value(json_object_get(ev, "orchestrator")));
+    if (strcmp(json_string_value(json_object_get(ev, "type")), "task.created") != 0) continue;
+    assert_string_equal(json_string_value(json_object_get(ev, "identity")), want[k][0]);
+    assert_string_equal(json_string_value(json_object_get(ev, "orchestrator")), want[k][1]);
+    k++;
+  }
 }
 
 /* Both fire 01:00; then nothing runs until 05:30. skip fires none of 02:00
@@ -165,6 +193,35 @@ static void berlin_daylight_saving_days(void **state) {
   /* 02:00 CEST is 00:00Z, 02:00 CET is 01:00Z: both fire. */
   assert_string_equal(hours, "00:00 01:00 02:00 03:00 04:00");
   free(hours);
+}
+
+/* The engine reads a schedule's zone file once, not on every pass: with
+ * the file gone after the first pass (TZDIR a copy of the database's
+ * Berlin only), the next passes still fire at Berlin's slots (before
+ * issue 19's cache, each pass failed "time zone ... No such file"). */
+static void zone_files_are_read_once(void **state) {
+  efx *f = setup_job(state);
+  char zdir[400], cmd[1200];
+  snprintf(zdir, sizeof zdir, "%s/zoneinfo", f->dir);
+  const char *sys = getenv("TZDIR");
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/Europe && cp %s/Europe/Berlin %s/Europe/Berlin", zdir,
+           sys && *sys ? sys : "/usr/share/zoneinfo", zdir);
+  assert_int_equal(system(cmd), 0);
+  char *saved = sys ? strdup(sys) : NULL;
+  setenv("TZDIR", zdir, 1);
+  add(f, "berlin", "0 * * * *", "Europe/Berlin", TK_MISSED_SKIP);
+  /* The first pass reads the zone; then the file is gone. */
+  assert_int_equal(efx_tick(f), EFX_T0 + HOUR(1));
+  snprintf(cmd, sizeof cmd, "%s/Europe/Berlin", zdir);
+  assert_int_equal(remove(cmd), 0);
+  drive_until(f, EFX_T0 + HOUR(1), EFX_T0 + HOUR(3));
+  if (saved) setenv("TZDIR", saved, 1);
+  else unsetenv("TZDIR");
+  free(saved);
+  expect_fired(f, "berlin", "01:00\n02:00\n03:00");
+  char *logs = json_dumps(f->logs, 0);
+  assert_null(strstr(logs, "could not fire"));
+  free(logs);
 }
 
 /* [schedules.NAME] is written into the store by the engine's first pass
@@ -298,10 +355,12 @@ static void a_sleeping_engine_sees_a_new_schedule(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(next_due_is_the_next_slot, efx_teardown),
+      cmocka_unit_test_teardown(task_created_names_the_orchestrator, efx_teardown),
       cmocka_unit_test_teardown(skip_and_catch_up_after_a_gap, efx_teardown),
       cmocka_unit_test_teardown(catch_up_is_bounded, efx_teardown),
       cmocka_unit_test_teardown(berlin_daylight_saving_days, efx_teardown),
       cmocka_unit_test_teardown(configured_schedules_fire, efx_teardown),
+      cmocka_unit_test_teardown(zone_files_are_read_once, efx_teardown),
       cmocka_unit_test_teardown(a_slot_that_fails_moves_nothing, efx_teardown),
       cmocka_unit_test_teardown(a_sleeping_engine_sees_a_new_schedule, efx_teardown),
   };

@@ -14,6 +14,7 @@
 #include <tasker/cron.h>
 
 #include "core/civil.h"
+#include "schedule/cron_cache.h"
 #include "schedule/tz.h"
 
 /* "2027-03-28T01:00:00Z" (UTC only, seconds optional) to ms. */
@@ -79,6 +80,31 @@ static const next_case cases[] = {
       "2027-10-31T02:00:00Z"}},
     {"0 9 * * *", "Europe/Berlin", "2027-10-30T12:00:00Z",
      {"2027-10-31T08:00:00Z", "2027-11-01T08:00:00Z"}},
+    /* Every other hour is not every hour: the repeated 02:00 fires at its
+     * first run only (02:00 CEST, 00:00Z), not again at 02:00 CET (01:00Z)
+     * (issue 19). Berlin, autumn 2026 and 2027. */
+    {"0 */2 * * *", "Europe/Berlin", "2026-10-24T21:00:00Z",
+     {"2026-10-24T22:00:00Z", "2026-10-25T00:00:00Z", "2026-10-25T03:00:00Z",
+      "2026-10-25T05:00:00Z"}},
+    {"0 */2 * * *", "Europe/Berlin", "2027-10-30T21:00:00Z",
+     {"2027-10-30T22:00:00Z", "2027-10-31T00:00:00Z", "2027-10-31T03:00:00Z",
+      "2027-10-31T05:00:00Z"}},
+    /* Sydney's repeated 02:00 (03:00 AEDT becomes 02:00 AEST at 16:00Z):
+     * 02:00 AEDT is 15:00Z, 02:00 AEST (16:00Z) does not fire. */
+    {"0 */2 * * *", "Australia/Sydney", "2026-04-04T12:00:00Z",
+     {"2026-04-04T13:00:00Z", "2026-04-04T15:00:00Z", "2026-04-04T18:00:00Z",
+      "2026-04-04T20:00:00Z"}},
+    {"0 */2 * * *", "Australia/Sydney", "2027-04-03T12:00:00Z",
+     {"2027-04-03T13:00:00Z", "2027-04-03T15:00:00Z", "2027-04-03T18:00:00Z",
+      "2027-04-03T20:00:00Z"}},
+    /* Every hour said another way is every hour: both 02:00s fire. */
+    {"0 0-23 * * *", "Europe/Berlin", "2026-10-24T23:30:00Z",
+     {"2026-10-25T00:00:00Z", "2026-10-25T01:00:00Z", "2026-10-25T02:00:00Z"}},
+    {"0 */1 * * *", "Australia/Sydney", "2026-04-04T14:30:00Z",
+     {"2026-04-04T15:00:00Z", "2026-04-04T16:00:00Z", "2026-04-04T17:00:00Z"}},
+    /* A restricted hour that is only the repeated one fires once. */
+    {"15 2,3 * * *", "Europe/Berlin", "2026-10-24T23:00:00Z",
+     {"2026-10-25T00:15:00Z", "2026-10-25T02:15:00Z", "2026-10-26T01:15:00Z"}},
     /* past the transitions the file lists: the footer rule (last Sunday of
      * March 2040 is the 25th) */
     {"30 2 * * *", "Europe/Berlin", "2040-03-24T12:00:00Z",
@@ -195,6 +221,9 @@ static void bad_expressions_are_refused_with_the_column(void **state) {
       {"0 0 31 4,6 *", NULL, TK_EINVAL, "never fires"},
       {"0 0 * * *", "Mars/Olympus_Mons", TK_ENOENT, "time zone \"Mars/Olympus_Mons\""},
       {"0 0 * * *", "../../etc/passwd", TK_EINVAL, "expected a tz database name"},
+      {"0 0 * * *", "europe/berlin", TK_ENOENT,
+       "time zone \"europe/berlin\": no such zone; did you mean \"Europe/Berlin\"?"},
+      {"0 0 * * *", "ASIA/TOKYO", TK_ENOENT, "did you mean \"Asia/Tokyo\"?"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     tk_cron *c = (tk_cron *)1;
@@ -294,6 +323,50 @@ static void slots_between_two_instants(void **state) {
   tk_cron_free(c);
 }
 
+/* The engine's cache of parsed expressions: one parse (one zone file
+ * read) per expression and zone, shared; a sweep drops those not got
+ * since the previous one. */
+static void cron_cache_keeps_each_expression_once(void **state) {
+  (void)state;
+  tk__cron_cache *k = tk__cron_cache_new();
+  assert_non_null(k);
+  const tk_cron *a, *b, *c;
+  tk_err err;
+  assert_int_equal(tk__cron_cache_get(k, "*/5 * * * *", "Europe/Berlin", &a, &err), 0);
+  assert_int_equal(tk__cron_cache_get(k, "*/5 * * * *", "Europe/Berlin", &b, &err), 0);
+  assert_ptr_equal(a, b);
+  assert_int_equal(tk__cron_cache_get(k, "*/5 * * * *", NULL, &c, &err), 0);
+  assert_ptr_not_equal(a, c);
+  assert_string_equal(tk_cron_zone(a), "Europe/Berlin");
+  assert_string_equal(tk_cron_zone(c), "UTC");
+  /* A bad one is an error each time and is not kept. */
+  assert_int_equal(tk__cron_cache_get(k, "0 0 * * *", "Mars/Base", &b, &err), TK_ENOENT);
+  assert_null(b);
+  assert_int_equal(tk__cron_cache_size(k), 2);
+  /* Many more than the first table holds: it grows, and each is found. */
+  char expr[32];
+  for (int m = 0; m < 60; m++) {
+    snprintf(expr, sizeof expr, "%d 3 * * *", m);
+    assert_int_equal(tk__cron_cache_get(k, expr, "Asia/Tokyo", &b, &err), 0);
+  }
+  assert_int_equal(tk__cron_cache_size(k), 62);
+  assert_int_equal(tk__cron_cache_get(k, "*/5 * * * *", "Europe/Berlin", &b, &err), 0);
+  assert_ptr_equal(a, b);
+  /* All were got: the sweep keeps them; the next round gets two. */
+  tk__cron_cache_sweep(k);
+  assert_int_equal(tk__cron_cache_size(k), 62);
+  assert_int_equal(tk__cron_cache_get(k, "*/5 * * * *", "Europe/Berlin", &b, &err), 0);
+  assert_ptr_equal(a, b);
+  assert_int_equal(tk__cron_cache_get(k, "7 3 * * *", "Asia/Tokyo", &b, &err), 0);
+  tk__cron_cache_sweep(k);
+  assert_int_equal(tk__cron_cache_size(k), 2);
+  assert_int_equal(tk__cron_cache_get(k, "*/5 * * * *", "Europe/Berlin", &b, &err), 0);
+  assert_ptr_equal(a, b);
+  assert_int_equal(tk__cron_cache_get(k, "7 3 * * *", "Asia/Tokyo", &c, &err), 0);
+  assert_int_equal(tk_cron_next(c, utc("2026-01-01T00:00:00Z")), utc("2026-01-01T18:07:00Z"));
+  tk__cron_cache_free(k);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(next_fire_times_match_the_table),
@@ -302,6 +375,7 @@ int main(void) {
       cmocka_unit_test(posix_rules_parse),
       cmocka_unit_test(zone_offsets),
       cmocka_unit_test(slots_between_two_instants),
+      cmocka_unit_test(cron_cache_keeps_each_expression_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
