@@ -58,10 +58,12 @@ struct tk_store;
 struct tk_config;
 /* The store URL: --db, else $TASKER_DB, else the configuration's engine.db. */
 const char *cli_store_url(const cli_globals *g, const struct tk_config *cfg);
-/* Open the store; with need_schema, refuse one that `tasker init` has not
- * set up. Prints the error and returns an exit status on failure. */
+/* Open the store. initialized (every command but init): a missing store
+ * is refused, naming it, and nothing is created; so is one that `tasker
+ * init` has not set up. 0 (`tasker init` alone): create it when missing.
+ * Prints the error and returns an exit status on failure. */
 int cli_open_store(const char *cmd, const cli_globals *g, const struct tk_config *cfg,
-                   int need_schema, struct tk_store **out);
+                   int initialized, struct tk_store **out);
 /* A task id argument; prints and returns CLI_EXIT_USAGE when invalid. */
 int cli_task_id(const char *cmd, const char *text, int64_t *id);
 
