@@ -88,6 +88,17 @@ struct tk_task_filter;
 int cli_task_filter(const char *cmd, const cli_opt *o, int64_t now, struct tk_task_filter *f,
                     int *any);
 
+/* The bearer token: the first line of --token-file (`file`), else
+ * $TASKER_TOKEN, else none. 0 with *out malloc'd or NULL; or prints one
+ * line naming the file and returns CLI_EXIT_USAGE. */
+int cli_token(const char *cmd, const cli_opt *file, char **out);
+/* cli_token, then the library's listen rule (tk_server_listen_allowed:
+ * well formed, loopback unless a token) for `listen`, the value of
+ * --`flag`: 0 with *token as cli_token gives it, or prints one line and
+ * returns CLI_EXIT_USAGE (*token NULL). */
+int cli_listen_token(const char *cmd, const char *flag, const char *listen, const cli_opt *file,
+                     char **token);
+
 /* Print "tasker CMD: message" on stderr. */
 void cli_error(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
