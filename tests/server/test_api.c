@@ -341,12 +341,27 @@ static void bad_queries(void **state) {
           "limit=\"0\": expected an integer from 1 to 1000");
   refused(w, "GET", "/api/v1/tasks?limit=ten", NULL, NULL, 400, "bad_request", "limit", "\"ten\"");
   refused(w, "GET", "/api/v1/tasks?cursor=zzz", NULL, NULL, 400, "bad_cursor", "cursor",
-          "cursor=\"zzz\"");
+          "cursor \"zzz\"");
+  /* Said once, not the cursor named twice over. */
+  api_resp cr = api_request("GET", URL(w, "/api/v1/steps?cursor=zzz"), NULL, 0, NULL);
+  json_t *cj = api_json(&cr);
+  assert_string_equal(json_string_value(json_object_get(json_object_get(cj, "error"), "message")),
+                      "cursor \"zzz\": expected the next_cursor of an earlier page");
+  json_decref(cj);
+  api_resp_free(&cr);
   refused(w, "GET", "/api/v1/tasks?statee=error", NULL, NULL, 400, "bad_request", "statee",
           "unknown query parameter \"statee\": expected one of state, template");
   refused(w, "GET", "/api/v1/tasks?state=error&state=complete", NULL, NULL, 400, "bad_request",
           "state", "given twice");
-  refused(w, "GET", "/api/v1/tasks?q=%zz", NULL, NULL, 400, "bad_request", NULL,
+  /* A bad escape names its parameter: the name when that decodes, else
+   * the name as sent. */
+  refused(w, "GET", "/api/v1/tasks?q=%zz", NULL, NULL, 400, "bad_request", "q",
+          "query parameter \"q=%zz\": malformed %-escape");
+  refused(w, "GET", "/api/v1/tasks?q=%ZZ", NULL, NULL, 400, "bad_request", "q",
+          "malformed %-escape");
+  refused(w, "GET", "/api/v1/steps?state=error&templ%61te=a%2", NULL, NULL, 400, "bad_request",
+          "template", "malformed %-escape");
+  refused(w, "GET", "/api/v1/tasks?st%zzate=error", NULL, NULL, 400, "bad_request", "st%zzate",
           "malformed %-escape");
   refused(w, "GET", "/api/v1/tasks/1/steps/a%zzb", NULL, NULL, 400, "bad_request", NULL,
           "path segment \"a%zzb\": malformed %-escape");
