@@ -68,11 +68,16 @@ int cli_open_store(const char *cmd, const cli_globals *g, const struct tk_config
 int cli_task_id(const char *cmd, const char *text, int64_t *id);
 
 /* A time (a JSON integer, ms since the epoch) relative to `now` into buf:
- * "in 1.5s", "3m ago"; "-" when it is not an integer. precise: the exact
- * duration up to a day ("in 59m46.94s", for retry delays); otherwise, and
- * beyond a day, its largest whole unit ("in 12s", "2d ago", "now"). */
+ * "in 1.5s", "3m ago"; "-" when it is not an integer. The one formatter of
+ * every relative time the commands print, so a wait reads the same in
+ * `show`, `why` and `status`. precise (those): the exact duration below a
+ * minute ("in 1.5s"), whole seconds below a day ("in 58m51s"), days and
+ * hours beyond ("in 33d16h"). Otherwise (list columns) its largest whole
+ * unit ("in 12s", "2d ago", "now"). */
 const char *cli_relative(const struct json_t *at, int64_t now, int precise, char *buf,
                          size_t len);
+/* ms since the epoch as RFC 3339 in UTC ("2026-11-25T09:00:00Z"). */
+const char *cli_utc(int64_t ms, char *buf, size_t len);
 
 /* The task filter flags of `tasks` and the bulk operator forms: the first
  * CLI_F_N entries of a command's cli_opt array, in this order. */

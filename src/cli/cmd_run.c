@@ -76,11 +76,8 @@ static void on_log(tk_log_level level, const char *msg, void *ud) {
     if (level < TK_LOG_WARN) return; /* the summary line says it */
     fprintf(stderr, "\r\033[K");
   }
-  time_t t = time(NULL);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char ts[32];
-  strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  char ts[40];
+  cli_utc((int64_t)time(NULL) * 1000, ts, sizeof ts);
   fprintf(stderr, "%s %-5s %s\n", ts, names[level], msg);
   if (v->tty) draw(v, 1);
 }

@@ -29,11 +29,8 @@ const char cmd_serve_usage[] =
 static void on_log(tk_log_level level, const char *msg, void *ud) {
   (void)ud;
   if (level < TK_LOG_WARN) return;
-  time_t t = time(NULL);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char ts[32];
-  strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  char ts[40];
+  cli_utc((int64_t)time(NULL) * 1000, ts, sizeof ts);
   fprintf(stderr, "%s %s %s\n", ts, level == TK_LOG_WARN ? "warn " : "error", msg);
 }
 

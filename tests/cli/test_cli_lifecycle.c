@@ -87,7 +87,7 @@ static void delayed_submit(void **state) {
   char id[32];
   snprintf(id, sizeof id, "%lld", (long long)at);
   out = OK(c, "why", id, "a");
-  assert_non_null(strstr(out, "a: scheduled (waiting until 2099-01-01T00:00:00Z (in "));
+  assert_non_null(strstr(out, "a: scheduled (a delayed start) until 2099-01-01T00:00:00Z, in "));
   free(out);
   out = OK(c, "show", id);
   assert_non_null(strstr(out, "pending (scheduled)"));
