@@ -426,17 +426,6 @@ static void show_why_and_status_print_their_json_shapes(void **state) {
   EXPECT(c, 2, "", "tasker why: task 1 has no step \"nosuch\"\n", "why", "1", "nosuch");
 }
 
-/* stdout of a command that must succeed (malloc'd). */
-static char *text_of(cli *c, const char *const *args) {
-  run_result r;
-  cli_run_args(c, &r, args);
-  if (r.status != 0) fail_msg("%s: exit %d: %s", args[0], r.status, r.err);
-  char *out = r.out;
-  r.out = NULL;
-  run_result_free(&r);
-  return out;
-}
-
 /* The line of text that starts with `start` (into line), or fail. */
 static void line_starting(const char *text, const char *start, char *line, size_t cap) {
   for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
@@ -475,7 +464,7 @@ static void show_and_why_say_waits_alike(void **state) {
   CLI(c, &r, "run", "--until-idle", "--workers", "1");
   assert_int_equal(r.status, 0);
   run_result_free(&r);
-  char *out = text_of(c, ARGS("show", "1"));
+  char *out = cli_stdout(c, ARGS("show", "1"));
   char line[512], want[512];
   line_starting(out, "task 1 ", line, sizeof line);
   assert_string_equal(line, "task 1  shop/order 1  error (blocked_by_failures)");
@@ -496,13 +485,13 @@ static void show_and_why_say_waits_alike(void **state) {
   assert_null(strstr(out, " : "));
   json_decref(t);
   free(out);
-  out = text_of(c, ARGS("show", "2"));
+  out = cli_stdout(c, ARGS("show", "2"));
   assert_null(strstr(out, "identity:"));
   free(out);
 
   /* A start 809h30m away: "in 33d17h" in both, the time in UTC in why. */
   EXPECT(c, 0, "3\n", "", "submit", "order", "--in", "809h30m");
-  out = text_of(c, ARGS("show", "3"));
+  out = cli_stdout(c, ARGS("show", "3"));
   line_starting(out, "validate ", line, sizeof line);
   assert_non_null(strstr(line, "  in 33d17h "));
   free(out);
@@ -510,7 +499,7 @@ static void show_and_why_say_waits_alike(void **state) {
   char at[40];
   utc(num(json_array_get(json_object_get(t, "steps"), 0), "run_at"), at, sizeof at);
   json_decref(t);
-  out = text_of(c, ARGS("why", "3", "validate"));
+  out = cli_stdout(c, ARGS("why", "3", "validate"));
   snprintf(want, sizeof want, "validate: scheduled (a delayed start) until %s, in 33d17h\n", at);
   assert_string_equal(out, want);
   free(out);
@@ -535,8 +524,8 @@ static void show_and_why_say_waits_alike(void **state) {
   assert_int_equal(efx_wait_limit(pid, 30000), 0);
   assert_true(waiting);
   for (int tries = 0;; tries++) {
-    char *shown = text_of(c, ARGS("show", "4"));
-    char *why = text_of(c, ARGS("why", "4", "s"));
+    char *shown = cli_stdout(c, ARGS("show", "4"));
+    char *why = cli_stdout(c, ARGS("why", "4", "s"));
     char next[64] = "";
     line_starting(shown, "s ", line, sizeof line);
     const char *in = strstr(line, "  in ");
