@@ -37,8 +37,8 @@ void tk_store_process_init(void);
 /* How tk_store_open_with opens a store; zeroed: an existing store only. */
 typedef struct tk_store_open_options {
   /* Create the store when it does not exist: the SQLite file (its
-   * directory must exist). 0: a missing SQLite file is TK_ENOENT naming
-   * the path, and no file is made. A PostgreSQL database is never created
+   * directory must exist). 0: a missing SQLite file, or an empty one, is
+   * TK_ENOENT naming the path, and nothing is written. A PostgreSQL database is never created
    * (that is CREATE DATABASE, its administrator's): a missing one is the
    * server's error either way. */
   int create;

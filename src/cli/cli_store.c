@@ -22,8 +22,8 @@ int cli_open_store(const char *cmd, const cli_globals *g, const tk_config *cfg, 
    * not leave an empty file there. */
   tk_store_open_options opts = {.create = !initialized};
   int rc = tk_store_open_with(url, &opts, out, &err);
-  if (rc == TK_ENOENT) {
-    cli_error(cmd, "store %s does not exist: run `tasker init` to create it", url);
+  if (rc == TK_ENOENT) { /* no store there: the library says why */
+    cli_error(cmd, "%s: run `tasker init` to create it", err.msg);
     return CLI_EXIT_FAILURE;
   }
   if (rc != 0) {

@@ -19,22 +19,26 @@
 #include "common/engine_fixture.h"
 #include "common/run_cli.h"
 
-/* The names in dir (but . and ..), space-separated, into out. */
+/* The names in dir (but . and ..), sorted, space-separated, into out. */
 static void entries(const char *dir, char *out, size_t cap) {
-  DIR *d = opendir(dir);
-  assert_non_null(d);
+  struct dirent **list;
+  int n = scandir(dir, &list, NULL, alphasort);
+  assert_true(n >= 0);
   out[0] = '\0';
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    size_t n = strlen(out);
-    snprintf(out + n, cap - n, "%s%s", n ? " " : "", e->d_name);
+  for (int i = 0; i < n; i++) {
+    const char *name = list[i]->d_name;
+    size_t used = strlen(out);
+    if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0)
+      snprintf(out + used, cap - used, "%s%s", used ? " " : "", name);
+    free(list[i]);
   }
-  closedir(d);
+  free(list);
 }
 
-/* The commands that need a store, with a path in `dir` holding none. */
-static void commands_refuse_missing(const char *dir, const char *url, const char *tpl) {
+/* The commands that need a store, with a path in `dir` holding none:
+ * each says `why` of the path, and the files of dir stay `files`. */
+static void commands_refuse_missing(const char *dir, const char *url, const char *tpl,
+                                    const char *why, const char *files) {
   static const char *const cmds[][6] = {
       {"status"},
       {"--json", "status"},
@@ -63,10 +67,11 @@ static void commands_refuse_missing(const char *dir, const char *url, const char
     args[n] = NULL;
     run_result r;
     assert_int_equal(run_cli(&r, NULL, args), 0);
-    /* One line: "tasker CMD: store URL does not exist: ...". */
+    /* One line: "tasker CMD: sqlite store PATH does not exist: ...". */
+    const char *path = strncmp(url, "sqlite:", 7) == 0 ? url + 7 : url;
     char want[700];
-    snprintf(want, sizeof want, ": store %s does not exist: run `tasker init` to create it\n",
-             url);
+    snprintf(want, sizeof want, ": sqlite store %s %s: run `tasker init` to create it\n", path,
+             why);
     size_t el = strlen(r.err), wl = strlen(want);
     if (r.status != 1 || r.out[0] != '\0' || strncmp(r.err, "tasker ", 7) != 0 || el < wl ||
         strcmp(r.err + el - wl, want) != 0 || strchr(r.err, '\n') != r.err + el - 1)
@@ -75,7 +80,7 @@ static void commands_refuse_missing(const char *dir, const char *url, const char
     run_result_free(&r);
     char left[512];
     entries(dir, left, sizeof left);
-    if (strcmp(left, "ok.toml") != 0) fail_msg("after %s: %s holds \"%s\"", args[2], dir, left);
+    if (strcmp(left, files) != 0) fail_msg("after %s: %s holds \"%s\"", args[2], dir, left);
   }
 }
 
@@ -87,12 +92,20 @@ static void only_init_creates(void **state) {
             "name = \"ok\"\nversion = \"1\"\n" EFX_STEP("a") EFX_NOOP, tpl, sizeof tpl);
   /* A file not there, and one in a directory not there. */
   snprintf(url, sizeof url, "sqlite:%s/notinit.db", dir);
-  commands_refuse_missing(dir, url, tpl);
+  commands_refuse_missing(dir, url, tpl, "does not exist", "ok.toml");
   snprintf(nested, sizeof nested, "sqlite:%s/missing/notinit.db", dir);
-  commands_refuse_missing(dir, nested, tpl);
+  commands_refuse_missing(dir, nested, tpl, "does not exist", "ok.toml");
   /* A bare path is SQLite's too. */
   snprintf(url, sizeof url, "%s/bare.db", dir);
-  commands_refuse_missing(dir, url, tpl);
+  commands_refuse_missing(dir, url, tpl, "does not exist", "ok.toml");
+  /* An empty file stays empty: no header, no WAL written into it. */
+  char empty[400];
+  efx_write(dir, "empty.db", "", empty, sizeof empty);
+  commands_refuse_missing(dir, empty, tpl, "is an empty file", "empty.db ok.toml");
+  char *still = efx_read(empty);
+  assert_string_equal(still, "");
+  free(still);
+  remove(empty);
 
   /* init makes it; then the same commands work on it. */
   snprintf(url, sizeof url, "sqlite:%s/notinit.db", dir);

@@ -193,6 +193,17 @@ static void sq_close(tk_store *s) {
   free(q);
 }
 
+/* Whether the file holds no database yet (no page: what SQLite makes of
+ * an empty file, which nothing has written to). */
+static int is_empty(tk__sqlite *q) {
+  sqlite3_stmt *st;
+  int empty = 0;
+  if (sqlite3_prepare_v2(q->db, "PRAGMA page_count", -1, &st, NULL) != SQLITE_OK) return 0;
+  if (sqlite3_step(st) == SQLITE_ROW) empty = sqlite3_column_int64(st, 0) == 0;
+  sqlite3_finalize(st);
+  return empty;
+}
+
 static int sq_open(const char *location, const tk_store_open_options *opts, tk_store **out,
                    tk_err *err) {
   *out = NULL;
@@ -229,6 +240,11 @@ static int sq_open(const char *location, const tk_store_open_options *opts, tk_s
    * (about 5% of the CPU per step against 4 KiB; an existing file keeps
    * its page size). */
   sqlite3_busy_handler(q->db, wait_for_writer, q);
+  if (!opts->create && is_empty(q)) {
+    /* Setting WAL below would write a header into it: not without create. */
+    sq_close(&q->base);
+    return tk_err_set(err, TK_ENOENT, "sqlite store %s is an empty file", location);
+  }
   int rc = tk__sq_exec(q,
                        "PRAGMA page_size = 8192;"
                        "PRAGMA journal_mode = WAL;"
