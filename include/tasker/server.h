@@ -84,6 +84,13 @@ void tk_server_stop(tk_server *s);
  * starting (the CLI, to refuse early). */
 int tk_server_listen_check(const char *listen, int *loopback, tk_err *err);
 
+/* The one rule for where a server may listen, which tk_server_start
+ * applies and callers that check before starting (`tasker serve
+ * --listen`, `tasker run --metrics`) share: `listen` (NULL: the default)
+ * well formed, and a loopback address unless `token` is given (NULL or ""
+ * is none). 0, or TK_EINVAL saying which and what is expected. */
+int tk_server_listen_allowed(const char *listen, const char *token, tk_err *err);
+
 #ifdef __cplusplus
 }
 #endif

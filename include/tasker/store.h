@@ -34,8 +34,24 @@ typedef struct tk_store tk_store;
  * before other threads use SQLite; later calls do nothing. */
 void tk_store_process_init(void);
 
-/* Open the store at `url`. It must have been initialized (tk_store_migrate)
- * before tasks are stored; opening does not change it. */
+/* How tk_store_open_with opens a store; zeroed: an existing store only. */
+typedef struct tk_store_open_options {
+  /* Create the store when it does not exist: the SQLite file (its
+   * directory must exist). 0: a missing SQLite file, or an empty one, is
+   * TK_ENOENT naming the path, and nothing is written. A PostgreSQL database is never created
+   * (that is CREATE DATABASE, its administrator's): a missing one is the
+   * server's error either way. */
+  int create;
+} tk_store_open_options;
+
+/* Open the store at `url` as `opts` (NULL: zeroed) says. It must have been
+ * initialized (tk_store_migrate) before tasks are stored; opening changes
+ * nothing in it. */
+int tk_store_open_with(const char *url, const tk_store_open_options *opts, tk_store **out,
+                       tk_err *err);
+
+/* tk_store_open_with with `create` set: a missing SQLite file is made
+ * (empty, for tk_store_migrate to set up). */
 int tk_store_open(const char *url, tk_store **out, tk_err *err);
 
 /* The store's clock (see above). */

@@ -58,19 +58,26 @@ struct tk_store;
 struct tk_config;
 /* The store URL: --db, else $TASKER_DB, else the configuration's engine.db. */
 const char *cli_store_url(const cli_globals *g, const struct tk_config *cfg);
-/* Open the store; with need_schema, refuse one that `tasker init` has not
- * set up. Prints the error and returns an exit status on failure. */
+/* Open the store. initialized (every command but init): a missing store
+ * is refused, naming it, and nothing is created; so is one that `tasker
+ * init` has not set up. 0 (`tasker init` alone): create it when missing.
+ * Prints the error and returns an exit status on failure. */
 int cli_open_store(const char *cmd, const cli_globals *g, const struct tk_config *cfg,
-                   int need_schema, struct tk_store **out);
+                   int initialized, struct tk_store **out);
 /* A task id argument; prints and returns CLI_EXIT_USAGE when invalid. */
 int cli_task_id(const char *cmd, const char *text, int64_t *id);
 
 /* A time (a JSON integer, ms since the epoch) relative to `now` into buf:
- * "in 1.5s", "3m ago"; "-" when it is not an integer. precise: the exact
- * duration up to a day ("in 59m46.94s", for retry delays); otherwise, and
- * beyond a day, its largest whole unit ("in 12s", "2d ago", "now"). */
+ * "in 1.5s", "3m ago"; "-" when it is not an integer. The one formatter of
+ * every relative time the commands print, so a wait reads the same in
+ * `show`, `why` and `status`. precise (those): the exact duration below a
+ * minute ("in 1.5s"), whole seconds below a day ("in 58m51s"), days and
+ * hours beyond ("in 33d16h"). Otherwise (list columns) its largest whole
+ * unit ("in 12s", "2d ago", "now"). */
 const char *cli_relative(const struct json_t *at, int64_t now, int precise, char *buf,
                          size_t len);
+/* ms since the epoch as RFC 3339 in UTC ("2026-11-25T09:00:00Z"). */
+const char *cli_utc(int64_t ms, char *buf, size_t len);
 
 /* The task filter flags of `tasks` and the bulk operator forms: the first
  * CLI_F_N entries of a command's cli_opt array, in this order. */
@@ -85,6 +92,17 @@ struct tk_task_filter;
  * expected, and returns CLI_EXIT_USAGE, when one is bad. */
 int cli_task_filter(const char *cmd, const cli_opt *o, int64_t now, struct tk_task_filter *f,
                     int *any);
+
+/* The bearer token: the first line of --token-file (`file`), else
+ * $TASKER_TOKEN, else none. 0 with *out malloc'd or NULL; or prints one
+ * line naming the file and returns CLI_EXIT_USAGE. */
+int cli_token(const char *cmd, const cli_opt *file, char **out);
+/* cli_token, then the library's listen rule (tk_server_listen_allowed:
+ * well formed, loopback unless a token) for `listen`, the value of
+ * --`flag`: 0 with *token as cli_token gives it, or prints one line and
+ * returns CLI_EXIT_USAGE (*token NULL). */
+int cli_listen_token(const char *cmd, const char *flag, const char *listen, const cli_opt *file,
+                     char **token);
 
 /* Print "tasker CMD: message" on stderr. */
 void cli_error(const char *cmd, const char *fmt, ...)

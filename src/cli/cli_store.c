@@ -8,17 +8,25 @@
 #include <tasker/store.h>
 
 const char *cli_store_url(const cli_globals *g, const tk_config *cfg) {
-  if (g->db && *g->db) return g->db;
+  if (g->db) return g->db; /* never empty: main refuses --db "" */
   const char *env = getenv("TASKER_DB");
   if (env && *env) return env;
   return tk_config_engine(cfg)->db;
 }
 
-int cli_open_store(const char *cmd, const cli_globals *g, const tk_config *cfg, int need_schema,
+int cli_open_store(const char *cmd, const cli_globals *g, const tk_config *cfg, int initialized,
                    tk_store **out) {
   const char *url = cli_store_url(g, cfg);
   tk_err err;
-  if (tk_store_open(url, out, &err) != 0) {
+  /* Only init makes a store: any other command on a mistyped path must
+   * not leave an empty file there. */
+  tk_store_open_options opts = {.create = !initialized};
+  int rc = tk_store_open_with(url, &opts, out, &err);
+  if (rc == TK_ENOENT) { /* no store there: the library says why */
+    cli_error(cmd, "%s: run `tasker init` to create it", err.msg);
+    return CLI_EXIT_FAILURE;
+  }
+  if (rc != 0) {
     cli_error(cmd, "%s", err.msg);
     return CLI_EXIT_FAILURE;
   }
@@ -31,7 +39,7 @@ int cli_open_store(const char *cmd, const cli_globals *g, const tk_config *cfg, 
     *out = NULL;
     return CLI_EXIT_FAILURE;
   }
-  if (!need_schema) return 0;
+  if (!initialized) return 0;
   int version = 0;
   if (tk_store_schema_version(*out, &version, &err) != 0) {
     cli_error(cmd, "%s", err.msg);

@@ -120,14 +120,16 @@ static void print_retries(json_t *steps) {
     json_array_foreach(history, k, a) {
       const char *outcome = json_is_string(json_object_get(a, "outcome")) ? str(a, "outcome")
                                                                            : "running";
-      printf("  %-18s #%-3lld %-14s", str(s, "name"),
+      /* "#2 failure: what failed; retry after 1.5s (server)": each part
+       * only when the attempt has it. */
+      printf("  %-18s #%-3lld %s", str(s, "name"),
              (long long)json_integer_value(json_object_get(a, "attempt")), outcome);
+      if (json_is_string(json_object_get(a, "error"))) printf(": %s", str(a, "error"));
       if (json_is_integer(json_object_get(a, "delay_ms"))) {
         char d[32];
         tk_duration_format(json_integer_value(json_object_get(a, "delay_ms")), d, sizeof d);
-        printf(" retry after %s (%s)", d, str(a, "delay_source"));
+        printf("; retry after %s (%s)", d, str(a, "delay_source"));
       }
-      if (json_is_string(json_object_get(a, "error"))) printf(": %s", str(a, "error"));
       printf("\n");
     }
   }
@@ -198,6 +200,8 @@ int cmd_show(cli_globals *g, int argc, char **argv) {
   json_t *tp = json_object_get(t, "template");
   printf("task %lld  %s/%s %s  %s (%s)\n", (long long)id, str(tp, "namespace"), str(tp, "name"),
          str(tp, "version"), str(t, "state"), str(t, "execution_status"));
+  /* A schedule's task is known by its identity (schedule:NAME:SLOT). */
+  if (json_is_string(json_object_get(t, "identity"))) printf("identity: %s\n", str(t, "identity"));
   printf("%-20s %-18s %9s  %-12s %s\n", "STEP", "STATE", "ATTEMPTS", "NEXT RUN", "LAST ERROR");
   size_t i;
   json_t *s;
@@ -246,12 +250,17 @@ int cmd_why(cli_globals *g, int argc, char **argv) {
   if (g->json) {
     print_json(why);
   } else {
-    char buf[64];
-    printf("%s: %s (%s)", pos[1], str(why, "reason"), str(why, "detail"));
-    /* A delayed start's detail already says until when. */
-    if (json_object_get(why, "until") && strcmp(str(why, "reason"), "scheduled") != 0)
-      printf(", until %s",
-             cli_relative(json_object_get(why, "until"), now, 1, buf, sizeof buf));
+    json_t *until = json_object_get(why, "until");
+    /* A delayed start's detail says until when in its own words; the time
+     * is said here, as show says it, for every reason that has one. */
+    const char *detail =
+        strcmp(str(why, "reason"), "scheduled") == 0 ? "a delayed start" : str(why, "detail");
+    printf("%s: %s (%s)", pos[1], str(why, "reason"), detail);
+    if (json_is_integer(until)) {
+      char utc[40], rel[64];
+      printf(" until %s, %s", cli_utc(json_integer_value(until), utc, sizeof utc),
+             cli_relative(until, now, 1, rel, sizeof rel));
+    }
     printf("\n");
     json_array_foreach(json_object_get(why, "blocking"), i, s)
       printf("  waiting for %s (%s)\n", str(s, "step"), str(s, "state"));

@@ -18,7 +18,7 @@
 
 const char cmd_run_usage[] =
     "usage: tasker run [--workers N] [--until-idle] [--id NAME] [--events FILE] [--seed S]\n"
-    "                  [--metrics ADDR:PORT]\n"
+    "                  [--metrics ADDR:PORT [--token-file PATH]]\n"
     "\n"
     "Claim ready steps, run their handlers on N workers (default: engine.workers),\n"
     "and record every outcome, retrying failures under their backoff profile.\n"
@@ -27,7 +27,9 @@ const char cmd_run_usage[] =
     "  --events FILE  append one JSON line per state change to FILE ('-' = stdout)\n"
     "  --metrics ADDR:PORT  serve this orchestrator's Prometheus metrics at\n"
     "                 http://ADDR:PORT/metrics while it runs (port 0 picks one; an address\n"
-    "                 other than loopback requires $TASKER_TOKEN)\n"
+    "                 other than loopback requires a token)\n"
+    "  --token-file PATH  the token every /metrics request must send as Authorization:\n"
+    "                 Bearer TOKEN (else $TASKER_TOKEN), as for tasker serve\n"
     "On a terminal a live one-line summary is shown; otherwise log lines.\n";
 
 static tk_engine *running_engine; /* for the signal handler only */
@@ -74,42 +76,18 @@ static void on_log(tk_log_level level, const char *msg, void *ud) {
     if (level < TK_LOG_WARN) return; /* the summary line says it */
     fprintf(stderr, "\r\033[K");
   }
-  time_t t = time(NULL);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char ts[32];
-  strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  char ts[40];
+  cli_utc((int64_t)time(NULL) * 1000, ts, sizeof ts);
   fprintf(stderr, "%s %-5s %s\n", ts, names[level], msg);
   if (v->tty) draw(v, 1);
 }
 
-/* --metrics ADDR:PORT: well formed, and loopback unless a token is set. */
-static int check_metrics_flag(const char *listen) {
-  tk_err err;
-  int loopback;
-  if (tk_server_listen_check(listen, &loopback, &err) != 0) {
-    cli_error("run", "--metrics: %s", err.msg);
-    return CLI_EXIT_USAGE;
-  }
-  const char *token = getenv("TASKER_TOKEN");
-  if (!loopback && (token == NULL || *token == '\0')) {
-    cli_error("run",
-              "--metrics %s is not a loopback address: serving beyond this machine requires a "
-              "token (TASKER_TOKEN)",
-              listen);
-    return CLI_EXIT_USAGE;
-  }
-  return 0;
-}
-
 /* Attach metrics to e and serve them at listen; prints and returns nonzero
  * on failure (*m freed by the caller either way). */
-static int start_metrics(const char *listen, tk_engine *e, run_view *v, tk_metrics **m,
-                         tk_server **srv) {
+static int start_metrics(const char *listen, const char *token, tk_engine *e, run_view *v,
+                         tk_metrics **m, tk_server **srv) {
   tk_err err;
-  const char *token = getenv("TASKER_TOKEN");
-  tk_server_options so = {.listen = listen, .token = token && *token ? token : NULL,
-                          .on_log = on_log, .log_ud = v};
+  tk_server_options so = {.listen = listen, .token = token, .on_log = on_log, .log_ud = v};
   if (tk_metrics_new(m, &err) != 0 || tk_metrics_attach(*m, e, &err) != 0 ||
       (so.metrics = *m, tk_server_start(&so, srv, &err)) != 0) {
     cli_error("run", "--metrics: %s", err.msg);
@@ -120,10 +98,10 @@ static int start_metrics(const char *listen, tk_engine *e, run_view *v, tk_metri
 }
 
 int cmd_run(cli_globals *g, int argc, char **argv) {
-  enum { O_WORKERS, O_IDLE, O_ID, O_EVENTS, O_SEED, O_METRICS, O_N };
+  enum { O_WORKERS, O_IDLE, O_ID, O_EVENTS, O_SEED, O_METRICS, O_TOKEN_FILE, O_N };
   cli_opt o[O_N] = {{"workers", "N", NULL, 0}, {"until-idle", NULL, NULL, 0},
                     {"id", "NAME", NULL, 0}, {"events", "FILE", NULL, 0}, {"seed", "S", NULL, 0},
-                    {"metrics", "ADDR:PORT", NULL, 0}};
+                    {"metrics", "ADDR:PORT", NULL, 0}, {"token-file", "PATH", NULL, 0}};
   const char *pos[1];
   int npos, rc = cli_parse("run", o, O_N, argc, argv, pos, &npos, 0);
   if (rc) return rc;
@@ -131,12 +109,23 @@ int cmd_run(cli_globals *g, int argc, char **argv) {
   uint64_t seed = 0;
   if (o[O_WORKERS].seen && (rc = cli_int("run", &o[O_WORKERS], 0, 1024, &workers))) return rc;
   if (o[O_SEED].seen && (rc = cli_u64("run", &o[O_SEED], &seed))) return rc;
-  if (o[O_METRICS].seen && (rc = check_metrics_flag(o[O_METRICS].value))) return rc;
+  if (o[O_TOKEN_FILE].seen && !o[O_METRICS].seen) {
+    cli_error("run", "--token-file: only with --metrics (the token its /metrics asks for)");
+    return CLI_EXIT_USAGE;
+  }
+  char *token = NULL;
+  if (o[O_METRICS].seen &&
+      (rc = cli_listen_token("run", "metrics", o[O_METRICS].value, &o[O_TOKEN_FILE], &token)))
+    return rc;
   tk_config *cfg;
-  if ((rc = cli_load_config(g, &cfg))) return rc;
+  if ((rc = cli_load_config(g, &cfg))) {
+    free(token);
+    return rc;
+  }
   tk_store *s;
   if ((rc = cli_open_store("run", g, cfg, 1, &s))) {
     tk_config_free(cfg);
+    free(token);
     return rc;
   }
   run_view view = {.tty = isatty(2)};
@@ -146,6 +135,7 @@ int cmd_run(cli_globals *g, int argc, char **argv) {
       cli_error("run", "--events: cannot open \"%s\" for appending", o[O_EVENTS].value);
       tk_store_close(s);
       tk_config_free(cfg);
+      free(token);
       return CLI_EXIT_USAGE;
     }
     setvbuf(view.events, NULL, _IOLBF, 0);
@@ -161,7 +151,7 @@ int cmd_run(cli_globals *g, int argc, char **argv) {
   if (tk_engine_new(&eo, &e, &err) != 0) {
     cli_error("run", "%s", err.msg);
     rc = CLI_EXIT_FAILURE;
-  } else if (o[O_METRICS].seen && start_metrics(o[O_METRICS].value, e, &view, &metrics, &srv)) {
+  } else if (o[O_METRICS].seen && start_metrics(o[O_METRICS].value, token, e, &view, &metrics, &srv)) {
     rc = CLI_EXIT_FAILURE;
     tk_engine_free(e);
   } else {
@@ -198,5 +188,6 @@ int cmd_run(cli_globals *g, int argc, char **argv) {
   if (view.events && view.events != stdout) fclose(view.events);
   tk_store_close(s);
   tk_config_free(cfg);
+  free(token);
   return rc;
 }

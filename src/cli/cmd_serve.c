@@ -2,12 +2,10 @@
  * until SIGINT or SIGTERM. */
 #include "cli.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include <tasker/config.h>
@@ -27,48 +25,12 @@ const char cmd_serve_usage[] =
     "                      value, which ps would show)\n"
     "Prints \"tasker serve: listening on http://ADDR:PORT/\" on stderr once bound.\n";
 
-/* The token: the file's first line, else $TASKER_TOKEN, else none.
- * Returns 0 with *out malloc'd or NULL, or an exit status after printing. */
-static int read_token(const cli_opt *file, char **out) {
-  *out = NULL;
-  if (!file->seen) {
-    const char *env = getenv("TASKER_TOKEN");
-    if (env && *env && (*out = strdup(env)) == NULL) return CLI_EXIT_FAILURE;
-    return 0;
-  }
-  FILE *f = fopen(file->value, "r");
-  if (f == NULL) {
-    cli_error("serve", "--token-file: cannot open \"%s\": %s", file->value, strerror(errno));
-    return CLI_EXIT_USAGE;
-  }
-  char buf[1024];
-  size_t n = fread(buf, 1, sizeof buf, f);
-  fclose(f);
-  if (n == sizeof buf) {
-    cli_error("serve", "--token-file: \"%s\" is too large: expected one line of at most %zu bytes",
-              file->value, sizeof buf - 1);
-    return CLI_EXIT_USAGE;
-  }
-  buf[n] = '\0';
-  buf[strcspn(buf, "\r\n")] = '\0';
-  if (buf[0] == '\0' || strchr(buf, ' ') != NULL || strchr(buf, '\t') != NULL) {
-    cli_error("serve", "--token-file: \"%s\": expected the token on its first line, without spaces",
-              file->value);
-    return CLI_EXIT_USAGE;
-  }
-  if ((*out = strdup(buf)) == NULL) return CLI_EXIT_FAILURE;
-  return 0;
-}
-
 /* The server's warnings and errors as timestamped lines on stderr. */
 static void on_log(tk_log_level level, const char *msg, void *ud) {
   (void)ud;
   if (level < TK_LOG_WARN) return;
-  time_t t = time(NULL);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char ts[32];
-  strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  char ts[40];
+  cli_utc((int64_t)time(NULL) * 1000, ts, sizeof ts);
   fprintf(stderr, "%s %s %s\n", ts, level == TK_LOG_WARN ? "warn " : "error", msg);
 }
 
@@ -79,21 +41,9 @@ int cmd_serve(cli_globals *g, int argc, char **argv) {
   int npos, rc = cli_parse("serve", o, O_N, argc, argv, pos, &npos, 0);
   if (rc) return rc;
   const char *listen = o[O_LISTEN].seen ? o[O_LISTEN].value : TK_SERVER_DEFAULT_LISTEN;
-  tk_err err;
-  int loopback;
-  if (tk_server_listen_check(listen, &loopback, &err) != 0) {
-    cli_error("serve", "--listen: %s", err.msg);
-    return CLI_EXIT_USAGE;
-  }
   char *token;
-  if ((rc = read_token(&o[O_TOKEN_FILE], &token))) return rc;
-  if (!loopback && token == NULL) {
-    cli_error("serve",
-              "--listen %s is not a loopback address: serving beyond this machine requires a "
-              "token (--token-file PATH or TASKER_TOKEN)",
-              listen);
-    return CLI_EXIT_USAGE;
-  }
+  if ((rc = cli_listen_token("serve", "listen", listen, &o[O_TOKEN_FILE], &token))) return rc;
+  tk_err err;
   tk_config *cfg;
   if ((rc = cli_load_config(g, &cfg))) {
     free(token);

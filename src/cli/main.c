@@ -84,7 +84,15 @@ static int take_global(cli_globals *g, int argc, char **argv, int *i) {
       return -1;
     }
     switch (k) {
-    case 0: g->db = value; break;
+    case 0:
+      /* Empty is a mistake (an unset variable), not "the default store". */
+      if (*value == '\0') {
+        cli_error(NULL, "--db: empty value: expected a store URL (sqlite:PATH or "
+                        "postgresql://...)");
+        return -1;
+      }
+      g->db = value;
+      break;
     case 1: g->config = value; break;
     case 2: g->env = value; break;
     case 3:

@@ -50,9 +50,8 @@ void tk__api_lists(tk_server *s, const tk__route *r, const tk__query *q, tk__res
                                  &err)
                  : tk_tasks_json(s->store, &lq.filter, lq.cursor, lq.limit, &text, &err);
   if (rc == TK_EINVAL && lq.cursor != NULL) {
-    tk__api_fail(&e, 400, "bad_cursor", "cursor",
-                 "cursor=\"%.100s\" is not a next_cursor this list returned: %s", lq.cursor,
-                 err.msg);
+    /* The library's message names the cursor and what is expected. */
+    tk__api_fail(&e, 400, "bad_cursor", "cursor", "%s", err.msg);
     tk__respond_error(out, &e);
   } else if (rc != 0) {
     tk__respond_tk_error(s, out, &err, NULL);

@@ -106,6 +106,18 @@ int tk_server_listen_check(const char *listen, int *loopback, tk_err *err) {
   return rc;
 }
 
+int tk_server_listen_allowed(const char *listen, const char *token, tk_err *err) {
+  int loopback;
+  if (listen == NULL) listen = TK_SERVER_DEFAULT_LISTEN;
+  int rc = tk_server_listen_check(listen, &loopback, err);
+  if (rc == 0 && !loopback && (token == NULL || token[0] == '\0'))
+    rc = tk_err_set(err, TK_EINVAL,
+                    "listen address \"%.200s\" is not loopback: serving beyond this machine "
+                    "requires a token (--token-file PATH or TASKER_TOKEN)",
+                    listen);
+  return rc;
+}
+
 int tk__listen_open(const char *where, int *fd, char *addr, size_t addrlen, int *port,
                     int *ipv6, tk_err *err) {
   listen_addr a;

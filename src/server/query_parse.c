@@ -3,6 +3,7 @@
 #include "server/request_parse.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,15 +79,21 @@ int tk__query_parse(const char *qs, size_t len, tk__query *q, tk__api_error *e) 
       return tk__api_fail(e, 500, "internal", NULL, "out of memory reading the query");
     const char *eq = memchr(pair, '=', plen);
     size_t klen = eq ? (size_t)(eq - pair) : plen;
-    int bad = 0;
+    int bad_key = 0, bad_value = 0;
     tk__query_arg *a = &q->args[q->n];
-    a->key = decoded(pair, klen, &bad);
-    a->value = a->key ? decoded(eq ? eq + 1 : "", eq ? plen - klen - 1 : 0, &bad) : NULL;
+    a->key = decoded(pair, klen, &bad_key);
+    a->value = a->key ? decoded(eq ? eq + 1 : "", eq ? plen - klen - 1 : 0, &bad_value) : NULL;
     if (a->key == NULL || a->value == NULL) {
+      /* The parameter at fault: its name when that decodes, else as sent. */
+      char param[64];
+      snprintf(param, sizeof param, "%.*s", (int)(klen < sizeof param ? klen : sizeof param - 1),
+               pair);
+      if (a->key && bad_value) snprintf(param, sizeof param, "%s", a->key);
       free(a->key);
       tk__query_free(q);
-      if (!bad) return tk__api_fail(e, 500, "internal", NULL, "out of memory reading the query");
-      return tk__api_fail(e, 400, "bad_request", NULL,
+      if (!bad_key && !bad_value)
+        return tk__api_fail(e, 500, "internal", NULL, "out of memory reading the query");
+      return tk__api_fail(e, 400, "bad_request", param,
                           "query parameter \"%.*s\": malformed %%-escape or encoded NUL: "
                           "expected %%XX with two hex digits",
                           (int)(plen > 100 ? 100 : plen), pair);

@@ -289,14 +289,8 @@ int tk_server_port(const tk_server *s) { return s->port; }
 int tk_server_start(const tk_server_options *o, tk_server **out, tk_err *err) {
   *out = NULL;
   const char *listen = o->listen ? o->listen : TK_SERVER_DEFAULT_LISTEN;
-  int loopback;
-  int rc = tk_server_listen_check(listen, &loopback, err);
+  int rc = tk_server_listen_allowed(listen, o->token, err);
   if (rc) return rc;
-  if (!loopback && (o->token == NULL || o->token[0] == '\0'))
-    return tk_err_set(err, TK_EINVAL,
-                      "listen address \"%s\" is not loopback: serving beyond this machine "
-                      "requires a token (--token-file PATH or TASKER_TOKEN)",
-                      listen);
   if (o->store != NULL && o->config == NULL)
     return tk_err_set(err, TK_EINVAL, "server options: a store needs its configuration (config)");
   if (o->store == NULL && o->metrics == NULL)

@@ -45,6 +45,13 @@ static int libpq_keywords(const char *url) {
 }
 
 int tk_store_open(const char *url, tk_store **out, tk_err *err) {
+  tk_store_open_options create = {.create = 1};
+  return tk_store_open_with(url, &create, out, err);
+}
+
+int tk_store_open_with(const char *url, const tk_store_open_options *opts, tk_store **out,
+                       tk_err *err) {
+  static const tk_store_open_options existing;
   *out = NULL;
   if (url == NULL || *url == '\0') return tk_err_set(err, TK_EINVAL, "empty store URL");
   /* A bare path is a SQLite file; each backend's open reads the whole URL. */
@@ -65,7 +72,7 @@ int tk_store_open(const char *url, tk_store **out, tk_err *err) {
                       "store backend \"%s\" implements store interface version %d; this build "
                       "needs version %d",
                       ops->scheme, ops->version, TK__STORE_OPS_VERSION);
-  int rc = ops->open(url, out, err);
+  int rc = ops->open(url, opts ? opts : &existing, out, err);
   if (rc) return rc;
   (*out)->clock = tk_clock_system();
   (*out)->server = NULL;

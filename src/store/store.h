@@ -35,8 +35,9 @@
  * for include/tasker/query.h) and attempts' due_at in task reports; 7:
  * schedules (schedule_put, schedule_list, schedule_remove, schedule_fire;
  * include/tasker/schedule.h); also retention (prune, size) and delayed
- * starts (tk__new_task.start_at). */
-#define TK__STORE_OPS_VERSION 7
+ * starts (tk__new_task.start_at); 8: open takes tk_store_open_options
+ * (create or not). */
+#define TK__STORE_OPS_VERSION 8
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 #define TK__STATE_MAX 24
@@ -434,8 +435,10 @@ typedef struct tk__store_ops {
    * tk_store_process_init. */
   void (*process_init)(void);
   /* Open the store at `location`: the URL as the user gave it (with its
-   * scheme, or SQLite's bare path, or a libpq key=value string). */
-  int (*open)(const char *location, tk_store **out, tk_err *err);
+   * scheme, or SQLite's bare path, or a libpq key=value string), creating
+   * it only when opts->create says so (opts is never NULL). */
+  int (*open)(const char *location, const tk_store_open_options *opts, tk_store **out,
+              tk_err *err);
   void (*close)(tk_store *s);
   /* Apply the migrations the store lacks up to `target` (0: all), each
    * whole or not at all; safe when several processes migrate at once. */

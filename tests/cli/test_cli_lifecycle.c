@@ -24,20 +24,10 @@ static const char templates[] =
 static const char broken[] = "name = \"broken\"\nversion = \"1\"\n" EFX_STEP("a")
     "handler = { kind = \"builtin\", name = \"fail\", permanent = true }\n";
 
-/* Run, expect exit 0, and return stdout (malloc'd). */
-static char *ok(cli *c, const char *const *args) {
-  run_result r;
-  cli_run_args(c, &r, args);
-  if (r.status != 0) fail_msg("%s: exit %d: %s", args[0], r.status, r.err);
-  char *out = r.out;
-  r.out = NULL;
-  run_result_free(&r);
-  return out;
-}
-#define OK(c, ...) ok((c), ARGS(__VA_ARGS__))
+#define OK(c, ...) cli_stdout((c), ARGS(__VA_ARGS__))
 
 static int64_t submit(cli *c, const char *const *args) {
-  char *out = ok(c, args);
+  char *out = cli_stdout(c, args);
   int64_t id = atoll(out);
   free(out);
   assert_true(id > 0);
@@ -87,7 +77,7 @@ static void delayed_submit(void **state) {
   char id[32];
   snprintf(id, sizeof id, "%lld", (long long)at);
   out = OK(c, "why", id, "a");
-  assert_non_null(strstr(out, "a: scheduled (waiting until 2099-01-01T00:00:00Z (in "));
+  assert_non_null(strstr(out, "a: scheduled (a delayed start) until 2099-01-01T00:00:00Z, in "));
   free(out);
   out = OK(c, "show", id);
   assert_non_null(strstr(out, "pending (scheduled)"));

@@ -10,7 +10,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -424,6 +426,131 @@ static void show_why_and_status_print_their_json_shapes(void **state) {
   EXPECT(c, 2, "", "tasker why: task 1 has no step \"nosuch\"\n", "why", "1", "nosuch");
 }
 
+/* The line of text that starts with `start` (into line), or fail. */
+static void line_starting(const char *text, const char *start, char *line, size_t cap) {
+  for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+    if (strncmp(p, start, strlen(start)) != 0) continue;
+    size_t n = strcspn(p, "\n");
+    snprintf(line, cap, "%.*s", (int)n, p);
+    return;
+  }
+  fail_msg("no line starting \"%s\" in:\n%s", start, text);
+}
+
+/* RFC 3339 in UTC of ms since the epoch, independently of the CLI. */
+static void utc(int64_t ms, char *out, size_t cap) {
+  time_t secs = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* Whether step s of task 1 waits for a retry (the orchestrator's failure
+ * is recorded). */
+static int waiting_for_retry(void *ud) {
+  return efx_sql_int(ud, "SELECT count(*) FROM steps WHERE name = 's' AND"
+                         " state = 'waiting_for_retry'") == 1;
+}
+
+/* show's text: a task's identity (a schedule's slot is known by it), an
+ * attempt without a retry without a stray colon; show and why say one
+ * wait in the same words, and why says "until TIME, in X". */
+static void show_and_why_say_waits_alike(void **state) {
+  cli *c = *state;
+  add_order(c);
+  EXPECT(c, 0, "1\n", "", "submit", "order", "--identity", "schedule:nightly:2026-11-25T09:00:00Z");
+  EXPECT(c, 0, "2\n", "", "submit", "order");
+  run_result r;
+  CLI(c, &r, "run", "--until-idle", "--workers", "1");
+  assert_int_equal(r.status, 0);
+  run_result_free(&r);
+  char *out = cli_stdout(c, ARGS("show", "1"));
+  char line[512], want[512];
+  line_starting(out, "task 1 ", line, sizeof line);
+  assert_string_equal(line, "task 1  shop/order 1  error (blocked_by_failures)");
+  line_starting(out, "identity:", line, sizeof line);
+  assert_string_equal(line, "identity: schedule:nightly:2026-11-25T09:00:00Z");
+  /* Each attempt: outcome, what failed, and the retry when there was one. */
+  json_t *t = json_of(c, "show", "1", NULL);
+  json_t *history = json_object_get(json_array_get(json_object_get(t, "steps"), 1), "history");
+  const char *error = str(json_array_get(history, 0), "error");
+  snprintf(want, sizeof want, "  charge             #1   failure: %s; retry after 10ms (computed)",
+           error);
+  line_starting(out, "  charge             #1 ", line, sizeof line);
+  assert_string_equal(line, want);
+  snprintf(want, sizeof want, "  charge             #3   failure: %s",
+           str(json_array_get(history, 2), "error"));
+  line_starting(out, "  charge             #3 ", line, sizeof line);
+  assert_string_equal(line, want);
+  assert_null(strstr(out, " : "));
+  json_decref(t);
+  free(out);
+  out = cli_stdout(c, ARGS("show", "2"));
+  assert_null(strstr(out, "identity:"));
+  free(out);
+
+  /* A start 809h30m away: "in 33d17h" in both, the time in UTC in why. */
+  EXPECT(c, 0, "3\n", "", "submit", "order", "--in", "809h30m");
+  out = cli_stdout(c, ARGS("show", "3"));
+  line_starting(out, "validate ", line, sizeof line);
+  assert_non_null(strstr(line, "  in 33d17h "));
+  free(out);
+  t = json_of(c, "show", "3", NULL);
+  char at[40];
+  utc(num(json_array_get(json_object_get(t, "steps"), 0), "run_at"), at, sizeof at);
+  json_decref(t);
+  out = cli_stdout(c, ARGS("why", "3", "validate"));
+  snprintf(want, sizeof want, "validate: scheduled (a delayed start) until %s, in 33d17h\n", at);
+  assert_string_equal(out, want);
+  free(out);
+
+  /* A retry minutes away: whole seconds, no "until in", the same words
+   * in show and why (read in one second, or read again). */
+  char tpl[400];
+  write_template(c, "slow.toml",
+                 "name = \"slow\"\nversion = \"1\"\n[[steps]]\nname = \"s\"\n"
+                 "handler = { kind = \"builtin\", name = \"fail\" }\n"
+                 "retry = { max_attempts = 2 }\n",
+                 tpl, sizeof tpl);
+  CLI(c, &r, "template", "add", tpl);
+  assert_int_equal(r.status, 0);
+  run_result_free(&r);
+  EXPECT(c, 0, "4\n", "", "submit", "slow");
+  const char *run_args[] = {"--config", c->cfg, "--db", c->url, "--set", "backoff.base=1h",
+                            "run", NULL};
+  pid_t pid = efx_spawn(run_args, NULL, NULL);
+  int waiting = efx_wait_for(waiting_for_retry, c->db, 30000);
+  kill(pid, SIGTERM);
+  assert_int_equal(efx_wait_limit(pid, 30000), 0);
+  assert_true(waiting);
+  for (int tries = 0;; tries++) {
+    char *shown = cli_stdout(c, ARGS("show", "4"));
+    char *why = cli_stdout(c, ARGS("why", "4", "s"));
+    char next[64] = "";
+    line_starting(shown, "s ", line, sizeof line);
+    const char *in = strstr(line, "  in ");
+    assert_non_null(in);
+    const char *end = strstr(in + 2, "  "); /* the column ends at two spaces */
+    assert_non_null(end);
+    snprintf(next, sizeof next, "%.*s", (int)(end - in - 2), in + 2);
+    /* The 1h delay capped by backoff.max_delay (5m): minutes and seconds. */
+    if (strstr(next, "in 4m") == NULL) fail_msg("show: %s\nwhy: %s", shown, why);
+    assert_true(next[strlen(next) - 1] == 's');
+    assert_null(strchr(next, '.'));
+    assert_null(strstr(why, "until in"));
+    assert_non_null(strstr(why, "s: waiting_for_retry (its run_at is in the future) until "));
+    snprintf(want, sizeof want, ", %s\n", next);
+    int same = strlen(why) > strlen(want) && strcmp(why + strlen(why) - strlen(want), want) == 0;
+    free(shown);
+    if (same || tries == 3) {
+      if (!same) fail_msg("show says %s, why says %s", next, why);
+      free(why);
+      break;
+    }
+    free(why);
+  }
+}
+
 static void operator_commands_refuse_what_the_state_does_not_allow(void **state) {
   cli *c = *state;
   add_order(c);
@@ -468,6 +595,7 @@ int main(void) {
       TEST(bad_submissions_are_refused_and_create_nothing),
       TEST(a_repeated_identity_returns_the_existing_task),
       TEST(show_why_and_status_print_their_json_shapes),
+      TEST(show_and_why_say_waits_alike),
       TEST(operator_commands_refuse_what_the_state_does_not_allow),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -50,6 +50,18 @@ static inline void cli_run_args(cli *c, run_result *r, const char *const *args) 
   assert_int_equal(run_cli(r, NULL, all), 0);
 }
 
+/* Run as cli_run_args, expect exit 0 (else fail with stderr) and return
+ * stdout (malloc'd). */
+static inline char *cli_stdout(cli *c, const char *const *args) {
+  run_result r;
+  cli_run_args(c, &r, args);
+  if (r.status != 0) fail_msg("%s: exit %d: %s", args[0], r.status, r.err);
+  char *out = r.out;
+  r.out = NULL;
+  run_result_free(&r);
+  return out;
+}
+
 /* Remove the directory and free c. */
 static inline void cli_store_close(cli *c) {
   efx_rmtree(c->dir);

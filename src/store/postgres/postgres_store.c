@@ -112,7 +112,10 @@ static const char *conninfo_of(const char *location) {
   return location;
 }
 
-static int pg_open(const char *location, tk_store **out, tk_err *err) {
+/* opts->create is not ours to honour: a database is its administrator's. */
+static int pg_open(const char *location, const tk_store_open_options *opts, tk_store **out,
+                   tk_err *err) {
+  (void)opts;
   *out = NULL;
   if (location == NULL) location = "";
   tk__pg *pg = calloc(1, sizeof *pg);

@@ -3,6 +3,7 @@
 #include "store/sqlite/sqlite_internal.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,7 +193,19 @@ static void sq_close(tk_store *s) {
   free(q);
 }
 
-static int sq_open(const char *location, tk_store **out, tk_err *err) {
+/* Whether the file holds no database yet (no page: what SQLite makes of
+ * an empty file, which nothing has written to). */
+static int is_empty(tk__sqlite *q) {
+  sqlite3_stmt *st;
+  int empty = 0;
+  if (sqlite3_prepare_v2(q->db, "PRAGMA page_count", -1, &st, NULL) != SQLITE_OK) return 0;
+  if (sqlite3_step(st) == SQLITE_ROW) empty = sqlite3_column_int64(st, 0) == 0;
+  sqlite3_finalize(st);
+  return empty;
+}
+
+static int sq_open(const char *location, const tk_store_open_options *opts, tk_store **out,
+                   tk_err *err) {
   *out = NULL;
   if (strncmp(location, "sqlite:", 7) == 0) location += 7; /* else a bare path */
   if (location == NULL || *location == '\0')
@@ -206,12 +219,15 @@ static int sq_open(const char *location, tk_store **out, tk_err *err) {
     free(q);
     return tk_err_set(err, TK_ENOMEM, "sqlite store: out of memory");
   }
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (opts->create ? SQLITE_OPEN_CREATE : 0);
   if (sqlite3_open_v2(location, &q->db, flags, NULL) != SQLITE_OK) {
-    tk_err_set(err, TK_ESTORE, "cannot open sqlite store %s: %s", location,
-               q->db ? sqlite3_errmsg(q->db) : "out of memory");
+    /* Without CREATE a missing file is SQLITE_CANTOPEN with errno ENOENT. */
+    int rc = !opts->create && q->db && sqlite3_system_errno(q->db) == ENOENT
+                 ? tk_err_set(err, TK_ENOENT, "sqlite store %s does not exist", location)
+                 : tk_err_set(err, TK_ESTORE, "cannot open sqlite store %s: %s", location,
+                              q->db ? sqlite3_errmsg(q->db) : "out of memory");
     sq_close(&q->base);
-    return TK_ESTORE;
+    return rc;
   }
   /* Several processes may share the file: wait for the writer rather than
    * fail, and let WAL keep readers off the writer's back. FULL sync: a
@@ -224,6 +240,11 @@ static int sq_open(const char *location, tk_store **out, tk_err *err) {
    * (about 5% of the CPU per step against 4 KiB; an existing file keeps
    * its page size). */
   sqlite3_busy_handler(q->db, wait_for_writer, q);
+  if (!opts->create && is_empty(q)) {
+    /* Setting WAL below would write a header into it: not without create. */
+    sq_close(&q->base);
+    return tk_err_set(err, TK_ENOENT, "sqlite store %s is an empty file", location);
+  }
   int rc = tk__sq_exec(q,
                        "PRAGMA page_size = 8192;"
                        "PRAGMA journal_mode = WAL;"
