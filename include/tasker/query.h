@@ -36,12 +36,22 @@ typedef struct tk_task_filter {
   const char *error_text;    /* a substring (as typed, case-sensitive; % and _
                                 are plain characters) of the last error of
                                 any of the task's steps */
+  int all;                   /* bulk actions only: 1 says that a filter with no
+                                condition means every task on purpose
+                                (tk_bulk_filter_check) */
 } tk_task_filter;
 
 /* Check a filter before it is used: TK_EINVAL naming the member, the value
  * and what was expected (an unknown state lists the states). A template
  * that does not exist is not an error: nothing matches. */
 int tk_task_filter_check(const tk_task_filter *f, tk_err *err);
+
+/* Check the filter of a bulk action (the one rule behind the CLI's
+ * --all, the API's "all" and the dashboard's "retry all matching"):
+ * tk_task_filter_check, and a filter with no condition (NULL included) is
+ * TK_EINVAL unless f->all says every task is meant, so that a forgotten
+ * filter never reaches every task. */
+int tk_bulk_filter_check(const tk_task_filter *f, tk_err *err);
 
 /* A time given as an argument (`--since`, `?since=`): a duration such as
  * "90s" or "1h" means that long before `now`; an RFC 3339 time
@@ -81,7 +91,8 @@ typedef struct tk_bulk_result {
                      none was) */
 } tk_bulk_result;
 
-/* Apply `action` to every task that matches f, a page at a time, each
+/* Apply `action` to every task that matches f (checked by
+ * tk_bulk_filter_check: no condition needs f->all), a page at a time, each
  * action its own transaction (tk_task_operate): TK_OP_RETRY and
  * TK_OP_RESOLVE act on every step of the task in state error, TK_OP_CANCEL
  * on the task when it is unfinished. At most `max` tasks are acted on (0:

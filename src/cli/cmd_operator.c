@@ -76,14 +76,17 @@ static int bulk_on(const char *cmd, cli_globals *g, const cli_opt *o, tk_store *
   tk_task_filter f;
   int any, rc;
   if ((rc = cli_task_filter(cmd, o, now, &f, &any))) return rc;
-  if (!any && !o[O_ALL].seen) {
+  f.all = o[O_ALL].seen;
+  tk_err err;
+  /* The library's rule, in the flags' words (the filter itself was
+   * checked flag by flag above). */
+  if (tk_bulk_filter_check(&f, &err) != 0) {
     cli_error(cmd, "no filter: that would act on every task; choose tasks with --state, "
                    "--template, --since or --error, or give --all");
     return CLI_EXIT_USAGE;
   }
   if (o[O_MAX].seen && (rc = cli_int(cmd, &o[O_MAX], 1, INT64_MAX, &max))) return rc;
   tk_bulk_result r = {0, 0, 0};
-  tk_err err;
   if (tk_tasks_count(s, &f, &r.tasks, &err) != 0) {
     cli_error(cmd, "%s", err.msg);
     return CLI_EXIT_FAILURE;

@@ -57,6 +57,18 @@ int tk_task_filter_check(const tk_task_filter *f, tk_err *err) {
   return 0;
 }
 
+int tk_bulk_filter_check(const tk_task_filter *f, tk_err *err) {
+  int rc = f ? tk_task_filter_check(f, err) : 0;
+  if (rc) return rc;
+  int any = f && ((f->state && *f->state) || (f->template_name && *f->template_name) ||
+                  f->created_since > 0 || (f->error_text && *f->error_text));
+  if (!any && !(f && f->all))
+    return tk_err_set(err, TK_EINVAL,
+                      "no filter: that would act on every task; choose tasks by state, template, "
+                      "creation time or error text, or ask for all");
+  return 0;
+}
+
 /* Check f (NULL: every task) and fill *out from it. */
 static int query_of(const tk_task_filter *f, query *out, tk_err *err) {
   memset(out, 0, sizeof *out);
@@ -288,7 +300,8 @@ int tk_tasks_operate(tk_store *s, tk_operator_action action, const tk_task_filte
   if (max < 0)
     return tk_err_set(err, TK_EINVAL, "max %lld: expected 0 (no limit) or more", (long long)max);
   query q;
-  int rc = query_of(f, &q, err);
+  int rc = tk_bulk_filter_check(f, err);
+  if (rc == 0) rc = query_of(f, &q, err);
   if (rc) return rc;
   target *t;
   int64_t n;

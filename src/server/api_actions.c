@@ -116,6 +116,12 @@ static void bulk_filter(tk_server *s, tk_operator_action a, tk__bulk_body *body,
   tk_bulk_result res = {0};
   tk_err err;
   tk_err_clear(&err);
+  if (tk_bulk_filter_check(&body->filter.filter, &err) != 0) {
+    tk__api_fail(&e, 400, "bad_filter", "filter", "%s (\"all\": true)",
+                 tk_err_message(&err));
+    tk__respond_error(out, &e);
+    return;
+  }
   int rc = tk_tasks_operate(s->store, a, &body->filter.filter, body->max, now(s), &res, &err);
   if (rc == TK_ERANGE) {
     tk__api_fail(&e, 409, "conflict", "max", "%s", tk_err_message(&err));

@@ -356,8 +356,24 @@ static void bulk_resolve_and_cancel(void **state) {
   assert_int_equal(r.done, 3);
   for (int i = 0; i < 3; i++) efx_expect(f, ids[i], "complete", "s", "resolved_manually", NULL);
 
+  /* No condition is refused, changing nothing, unless every task is
+   * asked for (issue 19: the API cancelled every task for {"filter": {}}). */
+  char *before = efx_snapshot(f->db);
+  expect_einval(tk_tasks_operate(f->store, TK_OP_CANCEL, NULL, 0, EFX_T0 + 2, &r, &err), &err,
+                "no filter", "every task", NULL);
+  expect_einval(tk_tasks_operate(f->store, TK_OP_CANCEL, &(tk_task_filter){0}, 0, EFX_T0 + 2, &r,
+                                 &err),
+                &err, "no filter", NULL);
+  expect_einval(tk_bulk_filter_check(&(tk_task_filter){.state = ""}, &err), &err, "no filter",
+                NULL);
+  char *after = efx_snapshot(f->db);
+  assert_string_equal(before, after);
+  free(before);
+  free(after);
+  assert_int_equal(tk_bulk_filter_check(&(tk_task_filter){.created_since = 1}, &err), 0);
   /* Cancel every task: only the unfinished ones are acted on. */
-  assert_int_equal(tk_tasks_operate(f->store, TK_OP_CANCEL, NULL, 0, EFX_T0 + 2, &r, &err), 0);
+  const tk_task_filter every = {.all = 1};
+  assert_int_equal(tk_tasks_operate(f->store, TK_OP_CANCEL, &every, 0, EFX_T0 + 2, &r, &err), 0);
   assert_int_equal(r.tasks, 6);
   assert_int_equal(r.done, 2);
   assert_int_equal(r.failed, 0);
@@ -366,7 +382,7 @@ static void bulk_resolve_and_cancel(void **state) {
   efx_expect(f, done, "complete", "s", "complete", NULL);
   /* Again: nothing is left to cancel; a retry of steps no longer failed
    * does nothing either. */
-  assert_int_equal(tk_tasks_operate(f->store, TK_OP_CANCEL, NULL, 0, EFX_T0 + 3, &r, &err), 0);
+  assert_int_equal(tk_tasks_operate(f->store, TK_OP_CANCEL, &every, 0, EFX_T0 + 3, &r, &err), 0);
   assert_int_equal(r.done, 0);
   assert_int_equal(tk_tasks_operate(f->store, TK_OP_RETRY, &bad, 0, EFX_T0 + 3, &r, &err), 0);
   assert_int_equal(r.tasks, 3);

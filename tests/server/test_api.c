@@ -406,6 +406,16 @@ static void bad_bodies(void **state) {
           "bad_request", "max", "max applies to a filter only");
   refused(w, "POST", "/api/v1/actions/frobnicate", "{}", post_h, 404, "not_found", "action",
           "expected retry, resolve or cancel");
+  /* A filter with no condition reaches every task: refused unless "all"
+   * is true (issue 19: this cancelled every unfinished task). */
+  refused(w, "POST", "/api/v1/actions/cancel", "{\"filter\": {}}", post_h, 400, "bad_filter",
+          "filter", "no filter: that would act on every task");
+  refused(w, "POST", "/api/v1/actions/retry", "{\"filter\": {}, \"all\": false}", post_h, 400,
+          "bad_filter", "filter", "\"all\": true");
+  refused(w, "POST", "/api/v1/actions/cancel", "{\"filter\": {}, \"all\": \"yes\"}", post_h, 400,
+          "bad_request", "all", "all: a string: expected true or false");
+  refused(w, "POST", "/api/v1/actions/cancel", "{\"tasks\": [1], \"all\": true}", post_h, 400,
+          "bad_request", "all", "all applies to a filter only");
   /* More tasks match than max: 409, and nothing is done. */
   refused(w, "POST", "/api/v1/actions/cancel", "{\"filter\": {\"state\": \"error\"}, \"max\": 1}",
           post_h, 409, "conflict", "max", "more than 1 tasks match");
@@ -564,6 +574,16 @@ static void bulk_actions(void **state) {
   assert_int_equal(num(j, "done"), 1);
   json_decref(j);
   efx_expect(w->f, fresh, "cancelled", NULL);
+  /* Every task, asked for: none is left unfinished. */
+  fresh = efx_submit(w->f, "quick", NULL);
+  r = api_request("POST", URL(w, "/api/v1/actions/cancel"), "{\"filter\": {}, \"all\": true}", -1,
+                  post_h);
+  j = api_expect_json(&r, 200);
+  assert_true(num(j, "done") >= 1);
+  json_decref(j);
+  efx_expect(w->f, fresh, "cancelled", NULL);
+  efx_sql_expect(w->f->db, "0",
+                 "SELECT count(*) FROM tasks WHERE state IN ('pending', 'in_progress')");
 }
 
 /* ---- the token, the listen address ------------------------------------- */
