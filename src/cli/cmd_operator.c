@@ -36,8 +36,9 @@ const char cmd_resolve_usage[] =
 const char cmd_cancel_usage[] =
     "usage: tasker cancel TASK\n"
     "       tasker cancel " BULK_USAGE
-    "Cancel every unfinished step of the task.\n" BULK_HELP
-    "A matching task that has not finished is cancelled.\n";
+    "Cancel a task that is not complete or cancelled (pending, in progress or in error):\n"
+    "its unfinished steps are cancelled, its steps in error stay so.\n" BULK_HELP
+    "A matching task that is not complete or cancelled is cancelled.\n";
 
 enum { O_MAX = CLI_F_N, O_YES, O_ALL, O_N };
 
@@ -51,7 +52,7 @@ static const struct {
                      "will be retried now"},
     [TK_OP_RESOLVE] = {"mark their failed steps resolved by hand", "failed step",
                        "resolved manually"},
-    [TK_OP_CANCEL] = {"cancel the ones not finished", "task", "cancelled"},
+    [TK_OP_CANCEL] = {"cancel the ones not complete or cancelled", "task", "cancelled"},
 };
 
 static const char *plural(int64_t n) { return n == 1 ? "" : "s"; }

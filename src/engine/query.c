@@ -15,6 +15,7 @@
 
 #include "core/civil.h"
 #include "store/list_sql.h"
+#include "store/rules.h"
 
 /* Longest template name a filter takes ("namespace/name"). */
 #define TEMPLATE_MAX 256
@@ -218,7 +219,7 @@ int tk_steps_json(tk_store *s, const char *step_state, const tk_task_filter *f, 
 /* A task a bulk action may act on. */
 typedef struct target {
   int64_t id;
-  int unfinished, failed_steps;
+  int cancellable, failed_steps;
 } target;
 
 /* Every task that matches q, a page at a time (ids only change hands):
@@ -241,8 +242,7 @@ static int targets_of(tk_store *s, tk__task_query *q, int64_t max, target **out,
       }
       target *t = &(*out)[(*n)++];
       t->id = rows[i].id;
-      t->unfinished = strcmp(rows[i].state, TK__TASK_PENDING) == 0 ||
-                      strcmp(rows[i].state, TK__TASK_IN_PROGRESS) == 0;
+      t->cancellable = tk__task_cancellable(rows[i].state);
       t->failed_steps = rows[i].steps_error;
     }
     if (got > 0) q->before = rows[got - 1].id;
@@ -318,7 +318,7 @@ int tk_tasks_operate(tk_store *s, tk_operator_action action, const tk_task_filte
   tk_err_clear(&first);
   for (int64_t i = 0; rc == 0 && i < n; i++) {
     if (action == TK_OP_CANCEL) {
-      if (t[i].unfinished) rc = act(s, action, t[i].id, NULL, now, out, &first, err);
+      if (t[i].cancellable) rc = act(s, action, t[i].id, NULL, now, out, &first, err);
     } else if (t[i].failed_steps > 0) {
       rc = act_on_failed_steps(s, action, t[i].id, now, out, &first, err);
     }

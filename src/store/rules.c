@@ -45,12 +45,16 @@ int tk__task_state_terminal(const char *to) {
   return eq(to, TK__TASK_COMPLETE) || eq(to, TK__TASK_ERROR) || eq(to, TK__TASK_CANCELLED);
 }
 
+int tk__task_cancellable(const char *task_state) {
+  return !eq(task_state, TK__TASK_COMPLETE) && !eq(task_state, TK__TASK_CANCELLED);
+}
+
 int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *task_state,
                       const char *step, const char *step_state, tk__op_plan *plan, tk_err *err) {
   memset(plan, 0, sizeof *plan);
   plan->action = action;
   if (action == TK__OP_CANCEL) {
-    if (eq(task_state, TK__TASK_COMPLETE) || eq(task_state, TK__TASK_CANCELLED))
+    if (!tk__task_cancellable(task_state))
       return tk_err_set(err, TK_ESTATE, "task %lld is already %s", (long long)task_id,
                         task_state);
     plan->cancel_task = 1;

@@ -377,8 +377,8 @@ static void bulk_cancel_and_resolve(void **state) {
   cli *c = *state;
   char *before = efx_snapshot(c->db);
   EXPECT(c, 3, "",
-         "1 task matches; cancel would cancel the ones not finished. Run again with --yes to do "
-         "it.\n",
+         "1 task matches; cancel would cancel the ones not complete or cancelled. Run again with "
+         "--yes to do it.\n",
          "cancel", "--state", "pending");
   EXPECT(c, 3, "", "no tasks match; nothing to do\n", "cancel", "--template", "nosuch");
   efx_unchanged(c->db, before);
@@ -390,6 +390,28 @@ static void bulk_cancel_and_resolve(void **state) {
                  "SELECT state FROM steps WHERE task_id IN (8, 9)");
   RUN_OK(c, "run", "--until-idle", "--workers", "1");
   IDS(c, "9,8,3,2,1", "--state", "complete");
+}
+
+/* One rule for cancelling a task in error, however it is asked (issue 19:
+ * by id it was cancelled, by filter passed over): it is cancelled; a
+ * complete one is not. */
+static void tasks_in_error_are_cancelled_by_id_and_by_filter(void **state) {
+  cli *c = *state;
+  EXPECT(c, 3, "",
+         "4 tasks match; cancel would cancel the ones not complete or cancelled. Run again with "
+         "--yes to do it.\n",
+         "cancel", "--state", "error", "--template", "gate");
+  EXPECT(c, 0, "", "4 tasks matched; 4 tasks cancelled\n", "cancel", "--state", "error",
+         "--template", "gate", "--yes");
+  IDS(c, "11,7,6,5,4", "--state", "cancelled");
+  /* Its failed step stays in error, and can no longer be retried. */
+  efx_sql_expect(c->db, "error", "SELECT state FROM steps WHERE task_id = 4 AND name = 'open'");
+  EXPECT(c, 2, "", "tasker retry: task 4 is cancelled\n", "retry", "4", "open");
+  EXPECT(c, 0, "", "task 8: cancelled; task is now cancelled\n", "cancel", "8");
+  EXPECT(c, 2, "", "tasker cancel: task 1 is already complete\n", "cancel", "1");
+  EXPECT(c, 0, "", "3 tasks matched; 0 tasks cancelled\n", "cancel", "--template", "ok",
+         "--state", "complete", "--max", "5", "--yes");
+  IDS(c, "9", "--state", "error");
 }
 
 static void no_filter_and_over_max_are_refused(void **state) {
@@ -411,8 +433,8 @@ static void no_filter_and_over_max_are_refused(void **state) {
          "retry --help)\n",
          "retry", "4", "open", "--state", "error");
   EXPECT(c, 3, "",
-         "11 tasks match; cancel would cancel the ones not finished. Run again with --yes to do "
-         "it.\n",
+         "11 tasks match; cancel would cancel the ones not complete or cancelled. Run again with "
+         "--yes to do it.\n",
          "cancel", "--all");
   EXPECT(c, 2, "", "tasker retry: 6 tasks match, more than --max 5: nothing done\n", "retry",
          "--state", "error", "--max", "5", "--yes");
@@ -439,6 +461,7 @@ int main(void) {
       TEST(bad_values_name_the_flag_and_change_nothing),
       TEST(bulk_retry_counts_first_and_acts_with_yes),
       TEST(bulk_cancel_and_resolve),
+      TEST(tasks_in_error_are_cancelled_by_id_and_by_filter),
       TEST(no_filter_and_over_max_are_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,7 +4,7 @@
 # end with every task seen once, a bad cursor refused, bulk retry counted
 # without --yes (exit 3, nothing changed) and done with it (the failed
 # steps run again and succeed), bulk cancel, the no-filter and --max
-# refusals.
+# refusals, a task in error cancelled by id and by filter alike.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/pg.sh"
 pg_database cli_tasks
@@ -117,4 +117,15 @@ ids "the others stay in error" "9,8" --state error
 ids "the pending one was cancelled" "10" --state cancelled
 expect_eq "the open steps ran twice" \
   "$(pg_sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.name = 'open'")" 8
+
+# A task in error is cancelled however it is asked: by id, and by filter.
+run t cancel 9
+expect_rc "cancel of one task in error" 0
+run t cancel --state error --yes
+expect_rc "bulk cancel of the tasks in error" 0
+expect_eq "it cancels the one left" "$ERR" "1 task matched; 1 task cancelled"
+ids "both are cancelled" "10,9,8" --state cancelled
+run t cancel 1
+expect_rc "a complete task is not cancelled" 2
+expect_eq "saying so" "$ERR" "tasker cancel: task 1 is already complete"
 tap_done

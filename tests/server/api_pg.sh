@@ -85,6 +85,20 @@ expect_eq "bulk retry by filter" \
 expect_eq "the retried steps wait for their run" \
   "$(pg_sql "SELECT count(*) FROM steps WHERE name = 'load' AND state = 'waiting_for_retry'")" 2
 
+# Run the retried steps into error again: a task in error may be cancelled
+# by id and by filter alike, and its JSON says so.
+run t run --until-idle --workers 0
+expect_rc "run the retries" 0
+expect_eq "task 1 in error may be cancelled" "$(get /api/v1/tasks/1 | jq -c '[.state, .cancellable]')" \
+  '["error",true]'
+expect_eq "cancel task 1 by id" \
+  "$(curl -s -X POST -H 'X-Tasker-Request: 1' "$BASE/api/v1/tasks/1/cancel" | jq -r .task_state)" cancelled
+expect_eq "cancel the tasks in error by filter" \
+  "$(post cancel '{"filter": {"state": "error"}}' | jq -c '[.matched, .done, .failed]')" '[1,1,0]'
+expect_eq "both are cancelled, and say they may not be again" \
+  "$(get /api/v1/tasks/3 | jq -c '[.state, .cancellable]')/$(pg_sql "SELECT string_agg(id::text, ',' ORDER BY id) FROM tasks WHERE state = 'cancelled'")" \
+  '["cancelled",false]/1,3'
+
 kill -TERM "$SERVE"
 wait "$SERVE"
 RC=$?

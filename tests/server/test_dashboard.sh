@@ -170,6 +170,7 @@ has "task page: fetch's results" '<h3>fetch</h3><pre class="json">{
 }</pre>'
 expect_count "task page: the DAG's two edges" 'class="edge"' 2
 expect_count "task page: no error shown" 'flash-error' 0
+expect_count "task page: a complete task offers no cancel" '>Cancel task</button>' 0
 
 chrome failed "/failed"
 has "failed: the failed step listed" "<strong>charge</strong>"
@@ -191,6 +192,7 @@ chrome broken "/task/$BROKEN"
 has "broken task: the error as text" '&lt;script&gt;alert(1)&lt;/script&gt; card declined'
 expect_count "broken task: no script element from the error" '<script>alert' 0
 has "broken task: retry offered for the step in error" '>Retry</button>'
+has "broken task: cancel offered for a task in error (tasker cancel's rule)" '>Cancel task</button>'
 
 chrome overview "/"
 expect_count "overview: throughput and lateness charts" 'class="chart"' 2
