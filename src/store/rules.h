@@ -47,6 +47,12 @@ int tk__task_state_terminal(const char *to);
  * "cancellable"). */
 int tk__task_cancellable(const char *task_state);
 
+/* Whether `action` may apply to a task in `task_state` at all: cancel as
+ * tk__task_cancellable; retry and resolve (of a step) to any task but a
+ * cancelled one. tk__operator_plan refuses the rest, and a bulk action by
+ * filter passes over them. */
+int tk__task_operable(tk__operator_action action, const char *task_state);
+
 /* What an operator action changes, decided from the states before it. */
 typedef struct tk__op_plan {
   tk__operator_action action;

@@ -544,6 +544,8 @@ static void bulk_actions(void **state) {
   json_t *e = json_array_get(json_object_get(j, "errors"), 0);
   assert_int_equal(num(e, "task"), w->quick);
   assert_non_null(strstr(json_string_value(json_object_get(e, "message")), "no step in error"));
+  assert_string_equal(json_string_value(json_object_get(e, "reason")), "no_failed_step");
+  assert_int_equal(num(json_object_get(j, "refused"), "no_failed_step"), 1);
   json_decref(j);
   efx_sql_expect(w->f->db, "2", "SELECT count(*) FROM steps WHERE name = 'load' AND state = 'waiting_for_retry'");
 
@@ -606,6 +608,63 @@ static void bulk_actions(void **state) {
   efx_expect(w->f, fresh, "cancelled", NULL);
   efx_sql_expect(w->f->db, "0",
                  "SELECT count(*) FROM tasks WHERE state IN ('pending', 'in_progress')");
+}
+
+/* "Retry all matching" as the dashboard sends it (no task state: the
+ * failed list shows every task's steps in error) takes a task still in
+ * progress; a bulk answer counts every refusal by reason and lists the
+ * first 20 with task and step (issue 19). */
+static void bulk_retry_reaches_in_progress_and_reports_refusals(void **state) {
+  world *w = *state;
+  efx_template(w->f, "name = \"par\"\nversion = \"1\"\n" EFX_STEP("bad")
+                     "handler = { kind = \"builtin\", name = \"fail\", permanent = true }\n"
+                     "retry = { max_attempts = 1 }\n" EFX_STEP("slow")
+                     "handler = { kind = \"builtin\", name = \"fail\", times = 100 }\n"
+                     "retry = { max_attempts = 5 }\n");
+  int64_t par = efx_submit(w->f, "par", NULL);
+  efx_tick(w->f);
+  efx_expect(w->f, par, "in_progress", "bad", "error", "slow", "waiting_for_retry", NULL);
+  api_resp r = api_request("POST", URL(w, "/api/v1/actions/retry"),
+                           "{\"filter\": {\"template\": \"par\"}, \"max\": 1000}", -1, post_h);
+  json_t *j = api_expect_json(&r, 200);
+  assert_int_equal(num(j, "matched"), 1);
+  assert_int_equal(num(j, "done"), 1);
+  assert_int_equal(num(j, "failed"), 0);
+  json_decref(j);
+  efx_expect(w->f, par, "in_progress", "bad", "waiting_for_retry", NULL);
+
+  /* The task again (no step in error now), and 24 that do not exist. */
+  char body[512];
+  int len = snprintf(body, sizeof body, "{\"tasks\": [%lld", (long long)par);
+  for (int i = 1; i <= 24; i++) len += snprintf(body + len, sizeof body - len, ", %d", 900000 + i);
+  snprintf(body + len, sizeof body - len, "]}");
+  char *before = efx_snapshot(w->f->db);
+  r = api_request("POST", URL(w, "/api/v1/actions/retry"), body, -1, post_h);
+  j = api_expect_json(&r, 200);
+  efx_unchanged(w->f->db, before);
+  assert_int_equal(num(j, "matched"), 25);
+  assert_int_equal(num(j, "failed"), 25);
+  json_t *refused = json_object_get(j, "refused");
+  assert_int_equal(num(refused, "no_failed_step"), 1);
+  assert_int_equal(num(refused, "not_found"), 24);
+  assert_int_equal(num(refused, "state"), 0);
+  json_t *errors = json_object_get(j, "errors");
+  assert_int_equal(json_array_size(errors), 20);
+  json_t *e = json_array_get(errors, 19);
+  assert_int_equal(num(e, "task"), 900019);
+  assert_true(json_is_null(json_object_get(e, "step")));
+  assert_string_equal(json_string_value(json_object_get(e, "reason")), "not_found");
+  json_decref(j);
+  /* A step listed by name: a refusal names it. */
+  snprintf(body, sizeof body, "{\"steps\": [{\"task\": %lld, \"step\": \"slow\"}]}",
+           (long long)par);
+  r = api_request("POST", URL(w, "/api/v1/actions/retry"), body, -1, post_h);
+  j = api_expect_json(&r, 200);
+  e = json_array_get(json_object_get(j, "errors"), 0);
+  assert_string_equal(json_string_value(json_object_get(e, "step")), "slow");
+  assert_string_equal(json_string_value(json_object_get(e, "reason")), "state");
+  assert_int_equal(num(json_object_get(j, "refused"), "state"), 1);
+  json_decref(j);
 }
 
 /* ---- the token, the listen address ------------------------------------- */
@@ -865,6 +924,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(submit, setup, teardown),
       cmocka_unit_test_setup_teardown(one_actions, setup, teardown),
       cmocka_unit_test_setup_teardown(bulk_actions, setup, teardown),
+      cmocka_unit_test_setup_teardown(bulk_retry_reaches_in_progress_and_reports_refusals, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(token_required, setup, teardown),
       cmocka_unit_test_setup_teardown(listen_addresses, setup, teardown),
       cmocka_unit_test_setup_teardown(status_snapshot_refreshes, setup, teardown),

@@ -216,5 +216,27 @@ has "template: transform's own retry setting" '<td>4 attempts</td>'
 has "template: its definition, as JSON" '"name": "transform",'
 expect_count "template: no error shown" 'flash-error' 0
 
+# "Retry all matching" sends the failed list's filters and no task state
+# (the list shows steps in error of tasks in any state), and "all" only
+# when there is no filter: the dashboard's own code, run by chromium on a
+# page of its own.
+A=$TK_TOP/src/server/assets
+cat >"$W/matching.html" <<HTML
+<!doctype html><html><body>
+<script src="file://$A/dom.js"></script>
+<script src="file://$A/views.js"></script>
+<script src="file://$A/failed.js"></script>
+<script>
+document.body.textContent = 'RESULT' + JSON.stringify([TK.matchingBody({}, 1000),
+  TK.matchingBody({ template: 'etl', q: 'boom' }, 1000)]) + 'END';
+</script></body></html>
+HTML
+$LIMIT "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$W/chrome" \
+  --allow-file-access-from-files --dump-dom "file://$W/matching.html" >"$W/matching.out" 2>"$W/matching.err"
+got=$(sed -n 's/.*RESULT\(.*\)END.*/\1/p' "$W/matching.out")
+want='[{"filter":{},"max":1000,"all":true},{"filter":{"template":"etl","q":"boom"},"max":1000}]'
+if [ "$got" = "$want" ]; then tap_ok "retry all matching: all only without filters, no task state"
+else tap_fail "retry all matching: all only without filters, no task state" "got $got, want $want"; fi
+
 echo "# screenshots: $SHOTS/{task,failed,tasks,broken,overview,backoff,templates,template}.png"
 tap_done
