@@ -3,13 +3,15 @@
  * (DESIGN §3), the store-wide status, why a step is not running, and the
  * template list. Backends return typed rows (store.h); this file turns
  * them into the documented JSON (docs/cli.md). */
-#include "engine/engine_internal.h"
+#include "ops/ops_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <tasker/duration.h>
+#include <tasker/engine.h>
+#include <tasker/workflow.h>
 
 #include "core/civil.h"
 #include "store/rules.h"

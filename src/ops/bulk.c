@@ -2,7 +2,7 @@
  * names, each action its own transaction (tk_task_operate), every refusal
  * counted by reason and the first TK_BULK_KEPT kept with their task and
  * step. Which tasks an action applies to is store/rules.c's. */
-#include "engine/query_internal.h"
+#include "ops/ops_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

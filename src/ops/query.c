@@ -2,8 +2,8 @@
  * filter checked and turned into the store's query, pages of tasks and
  * steps as JSON (docs/api.md), and recent activity (bulk actions are
  * bulk.c). Backends return typed rows (store.h); the JSON is made
- * here, as engine/report.c makes the reports'. */
-#include "engine/query_internal.h"
+ * here, as report.c makes the reports'. */
+#include "ops/ops_internal.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -1,7 +1,11 @@
-/* What the operator's lists and bulk actions share (query.c, bulk.c): a
- * filter as the store reads it. */
-#ifndef TASKER_ENGINE_QUERY_INTERNAL_H
-#define TASKER_ENGINE_QUERY_INTERNAL_H
+/* The operator layer's own header (src/ops/: what operators ask and do,
+ * shared by the CLI and the server, above workflow/ and engine/; DESIGN
+ * §12): what its lists, reports and bulk actions share. It reads the store
+ * through store.h and makes JSON; nothing here reaches into the engine. */
+#ifndef TASKER_OPS_INTERNAL_H
+#define TASKER_OPS_INTERNAL_H
+
+#include <jansson.h>
 
 #include <tasker/query.h>
 
