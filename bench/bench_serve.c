@@ -141,7 +141,7 @@ static void task_path(int i, char *buf, size_t len) {
 }
 
 /* Pages deep in the list: a next_cursor is the id of the last row of the
- * page before (src/engine/query.c), so any id is the cursor of some page. */
+ * page before (src/ops/query.c), so any id is the cursor of some page. */
 static void deep_page(int i, char *buf, size_t len) {
   int pages = tasks_total / 50 > 1 ? tasks_total / 50 - 1 : 1;
   snprintf(buf, len, "/api/v1/tasks?limit=50&cursor=%d", tasks_total - 50 * (1 + (i * 37) % pages));

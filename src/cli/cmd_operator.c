@@ -36,36 +36,65 @@ const char cmd_resolve_usage[] =
 const char cmd_cancel_usage[] =
     "usage: tasker cancel TASK\n"
     "       tasker cancel " BULK_USAGE
-    "Cancel every unfinished step of the task.\n" BULK_HELP
-    "A matching task that has not finished is cancelled.\n";
+    "Cancel a task that is not complete or cancelled (pending, in progress or in error):\n"
+    "its unfinished steps are cancelled, its steps in error stay so.\n" BULK_HELP
+    "A matching task that is not complete or cancelled is cancelled.\n";
 
 enum { O_MAX = CLI_F_N, O_YES, O_ALL, O_N };
 
-/* What each action does to one matching task, as the counts print it. */
+/* What each action does, as the counts print it. */
 static const struct {
-  const char *would; /* "N tasks match; CMD would ..." */
+  const char *would; /* "N tasks match; CMD would WOULD their M failed steps" */
   const char *unit;  /* "N tasks matched; M UNITs DID" */
   const char *did;
 } words[] = {
-    [TK_OP_RETRY] = {"give their failed steps fresh attempts", "failed step",
-                     "will be retried now"},
-    [TK_OP_RESOLVE] = {"mark their failed steps resolved by hand", "failed step",
-                       "resolved manually"},
-    [TK_OP_CANCEL] = {"cancel the ones not finished", "task", "cancelled"},
+    [TK_OP_RETRY] = {"give fresh attempts to", "failed step", "will be retried now"},
+    [TK_OP_RESOLVE] = {"mark resolved by hand", "failed step", "resolved manually"},
+    [TK_OP_CANCEL] = {NULL, "task", "cancelled"},
 };
 
 static const char *plural(int64_t n) { return n == 1 ? "" : "s"; }
 
-/* --json: {"action", "confirmed", "matched", "done", "failed", "first_error"} */
-static void print_bulk_json(const char *cmd, int confirmed, const tk_bulk_result *r,
-                            const char *first_error) {
-  json_t *v = json_pack("{s:s, s:b, s:I, s:I, s:I, s:s?}", "action", cmd, "confirmed", confirmed,
-                        "matched", (json_int_t)r->tasks, "done", (json_int_t)r->done, "failed",
-                        (json_int_t)r->failed, "first_error", first_error);
-  char *text = v ? json_dumps(v, JSON_PRESERVE_ORDER) : NULL;
-  puts(text ? text : "null");
+/* --json: {"action", "confirmed"} and the result's JSON (docs/cli.md). */
+static int print_bulk_json(const char *cmd, int confirmed, const tk_bulk_result *r) {
+  char *text;
+  tk_err err;
+  if (tk_bulk_result_json(r, &text, &err) != 0) {
+    cli_error(cmd, "%s", err.msg);
+    return CLI_EXIT_FAILURE;
+  }
+  json_t *v = json_pack("{s:s, s:b}", "action", cmd, "confirmed", confirmed);
+  json_t *res = json_loads(text, 0, NULL);
   free(text);
+  if (v && res) json_object_update(v, res);
+  text = v && res ? json_dumps(v, JSON_PRESERVE_ORDER) : NULL;
+  json_decref(res);
   json_decref(v);
+  if (text == NULL) {
+    cli_error(cmd, "out of memory");
+    return CLI_EXIT_FAILURE;
+  }
+  puts(text);
+  free(text);
+  return 0;
+}
+
+/* The refusals: counts by reason on the summary line, then the kept ones
+ * with their task and step, one a line. */
+static void print_refusals(const tk_bulk_result *r) {
+  fprintf(stderr, "; %lld refused (", (long long)r->failed);
+  for (int k = 0, n = 0; k < TK_BULK_REASONS; k++)
+    if (r->refused[k])
+      fprintf(stderr, "%s%s: %lld", n++ ? ", " : "", tk_bulk_reason_name((tk_bulk_reason)k),
+              (long long)r->refused[k]);
+  fputs(")\n", stderr);
+  for (int i = 0; i < r->kept; i++) {
+    const tk_bulk_refusal *f = &r->first[i];
+    fprintf(stderr, "  task %lld%s%s: %s\n", (long long)f->task, f->step ? ", step " : "",
+            f->step ? f->step : "", f->message);
+  }
+  if (r->failed > r->kept)
+    fprintf(stderr, "  (and %lld more)\n", (long long)(r->failed - r->kept));
 }
 
 /* The bulk form on an open store: count, then act when confirmed. */
@@ -76,15 +105,20 @@ static int bulk_on(const char *cmd, cli_globals *g, const cli_opt *o, tk_store *
   tk_task_filter f;
   int any, rc;
   if ((rc = cli_task_filter(cmd, o, now, &f, &any))) return rc;
-  if (!any && !o[O_ALL].seen) {
+  f.all = o[O_ALL].seen;
+  tk_err err;
+  /* The library's rule, in the flags' words (the filter itself was
+   * checked flag by flag above). */
+  if (tk_bulk_filter_check(&f, &err) != 0) {
     cli_error(cmd, "no filter: that would act on every task; choose tasks with --state, "
                    "--template, --since or --error, or give --all");
     return CLI_EXIT_USAGE;
   }
   if (o[O_MAX].seen && (rc = cli_int(cmd, &o[O_MAX], 1, INT64_MAX, &max))) return rc;
-  tk_bulk_result r = {0, 0, 0};
-  tk_err err;
-  if (tk_tasks_count(s, &f, &r.tasks, &err) != 0) {
+  tk_bulk_result r;
+  memset(&r, 0, sizeof r);
+  int64_t actions;
+  if (tk_tasks_preview(s, a, &f, &r.tasks, &actions, &err) != 0) {
     cli_error(cmd, "%s", err.msg);
     return CLI_EXIT_FAILURE;
   }
@@ -94,27 +128,35 @@ static int bulk_on(const char *cmd, cli_globals *g, const cli_opt *o, tk_store *
     return CLI_EXIT_USAGE;
   }
   if (!o[O_YES].seen) {
-    if (g->json) print_bulk_json(cmd, 0, &r, NULL);
-    else if (r.tasks == 0) fprintf(stderr, "no tasks match; nothing to do\n");
+    if (g->json) return print_bulk_json(cmd, 0, &r) ? CLI_EXIT_FAILURE : CLI_EXIT_UNCONFIRMED;
+    if (r.tasks == 0) fprintf(stderr, "no tasks match; nothing to do\n");
+    else if (a == TK_OP_CANCEL)
+      fprintf(stderr, "%lld task%s match%s; cancel would cancel %s. Run again with --yes to do "
+              "it.\n", (long long)r.tasks, plural(r.tasks), r.tasks == 1 ? "es" : "",
+              r.tasks == 1 ? "it" : "them");
     else
-      fprintf(stderr, "%lld task%s match%s; %s would %s. Run again with --yes to do it.\n",
-              (long long)r.tasks, plural(r.tasks), r.tasks == 1 ? "es" : "", cmd, words[a].would);
+      fprintf(stderr, "%lld task%s match%s; %s would %s their %lld failed step%s. Run again with "
+              "--yes to do it.\n", (long long)r.tasks, plural(r.tasks), r.tasks == 1 ? "es" : "",
+              cmd, words[a].would, (long long)actions, plural(actions));
     return CLI_EXIT_UNCONFIRMED;
   }
-  if (tk_tasks_operate(s, a, &f, max, now, &r, &err) != 0) {
+  rc = tk_tasks_operate(s, a, &f, max, now, &r, &err);
+  if (rc != 0) {
     cli_error(cmd, "%s", err.msg);
-    return err.code == TK_ERANGE ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+    tk_bulk_result_free(&r);
+    return rc == TK_ERANGE ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
   }
   if (g->json) {
-    print_bulk_json(cmd, 1, &r, r.failed ? err.msg : NULL);
+    rc = print_bulk_json(cmd, 1, &r);
   } else {
     fprintf(stderr, "%lld task%s matched; %lld %s%s %s", (long long)r.tasks, plural(r.tasks),
             (long long)r.done, words[a].unit, plural(r.done), words[a].did);
-    if (r.failed)
-      fprintf(stderr, "; %lld refused, the first: %s", (long long)r.failed, err.msg);
-    fputc('\n', stderr);
+    if (r.failed) print_refusals(&r);
+    else fputc('\n', stderr);
   }
-  return r.failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+  int failed = r.failed > 0;
+  tk_bulk_result_free(&r);
+  return rc ? rc : failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
 
 /* The one-task form on an open store. */

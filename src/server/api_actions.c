@@ -10,9 +10,6 @@
 
 #include <jansson.h>
 
-#include "store/store.h"
-
-#define BULK_ERRORS_MAX 100
 
 static int64_t now(const tk_server *s) { return tk_clock_now(&s->clock); }
 
@@ -52,89 +49,19 @@ static void one_action(tk_server *s, const tk__route *r, tk__response *out) {
   tk__respond_json_value(out, 200, j);
 }
 
-/* What a bulk request did so far. */
-typedef struct bulk {
-  int64_t matched, done, failed;
-  json_t *errors;
-} bulk;
-
-/* Count a refused action and keep its message (the first 100). */
-static void refused(bulk *b, int64_t task, const char *step, const char *msg) {
-  b->failed++;
-  if (json_array_size(b->errors) >= BULK_ERRORS_MAX) return;
-  json_t *e = json_pack("{s:I, s:s?, s:s}", "task", (json_int_t)task, "step", step, "message", msg);
-  json_array_append_new(b->errors, e);
+/* The targets of a list body (tasks, or steps), as the library takes
+ * them; NULL when out of memory. */
+static tk_bulk_target *targets_of(const tk__bulk_body *b) {
+  tk_bulk_target *t = calloc(b->n ? b->n : 1, sizeof *t);
+  for (size_t i = 0; t && i < b->n; i++)
+    t[i] = b->kind == TK__BULK_STEPS ? (tk_bulk_target){b->steps[i].task, b->steps[i].step}
+                                     : (tk_bulk_target){b->tasks[i], NULL};
+  return t;
 }
 
-/* Apply the action to one step (or, for cancel, the task). 1 when it
- * failed for a reason that is not the state of one task (the store). */
-static int act(tk_server *s, tk_operator_action a, int64_t task, const char *step, bulk *b) {
-  tk_err err;
-  int rc = tk_task_operate(s->store, a, task, step, now(s), NULL, &err);
-  if (rc == 0) {
-    b->done++;
-    return 0;
-  }
-  refused(b, task, step, tk_err_message(&err));
-  return rc != TK_ENOENT && rc != TK_ESTATE && rc != TK_EINVAL;
-}
-
-/* Retry or resolve every step of task `id` that is in error. */
-static int act_on_task_steps(tk_server *s, tk_operator_action a, int64_t id, bulk *b) {
-  tk__task_report rep;
-  tk_err err;
-  int rc = s->store->ops->task_report(s->store, id, &rep, &err);
-  if (rc != 0) {
-    refused(b, id, NULL, tk_err_message(&err));
-    return rc != TK_ENOENT;
-  }
-  int acted = 0, fatal = 0;
-  for (int i = 0; i < rep.nsteps && !fatal; i++) {
-    if (strcmp(rep.steps[i].state, TK__STEP_ERROR) != 0) continue;
-    acted++;
-    fatal = act(s, a, id, rep.steps[i].name, b);
-  }
-  if (acted == 0) {
-    char msg[128];
-    snprintf(msg, sizeof msg, "task %lld has no step in error to %s", (long long)id,
-             tk__action_name(a));
-    refused(b, id, NULL, msg);
-  }
-  tk__task_report_free(&rep);
-  return fatal;
-}
-
-/* Bulk by filter: tk_tasks_operate counts first and acts on nothing when
- * more than max match. */
-static void bulk_filter(tk_server *s, tk_operator_action a, tk__bulk_body *body, bulk *b,
-                        tk__response *out) {
-  tk__api_error e;
-  if (tk__filter_resolve(&body->filter, now(s), "state", &e) != 0) {
-    tk__respond_error(out, &e);
-    return;
-  }
-  tk_bulk_result res = {0};
-  tk_err err;
-  tk_err_clear(&err);
-  int rc = tk_tasks_operate(s->store, a, &body->filter.filter, body->max, now(s), &res, &err);
-  if (rc == TK_ERANGE) {
-    tk__api_fail(&e, 409, "conflict", "max", "%s", tk_err_message(&err));
-    tk__respond_error(out, &e);
-    return;
-  }
-  if (rc != 0) {
-    tk__respond_tk_error(s, out, &err, NULL);
-    return;
-  }
-  b->matched = res.tasks;
-  b->done = res.done;
-  b->failed = res.failed;
-  if (res.failed > 0) {
-    json_t *first = json_pack("{s:n, s:n, s:s}", "task", "step", "message", tk_err_message(&err));
-    json_array_append_new(b->errors, first);
-  }
-}
-
+/* POST /api/v1/actions/ACTION: by filter (tk_tasks_operate, which acts on
+ * nothing when more than max match) or by list (tk_bulk_operate); the
+ * answer is the library's result (tk_bulk_result_json). */
 static void bulk_action(tk_server *s, const tk__route *r, const char *body, size_t len,
                         tk__response *out) {
   tk__bulk_body bb;
@@ -143,27 +70,39 @@ static void bulk_action(tk_server *s, const tk__route *r, const char *body, size
     tk__respond_error(out, &e);
     return;
   }
-  bulk b = {.errors = json_array()};
-  int fatal = 0;
-  out->body = NULL;
+  tk_bulk_result res;
+  memset(&res, 0, sizeof res);
+  tk_err err;
+  tk_err_clear(&err);
+  int rc;
   if (bb.kind == TK__BULK_FILTER) {
-    bulk_filter(s, r->action, &bb, &b, out);
-  } else if (bb.kind == TK__BULK_STEPS) {
-    b.matched = (int64_t)bb.n;
-    for (size_t i = 0; i < bb.n && !fatal; i++)
-      fatal = act(s, r->action, bb.steps[i].task, bb.steps[i].step, &b);
+    if (tk__filter_resolve(&bb.filter, now(s), "state", &e) != 0) {
+      tk__respond_error(out, &e);
+      goto done;
+    }
+    if (tk_bulk_filter_check(&bb.filter.filter, &err) != 0) {
+      tk__api_fail(&e, 400, "bad_filter", "filter", "%s (\"all\": true)", tk_err_message(&err));
+      tk__respond_error(out, &e);
+      goto done;
+    }
+    rc = tk_tasks_operate(s->store, r->action, &bb.filter.filter, bb.max, now(s), &res, &err);
   } else {
-    b.matched = (int64_t)bb.n;
-    for (size_t i = 0; i < bb.n && !fatal; i++)
-      fatal = r->action == TK_OP_CANCEL ? act(s, r->action, bb.tasks[i], NULL, &b)
-                                        : act_on_task_steps(s, r->action, bb.tasks[i], &b);
+    tk_bulk_target *t = targets_of(&bb);
+    rc = t ? tk_bulk_operate(s->store, r->action, t, bb.n, now(s), &res, &err)
+           : tk_err_set(&err, TK_ENOMEM, "out of memory");
+    free(t);
   }
-  if (out->body == NULL) { /* no error answered */
-    json_t *j = json_pack("{s:I, s:I, s:I, s:O}", "matched", (json_int_t)b.matched, "done",
-                          (json_int_t)b.done, "failed", (json_int_t)b.failed, "errors", b.errors);
-    tk__respond_json_value(out, 200, j);
+  char *json;
+  if (rc == TK_ERANGE) {
+    tk__api_fail(&e, 409, "conflict", "max", "%s", tk_err_message(&err));
+    tk__respond_error(out, &e);
+  } else if (rc != 0 || tk_bulk_result_json(&res, &json, &err) != 0) {
+    tk__respond_tk_error(s, out, &err, NULL);
+  } else {
+    tk__respond_json(out, 200, json);
   }
-  json_decref(b.errors);
+done:
+  tk_bulk_result_free(&res);
   tk__bulk_body_free(&bb);
 }
 

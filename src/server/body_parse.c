@@ -198,13 +198,14 @@ static int parse_filter(json_t *v, tk__bulk_body *out, tk__api_error *e) {
 
 int tk__bulk_body_parse(const char *body, size_t len, tk_operator_action action,
                         tk__bulk_body *out, tk__api_error *e) {
-  static const char *const members[] = {"tasks", "steps", "filter", "max", NULL};
+  static const char *const members[] = {"tasks", "steps", "filter", "max", "all", NULL};
   memset(out, 0, sizeof *out);
   out->max = 1000;
   if (load_object(body, len, &out->root, e) != 0) return -1;
   json_t *tasks = json_object_get(out->root, "tasks"), *steps = json_object_get(out->root, "steps"),
-         *filter = json_object_get(out->root, "filter"), *max = json_object_get(out->root, "max");
-  int rc = only(out->root, "body", members, "tasks, steps or filter (with max)", e);
+         *filter = json_object_get(out->root, "filter"), *max = json_object_get(out->root, "max"),
+         *all = json_object_get(out->root, "all");
+  int rc = only(out->root, "body", members, "tasks, steps or filter (with max and all)", e);
   if (rc == 0 && (tasks != NULL) + (steps != NULL) + (filter != NULL) != 1)
     rc = tk__api_fail(e, 400, "bad_request", NULL,
                       "the body names %s: expected exactly one of tasks, steps and filter",
@@ -216,6 +217,11 @@ int tk__bulk_body_parse(const char *body, size_t len, tk_operator_action action,
       (!json_is_integer(max) || json_integer_value(max) < 1 || json_integer_value(max) > 1000000))
     rc = tk__api_fail(e, 400, "bad_request", "max", "max: %s: expected an integer from 1 to 1000000",
                       json_is_integer(max) ? "out of range" : type_name(max));
+  if (rc == 0 && all != NULL && filter == NULL)
+    rc = tk__api_fail(e, 400, "bad_request", "all", "all applies to a filter only");
+  if (rc == 0 && all != NULL && !json_is_boolean(all))
+    rc = tk__api_fail(e, 400, "bad_request", "all", "all: %s: expected true or false",
+                      type_name(all));
   if (rc == 0 && steps != NULL && action == TK_OP_CANCEL)
     rc = tk__api_fail(e, 400, "bad_request", "steps",
                       "steps: cancel acts on whole tasks: give tasks or a filter");
@@ -228,6 +234,7 @@ int tk__bulk_body_parse(const char *body, size_t len, tk_operator_action action,
   } else if (rc == 0) {
     out->kind = TK__BULK_FILTER;
     if (max != NULL) out->max = json_integer_value(max);
+    out->filter.filter.all = json_is_true(all);
     rc = parse_filter(filter, out, e);
   }
   if (rc != 0) tk__bulk_body_free(out);

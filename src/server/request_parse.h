@@ -155,7 +155,8 @@ typedef struct tk__bulk_step {
 } tk__bulk_step;
 
 /* POST /api/v1/actions/ACTION: exactly one of "tasks", "steps" (retry and
- * resolve only), "filter" (with "max", default 1000). */
+ * resolve only), "filter" (with "max", default 1000, and "all", a boolean
+ * into filter.filter.all). */
 typedef struct tk__bulk_body {
   json_t *root;
   tk__bulk_kind kind;

@@ -45,12 +45,21 @@ int tk__task_state_terminal(const char *to) {
   return eq(to, TK__TASK_COMPLETE) || eq(to, TK__TASK_ERROR) || eq(to, TK__TASK_CANCELLED);
 }
 
+int tk__task_cancellable(const char *task_state) {
+  return !eq(task_state, TK__TASK_COMPLETE) && !eq(task_state, TK__TASK_CANCELLED);
+}
+
+int tk__task_operable(tk__operator_action action, const char *task_state) {
+  return action == TK__OP_CANCEL ? tk__task_cancellable(task_state)
+                                 : !eq(task_state, TK__TASK_CANCELLED);
+}
+
 int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *task_state,
                       const char *step, const char *step_state, tk__op_plan *plan, tk_err *err) {
   memset(plan, 0, sizeof *plan);
   plan->action = action;
   if (action == TK__OP_CANCEL) {
-    if (eq(task_state, TK__TASK_COMPLETE) || eq(task_state, TK__TASK_CANCELLED))
+    if (!tk__task_cancellable(task_state))
       return tk_err_set(err, TK_ESTATE, "task %lld is already %s", (long long)task_id,
                         task_state);
     plan->cancel_task = 1;
@@ -58,7 +67,7 @@ int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *t
     plan->step_reason = TK__REASON_TASK_CANCELLED;
     return 0;
   }
-  if (eq(task_state, TK__TASK_CANCELLED))
+  if (!tk__task_operable(action, task_state))
     return tk_err_set(err, TK_ESTATE, "task %lld is cancelled", (long long)task_id);
   int in_error = eq(step_state, TK__STEP_ERROR);
   if (action == TK__OP_RETRY) {

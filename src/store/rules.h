@@ -39,6 +39,20 @@ const char *tk__settle(const tk__task_counts *c, int can_progress, const char **
 /* Whether `to` is a terminal task state (finished_at is set). */
 int tk__task_state_terminal(const char *to);
 
+/* Whether an operator may cancel a task in `task_state`: every state but
+ * complete and cancelled. A task in error is finished but not closed (a
+ * retry or resolve of its failed step resumes it); cancelling it closes
+ * it for good. The one rule behind `tasker cancel` (one task or by
+ * filter), the API and the dashboard's button (the task JSON's
+ * "cancellable"). */
+int tk__task_cancellable(const char *task_state);
+
+/* Whether `action` may apply to a task in `task_state` at all: cancel as
+ * tk__task_cancellable; retry and resolve (of a step) to any task but a
+ * cancelled one. tk__operator_plan refuses the rest, and a bulk action by
+ * filter passes over them. */
+int tk__task_operable(tk__operator_action action, const char *task_state);
+
 /* What an operator action changes, decided from the states before it. */
 typedef struct tk__op_plan {
   tk__operator_action action;

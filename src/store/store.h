@@ -4,7 +4,7 @@
  * machine (which state comes next, operator preconditions and their
  * messages, transition reasons) live in store/rules.h, which every backend
  * calls. Reports come back as typed rows; JSON is built in one place
- * (engine/report.c).
+ * (ops/report.c).
  *
  * Conventions for every operation: returns 0 or a negative TK_E* code with
  * a message in err; each operation that changes state is one transaction
@@ -353,7 +353,7 @@ typedef struct tk__status_report {
   int ncounters;
 } tk__status_report;
 
-/* Which tasks a list reads (engine/query.c fills it from a tk_task_filter).
+/* Which tasks a list reads (ops/query.c fills it from a tk_task_filter).
  * Every member may be zero/NULL: no condition. */
 typedef struct tk__task_query {
   const char *state;            /* a task state */
@@ -511,7 +511,7 @@ typedef struct tk__store_ops {
   int (*operator)(tk_store *s, tk__operator_action action, int64_t task_id, const char *step,
                   int64_t now, tk__effects *fx, tk_err *err);
 
-  /* Reports, as typed rows (engine/report.c makes them JSON). */
+  /* Reports, as typed rows (ops/report.c makes them JSON). */
   int (*task_report)(tk_store *s, int64_t task_id, tk__task_report *out, tk_err *err);
   int (*status)(tk_store *s, int64_t now, tk__status_report *out, tk_err *err);
   /* A file descriptor that becomes readable when another connection may

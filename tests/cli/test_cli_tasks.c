@@ -342,17 +342,17 @@ static void bulk_retry_counts_first_and_acts_with_yes(void **state) {
   cli *c = *state;
   char *before = efx_snapshot(c->db);
   EXPECT(c, 3, "",
-         "4 tasks match; retry would give their failed steps fresh attempts. Run again with --yes "
-         "to do it.\n",
+         "4 tasks match; retry would give fresh attempts to their 4 failed steps. Run again with "
+         "--yes to do it.\n",
          "retry", "--state", "error", "--template", "gate");
   EXPECT(c, 3,
          "{\"action\": \"retry\", \"confirmed\": false, \"matched\": 4, \"done\": 0, \"failed\": "
-         "0, \"first_error\": null}\n",
+         "0, \"refused\": {\"state\": 0, \"not_found\": 0, \"no_failed_step\": 0}, \"errors\": "
+         "[]}\n",
          "", "retry", "--state", "error", "--template", "gate", "--json");
-  EXPECT(c, 3, "",
-         "1 task matches; retry would give their failed steps fresh attempts. Run again with "
-         "--yes to do it.\n",
-         "retry", "--state", "pending", "--since", "1h", "--max", "1");
+  /* A task without a failed step is not one retry takes. */
+  EXPECT(c, 3, "", "no tasks match; nothing to do\n", "retry", "--state", "pending", "--since",
+         "1h", "--max", "1");
   efx_unchanged(c->db, before);
 
   /* Open the gate: the retried steps now succeed. */
@@ -369,7 +369,7 @@ static void bulk_retry_counts_first_and_acts_with_yes(void **state) {
   /* Nothing left in error under that filter: nothing to do. */
   EXPECT(c, 0,
          "{\"action\": \"retry\", \"confirmed\": true, \"matched\": 0, \"done\": 0, \"failed\": 0, "
-         "\"first_error\": null}\n",
+         "\"refused\": {\"state\": 0, \"not_found\": 0, \"no_failed_step\": 0}, \"errors\": []}\n",
          "", "retry", "--state", "error", "--template", "gate", "--yes", "--json");
 }
 
@@ -377,8 +377,7 @@ static void bulk_cancel_and_resolve(void **state) {
   cli *c = *state;
   char *before = efx_snapshot(c->db);
   EXPECT(c, 3, "",
-         "1 task matches; cancel would cancel the ones not finished. Run again with --yes to do "
-         "it.\n",
+         "1 task matches; cancel would cancel it. Run again with --yes to do it.\n",
          "cancel", "--state", "pending");
   EXPECT(c, 3, "", "no tasks match; nothing to do\n", "cancel", "--template", "nosuch");
   efx_unchanged(c->db, before);
@@ -390,6 +389,56 @@ static void bulk_cancel_and_resolve(void **state) {
                  "SELECT state FROM steps WHERE task_id IN (8, 9)");
   RUN_OK(c, "run", "--until-idle", "--workers", "1");
   IDS(c, "9,8,3,2,1", "--state", "complete");
+}
+
+/* One rule for cancelling a task in error, however it is asked (issue 19:
+ * by id it was cancelled, by filter passed over): it is cancelled; a
+ * complete one is not. */
+static void tasks_in_error_are_cancelled_by_id_and_by_filter(void **state) {
+  cli *c = *state;
+  EXPECT(c, 3, "",
+         "4 tasks match; cancel would cancel them. Run again with --yes to do it.\n",
+         "cancel", "--state", "error", "--template", "gate");
+  EXPECT(c, 0, "", "4 tasks matched; 4 tasks cancelled\n", "cancel", "--state", "error",
+         "--template", "gate", "--yes");
+  IDS(c, "11,7,6,5,4", "--state", "cancelled");
+  /* Its failed step stays in error, and can no longer be retried. */
+  efx_sql_expect(c->db, "error", "SELECT state FROM steps WHERE task_id = 4 AND name = 'open'");
+  EXPECT(c, 2, "", "tasker retry: task 4 is cancelled\n", "retry", "4", "open");
+  EXPECT(c, 0, "", "task 8: cancelled; task is now cancelled\n", "cancel", "8");
+  EXPECT(c, 2, "", "tasker cancel: task 1 is already complete\n", "cancel", "1");
+  /* A complete task is not one cancel takes. */
+  EXPECT(c, 0, "", "0 tasks matched; 0 tasks cancelled\n", "cancel", "--template", "ok",
+         "--state", "complete", "--max", "5", "--yes");
+  IDS(c, "9", "--state", "error");
+}
+
+/* Every refusal is reported, by reason and with its task and step (issue
+ * 19). A trigger changes steps while the action runs, as another operator
+ * or orchestrator would: retrying task 7 (the first) moves task 6's step
+ * out of error and renames task 5's. */
+static void bulk_refusals_are_counted_by_reason_with_task_and_step(void **state) {
+  cli *c = *state;
+  sql_exec(c->db, "CREATE TRIGGER meanwhile AFTER UPDATE OF state ON steps"
+                  " WHEN NEW.task_id = 7 AND NEW.state = 'waiting_for_retry' BEGIN"
+                  " UPDATE steps SET state = 'waiting_for_retry' WHERE task_id = 6;"
+                  " UPDATE steps SET name = 'gone' WHERE task_id = 5 AND name = 'open'; END;"
+                  "CREATE TRIGGER meanwhile2 AFTER UPDATE OF state ON steps"
+                  " WHEN NEW.task_id = 9 AND NEW.state = 'waiting_for_retry' BEGIN"
+                  " UPDATE steps SET state = 'complete' WHERE task_id = 8; END;");
+  EXPECT(c, 1, "",
+         "4 tasks matched; 2 failed steps will be retried now; 2 refused (state: 1, not_found: "
+         "1)\n"
+         "  task 6, step open: step \"open\" of task 6 is waiting_for_retry: only a step in "
+         "error can be retried\n"
+         "  task 5, step open: task 5 has no step \"open\"\n",
+         "retry", "--template", "gate", "--yes");
+  EXPECT(c, 1,
+         "{\"action\": \"retry\", \"confirmed\": true, \"matched\": 2, \"done\": 1, \"failed\": "
+         "1, \"refused\": {\"state\": 1, \"not_found\": 0, \"no_failed_step\": 0}, \"errors\": "
+         "[{\"task\": 8, \"step\": \"s\", \"reason\": \"state\", \"message\": \"step \\\"s\\\" of "
+         "task 8 is complete: only a step in error can be retried\"}]}\n",
+         "", "retry", "--template", "boom", "--yes", "--json");
 }
 
 static void no_filter_and_over_max_are_refused(void **state) {
@@ -411,8 +460,7 @@ static void no_filter_and_over_max_are_refused(void **state) {
          "retry --help)\n",
          "retry", "4", "open", "--state", "error");
   EXPECT(c, 3, "",
-         "11 tasks match; cancel would cancel the ones not finished. Run again with --yes to do "
-         "it.\n",
+         "7 tasks match; cancel would cancel them. Run again with --yes to do it.\n",
          "cancel", "--all");
   EXPECT(c, 2, "", "tasker retry: 6 tasks match, more than --max 5: nothing done\n", "retry",
          "--state", "error", "--max", "5", "--yes");
@@ -439,6 +487,8 @@ int main(void) {
       TEST(bad_values_name_the_flag_and_change_nothing),
       TEST(bulk_retry_counts_first_and_acts_with_yes),
       TEST(bulk_cancel_and_resolve),
+      TEST(tasks_in_error_are_cancelled_by_id_and_by_filter),
+      TEST(bulk_refusals_are_counted_by_reason_with_task_and_step),
       TEST(no_filter_and_over_max_are_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

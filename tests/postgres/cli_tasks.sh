@@ -4,7 +4,8 @@
 # end with every task seen once, a bad cursor refused, bulk retry counted
 # without --yes (exit 3, nothing changed) and done with it (the failed
 # steps run again and succeed), bulk cancel, the no-filter and --max
-# refusals.
+# refusals, a task in error cancelled by id and by filter alike, every
+# refusal reported, a task in progress with a failed step retried.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/pg.sh"
 pg_database cli_tasks
@@ -94,7 +95,7 @@ before=$(states)
 run t retry --state error --template gate
 expect_rc "bulk retry without --yes exits 3" 3
 expect_eq "it says how many match" "$ERR" \
-  "4 tasks match; retry would give their failed steps fresh attempts. Run again with --yes to do it."
+  "4 tasks match; retry would give fresh attempts to their 4 failed steps. Run again with --yes to do it."
 expect_eq "and changes nothing" "$(states)" "$before"
 run t retry --state error --max 5
 expect_rc "more than --max is refused" 2
@@ -109,7 +110,7 @@ expect_rc "bulk retry with --yes" 0
 expect_eq "it says what it did" "$ERR" "4 tasks matched; 4 failed steps will be retried now"
 run t cancel --state pending --yes --json
 expect_eq "bulk cancel --json" "$OUT" \
-  '{"action": "cancel", "confirmed": true, "matched": 1, "done": 1, "failed": 0, "first_error": null}'
+  '{"action": "cancel", "confirmed": true, "matched": 1, "done": 1, "failed": 0, "refused": {"state": 0, "not_found": 0, "no_failed_step": 0}, "errors": []}'
 run t run --until-idle --workers 1
 expect_rc "the orchestrator ran the retried steps" 0
 ids "the gate's tasks are complete" "7,6,5,4,3,2,1" --state complete
@@ -117,4 +118,71 @@ ids "the others stay in error" "9,8" --state error
 ids "the pending one was cancelled" "10" --state cancelled
 expect_eq "the open steps ran twice" \
   "$(pg_sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.name = 'open'")" 8
+
+# A task in error is cancelled however it is asked: by id, and by filter.
+run t cancel 9
+expect_rc "cancel of one task in error" 0
+run t cancel --state error --yes
+expect_rc "bulk cancel of the tasks in error" 0
+expect_eq "it cancels the one left" "$ERR" "1 task matched; 1 task cancelled"
+ids "both are cancelled" "10,9,8" --state cancelled
+run t cancel 1
+expect_rc "a complete task is not cancelled" 2
+expect_eq "saying so" "$ERR" "tasker cancel: task 1 is already complete"
+# Every refusal is reported with its reason, task and step: a trigger
+# moves task 11's step out of error while task 12's is retried, as another
+# operator would (issue 19).
+t submit boom --count 2 >/dev/null
+run t run --until-idle --workers 1
+expect_rc "two more boom tasks fail" 0
+pg_sql "CREATE FUNCTION meanwhile() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN
+  UPDATE steps SET state = 'complete' WHERE task_id = 11; RETURN NULL; END \$\$;
+CREATE TRIGGER meanwhile AFTER UPDATE OF state ON steps FOR EACH ROW
+  WHEN (NEW.task_id = 12 AND NEW.state = 'waiting_for_retry') EXECUTE FUNCTION meanwhile();" >/dev/null
+run t retry --template boom --yes --json
+expect_rc "a refusal makes the exit status 1" 1
+expect_eq "the cancelled tasks are passed over; the refusal is reported" "$OUT" \
+  '{"action": "retry", "confirmed": true, "matched": 2, "done": 1, "failed": 1, "refused": {"state": 1, "not_found": 0, "no_failed_step": 0}, "errors": [{"task": 11, "step": "s", "reason": "state", "message": "step \"s\" of task 11 is complete: only a step in error can be retried"}]}'
+
+# A task still in progress with a step in error (another step waits an
+# hour for its retry) is taken by a filter that names no task state, as
+# the dashboard's "retry all matching" sends it.
+cat >>"$W/tasker.toml" <<'TOML'
+[backoff.profiles.slow]
+base = "1h"
+max_delay = "2h"
+TOML
+cat >"$W/par.toml" <<'TOML'
+name = "par"
+version = "1"
+[[steps]]
+name = "bad"
+handler = { kind = "builtin", name = "fail", permanent = true }
+retry = { max_attempts = 1 }
+[[steps]]
+name = "slow"
+handler = { kind = "builtin", name = "fail", times = 100 }
+retry = { max_attempts = 5, backoff = "slow" }
+TOML
+run t template add "$W/par.toml"
+expect_rc "template add par" 0
+run t submit par
+PAR=$OUT
+"$TASKER" --config "$W/tasker.toml" run --workers 2 2>"$W/run.err" &
+RUNNER=$!
+par_settled() {
+  [ "$(pg_sql "SELECT string_agg(name || ':' || state, ',' ORDER BY name) FROM steps WHERE task_id = $PAR")" = \
+    "bad:error,slow:waiting_for_retry" ]
+}
+wait_for "par: bad failed, slow waits for its retry" 30 par_settled
+kill -TERM "$RUNNER"
+wait "$RUNNER"
+expect_eq "the task is still in progress" "$(pg_sql "SELECT state FROM tasks WHERE id = $PAR")" in_progress
+run t retry --state error --template par
+expect_eq "not in state error: --state error does not take it" "$ERR" "no tasks match; nothing to do"
+run t retry --template par --yes
+expect_rc "bulk retry by template" 0
+expect_eq "it takes the task in progress" "$ERR" "1 task matched; 1 failed step will be retried now"
+expect_eq "its failed step waits for its run" \
+  "$(pg_sql "SELECT state FROM steps WHERE task_id = $PAR AND name = 'bad'")" waiting_for_retry
 tap_done

@@ -3,7 +3,7 @@
 # PostgreSQL store holding tasks in error (a step exhausted after its
 # retries) and complete answers the lists as on SQLite: filters, pages
 # followed by their cursors, the failed steps, the status, a bad cursor,
-# a bulk retry by filter. Needs TK_TEST_PG_URL.
+# a bulk retry by filter, an empty filter refused. Needs TK_TEST_PG_URL.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/pg.sh"
 pg_database api
@@ -73,11 +73,31 @@ expect_eq "failed steps" \
 null'
 expect_eq "a bad cursor" "$(get '/api/v1/tasks?cursor=x1' | jq -c '[.error.status, .error.code, .error.param]')" \
   '[400,"bad_cursor","cursor"]'
+post() { curl -s -X POST -H 'X-Tasker-Request: 1' -d "$2" "$BASE/api/v1/actions/$1"; }
+# No condition would reach every task: refused unless "all" is true.
+expect_eq "bulk cancel with an empty filter is refused" \
+  "$(post cancel '{"filter": {}}' | jq -c '[.error.status, .error.code, .error.param]')" \
+  '[400,"bad_filter","filter"]'
+expect_eq "nothing was cancelled" "$(pg_sql "SELECT count(*) FROM tasks WHERE state = 'cancelled'")" 0
 expect_eq "bulk retry by filter" \
   "$(curl -s -X POST -H 'X-Tasker-Request: 1' -d '{"filter": {"state": "error"}}' "$BASE/api/v1/actions/retry" |
      jq -c '[.matched, .done, .failed]')" '[2,2,0]'
 expect_eq "the retried steps wait for their run" \
   "$(pg_sql "SELECT count(*) FROM steps WHERE name = 'load' AND state = 'waiting_for_retry'")" 2
+
+# Run the retried steps into error again: a task in error may be cancelled
+# by id and by filter alike, and its JSON says so.
+run t run --until-idle --workers 0
+expect_rc "run the retries" 0
+expect_eq "task 1 in error may be cancelled" "$(get /api/v1/tasks/1 | jq -c '[.state, .cancellable]')" \
+  '["error",true]'
+expect_eq "cancel task 1 by id" \
+  "$(curl -s -X POST -H 'X-Tasker-Request: 1' "$BASE/api/v1/tasks/1/cancel" | jq -r .task_state)" cancelled
+expect_eq "cancel the tasks in error by filter" \
+  "$(post cancel '{"filter": {"state": "error"}}' | jq -c '[.matched, .done, .failed]')" '[1,1,0]'
+expect_eq "both are cancelled, and say they may not be again" \
+  "$(get /api/v1/tasks/3 | jq -c '[.state, .cancellable]')/$(pg_sql "SELECT string_agg(id::text, ',' ORDER BY id) FROM tasks WHERE state = 'cancelled'")" \
+  '["cancelled",false]/1,3'
 
 kill -TERM "$SERVE"
 wait "$SERVE"

@@ -421,6 +421,16 @@ static void bad_bodies(void **state) {
           "bad_request", "max", "max applies to a filter only");
   refused(w, "POST", "/api/v1/actions/frobnicate", "{}", post_h, 404, "not_found", "action",
           "expected retry, resolve or cancel");
+  /* A filter with no condition reaches every task: refused unless "all"
+   * is true (issue 19: this cancelled every unfinished task). */
+  refused(w, "POST", "/api/v1/actions/cancel", "{\"filter\": {}}", post_h, 400, "bad_filter",
+          "filter", "no filter: that would act on every task");
+  refused(w, "POST", "/api/v1/actions/retry", "{\"filter\": {}, \"all\": false}", post_h, 400,
+          "bad_filter", "filter", "\"all\": true");
+  refused(w, "POST", "/api/v1/actions/cancel", "{\"filter\": {}, \"all\": \"yes\"}", post_h, 400,
+          "bad_request", "all", "all: a string: expected true or false");
+  refused(w, "POST", "/api/v1/actions/cancel", "{\"tasks\": [1], \"all\": true}", post_h, 400,
+          "bad_request", "all", "all applies to a filter only");
   /* More tasks match than max: 409, and nothing is done. */
   refused(w, "POST", "/api/v1/actions/cancel", "{\"filter\": {\"state\": \"error\"}, \"max\": 1}",
           post_h, 409, "conflict", "max", "more than 1 tasks match");
@@ -549,6 +559,8 @@ static void bulk_actions(void **state) {
   json_t *e = json_array_get(json_object_get(j, "errors"), 0);
   assert_int_equal(num(e, "task"), w->quick);
   assert_non_null(strstr(json_string_value(json_object_get(e, "message")), "no step in error"));
+  assert_string_equal(json_string_value(json_object_get(e, "reason")), "no_failed_step");
+  assert_int_equal(num(json_object_get(j, "refused"), "no_failed_step"), 1);
   json_decref(j);
   efx_sql_expect(w->f->db, "2", "SELECT count(*) FROM steps WHERE name = 'load' AND state = 'waiting_for_retry'");
 
@@ -567,9 +579,31 @@ static void bulk_actions(void **state) {
                   "{\"filter\": {\"state\": \"error\", \"template\": \"etl\"}}", -1, post_h);
   j = api_expect_json(&r, 200);
   assert_int_equal(num(j, "matched"), 1);
-  /* A task in error is finished: a filter passes over it. */
-  assert_int_equal(num(j, "done"), 0);
+  /* A task in error may be cancelled by filter as by id (issue 19: the
+   * filter passed over it). */
+  assert_int_equal(num(j, "done"), 1);
   assert_int_equal(num(j, "failed"), 0);
+  json_decref(j);
+  efx_sql_expect(w->f->db, "cancelled", "SELECT state FROM tasks WHERE id = %lld",
+                 (long long)w->etl2);
+  /* And one by id: the task JSON says whether it may be (the dashboard's
+   * button follows it). */
+  int64_t failed = efx_submit(w->f, "etl", NULL);
+  efx_drive(w->f, 100);
+  char path[96];
+  snprintf(path, sizeof path, "/api/v1/tasks/%lld", (long long)failed);
+  j = get_ok(w, path);
+  assert_string_equal(json_string_value(json_object_get(j, "state")), "error");
+  assert_true(json_is_true(json_object_get(j, "cancellable")));
+  json_decref(j);
+  snprintf(path, sizeof path, "/api/v1/tasks/%lld/cancel", (long long)failed);
+  r = api_request("POST", URL(w, path), NULL, 0, post_h);
+  j = api_expect_json(&r, 200);
+  assert_string_equal(json_string_value(json_object_get(j, "task_state")), "cancelled");
+  json_decref(j);
+  snprintf(path, sizeof path, "/api/v1/tasks/%lld", (long long)failed);
+  j = get_ok(w, path);
+  assert_true(json_is_false(json_object_get(j, "cancellable")));
   json_decref(j);
   int64_t fresh = efx_submit(w->f, "quick", NULL);
   r = api_request("POST", URL(w, "/api/v1/actions/cancel"), "{\"filter\": {\"state\": \"pending\"}}",
@@ -579,6 +613,73 @@ static void bulk_actions(void **state) {
   assert_int_equal(num(j, "done"), 1);
   json_decref(j);
   efx_expect(w->f, fresh, "cancelled", NULL);
+  /* Every task, asked for: none is left unfinished. */
+  fresh = efx_submit(w->f, "quick", NULL);
+  r = api_request("POST", URL(w, "/api/v1/actions/cancel"), "{\"filter\": {}, \"all\": true}", -1,
+                  post_h);
+  j = api_expect_json(&r, 200);
+  assert_true(num(j, "done") >= 1);
+  json_decref(j);
+  efx_expect(w->f, fresh, "cancelled", NULL);
+  efx_sql_expect(w->f->db, "0",
+                 "SELECT count(*) FROM tasks WHERE state IN ('pending', 'in_progress')");
+}
+
+/* "Retry all matching" as the dashboard sends it (no task state: the
+ * failed list shows every task's steps in error) takes a task still in
+ * progress; a bulk answer counts every refusal by reason and lists the
+ * first 20 with task and step (issue 19). */
+static void bulk_retry_reaches_in_progress_and_reports_refusals(void **state) {
+  world *w = *state;
+  efx_template(w->f, "name = \"par\"\nversion = \"1\"\n" EFX_STEP("bad")
+                     "handler = { kind = \"builtin\", name = \"fail\", permanent = true }\n"
+                     "retry = { max_attempts = 1 }\n" EFX_STEP("slow")
+                     "handler = { kind = \"builtin\", name = \"fail\", times = 100 }\n"
+                     "retry = { max_attempts = 5 }\n");
+  int64_t par = efx_submit(w->f, "par", NULL);
+  efx_tick(w->f);
+  efx_expect(w->f, par, "in_progress", "bad", "error", "slow", "waiting_for_retry", NULL);
+  api_resp r = api_request("POST", URL(w, "/api/v1/actions/retry"),
+                           "{\"filter\": {\"template\": \"par\"}, \"max\": 1000}", -1, post_h);
+  json_t *j = api_expect_json(&r, 200);
+  assert_int_equal(num(j, "matched"), 1);
+  assert_int_equal(num(j, "done"), 1);
+  assert_int_equal(num(j, "failed"), 0);
+  json_decref(j);
+  efx_expect(w->f, par, "in_progress", "bad", "waiting_for_retry", NULL);
+
+  /* The task again (no step in error now), and 24 that do not exist. */
+  char body[512];
+  int len = snprintf(body, sizeof body, "{\"tasks\": [%lld", (long long)par);
+  for (int i = 1; i <= 24; i++) len += snprintf(body + len, sizeof body - len, ", %d", 900000 + i);
+  snprintf(body + len, sizeof body - len, "]}");
+  char *before = efx_snapshot(w->f->db);
+  r = api_request("POST", URL(w, "/api/v1/actions/retry"), body, -1, post_h);
+  j = api_expect_json(&r, 200);
+  efx_unchanged(w->f->db, before);
+  assert_int_equal(num(j, "matched"), 25);
+  assert_int_equal(num(j, "failed"), 25);
+  json_t *refused = json_object_get(j, "refused");
+  assert_int_equal(num(refused, "no_failed_step"), 1);
+  assert_int_equal(num(refused, "not_found"), 24);
+  assert_int_equal(num(refused, "state"), 0);
+  json_t *errors = json_object_get(j, "errors");
+  assert_int_equal(json_array_size(errors), 20);
+  json_t *e = json_array_get(errors, 19);
+  assert_int_equal(num(e, "task"), 900019);
+  assert_true(json_is_null(json_object_get(e, "step")));
+  assert_string_equal(json_string_value(json_object_get(e, "reason")), "not_found");
+  json_decref(j);
+  /* A step listed by name: a refusal names it. */
+  snprintf(body, sizeof body, "{\"steps\": [{\"task\": %lld, \"step\": \"slow\"}]}",
+           (long long)par);
+  r = api_request("POST", URL(w, "/api/v1/actions/retry"), body, -1, post_h);
+  j = api_expect_json(&r, 200);
+  e = json_array_get(json_object_get(j, "errors"), 0);
+  assert_string_equal(json_string_value(json_object_get(e, "step")), "slow");
+  assert_string_equal(json_string_value(json_object_get(e, "reason")), "state");
+  assert_int_equal(num(json_object_get(j, "refused"), "state"), 1);
+  json_decref(j);
 }
 
 /* ---- the token, the listen address ------------------------------------- */
@@ -872,6 +973,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(submit, setup, teardown),
       cmocka_unit_test_setup_teardown(one_actions, setup, teardown),
       cmocka_unit_test_setup_teardown(bulk_actions, setup, teardown),
+      cmocka_unit_test_setup_teardown(bulk_retry_reaches_in_progress_and_reports_refusals, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(token_required, setup, teardown),
       cmocka_unit_test_setup_teardown(listen_addresses, setup, teardown),
       cmocka_unit_test_setup_teardown(status_snapshot_refreshes, setup, teardown),

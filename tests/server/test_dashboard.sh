@@ -170,6 +170,7 @@ has "task page: fetch's results" '<h3>fetch</h3><pre class="json">{
 }</pre>'
 expect_count "task page: the DAG's two edges" 'class="edge"' 2
 expect_count "task page: no error shown" 'flash-error' 0
+expect_count "task page: a complete task offers no cancel" '>Cancel task</button>' 0
 
 chrome failed "/failed"
 has "failed: the failed step listed" "<strong>charge</strong>"
@@ -191,6 +192,7 @@ chrome broken "/task/$BROKEN"
 has "broken task: the error as text" '&lt;script&gt;alert(1)&lt;/script&gt; card declined'
 expect_count "broken task: no script element from the error" '<script>alert' 0
 has "broken task: retry offered for the step in error" '>Retry</button>'
+has "broken task: cancel offered for a task in error (tasker cancel's rule)" '>Cancel task</button>'
 
 chrome overview "/"
 expect_count "overview: throughput and lateness charts" 'class="chart"' 2
@@ -213,6 +215,28 @@ has "template: its DAG" 'class="dag"'
 has "template: transform's own retry setting" '<td>4 attempts</td>'
 has "template: its definition, as JSON" '"name": "transform",'
 expect_count "template: no error shown" 'flash-error' 0
+
+# "Retry all matching" sends the failed list's filters and no task state
+# (the list shows steps in error of tasks in any state), and "all" only
+# when there is no filter: the dashboard's own code, run by chromium on a
+# page of its own.
+A=$TK_TOP/src/server/assets
+cat >"$W/matching.html" <<HTML
+<!doctype html><html><body>
+<script src="file://$A/dom.js"></script>
+<script src="file://$A/views.js"></script>
+<script src="file://$A/failed.js"></script>
+<script>
+document.body.textContent = 'RESULT' + JSON.stringify([TK.matchingBody({}, 1000),
+  TK.matchingBody({ template: 'etl', q: 'boom' }, 1000)]) + 'END';
+</script></body></html>
+HTML
+$LIMIT "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$W/chrome" \
+  --allow-file-access-from-files --dump-dom "file://$W/matching.html" >"$W/matching.out" 2>"$W/matching.err"
+got=$(sed -n 's/.*RESULT\(.*\)END.*/\1/p' "$W/matching.out")
+want='[{"filter":{},"max":1000,"all":true},{"filter":{"template":"etl","q":"boom"},"max":1000}]'
+if [ "$got" = "$want" ]; then tap_ok "retry all matching: all only without filters, no task state"
+else tap_fail "retry all matching: all only without filters, no task state" "got $got, want $want"; fi
 
 echo "# screenshots: $SHOTS/{task,failed,tasks,broken,overview,backoff,templates,template}.png"
 tap_done

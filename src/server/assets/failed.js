@@ -7,6 +7,15 @@
 
   const MAX_TASKS = 1000;
 
+  // The body of "retry all matching": the filters, and "all" only when
+  // there are none (the user chose every task; the server refuses an
+  // empty filter without it).
+  TK.matchingBody = function (filters, max) {
+    const body = { filter: Object.assign({}, filters), max };
+    if (!Object.keys(body.filter).length) body.all = true;
+    return body;
+  };
+
   TK.views.failed = function (params) {
     const q = params.q;
     const filters = filtersOf(q, ['template', 'since', 'q']);
@@ -16,12 +25,13 @@
     const count = h('span', { class: 'muted' });
     let refresh;
     // The ticked steps, or (all) every step in error of the tasks the
-    // filters match, at most MAX_TASKS tasks (more: the server does nothing).
+    // filters match, whatever the task's state (as this list shows them),
+    // at most MAX_TASKS tasks (more: the server does nothing).
     const bulk = async (action, all) => {
       let body;
       if (all) {
         if (!window.confirm(`${action === 'retry' ? 'Retry' : 'Resolve'} every failed step of the tasks matching these filters (at most ${MAX_TASKS} tasks)?`)) return;
-        body = { filter: Object.assign({ state: 'error' }, filters), max: MAX_TASKS };
+        body = TK.matchingBody(filters, MAX_TASKS);
       } else {
         const steps = shown.filter((r) => sel.has(stepKey(r))).map((r) => ({ task: r.task, step: r.step }));
         if (!steps.length) return;
@@ -30,8 +40,10 @@
       try {
         const r = await TK.api('/actions/' + action, { method: 'POST', body });
         const errs = (r.errors || []).map((e) => h('li', null, `task ${e.task} ${e.step || ''}: ${e.message}`));
+        if (r.failed > errs.length) errs.push(h('li', null, `and ${r.failed - errs.length} more`));
+        const why = Object.entries(r.refused || {}).filter(([, n]) => n).map(([k, n]) => `${k}: ${n}`).join(', ');
         TK.flash(msg, r.failed ? 'error' : 'ok',
-          `${action === 'retry' ? 'Retried' : 'Resolved'} ${r.done} of ${r.matched}` + (r.failed ? `; ${r.failed} refused:` : '.'),
+          `${action === 'retry' ? 'Retried' : 'Resolved'} ${r.done} failed step${r.done === 1 ? '' : 's'} of ${r.matched} ${all ? 'matching task' + (r.matched === 1 ? '' : 's') : 'selected'}` + (r.failed ? `; ${r.failed} refused (${why}):` : '.'),
           errs.length ? h('ul', null, errs) : null);
         sel.clear();
         list.tkLast = null;

@@ -275,8 +275,6 @@
     return parts.length ? h('section', { class: 'card' }, h('h2', null, 'Batch items'), parts) : h('span');
   }
 
-  const TERMINAL = ['complete', 'cancelled'];
-
   TK.views.task = function (params) {
     const id = params.parts[0];
     const msg = h('div', { class: 'msgs' });
@@ -314,11 +312,12 @@
         return;
       }
       const order = TK.layers(task.steps || []).flat();
-      TK.swap(head, [task.id, task.state, task.template, task.created_at, task.updated_at, task.finished_at, task.steps_done, task.steps_total, task.identity], () =>
+      TK.swap(head, [task.id, task.state, task.cancellable, task.template, task.created_at, task.updated_at, task.finished_at, task.steps_done, task.steps_total, task.identity], () =>
         h('div', { class: 'task-head' },
           h('div', { class: 'title-row' },
             h('h1', null, 'Task ' + task.id, ' ', TK.badge(task.state, 'big')),
-            !TERMINAL.includes(task.state)
+            // The library's rule (every state but complete and cancelled).
+            task.cancellable
               ? h('button', { class: 'danger', onclick: () => {
                 if (window.confirm('Cancel task ' + task.id + '? Its steps that have not finished will not run.'))
                   act(msg, '/tasks/' + encodeURIComponent(task.id) + '/cancel', 'Cancel of task ' + task.id, refresh);

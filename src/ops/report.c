@@ -3,15 +3,18 @@
  * (DESIGN §3), the store-wide status, why a step is not running, and the
  * template list. Backends return typed rows (store.h); this file turns
  * them into the documented JSON (docs/cli.md). */
-#include "engine/engine_internal.h"
+#include "ops/ops_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <tasker/duration.h>
+#include <tasker/engine.h>
+#include <tasker/workflow.h>
 
 #include "core/civil.h"
+#include "store/rules.h"
 
 static int is(json_t *step, const char *state) {
   return strcmp(json_string_value(json_object_get(step, "state")), state) == 0;
@@ -161,11 +164,11 @@ static json_t *step_json(const tk__task_report *r, const tk__step_rec *s, json_t
 static json_t *task_json(const tk__task_report *r) {
   const tk__template_rec *t = &r->template_;
   json_t *task = json_pack(
-      "{s:I, s:s, s:o, s:I, s:I, s:o, s:i, s:i, s:i, s:{s:s, s:s, s:s}, s:o}", "id",
-      (json_int_t)r->id, "state", r->state, "identity", opt_str(r->identity), "created_at",
-      (json_int_t)r->created_at, "updated_at", (json_int_t)r->updated_at, "finished_at",
-      opt_int(r->finished_at), "steps_total", r->steps_total, "steps_done", r->steps_done,
-      "steps_error", r->steps_error, "template", "namespace", t->namespace_, "name", t->name,
+      "{s:I, s:s, s:b, s:o, s:I, s:I, s:o, s:i, s:i, s:i, s:{s:s, s:s, s:s}, s:o}", "id",
+      (json_int_t)r->id, "state", r->state, "cancellable", tk__task_cancellable(r->state),
+      "identity", opt_str(r->identity), "created_at", (json_int_t)r->created_at, "updated_at",
+      (json_int_t)r->updated_at, "finished_at", opt_int(r->finished_at), "steps_total",
+      r->steps_total, "steps_done", r->steps_done, "steps_error", r->steps_error, "template", "namespace", t->namespace_, "name", t->name,
       "version", t->version, "context", parsed(r->context));
   json_t *def = parsed(t->definition);
   json_t *def_steps = json_object_get(def, "steps");

@@ -356,9 +356,30 @@ static void bulk_resolve_and_cancel(void **state) {
   assert_int_equal(r.done, 3);
   for (int i = 0; i < 3; i++) efx_expect(f, ids[i], "complete", "s", "resolved_manually", NULL);
 
-  /* Cancel every task: only the unfinished ones are acted on. */
-  assert_int_equal(tk_tasks_operate(f->store, TK_OP_CANCEL, NULL, 0, EFX_T0 + 2, &r, &err), 0);
-  assert_int_equal(r.tasks, 6);
+  /* No condition is refused, changing nothing, unless every task is
+   * asked for (issue 19: the API cancelled every task for {"filter": {}}). */
+  char *before = efx_snapshot(f->db);
+  expect_einval(tk_tasks_operate(f->store, TK_OP_CANCEL, NULL, 0, EFX_T0 + 2, &r, &err), &err,
+                "no filter", "every task", NULL);
+  expect_einval(tk_tasks_operate(f->store, TK_OP_CANCEL, &(tk_task_filter){0}, 0, EFX_T0 + 2, &r,
+                                 &err),
+                &err, "no filter", NULL);
+  expect_einval(tk_bulk_filter_check(&(tk_task_filter){.state = ""}, &err), &err, "no filter",
+                NULL);
+  char *after = efx_snapshot(f->db);
+  assert_string_equal(before, after);
+  free(before);
+  free(after);
+  assert_int_equal(tk_bulk_filter_check(&(tk_task_filter){.created_since = 1}, &err), 0);
+  /* Cancel every task: only those not complete (nor cancelled) are
+   * taken; the complete ones are passed over, not refused. */
+  const tk_task_filter every = {.all = 1};
+  int64_t n, actions;
+  assert_int_equal(tk_tasks_preview(f->store, TK_OP_CANCEL, &every, &n, &actions, &err), 0);
+  assert_int_equal(n, 2);
+  assert_int_equal(actions, 2);
+  assert_int_equal(tk_tasks_operate(f->store, TK_OP_CANCEL, &every, 0, EFX_T0 + 2, &r, &err), 0);
+  assert_int_equal(r.tasks, 2);
   assert_int_equal(r.done, 2);
   assert_int_equal(r.failed, 0);
   efx_expect(f, waiting[0], "cancelled", "s", "cancelled", NULL);
@@ -366,13 +387,81 @@ static void bulk_resolve_and_cancel(void **state) {
   efx_expect(f, done, "complete", "s", "complete", NULL);
   /* Again: nothing is left to cancel; a retry of steps no longer failed
    * does nothing either. */
-  assert_int_equal(tk_tasks_operate(f->store, TK_OP_CANCEL, NULL, 0, EFX_T0 + 3, &r, &err), 0);
+  assert_int_equal(tk_tasks_operate(f->store, TK_OP_CANCEL, &every, 0, EFX_T0 + 3, &r, &err), 0);
   assert_int_equal(r.done, 0);
   assert_int_equal(tk_tasks_operate(f->store, TK_OP_RETRY, &bad, 0, EFX_T0 + 3, &r, &err), 0);
-  assert_int_equal(r.tasks, 3);
+  assert_int_equal(r.tasks, 0);
   assert_int_equal(r.done, 0);
   expect_einval(tk_tasks_operate(f->store, (tk_operator_action)9, NULL, 0, EFX_T0, &r, &err), &err,
                 "action 9", NULL);
+}
+
+/* Retry by filter takes a task still in progress that has a step in error
+ * (as the failed list shows it), and a bulk result counts every refusal by
+ * reason and keeps the first TK_BULK_KEPT with their task and step (issue
+ * 19). */
+static void bulk_reaches_in_progress_tasks_and_counts_refusals(void **state) {
+  efx *f = *state = efx_new(timed, "orch-1");
+  efx_template(f, "name = \"par\"\nversion = \"1\"\n" EFX_STEP("bad")
+                  "handler = " FAIL_FOR_GOOD "\nretry = { max_attempts = 1 }\n" EFX_STEP("slow")
+                  "handler = " FAIL_ALWAYS "\nretry = { max_attempts = 5, backoff = \"x\" }\n");
+  int64_t par = efx_submit(f, "par", NULL);
+  efx_tick(f);
+  efx_expect(f, par, "in_progress", "bad", "error", "slow", "waiting_for_retry", NULL);
+
+  tk_bulk_result r;
+  tk_err err;
+  int64_t n, actions;
+  const tk_task_filter every = {.all = 1}, in_error = {.state = "error"};
+  assert_int_equal(tk_tasks_preview(f->store, TK_OP_RETRY, &in_error, &n, &actions, &err), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(tk_tasks_preview(f->store, TK_OP_RETRY, &every, &n, &actions, &err), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(actions, 1);
+  assert_int_equal(tk_tasks_operate(f->store, TK_OP_RETRY, &every, 1, EFX_T0, &r, &err), 0);
+  assert_int_equal(r.tasks, 1);
+  assert_int_equal(r.done, 1);
+  assert_int_equal(r.failed, 0);
+  tk_bulk_result_free(&r);
+  efx_expect(f, par, "in_progress", "bad", "waiting_for_retry", "slow", "waiting_for_retry", NULL);
+
+  /* A list: a step not in error, a task with none, 25 tasks that do not
+   * exist. */
+  tk_bulk_target t[27] = {{par, "slow"}, {par, NULL}};
+  for (int i = 2; i < 27; i++) t[i] = (tk_bulk_target){100000 + i, NULL};
+  char *before = efx_snapshot(f->db);
+  assert_int_equal(tk_bulk_operate(f->store, TK_OP_RETRY, t, 27, EFX_T0, &r, &err), 0);
+  efx_unchanged(f->db, before);
+  assert_int_equal(r.tasks, 27);
+  assert_int_equal(r.done, 0);
+  assert_int_equal(r.failed, 27);
+  assert_int_equal(r.refused[TK_BULK_STATE], 1);
+  assert_int_equal(r.refused[TK_BULK_NO_FAILED_STEP], 1);
+  assert_int_equal(r.refused[TK_BULK_NOT_FOUND], 25);
+  assert_int_equal(r.kept, TK_BULK_KEPT);
+  assert_int_equal(r.first[0].task, par);
+  assert_string_equal(r.first[0].step, "slow");
+  assert_int_equal(r.first[0].reason, TK_BULK_STATE);
+  assert_non_null(strstr(r.first[0].message, "only a step in error can be retried"));
+  assert_null(r.first[1].step);
+  assert_int_equal(r.first[1].reason, TK_BULK_NO_FAILED_STEP);
+  assert_int_equal(r.first[19].task, 100019);
+  assert_string_equal(r.first[19].message, "no task 100019");
+  char *text;
+  assert_int_equal(tk_bulk_result_json(&r, &text, &err), 0);
+  json_t *j = parsed(text);
+  assert_int_equal(num(j, "failed"), 27);
+  json_t *refused = json_object_get(j, "refused");
+  assert_int_equal(num(refused, "state"), 1);
+  assert_int_equal(num(refused, "not_found"), 25);
+  assert_int_equal(num(refused, "no_failed_step"), 1);
+  json_t *errors = json_object_get(j, "errors");
+  assert_int_equal(json_array_size(errors), TK_BULK_KEPT);
+  assert_string_equal(str(json_array_get(errors, 0), "reason"), "state");
+  assert_string_equal(str(json_array_get(errors, 0), "step"), "slow");
+  assert_true(json_is_null(json_object_get(json_array_get(errors, 1), "step")));
+  json_decref(j);
+  tk_bulk_result_free(&r);
 }
 
 /* More tasks than one page of ids: every one is acted on. */
@@ -476,6 +565,7 @@ int main(void) {
       cmocka_unit_test_teardown(step_pages, efx_teardown),
       cmocka_unit_test_teardown(bulk_retry_refused_above_max, efx_teardown),
       cmocka_unit_test_teardown(bulk_resolve_and_cancel, efx_teardown),
+      cmocka_unit_test_teardown(bulk_reaches_in_progress_tasks_and_counts_refusals, efx_teardown),
       cmocka_unit_test_teardown(bulk_over_many_pages, efx_teardown),
       cmocka_unit_test_teardown(activity_buckets, efx_teardown),
   };

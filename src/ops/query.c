@@ -1,9 +1,9 @@
 /* Lists over the whole store for operators (include/tasker/query.h): a
  * filter checked and turned into the store's query, pages of tasks and
- * steps as JSON (docs/api.md), bulk actions a page of ids at a time, and
- * recent activity. Backends return typed rows (store.h); the JSON is made
- * here, as engine/report.c makes the reports'. */
-#include "engine/engine_internal.h"
+ * steps as JSON (docs/api.md), and recent activity (bulk actions are
+ * bulk.c). Backends return typed rows (store.h); the JSON is made
+ * here, as report.c makes the reports'. */
+#include "ops/ops_internal.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -13,19 +13,14 @@
 #include <tasker/duration.h>
 #include <tasker/query.h>
 
+#include <jansson.h>
+
 #include "core/civil.h"
 #include "store/list_sql.h"
 
-/* Longest template name a filter takes ("namespace/name"). */
-#define TEMPLATE_MAX 256
 /* Buckets an activity report holds at most. */
 #define BUCKETS_MAX 1440
 
-/* A filter as the store reads it, with the template name split. */
-typedef struct query {
-  tk__task_query q;
-  char ns[TEMPLATE_MAX], name[TEMPLATE_MAX];
-} query;
 
 /* "a, b, c" of a NULL-terminated list into buf. */
 static const char *listed(const char *const *v, char *buf, size_t cap) {
@@ -43,12 +38,12 @@ int tk_task_filter_check(const tk_task_filter *f, tk_err *err) {
                       listed(tk__task_states, states, sizeof states));
   if (f->template_name && *f->template_name) {
     const char *t = f->template_name, *slash = strchr(t, '/');
-    if (strlen(t) >= TEMPLATE_MAX || slash == t ||
+    if (strlen(t) >= TK__TEMPLATE_NAME_MAX || slash == t ||
         (slash && (slash[1] == '\0' || strchr(slash + 1, '/'))))
       return tk_err_set(err, TK_EINVAL,
                         "template \"%.300s\": expected a template name or namespace/name "
                         "(under %d bytes)",
-                        t, TEMPLATE_MAX);
+                        t, TK__TEMPLATE_NAME_MAX);
   }
   if (f->created_since < 0)
     return tk_err_set(err, TK_EINVAL,
@@ -57,8 +52,7 @@ int tk_task_filter_check(const tk_task_filter *f, tk_err *err) {
   return 0;
 }
 
-/* Check f (NULL: every task) and fill *out from it. */
-static int query_of(const tk_task_filter *f, query *out, tk_err *err) {
+int tk__query_of(const tk_task_filter *f, tk__query *out, tk_err *err) {
   memset(out, 0, sizeof *out);
   if (f == NULL) return 0;
   int rc = tk_task_filter_check(f, err);
@@ -134,8 +128,8 @@ static json_t *task_row_json(const tk__task_row *r) {
 int tk_tasks_json(tk_store *s, const tk_task_filter *f, const char *cursor, int limit, char **json,
                   tk_err *err) {
   *json = NULL;
-  query q;
-  int rc = query_of(f, &q, err);
+  tk__query q;
+  int rc = tk__query_of(f, &q, err);
   if (rc == 0) rc = page_of(cursor, limit, &q.q, err);
   if (rc) return rc;
   q.q.limit = limit + 1; /* one more: whether there is a next page */
@@ -151,8 +145,8 @@ int tk_tasks_json(tk_store *s, const tk_task_filter *f, const char *cursor, int 
 
 int tk_tasks_count(tk_store *s, const tk_task_filter *f, int64_t *n, tk_err *err) {
   *n = 0;
-  query q;
-  int rc = query_of(f, &q, err);
+  tk__query q;
+  int rc = tk__query_of(f, &q, err);
   return rc ? rc : s->ops->task_count(s, &q.q, n, err);
 }
 
@@ -184,10 +178,10 @@ static json_t *step_row_json(const tk__step_row *r) {
 int tk_steps_json(tk_store *s, const char *step_state, const tk_task_filter *f, const char *cursor,
                   int limit, char **json, tk_err *err) {
   *json = NULL;
-  query q;
+  tk__query q;
   const char *state;
   int rc = step_state_check(step_state, &state, err);
-  if (rc == 0) rc = query_of(f, &q, err);
+  if (rc == 0) rc = tk__query_of(f, &q, err);
   if (rc == 0) rc = page_of(cursor, limit, &q.q, err);
   if (rc) return rc;
   q.q.limit = limit + 1;
@@ -198,123 +192,6 @@ int tk_steps_json(tk_store *s, const char *step_state, const tk_task_filter *f, 
   for (int i = 0; i < n && i < limit; i++) json_array_append_new(steps, step_row_json(&rows[i]));
   rc = page_json("steps", steps, n, limit, n ? rows[(n > limit ? limit : n) - 1].id : 0, json, err);
   tk__step_rows_free(rows, n);
-  return rc;
-}
-
-/* ---- Bulk actions ---- */
-
-/* A task a bulk action may act on. */
-typedef struct target {
-  int64_t id;
-  int unfinished, failed_steps;
-} target;
-
-/* Every task that matches q, a page at a time (ids only change hands):
- * at most max + 1 of them when max > 0. */
-static int targets_of(tk_store *s, tk__task_query *q, int64_t max, target **out, int64_t *n,
-                      tk_err *err) {
-  *out = NULL;
-  *n = 0;
-  int cap = 0, rc = 0;
-  q->limit = TK_PAGE_MAX;
-  q->before = 0;
-  for (;;) {
-    tk__task_row *rows;
-    int got;
-    if ((rc = s->ops->task_list(s, q, &rows, &got, err))) break;
-    for (int i = 0; i < got && rc == 0; i++) {
-      if (*n >= INT32_MAX - 1 || tk__grow((void **)out, &cap, (int)*n + 1, sizeof **out)) {
-        rc = tk_err_set(err, TK_ENOMEM, "out of memory collecting tasks");
-        break;
-      }
-      target *t = &(*out)[(*n)++];
-      t->id = rows[i].id;
-      t->unfinished = strcmp(rows[i].state, TK__TASK_PENDING) == 0 ||
-                      strcmp(rows[i].state, TK__TASK_IN_PROGRESS) == 0;
-      t->failed_steps = rows[i].steps_error;
-    }
-    if (got > 0) q->before = rows[got - 1].id;
-    tk__task_rows_free(rows, got);
-    if (rc || got < TK_PAGE_MAX || (max > 0 && *n > max)) break;
-  }
-  if (rc) {
-    free(*out);
-    *out = NULL;
-    *n = 0;
-  }
-  return rc;
-}
-
-/* One action through tk_task_operate: a refusal (the state changed, the
- * task or step is gone) counts as failed, the first one's message kept;
- * anything else is returned. */
-static int act(tk_store *s, tk_operator_action action, int64_t task, const char *step, int64_t now,
-               tk_bulk_result *out, tk_err *first, tk_err *err) {
-  tk_err e;
-  tk_err_clear(&e);
-  int rc = tk_task_operate(s, action, task, step, now, NULL, &e);
-  if (rc == 0) {
-    out->done++;
-    return 0;
-  }
-  if (rc != TK_ESTATE && rc != TK_ENOENT) {
-    *err = e;
-    return rc;
-  }
-  if (out->failed++ == 0) *first = e;
-  return 0;
-}
-
-/* Retry or resolve every step of task t in state error. */
-static int act_on_failed_steps(tk_store *s, tk_operator_action action, int64_t task, int64_t now,
-                               tk_bulk_result *out, tk_err *first, tk_err *err) {
-  tk__task_query q = {.task_id = task, .limit = TK_PAGE_MAX};
-  tk__step_row *steps;
-  int n;
-  int rc = s->ops->step_list(s, TK__STEP_ERROR, &q, &steps, &n, err);
-  for (int i = 0; rc == 0 && i < n; i++)
-    rc = act(s, action, task, steps[i].name, now, out, first, err);
-  tk__step_rows_free(steps, n);
-  return rc;
-}
-
-int tk_tasks_operate(tk_store *s, tk_operator_action action, const tk_task_filter *f, int64_t max,
-                     int64_t now, tk_bulk_result *out, tk_err *err) {
-  memset(out, 0, sizeof *out);
-  if (action != TK_OP_RETRY && action != TK_OP_RESOLVE && action != TK_OP_CANCEL)
-    return tk_err_set(err, TK_EINVAL,
-                      "action %d: expected TK_OP_RETRY, TK_OP_RESOLVE or TK_OP_CANCEL",
-                      (int)action);
-  if (max < 0)
-    return tk_err_set(err, TK_EINVAL, "max %lld: expected 0 (no limit) or more", (long long)max);
-  query q;
-  int rc = query_of(f, &q, err);
-  if (rc) return rc;
-  target *t;
-  int64_t n;
-  if ((rc = targets_of(s, &q.q, max, &t, &n, err))) return rc;
-  if (max > 0 && n > max) {
-    free(t);
-    return tk_err_set(err, TK_ERANGE,
-                      "more than %lld tasks match (the most one action may take): nothing done; "
-                      "narrow the filter or raise the maximum",
-                      (long long)max);
-  }
-  out->tasks = n;
-  tk_err first;
-  tk_err_clear(&first);
-  for (int64_t i = 0; rc == 0 && i < n; i++) {
-    if (action == TK_OP_CANCEL) {
-      if (t[i].unfinished) rc = act(s, action, t[i].id, NULL, now, out, &first, err);
-    } else if (t[i].failed_steps > 0) {
-      rc = act_on_failed_steps(s, action, t[i].id, now, out, &first, err);
-    }
-  }
-  free(t);
-  if (rc == 0 && err) {
-    *err = first;
-    err->code = 0;
-  }
   return rc;
 }
 
