@@ -35,11 +35,7 @@ done
 run t run --until-idle --workers 0
 expect_rc "run until idle" 0
 
-"$TASKER" --config "$W/tasker.toml" serve --listen 127.0.0.1:0 2>"$W/serve.err" &
-SERVE=$!
-listening() { grep -q "listening on http://" "$W/serve.err"; }
-wait_for "serve prints its address" 30 listening || { kill "$SERVE"; tap_done; exit 1; }
-BASE=$(sed -n 's|^tasker serve: listening on \(http://[^/]*\)/$|\1|p' "$W/serve.err")
+serve_start || { tap_done; exit 1; }
 get() { curl -s "$BASE$1"; }
 
 expect_eq "status: backend and tasks in error" \
@@ -79,10 +75,5 @@ expect_eq "bulk retry by filter" \
 expect_eq "the retried steps wait for their run" \
   "$(pg_sql "SELECT count(*) FROM steps WHERE name = 'load' AND state = 'waiting_for_retry'")" 2
 
-kill -TERM "$SERVE"
-wait "$SERVE"
-RC=$?
-OUT=""
-ERR=$(cat "$W/serve.err")
-expect_rc "serve exits 0 on SIGTERM" 0
+serve_stop
 tap_done
