@@ -256,6 +256,69 @@ static void per_host_budgets_keep_a_state_per_host(void **state) {
   assert_true(json_is_null(json_object_get(d, "host")));
 }
 
+/* A retry deferred by the budget is brought earlier when first attempts
+ * recorded since make room, but never before its backoff's run_at. Ratio
+ * 0.5 and a floor of 1 per 1 s window; a constant 100 ms backoff. At 0
+ * three steps fail: 1.5 + 1 pays for two retries (due at 100); the third
+ * is deferred to 1000, when the window has emptied. At 50 two tasks of a
+ * template that succeeds add 1: room for one more, but the deferred retry
+ * may not go before 100, so it stays. At 100 it is brought to 100 (the
+ * store's run_at and its attempt row's next_run_at, no attempt spent) and
+ * claimed with the other two: the queue drained at the rate the first
+ * attempts paid for, not at the floor's 1000. */
+static void a_deferred_retry_is_brought_earlier_when_the_budget_has_room(void **state) {
+  static const char *const sets[] = {"backoff.jitter=none",     "backoff.base=100ms",
+                                     "backoff.multiplier=1",    "budgets.api.ratio=0.5",
+                                     "budgets.api.window=1s",   "budgets.api.min_per_second=1",
+                                     NULL};
+  efx *f = *state = efx_new(sets, "orch-1");
+  efx_one_step(f, "down", ALWAYS_FAILS, "{ max_attempts = 2, budget = \"api\" }");
+  efx_one_step(f, "up", "{ kind = \"builtin\", name = \"noop\" }", "{ budget = \"api\" }");
+  int64_t id[3];
+  for (int i = 0; i < 3; i++) id[i] = efx_submit(f, "down", NULL);
+  efx_tick(f);
+  efx_tick(f);
+  char *deferred = efx_sql_text(f->db, "SELECT group_concat(a.delay_source || '@' ||"
+                                       " (a.next_run_at - %lld), ',') FROM attempts a",
+                                (long long)EFX_T0);
+  assert_string_equal(deferred, "computed@100,computed@100,budget@1000");
+  free(deferred);
+  f->clock.now_ms = EFX_T0 + 50;
+  efx_submit(f, "up", NULL);
+  efx_submit(f, "up", NULL);
+  efx_tick(f);
+  efx_tick(f);
+  assert_int_equal(tk_engine_stats_get(f->engine).retries_brought_earlier, 0);
+  assert_int_equal(efx_sql_int(f->db, "SELECT run_at - %lld FROM steps WHERE task_id = %lld",
+                               (long long)EFX_T0, (long long)id[2]),
+                   1000);
+  f->clock.now_ms = EFX_T0 + 100;
+  efx_drive(f, 20);
+  char want[512];
+  snprintf(want, sizeof want,
+           "%1$lld|1|failure|0|100|computed|100\n"
+           "%1$lld|2|failure|100|NULL|NULL|NULL\n"
+           "%2$lld|1|failure|0|100|computed|100\n"
+           "%2$lld|2|failure|100|NULL|NULL|NULL\n"
+           "%3$lld|1|failure|0|100|budget|100\n"
+           "%3$lld|2|failure|100|NULL|NULL|NULL",
+           (long long)id[0], (long long)id[1], (long long)id[2]);
+  efx_sql_expect(f->db, want,
+                 "SELECT s.task_id, a.attempt, a.outcome, a.started_at - %1$lld, a.delay_ms,"
+                 " a.delay_source, a.next_run_at - %1$lld FROM attempts a"
+                 " JOIN steps s ON s.id = a.step_id WHERE s.task_id <= %2$lld"
+                 " ORDER BY s.task_id, a.attempt",
+                 (long long)EFX_T0, (long long)id[2]);
+  tk_engine_stats st = tk_engine_stats_get(f->engine);
+  assert_int_equal(st.retries_deferred, 1);
+  assert_int_equal(st.retries_brought_earlier, 1);
+  /* Only the attempts' own transitions: bringing it earlier is none. */
+  assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM steps WHERE task_id = %lld AND"
+                                      " attempts = 2 AND state = 'error'",
+                               (long long)id[2]),
+                   1);
+}
+
 /* A budget that is not configured: the template is refused at add with
  * FILE:LINE:COLUMN, and nothing is stored, in whichever table names it. */
 static void an_unknown_budget_is_refused_at_template_add(void **state) {
@@ -324,6 +387,8 @@ int main(void) {
       cmocka_unit_test_teardown(first_attempts_are_never_refused, efx_teardown),
       cmocka_unit_test_teardown(each_step_counts_in_the_budget_it_names, efx_teardown),
       cmocka_unit_test_teardown(per_host_budgets_keep_a_state_per_host, efx_teardown),
+      cmocka_unit_test_teardown(a_deferred_retry_is_brought_earlier_when_the_budget_has_room,
+                                efx_teardown),
       cmocka_unit_test_teardown(an_unknown_budget_is_refused_at_template_add, efx_teardown),
       cmocka_unit_test_teardown(a_budget_no_longer_configured_limits_nothing, efx_teardown),
   };
