@@ -41,10 +41,10 @@
  * or after the latest reservation. The rule above then holds at the time
  * of every retry, counting each reserved one in the slot it was given. A
  * reservation counts only first attempts recorded before it was made:
- * those recorded later make room for later retries, never move a reserved
- * one earlier. Memory stays fixed: the reservations are kept for the one
- * window that ends at the latest of them, which is all any later answer
- * reads (budget.c).
+ * those recorded later make room for later retries, and move a reserved
+ * one earlier only when the caller asks (tk_retry_budget_promote). Memory
+ * stays fixed: the reservations are kept for the one window that ends at
+ * the latest of them, which is all any later answer reads (budget.c).
  */
 #ifndef TASKER_BUDGET_H
 #define TASKER_BUDGET_H
