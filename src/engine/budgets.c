@@ -34,6 +34,7 @@ typedef struct budget_state {
   /* Its deferred retries, oldest (and earliest) first: a ring. */
   waiting_retry *q;
   size_t qhead, qlen, qcap;
+  int untracked; /* one could not be kept (out of memory): none is brought earlier */
 } budget_state;
 
 /* One budget that a step named. */
@@ -124,14 +125,19 @@ static void forget_waiting(struct tk__budgets *bs, budget_state *st) {
   st->qhead = st->qlen = st->qcap = 0;
 }
 
-/* Keep a deferred retry at the end of st's queue; out of memory, it is not
- * kept (it runs at its reserved time, as if never brought earlier). */
+/* Keep a deferred retry at the end of st's queue. Out of memory, it is not
+ * kept: it runs at its reserved time, and since its reservation will never
+ * be settled, the state brings none earlier from then on (promote would
+ * not count it). */
 static void keep_waiting(struct tk__budgets *bs, budget_state *st, tk__retry_ref ref, int64_t at,
                          int64_t not_before) {
   if (st->qlen == st->qcap) {
     size_t cap = st->qcap ? 2 * st->qcap : 16;
     waiting_retry *q = malloc(cap * sizeof *q);
-    if (q == NULL) return;
+    if (q == NULL) {
+      st->untracked = 1;
+      return;
+    }
     for (size_t i = 0; i < st->qlen; i++) q[i] = st->q[(st->qhead + i) % st->qcap];
     free(st->q);
     st->q = q;
@@ -288,9 +294,11 @@ static void take_room(struct tk__budgets *bs, budget_state *st, int64_t now, int
     tk_retry_budget_settle(&st->b, now, st->q[st->qhead].at);
     pop_waiting(bs, st);
   }
-  while (st->qlen > 0 && st->q[st->qhead].not_before <= now && (*n < bs->due_cap || tk__grow((void **)&bs->due, &bs->due_cap, *n + 1,
-                                                        sizeof *bs->due) == 0) &&
-         tk_retry_budget_promote(&st->b, now, st->q[st->qhead].at)) {
+  while (st->qlen > 0 && !st->untracked && st->q[st->qhead].not_before <= now) {
+    if (*n == bs->due_cap &&
+        tk__grow((void **)&bs->due, &bs->due_cap, *n + 1, sizeof *bs->due) != 0)
+      return;
+    if (!tk_retry_budget_promote(&st->b, now, st->q[st->qhead].at)) return;
     bs->due[(*n)++] = st->q[st->qhead].ref;
     pop_waiting(bs, st);
   }
@@ -311,8 +319,9 @@ void tk__budgets_bring_earlier(tk_engine *e, int64_t now) {
   if (moved == NULL) return; /* they run at their reserved times */
   bs->moved = moved;
   tk_err err;
-  /* A failure leaves them at their reserved times, which the budget
-   * allowed too; the room it had now is not used. */
+  /* A failure leaves them at their reserved times (rare: the store is
+   * failing), while the budget counts them now: for one window it may
+   * see a few retries fewer than run. */
   if (e->store->ops->retry_earlier(e->store, bs->due, n, now, moved, &err) != 0) {
     tk__engine_log(e, TK_LOG_WARN, "retry budgets: could not bring %d deferred retries earlier: %s",
                    n, err.msg);

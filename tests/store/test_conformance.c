@@ -3003,6 +3003,8 @@ static void retry_earlier_moves_only_a_waiting_retry(world *w) {
   expect_unchanged(w, t[1], before[1]);
   expect_unchanged(w, t[2], before[2]);
   expect_unchanged(w, t[4], before[4]);
+  free(before[0]);
+  free(before[3]);
   /* The moved ones: run_at and the attempt row's time, nothing else. */
   for (int i = 0; i < 4; i += 3) {
     tk__task_report r;
