@@ -41,10 +41,10 @@
  * or after the latest reservation. The rule above then holds at the time
  * of every retry, counting each reserved one in the slot it was given. A
  * reservation counts only first attempts recorded before it was made:
- * those recorded later make room for later retries, never move a reserved
- * one earlier. Memory stays fixed: the reservations are kept for the one
- * window that ends at the latest of them, which is all any later answer
- * reads (budget.c).
+ * those recorded later make room for later retries, and move a reserved
+ * one earlier only when the caller asks (tk_retry_budget_promote). Memory
+ * stays fixed: the reservations are kept for the one window that ends at
+ * the latest of them, which is all any later answer reads (budget.c).
  */
 #ifndef TASKER_BUDGET_H
 #define TASKER_BUDGET_H
@@ -91,13 +91,15 @@ typedef struct tk_retry_budget {
    * position slot mod SLOTS), how many reservations were made at or before
    * that slot since init; resv_base the same for the slot before that
    * window; resv_total all of them. */
-  int resv_started; /* 0 until the first reservation */
+  int resv_started; /* 0 until the first reservation (again once none is live) */
   int64_t resv_last;
   int64_t resv_base, resv_total;
   int64_t resv[TK_RETRY_BUDGET_SLOTS];
+  int64_t resv_live; /* reservations neither settled nor brought earlier */
   /* Since init: first attempts recorded, retries allowed (now or reserved),
-   * retries refused (by try) or deferred (reserved for later). */
-  uint64_t total_firsts, total_retries, total_deferred;
+   * retries refused (by try) or deferred (reserved for later), reserved
+   * retries brought earlier (tk_retry_budget_promote). */
+  uint64_t total_firsts, total_retries, total_deferred, total_promoted;
 } tk_retry_budget;
 
 /* Check the ranges stated on the fields; 0, or TK_ERANGE with a message
@@ -137,6 +139,26 @@ int tk_retry_budget_try(tk_retry_budget *b, int64_t now_ms, int64_t *allowed_at_
  * later, so retries deferred one after another are spread over time as the
  * budget allows instead of all going at once (see Reservations above). */
 int tk_retry_budget_reserve(tk_retry_budget *b, int64_t now_ms, int64_t *at_ms);
+
+/* Bringing reserved retries earlier. A caller that keeps its reservations
+ * in order (first come, first served, as reserve gives them) may move the
+ * earliest one to now when first attempts recorded since have made room:
+ * the queue then drains at the rate the budget has as it drains, not the
+ * one it had when the retries were reserved.
+ *
+ * tk_retry_budget_settle: the reservation given at_ms (<= now_ms) has come
+ * due; it counts from now on as a retry spent at at_ms. Changes no answer
+ * by itself; a caller that promotes must settle every reservation when its
+ * time comes, before the next promote.
+ *
+ * tk_retry_budget_promote: if one more retry fits at now_ms, with every
+ * retry spent and every reservation counted, move the earliest reservation
+ * (at_ms > now_ms, its time) to now_ms and return 1: the caller runs that
+ * retry now. Otherwise return 0 and change nothing but the window's
+ * position. The rule of the budget still holds at the time of every retry,
+ * each counted where it now is. */
+void tk_retry_budget_settle(tk_retry_budget *b, int64_t now_ms, int64_t at_ms);
+int tk_retry_budget_promote(tk_retry_budget *b, int64_t now_ms, int64_t at_ms);
 
 #ifdef __cplusplus
 }

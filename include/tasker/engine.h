@@ -92,6 +92,7 @@ typedef struct tk_engine_stats {
   int64_t tasks_completed, tasks_failed; /* tasks this engine's outcomes finished */
   int64_t in_flight;
   int64_t retries_deferred; /* retries a retry budget moved later (also in `retried`) */
+  int64_t retries_brought_earlier; /* deferred ones brought earlier when the budget had room */
 } tk_engine_stats;
 
 int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err);

@@ -622,6 +622,7 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, tk_err *err) {
     if ((rc = reap(e, now, err))) return rc;
     if ((rc = e->store->ops->next_due(e->store, NULL, &e->reap_at, err))) return rc;
   }
+  tk__budgets_bring_earlier(e, now);
   int claimed = 0;
   if ((rc = record_and_claim(e, rounds, &claimed, err))) return rc;
   now = tk_clock_now(&e->clock);
@@ -726,7 +727,7 @@ tk_engine_stats tk_engine_stats_get(tk_engine *e) {
 #define LOAD(f) .f = atomic_load_explicit(&e->stats.f, memory_order_relaxed)
       LOAD(claimed), LOAD(completed), LOAD(retried), LOAD(failed), LOAD(exhausted),
       LOAD(fenced), LOAD(lease_expired), LOAD(tasks_completed), LOAD(tasks_failed),
-      LOAD(retries_deferred),
+      LOAD(retries_deferred), LOAD(retries_brought_earlier),
 #undef LOAD
       .in_flight = atomic_load_explicit(&e->in_flight, memory_order_relaxed),
   };

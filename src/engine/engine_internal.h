@@ -168,7 +168,7 @@ struct tk_engine {
    * is not one snapshot across counters). */
   struct {
     atomic_llong claimed, completed, retried, failed, exhausted, fenced, lease_expired,
-        tasks_completed, tasks_failed, retries_deferred;
+        tasks_completed, tasks_failed, retries_deferred, retries_brought_earlier;
   } stats;
 };
 
@@ -220,6 +220,10 @@ const char *tk__step_budget(json_t *definition, json_t *step);
  * computed. Engine thread. */
 void tk__budgets_apply(tk_engine *e, const tk__finish *items, tk__outcome *o, tk__deferral *d,
                        int n);
+/* Each pass, before claiming: bring the deferred retries that the budgets
+ * now have room for to now in the store (oldest first, per state), so the
+ * claim takes them. Engine thread. */
+void tk__budgets_bring_earlier(tk_engine *e, int64_t now);
 void tk__budgets_free(tk_engine *e);
 
 /* Schedules (DESIGN §16, schedules.c), engine thread: fire the slots due

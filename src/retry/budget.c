@@ -75,13 +75,18 @@ int tk_retry_budget_init(tk_retry_budget *b, const tk_retry_budget_config *c, tk
 
 static inline int next_pos(int pos) { return pos + 1 == SLOTS ? 0 : pos + 1; }
 
+/* The absolute slot of time t (floor, also before 0). */
+static int64_t slot_of(const tk_retry_budget *b, int64_t t) {
+  int64_t k = t / b->slot_ms;
+  return t % b->slot_ms < 0 ? k - 1 : k;
+}
+
 /* Move the window so that its newest slot holds now_ms. Each slot that
  * leaves becomes the base and its position the new newest slot, which
  * starts from the previous one's balance: O(1) per slot passed, so O(1)
  * amortised; a jump of a whole window or more resets the ring at once. */
 static void advance(tk_retry_budget *b, int64_t now_ms) {
-  int64_t k = now_ms / b->slot_ms;
-  if (now_ms % b->slot_ms < 0) k--; /* floor, for times before 0 */
+  int64_t k = slot_of(b, now_ms);
   if (!b->started) {
     b->started = 1;
     b->cur = k;
@@ -205,6 +210,49 @@ static int64_t next_slot(const tk_retry_budget *b) {
   return hi + SLOTS;
 }
 
+/* Take back one reservation counted in slot s (<= resv_last): R(y) drops
+ * by one for every y >= s that the rings hold. The last live one gone,
+ * the books start over empty, as before the first reservation (a caller
+ * that settles leaves no reservation at or before now in them). */
+static void unreserve(tk_retry_budget *b, int64_t s) {
+  int64_t oldest = b->resv_last - SLOTS + 1; /* the ring's first slot */
+  if (s < oldest) b->resv_base--;
+  for (int64_t y = s < oldest ? oldest : s; y <= b->resv_last; y++) b->resv[pos_of(y)]--;
+  b->resv_total--;
+  if (--b->resv_live <= 0) {
+    b->resv_live = 0;
+    b->resv_started = 0;
+  }
+}
+
+void tk_retry_budget_settle(tk_retry_budget *b, int64_t now_ms, int64_t at_ms) {
+  advance(b, now_ms);
+  int64_t s = slot_of(b, at_ms);
+  if (!b->resv_started || s > b->cur || s > b->resv_last) return; /* not due: misuse */
+  /* From R to A at slot s: A(y) drops by PPM for y >= s. A slot that has
+   * left the window shifts every balance the ring holds alike, which
+   * changes no difference: nothing to write. */
+  if (s > b->cur - SLOTS)
+    for (int64_t y = s; y <= b->cur; y++) {
+      int pos = b->head - (int)(b->cur - y);
+      b->sum[pos < 0 ? pos + SLOTS : pos] -= PPM;
+    }
+  unreserve(b, s);
+}
+
+int tk_retry_budget_promote(tk_retry_budget *b, int64_t now_ms, int64_t at_ms) {
+  advance(b, now_ms);
+  int64_t s = slot_of(b, at_ms);
+  if (!b->resv_started || s <= b->cur || s > b->resv_last) return 0;
+  /* Every reservation still in the books lies after now (the caller
+   * settled the due ones): the window at now holds retries spent only. */
+  if (b->sum[b->head] - b->base + b->floor_ppm < PPM) return 0;
+  unreserve(b, s);
+  b->sum[b->head] -= PPM;
+  b->total_promoted++;
+  return 1;
+}
+
 /* Count one reservation in slot s >= resv_last: the ring of reservations
  * moves on to end at s, each slot that leaves it becoming the base. */
 static void reserve_at(tk_retry_budget *b, int64_t s) {
@@ -220,6 +268,7 @@ static void reserve_at(tk_retry_budget *b, int64_t s) {
     b->resv[pos] = b->resv_total;
   }
   b->resv_total++;
+  b->resv_live++;
   b->resv[pos_of(s)] = b->resv_total;
 }
 

@@ -25,6 +25,7 @@ void tk__respond_tk_error(tk_server *s, tk__response *out, const tk_err *err, co
       tk_err again;
       int back = s->store && s->store->ops->reconnect &&
                  s->store->ops->reconnect(s->store, &again) == 0;
+      s->store_lost = !back;
       tk__server_log(s, TK_LOG_WARN, "store connection lost: %s (%s)", msg,
                      back ? "reconnected" : "not reconnected yet");
       tk__api_fail(&e, 503, "unavailable", NULL, "the store cannot be reached: %s; try again",
@@ -197,6 +198,12 @@ void tk__api_handle(tk_server *s, const tk__route *r, const char *body, size_t l
   static const char *const version_only[] = {"version", NULL};
   static const char *const activity[] = {"window", "bucket", NULL};
   tk__query q = {0};
+  /* The store was still unreachable after the last lost connection: open
+   * it again first, so that the first request after the server is back
+   * answers from it instead of failing once more on the dead session.
+   * Still unreachable: the request fails as before, with its 503. */
+  tk_err again;
+  if (s->store_lost && s->store->ops->reconnect(s->store, &again) == 0) s->store_lost = 0;
   switch (r->id) {
     case TK__R_METRICS:
       get_metrics(s, out);

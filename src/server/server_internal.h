@@ -52,6 +52,7 @@ struct tk_server {
   tk_clock clock;
   struct tk_metrics *metrics;
   tk__snapshot *snapshot; /* NULL: figures counted per request */
+  int store_lost;         /* the last reconnect failed: try again before the next request */
   tk_log_sink on_log;
   void *log_ud;
 };

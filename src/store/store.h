@@ -148,6 +148,12 @@ typedef struct tk__prune_counts {
   int64_t tasks, steps, attempts, transitions, items;
 } tk__prune_counts;
 
+/* A retry waiting in the store: its step and the failed attempt it
+ * retries (the claim's attempts row id: never reused). */
+typedef struct tk__retry_ref {
+  int64_t step_id, claim_id;
+} tk__retry_ref;
+
 /* A step handed to the engine by a claim. */
 typedef struct tk__claimed {
   int64_t step_id, task_id, template_id;
@@ -597,6 +603,21 @@ typedef struct tk__store_ops {
   int (*size)(tk_store *s, int64_t *bytes, tk_err *err);
   /* tk_store_set_durability: kept for connections made again. */
   int (*durability)(tk_store *s, tk_durability d, tk_err *err);
+
+  /* Retry budgets (DESIGN §14; docs/retry.md). Bring retries that a budget
+   * deferred earlier, to run_at, now that the budget has room: in one
+   * transaction, for each v[i] whose step still waits for the retry of
+   * the failed attempt v[i].claim_id (state waiting_for_retry, that
+   * attempt its newest, steps.attempts its number) with a run_at later
+   * than run_at, set the step's run_at and that attempt row's next_run_at
+   * to run_at (its delay_ms to run_at - finished_at). Nothing else
+   * changes: no attempt is spent, no state moves, a run_at never moves
+   * later. moved[i] says whether v[i] moved; a step that is not waiting
+   * any more (claimed, cancelled, retried by an operator, or locked by
+   * another transaction on a shared server) is left alone. Wakes
+   * sleeping orchestrators when one moved. */
+  int (*retry_earlier)(tk_store *s, const tk__retry_ref *v, int n, int64_t run_at, int *moved,
+                       tk_err *err);
 } tk__store_ops;
 
 /* Every backend's store struct starts with this. */

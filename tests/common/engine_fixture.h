@@ -40,7 +40,14 @@ typedef struct efx {
   json_t *logs;      /* every log line, as strings */
   int files;         /* templates written so far, for unique names */
   uint64_t seed;     /* the engine's random seed; 0 means 42 */
+  char pg_db[64];    /* efx_use_postgres's database, dropped by efx_close; "" none */
 } efx;
+
+/* Point f (after efx_open, before efx_engine) at a fresh database of
+ * TK_TEST_PG_URL's server instead of its SQLite file: f->url and f->store
+ * change, f->db does not (SQL helpers on it read the unused file). Skips
+ * the test without TK_TEST_PG_URL. efx_close drops the database. */
+void efx_use_postgres(efx *f, const char *prefix);
 
 /* Make a temporary directory (an absolute path) into dir[len]. */
 void efx_tmpdir(char *dir, size_t len);

@@ -11,9 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include <libpq-fe.h>
 
 #include <tasker/workflow.h>
 
@@ -33,55 +31,12 @@ typedef struct param {
   const char *backend;
 } param;
 
-static char pg_db[64];
-
-/* Point f at a fresh PostgreSQL database instead of its SQLite file. */
-static void use_postgres(efx *f) {
-  const char *url = getenv("TK_TEST_PG_URL");
-  if (url == NULL || *url == '\0') skip();
-  PGconn *c = PQconnectdb(url);
-  if (PQstatus(c) != CONNECTION_OK) fail_msg("TK_TEST_PG_URL: %s", PQerrorMessage(c));
-  static int made;
-  snprintf(pg_db, sizeof pg_db, "tk_retention_%ld_%d", (long)getpid(), ++made);
-  char sql[128];
-  snprintf(sql, sizeof sql, "CREATE DATABASE %s", pg_db);
-  PGresult *r = PQexec(c, sql);
-  if (PQresultStatus(r) != PGRES_COMMAND_OK) fail_msg("%s: %s", sql, PQerrorMessage(c));
-  PQclear(r);
-  PQfinish(c);
-  /* The URL with its database replaced (a later dbname wins in libpq's
-   * key=value form; a URL is turned into that form first). */
-  PQconninfoOption *opts = PQconninfoParse(url, NULL);
-  assert_non_null(opts);
-  size_t len = 0;
-  for (PQconninfoOption *o = opts; o->keyword; o++)
-    if (o->val && strcmp(o->keyword, "dbname") != 0)
-      len += (size_t)snprintf(f->url + len, sizeof f->url - len, "%s='%s' ", o->keyword, o->val);
-  snprintf(f->url + len, sizeof f->url - len, "dbname='%s'", pg_db);
-  PQconninfoFree(opts);
-  tk_store_close(f->store);
-  tk_err err;
-  if (tk_store_open(f->url, &f->store, &err) != 0) fail_msg("open: %s", err.msg);
-  tk_store_set_clock(f->store, tk_clock_manual(&f->clock));
-  if (tk_store_migrate(f->store, NULL, NULL, &err) != 0) fail_msg("migrate: %s", err.msg);
-}
-
-static void drop_postgres(void) {
-  if (!pg_db[0]) return;
-  PGconn *c = PQconnectdb(getenv("TK_TEST_PG_URL"));
-  char sql[160];
-  snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", pg_db);
-  PQclear(PQexec(c, sql));
-  PQfinish(c);
-  pg_db[0] = '\0';
-}
-
 static efx *fixture(void **state, const char *const *sets) {
   const param *p = *state;
   efx *f = calloc(1, sizeof *f);
   efx_open(f, sets);
   *state = f;
-  if (strcmp(p->backend, "postgres") == 0) use_postgres(f);
+  if (strcmp(p->backend, "postgres") == 0) efx_use_postgres(f, "tk_retention");
   efx_engine(f, "orch-1");
   return f;
 }
@@ -89,7 +44,6 @@ static efx *fixture(void **state, const char *const *sets) {
 static int teardown(void **state) {
   efx_close(*state);
   free(*state);
-  drop_postgres();
   return 0;
 }
 

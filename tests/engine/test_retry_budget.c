@@ -4,8 +4,10 @@
  * gives, with source "budget", its whole delay, a step.retry_deferred
  * event and a counter; deferred retries are spread as the budget allows
  * instead of all coming due at once; each step counts in the budget it
- * names (its own, else its template's), per host when per_host is set; and
- * a template naming a budget the configuration lacks is refused whole. */
+ * names (its own, else its template's), per host when per_host is set; a
+ * deferred retry is brought earlier when the budget has room (on SQLite
+ * and, with TK_TEST_PG_URL, PostgreSQL); and a template naming a budget
+ * the configuration lacks is refused whole. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -256,6 +258,80 @@ static void per_host_budgets_keep_a_state_per_host(void **state) {
   assert_true(json_is_null(json_object_get(d, "host")));
 }
 
+/* Step s's attempts in task `task`, one line each: attempt, outcome,
+ * started_at, delay_ms, delay_source, next_run_at (times relative to
+ * EFX_T0, "-" for null), read through the task report as the API shows it. */
+static char *history_of(efx *f, int64_t task) {
+  json_t *t = efx_task(f, task), *a;
+  size_t i;
+  char *out = calloc(1, 1024);
+  size_t len = 0;
+  json_array_foreach(json_object_get(efx_step(t, "s"), "history"), i, a) {
+    json_t *next = json_object_get(a, "next_run_at");
+    const char *src = str_of(a, "delay_source");
+    len += (size_t)snprintf(out + len, 1024 - len, "%s%lld|%s|%lld|%lld|%s|%lld", i ? "\n" : "",
+                            (long long)int_of(a, "attempt"), str_of(a, "outcome"),
+                            (long long)(int_of(a, "started_at") - EFX_T0),
+                            (long long)int_of(a, "delay_ms"), src ? src : "-",
+                            (long long)(json_is_integer(next) ? json_integer_value(next) - EFX_T0
+                                                              : -1));
+  }
+  json_decref(t);
+  return out;
+}
+
+static void expect_history(efx *f, int64_t task, const char *want) {
+  char *got = history_of(f, task);
+  if (strcmp(got, want) != 0) fail_msg("task %lld:\n%s\nwanted:\n%s", (long long)task, got, want);
+  free(got);
+}
+
+/* A retry deferred by the budget is brought earlier when first attempts
+ * recorded since make room, but never before its backoff's run_at. Ratio
+ * 0.5 and a floor of 1 per 1 s window; a constant 100 ms backoff. At 0
+ * three steps fail: 1.5 + 1 pays for two retries (due at 100); the third
+ * is deferred to 1000, when the window has emptied. At 50 two tasks of a
+ * template that succeeds add 1: room for one more, but the deferred retry
+ * may not go before 100, so it stays. At 100 it is brought to 100 (the
+ * store's run_at and its attempt row's next_run_at, no attempt spent) and
+ * claimed with the other two: the queue drained at the rate the first
+ * attempts paid for, not at the floor's 1000. On SQLite and PostgreSQL. */
+static void a_deferred_retry_is_brought_earlier_when_the_budget_has_room(void **state) {
+  static const char *const sets[] = {"backoff.jitter=none",     "backoff.base=100ms",
+                                     "backoff.multiplier=1",    "budgets.api.ratio=0.5",
+                                     "budgets.api.window=1s",   "budgets.api.min_per_second=1",
+                                     NULL};
+  const char *backend = *state;
+  efx *f = calloc(1, sizeof *f);
+  *state = f;
+  efx_open(f, sets);
+  if (strcmp(backend, "postgres") == 0) efx_use_postgres(f, "tk_retry_budget");
+  efx_engine(f, "orch-1");
+  efx_one_step(f, "down", ALWAYS_FAILS, "{ max_attempts = 2, budget = \"api\" }");
+  efx_one_step(f, "up", "{ kind = \"builtin\", name = \"noop\" }", "{ budget = \"api\" }");
+  int64_t id[3];
+  for (int i = 0; i < 3; i++) id[i] = efx_submit(f, "down", NULL);
+  efx_tick(f);
+  efx_tick(f);
+  expect_history(f, id[2], "1|failure|0|1000|budget|1000");
+  f->clock.now_ms = EFX_T0 + 50;
+  efx_submit(f, "up", NULL);
+  efx_submit(f, "up", NULL);
+  efx_tick(f);
+  efx_tick(f);
+  assert_int_equal(tk_engine_stats_get(f->engine).retries_brought_earlier, 0);
+  expect_history(f, id[2], "1|failure|0|1000|budget|1000");
+  f->clock.now_ms = EFX_T0 + 100;
+  efx_drive(f, 20);
+  for (int i = 0; i < 2; i++)
+    expect_history(f, id[i], "1|failure|0|100|computed|100\n2|failure|100|0|-|-1");
+  expect_history(f, id[2], "1|failure|0|100|budget|100\n2|failure|100|0|-|-1");
+  efx_expect(f, id[2], "error", "s", "error", NULL);
+  tk_engine_stats st = tk_engine_stats_get(f->engine);
+  assert_int_equal(st.retries_deferred, 1);
+  assert_int_equal(st.retries_brought_earlier, 1);
+}
+
 /* A budget that is not configured: the template is refused at add with
  * FILE:LINE:COLUMN, and nothing is stored, in whichever table names it. */
 static void an_unknown_budget_is_refused_at_template_add(void **state) {
@@ -324,6 +400,12 @@ int main(void) {
       cmocka_unit_test_teardown(first_attempts_are_never_refused, efx_teardown),
       cmocka_unit_test_teardown(each_step_counts_in_the_budget_it_names, efx_teardown),
       cmocka_unit_test_teardown(per_host_budgets_keep_a_state_per_host, efx_teardown),
+      {"sqlite: a_deferred_retry_is_brought_earlier_when_the_budget_has_room",
+       a_deferred_retry_is_brought_earlier_when_the_budget_has_room, NULL, efx_teardown,
+       (void *)"sqlite"},
+      {"postgres: a_deferred_retry_is_brought_earlier_when_the_budget_has_room",
+       a_deferred_retry_is_brought_earlier_when_the_budget_has_room, NULL, efx_teardown,
+       (void *)"postgres"},
       cmocka_unit_test_teardown(an_unknown_budget_is_refused_at_template_add, efx_teardown),
       cmocka_unit_test_teardown(a_budget_no_longer_configured_limits_nothing, efx_teardown),
   };

@@ -94,3 +94,27 @@ expect_attempts_consistent() {
     "$(pg_sql "SELECT count(*) FROM steps s WHERE s.attempts <>
                (SELECT count(*) FROM attempts a WHERE a.step_id = s.id)")" 0
 }
+
+# serve_start: `tasker serve` with the test's configuration on a free
+# loopback port, in the background (its pid in SERVE, its stderr in
+# $W/serve.err); waits until it listens and sets BASE to its address
+# (http://127.0.0.1:PORT). 1, with a failure and serve killed, when it
+# never listened.
+serve_start() {
+  "$TASKER" --config "$W/tasker.toml" serve --listen 127.0.0.1:0 2>"$W/serve.err" &
+  SERVE=$!
+  wait_for "serve prints its address" 30 grep -q "listening on http://" "$W/serve.err" ||
+    { kill "$SERVE"; return 1; }
+  BASE=$(sed -n 's|^tasker serve: listening on \(http://[^/]*\)/$|\1|p' "$W/serve.err")
+}
+
+# serve_stop: SIGTERM to serve_start's server; checks that it exits 0 (a
+# sanitizer's report at exit makes it non-zero: a failure).
+serve_stop() {
+  kill -TERM "$SERVE"
+  wait "$SERVE"
+  RC=$?
+  OUT=""
+  ERR=$(cat "$W/serve.err")
+  expect_rc "serve exits 0 on SIGTERM" 0
+}

@@ -343,9 +343,14 @@ static void matches_a_model_that_keeps_every_event(void **state) {
   model m;
   m.slot_of = malloc(OPS * sizeof *m.slot_of);
   m.is_retry = malloc(OPS * sizeof *m.is_retry);
-  int refusals = 0, admissions = 0, reservations = 0;
-  for (int round = 0; round < 120; round++) {
-    int with_resv = round >= 60; /* the same configurations again, reserving */
+  /* The reservations waiting, oldest first, as event indexes of m. */
+  size_t *fifo = malloc(OPS * sizeof *fifo), qh = 0, qt = 0;
+  int refusals = 0, admissions = 0, reservations = 0, promoted = 0, kept = 0;
+  for (int round = 0; round < 180; round++) {
+    /* The same configurations again, reserving, and then reserving,
+     * settling and bringing reservations earlier as the engine does. */
+    int with_resv = round >= 60, with_promote = round >= 120;
+    qh = qt = 0;
     tk_retry_budget_config c = {ratios[round % 5], windows[round % 3], floors[round % 4]};
     if (tk_retry_budget_config_validate(&c, NULL) != 0) continue; /* floor below 1 */
     tk_retry_budget b;
@@ -366,6 +371,22 @@ static void matches_a_model_that_keeps_every_event(void **state) {
       else now -= tk_rand_range(&r, 0, b.slot_ms * 5);
       if (now < 0) now = 0;
       int64_t k = model_slot(&m, now);
+      /* Reservations come due: settled. Then, half the time, the oldest
+       * still waiting is brought to now when the window at now (counting
+       * every event at or before now) has room: the budget must agree. */
+      while (with_promote && qh < qt && m.slot_of[fifo[qh]] <= k)
+        tk_retry_budget_settle(&b, now, m.slot_of[fifo[qh++]] * b.slot_ms);
+      if (with_promote && qh < qt && tk_rand_range(&r, 0, 1) == 0) {
+        int ok = tk_retry_budget_promote(&b, now, m.slot_of[fifo[qh]] * b.slot_ms);
+        assert_int_equal(ok, model_allows(&m, k));
+        if (ok) {
+          m.slot_of[fifo[qh++]] = k;
+          promoted++;
+        } else {
+          kept++;
+        }
+        continue;
+      }
       if (tk_rand_range(&r, 0, 2) == 0) {
         tk_retry_budget_first(&b, now);
         model_add(&m, k, 0);
@@ -377,7 +398,7 @@ static void matches_a_model_that_keeps_every_event(void **state) {
       int ok = reserve ? tk_retry_budget_reserve(&b, now, &at) : tk_retry_budget_try(&b, now, &at);
       /* First come, first served: nothing goes now while a reservation
        * waits for a later slot. */
-      int pending = m.reserved && m.resv_last > k;
+      int pending = with_promote ? qh < qt : m.reserved && m.resv_last > k;
       assert_int_equal(ok, !pending && model_allows(&m, k));
       if (ok) {
         assert_int_equal(at, now);
@@ -393,6 +414,7 @@ static void matches_a_model_that_keeps_every_event(void **state) {
       assert_int_equal(at, j * b.slot_ms);
       assert_true(j - (pending ? m.resv_last : k) <= TK_RETRY_BUDGET_SLOTS);
       if (reserve) {
+        fifo[qt++] = m.n;
         model_add(&m, j, 1);
         m.reserved = 1;
         m.resv_last = j;
@@ -405,6 +427,9 @@ static void matches_a_model_that_keeps_every_event(void **state) {
   assert_true(refusals > 1000);
   assert_true(admissions > 1000);
   assert_true(reservations > 1000);
+  assert_true(promoted > 100);
+  assert_true(kept > 100);
+  free(fifo);
   free(m.slot_of);
   free(m.is_retry);
 }

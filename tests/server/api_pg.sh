@@ -35,11 +35,7 @@ done
 run t run --until-idle --workers 0
 expect_rc "run until idle" 0
 
-"$TASKER" --config "$W/tasker.toml" serve --listen 127.0.0.1:0 2>"$W/serve.err" &
-SERVE=$!
-listening() { grep -q "listening on http://" "$W/serve.err"; }
-wait_for "serve prints its address" 30 listening || { kill "$SERVE"; tap_done; exit 1; }
-BASE=$(sed -n 's|^tasker serve: listening on \(http://[^/]*\)/$|\1|p' "$W/serve.err")
+serve_start || { tap_done; exit 1; }
 get() { curl -s "$BASE$1"; }
 
 expect_eq "status: backend and tasks in error" \
@@ -99,10 +95,5 @@ expect_eq "both are cancelled, and say they may not be again" \
   "$(get /api/v1/tasks/3 | jq -c '[.state, .cancellable]')/$(pg_sql "SELECT string_agg(id::text, ',' ORDER BY id) FROM tasks WHERE state = 'cancelled'")" \
   '["cancelled",false]/1,3'
 
-kill -TERM "$SERVE"
-wait "$SERVE"
-RC=$?
-OUT=""
-ERR=$(cat "$W/serve.err")
-expect_rc "serve exits 0 on SIGTERM" 0
+serve_stop
 tap_done

@@ -2947,6 +2947,106 @@ static void store_size(world *w) {
 }
 
 /* ------------------------------------------------------------------ */
+/* Retry budgets: bringing a deferred retry earlier                     */
+/* ------------------------------------------------------------------ */
+
+/* retry_earlier on refs v[0..n-1] to run_at: must succeed; the moved
+ * flags as a string of 0s and 1s. */
+static const char *earlier(world *w, const tk__retry_ref *v, int n, int64_t run_at,
+                           char out[16]) {
+  int moved[15];
+  tk_err err;
+  assert_true(n < 16);
+  must(w->s->ops->retry_earlier(w->s, v, n, run_at, moved, &err), &err, "retry_earlier");
+  for (int i = 0; i < n; i++) out[i] = moved[i] ? '1' : '0';
+  out[n] = '\0';
+  return out;
+}
+
+/* A retry a budget deferred (to T+10000) moves earlier, to the time
+ * given, with its attempt row's next_run_at and delay, and nothing else:
+ * no attempt spent, no state or transition, the claim that follows is
+ * attempt 2, due at the new time. The fence: never a step that does not
+ * wait for the retry of that very attempt (cancelled, claimed, failed
+ * again since, or another step's attempt), never later than it is. */
+static void retry_earlier_moves_only_a_waiting_retry(world *w) {
+  add_template(w, one_toml);
+  int64_t t[5];
+  tk__claimed c[5];
+  for (int i = 0; i < 5; i++) t[i] = submit(w, "one");
+  for (int i = 0; i < 5; i++) c[i] = claim_one(w->s, "A");
+  w->clock.now_ms = T(10);
+  for (int i = 0; i < 5; i++) {
+    tk__outcome o = retry_of(&c[i], "A", T(10), T(10000));
+    o.source = TK_DELAY_BUDGET;
+    record_ok(w->s, &o);
+  }
+  char mv[16];
+  tk_err err;
+  /* t[1] cancelled; t[2] named with another step's attempt. */
+  must(tk_task_operate(w->s, TK_OP_CANCEL, t[1], NULL, T(20), NULL, &err), &err, "cancel");
+  char *before[5];
+  for (int i = 0; i < 5; i++) before[i] = task_text(w, t[i]);
+  tk__retry_ref refs[] = {{c[0].step_id, c[0].claim_id},
+                          {c[1].step_id, c[1].claim_id},
+                          {c[2].step_id, c[3].claim_id},
+                          {c[3].step_id, c[3].claim_id}};
+  /* Never later: to T+20000, none moves, all unchanged. */
+  assert_string_equal(earlier(w, refs, 4, T(20000), mv), "0000");
+  assert_string_equal(earlier(w, refs, 0, T(100), mv), "");
+  for (int i = 0; i < 4; i++) {
+    char *again = task_text(w, t[i]);
+    assert_string_equal(again, before[i]);
+    free(again);
+  }
+  assert_string_equal(earlier(w, refs, 4, T(100), mv), "1001");
+  expect_unchanged(w, t[1], before[1]);
+  expect_unchanged(w, t[2], before[2]);
+  expect_unchanged(w, t[4], before[4]);
+  free(before[0]);
+  free(before[3]);
+  /* The moved ones: run_at and the attempt row's time, nothing else. */
+  for (int i = 0; i < 4; i += 3) {
+    tk__task_report r;
+    report_on(w->s, t[i], &r);
+    const tk__step_rec *st = step_named(&r, "s");
+    assert_string_equal(st->state, TK__STEP_WAITING);
+    assert_int_equal(st->attempts, 1);
+    assert_int_equal(st->run_at, T(100));
+    const tk__attempt_rec *a = attempt_of(&r, "s", 1);
+    assert_int_equal(a->next_run_at, T(100));
+    assert_int_equal(a->delay_ms, 90);
+    assert_string_equal(a->delay_source, "budget");
+    assert_int_equal(r.nattempts, 1);
+    tk__task_report_free(&r);
+  }
+  /* Equal to the run_at it has now: not "earlier", not moved. */
+  assert_string_equal(earlier(w, refs, 1, T(100), mv), "0");
+  /* Claimed at T+100 as attempt 2, due at T+100: in progress, it does
+   * not move, by its old attempt or its new one. */
+  w->clock.now_ms = T(100);
+  tk__claimed c0 = claim_one(w->s, "A");
+  assert_int_equal(c0.step_id, c[0].step_id);
+  assert_int_equal(c0.attempt, 2);
+  assert_int_equal(c0.run_at, T(100));
+  tk__retry_ref now0[] = {{c0.step_id, c[0].claim_id}, {c0.step_id, c0.claim_id}};
+  assert_string_equal(earlier(w, now0, 2, T(50), mv), "00");
+  /* Failed again, waiting till T+9000: the old attempt does not move it,
+   * the new one does. */
+  w->clock.now_ms = T(110);
+  tk__outcome o = retry_of(&c0, "A", T(110), T(9000));
+  record_ok(w->s, &o);
+  assert_string_equal(earlier(w, now0, 2, T(120), mv), "01");
+  tk__task_report r;
+  report_on(w->s, t[0], &r);
+  assert_int_equal(step_named(&r, "s")->run_at, T(120));
+  assert_int_equal(step_named(&r, "s")->attempts, 2);
+  assert_int_equal(attempt_of(&r, "s", 1)->next_run_at, T(100));
+  assert_int_equal(attempt_of(&r, "s", 2)->next_run_at, T(120));
+  tk__task_report_free(&r);
+}
+
+/* ------------------------------------------------------------------ */
 /* The table                                                           */
 /* ------------------------------------------------------------------ */
 
@@ -2993,6 +3093,8 @@ static const conformance_case cases[] = {
     {"retention: only finished tasks go, with exact counts", prune_finished_tasks_only, 0},
     {"retention: two connections pruning at once", prune_from_two_connections, 0},
     {"retention: the store's size", store_size, 0},
+    {"retry budgets: retry_earlier moves only a waiting retry, never later",
+     retry_earlier_moves_only_a_waiting_retry, 0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

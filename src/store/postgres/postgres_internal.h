@@ -55,6 +55,7 @@ enum {
   PG_STATUS_TASKS, PG_STATUS_STEPS, PG_STATUS_READY, PG_STATUS_COUNTERS,
   PG_BATCH_GET, PG_ITEMS_GET, PG_ITEMS_CHECKPOINT,
   PG_PRUNE, PG_PRUNE_COUNT, PG_SIZE,
+  PG_RETRY_EARLIER,
   PG__COUNT
 };
 
@@ -193,6 +194,9 @@ typedef struct tk__pg_guard {
 } tk__pg_guard;
 int tk__pg_task_create_guarded(tk_store *s, const tk__new_task *t, const tk__pg_guard *g,
                                int64_t *task_id, int *existed, tk_err *err);
+/* Retry budgets (postgres_budget.c). */
+int tk__pg_retry_earlier(tk_store *s, const tk__retry_ref *v, int n, int64_t run_at, int *moved,
+                         tk_err *err);
 /* Schedules (postgres_schedules.c). */
 int tk__pg_schedule_put(tk_store *s, const tk__schedule_rec *rows, int n,
                         const char *replace_source, tk_err *err);

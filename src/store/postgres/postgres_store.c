@@ -353,4 +353,5 @@ const tk__store_ops tk__postgres_store_ops = {
     .prune = tk__pg_prune,
     .size = tk__pg_size,
     .durability = tk__pg_durability,
+    .retry_earlier = tk__pg_retry_earlier,
 };

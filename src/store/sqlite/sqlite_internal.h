@@ -19,6 +19,7 @@ enum {
   SQ_BATCH_INSERT, SQ_ITEM_INSERT, SQ_ITEM_UPDATE, SQ_BATCH_GET, SQ_ITEMS_GET, SQ_STEP_HELD,
   SQ_STEP_INPUT,
   SQ_DELAYED_DUE, SQ_DELAYED_RELEASE, SQ_DELAYED_CLEAR, SQ_NEXT_DELAYED, SQ_DELAYED_SET,
+  SQ_RETRY_EARLIER_STEP, SQ_RETRY_EARLIER_ATTEMPT,
   SQ__COUNT
 };
 
@@ -182,6 +183,9 @@ int tk__sq_size(tk_store *s, int64_t *bytes, tk_err *err);
 int tk__sq_durability(tk_store *s, tk_durability d, tk_err *err);
 int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_err *errs,
                   tk__claim_request *next, tk_err *err);
+/* Retry budgets (sqlite_budget.c). */
+int tk__sq_retry_earlier(tk_store *s, const tk__retry_ref *v, int n, int64_t run_at, int *moved,
+                         tk_err *err);
 int tk__sq_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
                      tk_err *err);
 int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);

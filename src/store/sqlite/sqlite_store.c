@@ -367,4 +367,5 @@ const tk__store_ops tk__sqlite_store_ops = {
     .prune = tk__sq_prune,
     .size = tk__sq_size,
     .durability = tk__sq_durability,
+    .retry_earlier = tk__sq_retry_earlier,
 };
