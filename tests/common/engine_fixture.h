@@ -165,6 +165,17 @@ int efx_wait_for(int (*cond)(void *ud), void *ud, int64_t timeout_ms);
 /* A whole file, malloc'd ("" if it does not exist). */
 char *efx_read(const char *path);
 
+/* PostgreSQL for tests that run on it too, on the server of
+ * TK_TEST_PG_URL (the harness's private cluster). Without one the running
+ * test is skipped, or fails when TK_REQUIRE_PG=1. efx_pg_database creates
+ * a fresh database PREFIX_PID_N (its name to name[nlen]) and gives a
+ * libpq connection string for it in url[ulen]; efx_pg_drop drops it. */
+void efx_pg_database(const char *prefix, char *name, size_t nlen, char *url, size_t ulen);
+void efx_pg_drop(const char *name);
+/* The text of a query on the database at url, as efx_sql_text gives it
+ * (columns joined by '|', rows by '\n', NULL as "NULL"). Malloc'd. */
+char *efx_pg_text(const char *url, const char *sql);
+
 /* Claim for `owner` as tk__store_claim does, with the store's clock
  * reading `now` for that claim only. */
 int efx_claim_at(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
