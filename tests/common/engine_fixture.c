@@ -438,13 +438,11 @@ int efx_claim_at(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, 
   return rc;
 }
 
-/* The server's URL, or skip (fail under TK_REQUIRE_PG=1) without one. */
-static const char *pg_server(void) {
-  const char *url = getenv("TK_TEST_PG_URL");
+const char *efx_pg_server(const char *url) {
   if (url != NULL && *url != '\0') return url;
   const char *require = getenv("TK_REQUIRE_PG");
   if (require != NULL && strcmp(require, "1") == 0)
-    fail_msg("no PostgreSQL server (TK_TEST_PG_URL unset) and TK_REQUIRE_PG=1");
+    fail_msg("no PostgreSQL server (the harness's URL is unset) and TK_REQUIRE_PG=1");
   skip();
   return NULL;
 }
@@ -460,8 +458,8 @@ static void pg_exec(const char *url, const char *sql) {
   PQfinish(c);
 }
 
-void efx_pg_database(const char *prefix, char *name, size_t nlen, char *url, size_t ulen) {
-  const char *server = pg_server();
+void efx_pg_database(const char *server, const char *prefix, char *name, size_t nlen, char *url,
+                     size_t ulen) {
   static int made;
   snprintf(name, nlen, "%s_%ld_%d", prefix, (long)getpid(), ++made);
   char sql[160];
@@ -470,7 +468,7 @@ void efx_pg_database(const char *prefix, char *name, size_t nlen, char *url, siz
   /* The server's connection options with the database replaced (the URL
    * is turned into libpq's key=value form). */
   PQconninfoOption *opts = PQconninfoParse(server, NULL);
-  if (opts == NULL) fail_msg("TK_TEST_PG_URL is not a libpq connection string: %s", server);
+  if (opts == NULL) fail_msg("not a libpq connection string: %s", server);
   size_t len = 0;
   for (PQconninfoOption *o = opts; o->keyword; o++)
     if (o->val && strcmp(o->keyword, "dbname") != 0)
@@ -479,10 +477,10 @@ void efx_pg_database(const char *prefix, char *name, size_t nlen, char *url, siz
   PQconninfoFree(opts);
 }
 
-void efx_pg_drop(const char *name) {
+void efx_pg_drop(const char *server, const char *name) {
   char sql[160];
   snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", name);
-  pg_exec(pg_server(), sql);
+  pg_exec(server, sql);
 }
 
 char *efx_pg_text(const char *url, const char *sql) {

@@ -201,7 +201,8 @@ static void a_crash_between_calls_resends_only_unacked_items(void **state) {
   crash c = {0};
   efx_tmpdir(c.dir, sizeof c.dir);
   if (strcmp(p->backend, "postgres") == 0) {
-    efx_pg_database("tk_batch_crash", c.pg_db, sizeof c.pg_db, c.url, sizeof c.url);
+    efx_pg_database(efx_pg_server(getenv("TK_TEST_PG_URL")), "tk_batch_crash", c.pg_db,
+                    sizeof c.pg_db, c.url, sizeof c.url);
   } else {
     snprintf(c.db, sizeof c.db, "%s/tasker.db", c.dir);
     snprintf(c.url, sizeof c.url, "sqlite:%s", c.db);
@@ -253,7 +254,7 @@ static void a_crash_between_calls_resends_only_unacked_items(void **state) {
   store_expect(&c, "acked|1|750\nacked|2|250",
                "SELECT state, attempts, COUNT(*) FROM items GROUP BY state, attempts"
                " ORDER BY state, attempts");
-  if (c.pg_db[0]) efx_pg_drop(c.pg_db);
+  if (c.pg_db[0]) efx_pg_drop(getenv("TK_TEST_PG_URL"), c.pg_db);
   efx_rmtree(c.dir);
 }
 
