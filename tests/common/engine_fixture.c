@@ -478,3 +478,68 @@ int efx_claim_at(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, 
   tk_store_set_clock(s, saved);
   return rc;
 }
+
+const char *efx_pg_server(const char *url) {
+  if (url != NULL && *url != '\0') return url;
+  const char *require = getenv("TK_REQUIRE_PG");
+  if (require != NULL && strcmp(require, "1") == 0)
+    fail_msg("no PostgreSQL server (the harness's URL is unset) and TK_REQUIRE_PG=1");
+  skip();
+  return NULL;
+}
+
+/* Run one statement on a connection to url that must succeed. */
+static void pg_exec(const char *url, const char *sql) {
+  PGconn *c = PQconnectdb(url);
+  if (PQstatus(c) != CONNECTION_OK) fail_msg("%s: %s", url, PQerrorMessage(c));
+  PGresult *r = PQexec(c, sql);
+  int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  if (!ok) fail_msg("%s: %s", sql, PQerrorMessage(c));
+  PQfinish(c);
+}
+
+void efx_pg_database(const char *server, const char *prefix, char *name, size_t nlen, char *url,
+                     size_t ulen) {
+  static int made;
+  snprintf(name, nlen, "%s_%ld_%d", prefix, (long)getpid(), ++made);
+  char sql[160];
+  snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+  pg_exec(server, sql);
+  /* The server's connection options with the database replaced (the URL
+   * is turned into libpq's key=value form). */
+  PQconninfoOption *opts = PQconninfoParse(server, NULL);
+  if (opts == NULL) fail_msg("not a libpq connection string: %s", server);
+  size_t len = 0;
+  for (PQconninfoOption *o = opts; o->keyword; o++)
+    if (o->val && strcmp(o->keyword, "dbname") != 0)
+      len += (size_t)snprintf(url + len, ulen - len, "%s='%s' ", o->keyword, o->val);
+  snprintf(url + len, ulen - len, "dbname='%s'", name);
+  PQconninfoFree(opts);
+}
+
+void efx_pg_drop(const char *server, const char *name) {
+  char sql[160];
+  snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", name);
+  pg_exec(server, sql);
+}
+
+char *efx_pg_text(const char *url, const char *sql) {
+  PGconn *c = PQconnectdb(url);
+  if (PQstatus(c) != CONNECTION_OK) fail_msg("%s: %s", url, PQerrorMessage(c));
+  PGresult *r = PQexec(c, sql);
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) fail_msg("%s: %s", sql, PQerrorMessage(c));
+  size_t len = 0, cap = 256;
+  char *buf = malloc(cap);
+  buf[0] = '\0';
+  for (int row = 0; row < PQntuples(r); row++)
+    for (int col = 0; col < PQnfields(r); col++) {
+      const char *v = PQgetisnull(r, row, col) ? "NULL" : PQgetvalue(r, row, col);
+      size_t need = len + strlen(v) + 3;
+      if (need > cap) buf = realloc(buf, cap = need * 2);
+      len += (size_t)sprintf(buf + len, "%s%s", col ? "|" : (row ? "\n" : ""), v);
+    }
+  PQclear(r);
+  PQfinish(c);
+  return buf;
+}

@@ -172,6 +172,23 @@ int efx_wait_for(int (*cond)(void *ud), void *ud, int64_t timeout_ms);
 /* A whole file, malloc'd ("" if it does not exist). */
 char *efx_read(const char *path);
 
+/* PostgreSQL for tests that run on it too, on the server of
+ * TK_TEST_PG_URL (the harness's private cluster). efx_pg_server(url) is
+ * that URL (the caller passes getenv("TK_TEST_PG_URL"): scripts/run-tests
+ * starts the cluster for the programs that name the variable, so the
+ * fixture, linked into all of them, must not); without one the running
+ * test is skipped, or fails when TK_REQUIRE_PG=1. efx_pg_database creates
+ * a fresh database PREFIX_PID_N on the server (its name to name[nlen]) and
+ * gives a libpq connection string for it in url[ulen]; efx_pg_drop drops
+ * it. */
+const char *efx_pg_server(const char *url);
+void efx_pg_database(const char *server, const char *prefix, char *name, size_t nlen, char *url,
+                     size_t ulen);
+void efx_pg_drop(const char *server, const char *name);
+/* The text of a query on the database at url, as efx_sql_text gives it
+ * (columns joined by '|', rows by '\n', NULL as "NULL"). Malloc'd. */
+char *efx_pg_text(const char *url, const char *sql);
+
 /* Claim for `owner` as tk__store_claim does, with the store's clock
  * reading `now` for that claim only. */
 int efx_claim_at(tk_store *s, const char *owner, int64_t now, int64_t lease_ms, int limit,
