@@ -188,8 +188,14 @@ static inline int tk__engine_wants(const tk_engine *e, tk_event_type type) {
  * ev->orchestrator. */
 void tk__engine_emit(tk_engine *e, tk_event *ev);
 
-/* The run-time view of a template, loaded once per engine. */
+/* The run-time view of a template, loaded once per engine
+ * (template_cache.c); tk__engine_templates_free releases them all. */
 const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err);
+void tk__engine_templates_free(tk_engine *e);
+
+/* Expired leases a pass turns into failures at most (loop.c; the engine
+ * keeps an array of this size). */
+#define TK__REAP_BATCH 64
 
 /* The backoff policy of profile `profile`; a profile no longer configured
  * falls back to "default" with a warning (engine thread: it may log). */
@@ -265,6 +271,17 @@ void tk__engine_finish_free(tk_engine *e);
  * it was started asynchronously (j->async), in which case j is handed to
  * the engine thread by its end (tk__pool_done) and may already be gone. */
 int tk__engine_execute(tk_engine *e, job *j);
+
+/* Jobs (jobs.c), on the engine thread. Start the n attempts claimed into
+ * e->claims: hand them to the workers, or run them here when there are
+ * none (returned in *inline_done, linked by next). */
+void tk__engine_start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us,
+                              job **inline_done);
+/* Add j to, or take it off, the list of jobs in flight (e->running). */
+void tk__flight_add(tk_engine *e, job *j);
+void tk__flight_remove(tk_engine *e, job *j);
+/* Free a job and what it holds. */
+void tk__job_free(job *j);
 
 /* Batch steps (batch.c, DESIGN §9). On the engine thread: load a claimed
  * batch step's settings and pending items into j->batch (a failure is
