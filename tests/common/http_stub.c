@@ -50,6 +50,9 @@ struct http_stub {
   _Atomic int stop;
   int peak;
   _Atomic int keep_alive; /* answer with keep-alive and read the next request */
+  /* http_stub_hold, under mu: answers wait while hold_until > 0. */
+  int hold_until, held;
+  long long hold_end_ms;
   route routes[MAX_ROUTES];
   int nroutes;
   conn *conns;
@@ -127,6 +130,7 @@ static void take_request(http_stub *s, conn *c, size_t len) {
   } else {
     c->answer = &NOT_FOUND;
   }
+  if (s->hold_until > 0) s->held++;
   pthread_mutex_unlock(&s->mu);
   c->state = WAITING;
   c->req_len = len;
@@ -215,6 +219,17 @@ static int read_conn(http_stub *s, conn *c) {
   return 0;
 }
 
+/* Whether answers are held now: a hold ends when its requests have
+ * arrived or its time is up. */
+static int holding(http_stub *s, long long now) {
+  pthread_mutex_lock(&s->mu);
+  if (s->hold_until > 0 && (s->held >= s->hold_until || now >= s->hold_end_ms))
+    s->hold_until = 0;
+  int held = s->hold_until > 0;
+  pthread_mutex_unlock(&s->mu);
+  return held;
+}
+
 static void *serve(void *arg) {
   http_stub *s = arg;
   struct pollfd *pfd = NULL;
@@ -227,13 +242,14 @@ static void *serve(void *arg) {
       pfd = n;
     }
     long long now = now_ms(), wait = 50;
+    int held = holding(s, now);
     pfd[0] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
     pfd[1] = (struct pollfd){.fd = s->wake[0], .events = POLLIN};
     for (int i = 0; i < s->nconns; i++) {
       conn *c = &s->conns[i];
       short ev = c->state == READING ? POLLIN : c->state == WRITING ? POLLOUT : 0;
       pfd[i + 2] = (struct pollfd){.fd = c->fd, .events = ev};
-      if (c->state == WAITING && c->due_ms - now < wait) wait = c->due_ms - now;
+      if (c->state == WAITING && !held && c->due_ms - now < wait) wait = c->due_ms - now;
     }
     int n = s->nconns;
     poll(pfd, (nfds_t)n + 2, wait < 0 ? 0 : (int)wait);
@@ -248,7 +264,7 @@ static void *serve(void *arg) {
           continue;
         }
       }
-      if (c->state == WAITING && c->due_ms <= now) {
+      if (c->state == WAITING && !held && c->due_ms <= now) {
         if (c->answer->action == HTTP_STUB_RESET || c->answer->action == HTTP_STUB_CLOSE) {
           close_conn(s, i, c->answer->action == HTTP_STUB_RESET);
           continue;
@@ -356,6 +372,21 @@ char *http_stub_last(http_stub *s, const char *path) {
   char *copy = r && r->last ? strdup(r->last) : NULL;
   pthread_mutex_unlock(&s->mu);
   return copy;
+}
+
+void http_stub_hold(http_stub *s, int requests, int most_ms) {
+  pthread_mutex_lock(&s->mu);
+  s->hold_until = requests;
+  s->held = 0;
+  s->hold_end_ms = now_ms() + most_ms;
+  pthread_mutex_unlock(&s->mu);
+}
+
+int http_stub_held(http_stub *s) {
+  pthread_mutex_lock(&s->mu);
+  int n = s->held;
+  pthread_mutex_unlock(&s->mu);
+  return n;
 }
 
 int http_stub_peak_connections(http_stub *s) {

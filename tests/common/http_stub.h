@@ -58,6 +58,18 @@ int http_stub_count(http_stub *s, const char *path);
  * NULL for none; the caller frees it. */
 char *http_stub_last(http_stub *s, const char *path);
 
+/* Answer nothing until `requests` requests (whole, over every route,
+ * counted from this call on) have arrived or `most_ms` have passed,
+ * whichever comes first; then answer them all, each as its route says
+ * (a delay_ms counts from its arrival). So a test sees that many requests
+ * in flight together however slow the machine, instead of hoping that
+ * they all arrive within some delay. */
+void http_stub_hold(http_stub *s, int requests, int most_ms);
+
+/* The requests that had arrived when the last hold ended (so far, while
+ * it lasts). */
+int http_stub_held(http_stub *s);
+
 /* The most connections open at once since the start. */
 int http_stub_peak_connections(http_stub *s);
 
