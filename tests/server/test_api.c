@@ -25,6 +25,7 @@
 #include <tasker/server.h>
 
 #include "common/engine_fixture.h"
+#include "server/assets.h"
 #include "server/api_client.h"
 
 static const char *const sets[] = {"backoff.base=1s", "backoff.jitter=none",
@@ -36,6 +37,10 @@ static const char etl_toml[] =
     "retry = { max_attempts = 3 }\n" EFX_STEP("report") "depends_on = [\"load\"]\n" EFX_NOOP;
 
 static const char *const post_h[] = {"X-Tasker-Request: 1", NULL};
+
+/* The dashboard's built-in files (the generated table; its last entry has
+ * a NULL path). */
+extern const tk__asset tk__assets[];
 
 typedef struct world {
   efx *f;
@@ -691,6 +696,76 @@ static void bulk_retry_reaches_in_progress_and_reports_refusals(void **state) {
   json_decref(j);
 }
 
+/* ---- headers on every answer ------------------------------------------- */
+
+/* Every route, every kind of answer (success, created, each error status),
+ * the dashboard's every file: each answer carries the security headers
+ * (api_request checks them on every answer of every test; here each route
+ * and status is reached on purpose, its status checked). */
+static void security_headers_on_every_answer(void **state) {
+  world *w = *state;
+  char task[64], cancel[96], retry[96];
+  snprintf(task, sizeof task, "/api/v1/tasks/%lld", (long long)w->etl1);
+  snprintf(cancel, sizeof cancel, "/api/v1/tasks/%lld/cancel", (long long)w->waiting);
+  snprintf(retry, sizeof retry, "/api/v1/tasks/%lld/steps/load/retry", (long long)w->etl2);
+  const char *const no_xr[] = {"Origin: http://evil.example", NULL};
+  struct {
+    const char *method, *path, *body;
+    const char *const *headers;
+    long status;
+  } routes[] = {
+      {"GET", "/api/v1/status", NULL, NULL, 200},
+      {"HEAD", "/api/v1/status", NULL, NULL, 200},
+      {"GET", "/api/v1/tasks", NULL, NULL, 200},
+      {"GET", task, NULL, NULL, 200},
+      {"GET", "/api/v1/steps", NULL, NULL, 200},
+      {"GET", "/api/v1/templates", NULL, NULL, 200},
+      {"GET", "/api/v1/templates/etl", NULL, NULL, 200},
+      {"GET", "/api/v1/activity", NULL, NULL, 200},
+      {"GET", "/api/v1/backoff", NULL, NULL, 200},
+      {"GET", "/metrics", NULL, NULL, 200},
+      {"GET", "/", NULL, NULL, 200},
+      {"POST", "/api/v1/tasks", "{\"template\": \"quick\"}", post_h, 201},
+      {"POST", retry, NULL, post_h, 200},
+      {"POST", cancel, NULL, post_h, 200},
+      {"POST", "/api/v1/actions/resolve", "{\"filter\": {\"state\": \"error\"}}", post_h, 200},
+      {"GET", "/api/v1/tasks?state=bogus", NULL, NULL, 400},
+      {"POST", "/api/v1/tasks", "{\"template\": \"quick\"}", no_xr, 403},
+      {"GET", "/api/v1/nosuch", NULL, NULL, 404},
+      {"GET", "/nosuch.js", NULL, NULL, 404},
+      {"DELETE", "/api/v1/tasks", NULL, NULL, 405},
+      {"POST", cancel, NULL, post_h, 409},
+  };
+  for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+    api_resp r = api_request(routes[i].method, URL(w, routes[i].path), routes[i].body, -1,
+                             routes[i].headers);
+    if (r.status != routes[i].status)
+      fail_msg("%s %s: %ld, expected %ld: %s", routes[i].method, routes[i].path, r.status,
+               routes[i].status, r.body);
+    api_resp_free(&r);
+  }
+  for (const tk__asset *a = tk__assets; a->path; a++) {
+    api_resp r = api_request("GET", URL(w, a->path), NULL, 0, NULL);
+    if (r.status != 200) fail_msg("GET %s: %ld", a->path, r.status);
+    api_resp_free(&r);
+  }
+  /* 413: a body over 1 MiB. */
+  size_t n = 1024 * 1024 + 1;
+  char *big = malloc(n + 1);
+  memset(big, ' ', n);
+  big[n] = '\0';
+  api_resp r = api_request("POST", URL(w, "/api/v1/tasks"), big, (long)n, post_h);
+  assert_int_equal(r.status, 413);
+  api_resp_free(&r);
+  free(big);
+  /* 401: a server that asks for a token. */
+  tk_server_stop(w->srv);
+  start_server(w, "tok");
+  r = api_request("GET", URL(w, "/api/v1/status"), NULL, 0, NULL);
+  assert_int_equal(r.status, 401);
+  api_resp_free(&r);
+}
+
 /* ---- the token, the listen address ------------------------------------- */
 
 static void token_required(void **state) {
@@ -1012,6 +1087,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(bulk_actions, setup, teardown),
       cmocka_unit_test_setup_teardown(bulk_retry_reaches_in_progress_and_reports_refusals, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(security_headers_on_every_answer, setup, teardown),
       cmocka_unit_test_setup_teardown(token_required, setup, teardown),
       cmocka_unit_test_setup_teardown(listen_addresses, setup, teardown),
       cmocka_unit_test_setup_teardown(listen_ipv6_loopback, setup, teardown),

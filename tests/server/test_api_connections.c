@@ -3,7 +3,8 @@
  * (one that never sent a byte, and one kept alive after an answer); at
  * most 64 connections from one address (the 65th is closed unanswered)
  * and 128 in all (the 129th waits, unanswered, until one closes, then is
- * served); a request's line and headers over 64 KiB are refused (431).
+ * served); a request's line and headers over 64 KiB are refused (431),
+ * and what else the HTTP layer cannot read gets its own answer.
  *
  * Waits are on conditions (a socket readable, closed) with generous
  * bounds that fail clearly; the one time measured is a lower bound (the
@@ -200,33 +201,57 @@ static void connections_are_capped_per_address_and_in_all(void **state) {
     if (fds[i] >= 0) close(fds[i]);
 }
 
-/* A request's line and headers are read into 64 KiB: more is refused
- * (libmicrohttpd's own answer, docs/api.md), half of it served. */
-static void request_heads_over_64k_are_refused(void **state) {
+/* Send raw on a new connection: the status of the answer (CLOSED, SILENT). */
+static int raw_status(world *w, const char *raw, size_t n) {
+  int fd = connect_from(w, "127.0.0.1");
+  int st = send_all(fd, raw, n) == 0 ? answer(fd, BOUND_MS, NULL, 0) : CLOSED;
+  close(fd);
+  return st;
+}
+
+/* A request's line and headers are read into 64 KiB: more is refused, 32
+ * KiB served; what the HTTP layer cannot read is answered by it
+ * (libmicrohttpd's own answers, docs/api.md "Safety"). */
+static void requests_the_http_layer_cannot_read_are_refused(void **state) {
   world *w = *state;
   size_t n = 70 * 1024;
   char *req = malloc(n + 200);
   int len = snprintf(req, 200, "GET /api/v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ");
   memset(req + len, 'a', n);
   memcpy(req + len + n, "\r\n\r\n", 5);
-  int fd = connect_from(w, "127.0.0.1");
-  int st = send_all(fd, req, strlen(req)) == 0 ? answer(fd, BOUND_MS, NULL, 0) : CLOSED;
-  close(fd);
+  int st = raw_status(w, req, strlen(req));
   if (st != 431) fail_msg("70 KiB of headers: %d, expected 431", st);
-  /* 32 KiB of headers: served. */
   memcpy(req + len + 32 * 1024, "\r\n\r\n", 5);
-  fd = connect_from(w, "127.0.0.1");
-  st = send_all(fd, req, strlen(req)) == 0 ? answer(fd, BOUND_MS, NULL, 0) : CLOSED;
-  close(fd);
+  st = raw_status(w, req, strlen(req));
   if (st != 200) fail_msg("32 KiB of headers: %d, expected 200", st);
+  /* A 70 KiB target. */
+  len = snprintf(req, 200, "GET /");
+  memset(req + len, 'a', n);
+  static const char rest[] = " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  memcpy(req + len + n, rest, sizeof rest);
+  st = raw_status(w, req, strlen(req));
+  if (st != 414) fail_msg("a 70 KiB target: %d, expected 414", st);
   free(req);
+  static const char bad_length[] =
+      "GET /api/v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ten\r\n\r\n";
+  st = raw_status(w, bad_length, sizeof bad_length - 1);
+  if (st != 400) fail_msg("Content-Length: ten: %d, expected 400", st);
+  static const char bad_chunk[] = "POST /api/v1/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                  "X-Tasker-Request: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                  "zz\r\n{}\r\n0\r\n\r\n";
+  st = raw_status(w, bad_chunk, sizeof bad_chunk - 1);
+  if (st != 400) fail_msg("a malformed chunk: %d, expected 400", st);
+  static const char http2[] = "GET /api/v1/status HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n";
+  st = raw_status(w, http2, sizeof http2 - 1);
+  if (st != 505) fail_msg("HTTP/2.0: %d, expected 505", st);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(connections_are_capped_per_address_and_in_all, setup,
                                       teardown),
-      cmocka_unit_test_setup_teardown(request_heads_over_64k_are_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(requests_the_http_layer_cannot_read_are_refused, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(idle_connections_are_closed_after_30s, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
