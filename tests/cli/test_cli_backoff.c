@@ -122,6 +122,14 @@ static void samples_spread_and_seed_repeats(void **state) {
       "--samples=500", "--seed=7", "--attempts=6");
   assert_int_equal(a.status, 0);
   assert_string_equal(a.out, b.out);
+  /* Another seed draws other delays: the seed is used, not ignored. */
+  run_result c;
+  RUN(&c, "backoff", "--json", "--base=100ms", "--max-delay=2s", "--jitter=full",
+      "--samples=500", "--seed=8", "--attempts=6");
+  assert_int_equal(c.status, 0);
+  json_decref(rows_of(&c));
+  if (strcmp(a.out, c.out) == 0) fail_msg("seed 7 and seed 8 drew the same delays: %s", a.out);
+  run_result_free(&c);
   json_t *rows = rows_of(&a);
   for (size_t i = 0; i < 6; i++) {
     json_int_t lo = field(rows, i, "min_ms"), med = field(rows, i, "median_ms"),

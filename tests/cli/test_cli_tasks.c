@@ -441,6 +441,41 @@ static void bulk_refusals_are_counted_by_reason_with_task_and_step(void **state)
          "", "retry", "--template", "boom", "--yes", "--json");
 }
 
+/* More than 20 refusals: the count says how many, 20 are listed (the
+ * first, in the order the action met them) and a last line says how many
+ * more. Retrying the first of 23 tasks moves the other 22 out of error,
+ * as another operator's retry would. */
+static void bulk_lists_the_first_20_refusals_and_counts_the_rest(void **state) {
+  cli *c = *state;
+  char path[400];
+  efx_write(c->dir, "many.toml",
+            "name = \"many\"\nversion = \"1\"\n" EFX_STEP("m")
+            "handler = { kind = \"builtin\", name = \"fail\" }\nretry = { max_attempts = 1 }\n",
+            path, sizeof path);
+  RUN_OK(c, "template", "add", path);
+  RUN_OK(c, "submit", "many", "--count", "23"); /* tasks 12 to 34 */
+  RUN_OK(c, "run", "--until-idle", "--workers", "0");
+  efx_sql_expect(c->db, "23", "SELECT count(*) FROM steps WHERE name = 'm' AND state = 'error'");
+  sql_exec(c->db, "CREATE TRIGGER meanwhile AFTER UPDATE OF state ON steps"
+                  " WHEN NEW.name = 'm' AND OLD.state = 'error' BEGIN"
+                  " UPDATE steps SET state = 'waiting_for_retry'"
+                  " WHERE name = 'm' AND state = 'error' AND id <> NEW.id; END;");
+  /* Newest first: task 34 is retried, 33 down to 12 refused. */
+  char want[4096];
+  size_t n = (size_t)snprintf(want, sizeof want,
+                              "23 tasks matched; 1 failed step will be retried now; 22 refused "
+                              "(state: 22)\n");
+  for (int task = 33; task >= 14; task--)
+    n += (size_t)snprintf(want + n, sizeof want - n,
+                          "  task %d, step m: step \"m\" of task %d is waiting_for_retry: only a "
+                          "step in error can be retried\n",
+                          task, task);
+  snprintf(want + n, sizeof want - n, "  (and 2 more)\n");
+  EXPECT(c, 1, "", want, "retry", "--template", "many", "--yes");
+  /* Only task 34's step got fresh attempts. */
+  efx_sql_expect(c->db, "34", "SELECT task_id FROM steps WHERE name = 'm' AND attempts = 0");
+}
+
 static void no_filter_and_over_max_are_refused(void **state) {
   cli *c = *state;
   char *before = efx_snapshot(c->db);
@@ -489,6 +524,7 @@ int main(void) {
       TEST(bulk_cancel_and_resolve),
       TEST(tasks_in_error_are_cancelled_by_id_and_by_filter),
       TEST(bulk_refusals_are_counted_by_reason_with_task_and_step),
+      TEST(bulk_lists_the_first_20_refusals_and_counts_the_rest),
       TEST(no_filter_and_over_max_are_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

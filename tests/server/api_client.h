@@ -1,6 +1,7 @@
 /* Test helper: real HTTP requests with libcurl to a tasker server, and
  * checks of the API's answers (docs/api.md). Include after <cmocka.h>;
- * every helper fails the running test on an unexpected error. */
+ * every helper fails the running test on an unexpected error, and every
+ * answer must carry the security headers docs/api.md lists. */
 #ifndef TESTS_SERVER_API_CLIENT_H
 #define TESTS_SERVER_API_CLIENT_H
 
@@ -19,7 +20,18 @@ typedef struct api_resp {
   char content_type[128];
   char allow[64];
   char www_auth[64];
+  char security[5][160]; /* the values of api_security_headers, in order */
 } api_resp;
+
+/* What every answer of the server carries (docs/api.md "Safety"). */
+static const char *const api_security_headers[5][2] = {
+    {"X-Content-Type-Options", "nosniff"},
+    {"Cache-Control", "no-store"},
+    {"X-Frame-Options", "DENY"},
+    {"Referrer-Policy", "no-referrer"},
+    {"Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors "
+                                "'none'; form-action 'none'"},
+};
 
 static size_t api_on_body(char *p, size_t size, size_t n, void *ud) {
   api_resp *r = ud;
@@ -48,6 +60,8 @@ static size_t api_on_header(char *p, size_t size, size_t n, void *ud) {
   api_keep(p, size * n, "Content-Type", r->content_type, sizeof r->content_type);
   api_keep(p, size * n, "Allow", r->allow, sizeof r->allow);
   api_keep(p, size * n, "WWW-Authenticate", r->www_auth, sizeof r->www_auth);
+  for (int i = 0; i < 5; i++)
+    api_keep(p, size * n, api_security_headers[i][0], r->security[i], sizeof r->security[i]);
   return size * n;
 }
 
@@ -81,6 +95,11 @@ static api_resp api_request(const char *method, const char *url, const char *bod
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
   curl_slist_free_all(h);
   curl_easy_cleanup(c);
+  /* Every answer, whatever its route or status. */
+  for (int i = 0; i < 5; i++)
+    if (strcmp(r.security[i], api_security_headers[i][1]) != 0)
+      fail_msg("%s %s: %ld answered with %s: \"%s\", expected \"%s\"", method, url, r.status,
+               api_security_headers[i][0], r.security[i], api_security_headers[i][1]);
   return r;
 }
 
