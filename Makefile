@@ -60,7 +60,7 @@ SHARED_LIB := $(BUILD)/lib/libtasker.so.$(VERSION)
 PC_FILE    := $(BUILD)/lib/pkgconfig/tasker.pc
 TASKER     := $(BUILD)/bin/tasker
 
-.PHONY: all deps server-deps test test-asan check demo demo-pg bench install install-man clean tests examples fuzz fuzz-smoke
+.PHONY: all deps server-deps test test-asan check demo demo-pg bench benches install install-man clean tests examples fuzz fuzz-smoke
 all: $(STATIC_LIB) $(SHARED_LIB) $(PC_FILE) $(TASKER)
 
 deps:
@@ -68,9 +68,11 @@ deps:
 
 # What the tests, the PostgreSQL demo and the benchmarks run besides the
 # build: a PostgreSQL server (a private cluster each time), libfaketime,
-# Debian's chromium, in which the dashboard's test loads the page, and
-# mandoc and man-db, with which tests/man lints and renders the man pages.
-SERVER_DEPS := postgresql faketime chromium mandoc man-db
+# Debian's chromium, in which the dashboard's test loads the page, mandoc
+# and man-db, with which tests/man lints and renders the man pages, jq and
+# curl, with which tests/server/api_pg.sh reads the API, and clang with its
+# libFuzzer runtime, with which `make tests` builds the fuzz targets.
+SERVER_DEPS := postgresql faketime chromium mandoc man-db jq curl clang libclang-rt-14-dev
 server-deps:
 	@TASKER_EXTRA_DEPS="$(SERVER_DEPS)" scripts/ensure-deps
 
@@ -143,7 +145,9 @@ $(BUILD)/examples/%: examples/%.c $(STATIC_LIB)
 
 examples: $(EXAMPLE_BIN)
 
-tests: $(TEST_BIN) $(TASKER) $(EXAMPLE_BIN)
+# The fuzz targets too (clang; build-fuzz/ whatever MODE), so that they
+# cannot rot unseen.
+tests: $(TEST_BIN) $(TASKER) $(EXAMPLE_BIN) fuzz
 
 # Build and run every unit and integration test; last line "N passed, N failed".
 test: server-deps
@@ -163,8 +167,11 @@ demo-pg: server-deps
 	@$(MAKE) --no-print-directory $(TASKER)
 	@TASKER=$(TASKER) scripts/demo-pg
 
+# The benchmark programs and the tools bench_pg.sh runs, built, not run.
+benches: $(BENCH_BIN) $(BENCH_TOOLS)
+
 bench: server-deps
-	@$(MAKE) --no-print-directory $(BENCH_BIN) $(BENCH_TOOLS) $(TASKER)
+	@$(MAKE) --no-print-directory benches $(TASKER)
 	@BUILD=$(BUILD) bench/run
 
 install: all install-man
@@ -186,7 +193,7 @@ install-man:
 	install -m 644 man/tasker.toml.5 $(MAN_DIR)/man5/
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-nopg
 
 # Fuzzing with clang's libFuzzer. `make fuzz` builds build-fuzz/fuzz_NAME
 # for each target in fuzz/ from the sources it needs directly (not the gcc
@@ -209,7 +216,8 @@ FUZZ_SRC_placeholder := src/handlers/placeholder.c src/core/buf.c src/core/error
 # TK__CFIELD(obj, k, const char *) in the configuration as a duplicate const
 # (gcc does not), hence the one warning turned off for this target.
 FUZZ_SRC_command_stdout := src/handlers/command.c src/handlers/builtin.c \
-  $(sort $(wildcard src/config/*.c src/toml/*.c src/core/*.c src/backoff/*.c)) src/retry/budget.c
+  $(sort $(wildcard src/config/*.c src/toml/*.c src/core/*.c src/backoff/*.c)) src/retry/budget.c \
+  src/schedule/def.c src/schedule/cron.c src/schedule/tz.c
 FUZZ_EXTRA_command_stdout := -Wno-duplicate-decl-specifier
 # The API's request parsing (routes, query strings, bodies), apart from HTTP.
 FUZZ_SRC_api := src/server/route.c src/server/query_parse.c src/server/body_parse.c \
@@ -236,7 +244,7 @@ fuzz-smoke: fuzz
 	  echo "fuzz-smoke: toml: $$i seeds, $(FUZZ_TIME) s" && \
 	  ./build-fuzz/fuzz_toml -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
 	    -artifact_prefix=build-fuzz/ -dict=fuzz/toml.dict -print_final_stats=1 "$$corpus"
-	@for t in retry_after placeholder command_stdout api; do \
+	@for t in $(filter-out toml,$(FUZZ_TARGETS)); do \
 	  corpus=$$(mktemp -d) && cp fuzz/seeds/$$t/* "$$corpus/" && \
 	  echo "fuzz-smoke: $$t: $$(ls "$$corpus" | wc -l) seeds, $(FUZZ_TIME_EACH) s" && \
 	  ./build-fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME_EACH) -timeout=10 -rss_limit_mb=2048 \

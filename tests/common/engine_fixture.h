@@ -46,7 +46,8 @@ typedef struct efx {
 /* Point f (after efx_open, before efx_engine) at a fresh database of
  * TK_TEST_PG_URL's server instead of its SQLite file: f->url and f->store
  * change, f->db does not (SQL helpers on it read the unused file). Skips
- * the test without TK_TEST_PG_URL. efx_close drops the database. */
+ * the test without TK_TEST_PG_URL (efx_pg_server). efx_close drops the
+ * database. */
 void efx_use_postgres(efx *f, const char *prefix);
 
 /* Make a temporary directory (an absolute path) into dir[len]. */
@@ -177,7 +178,8 @@ char *efx_read(const char *path);
  * that URL (the caller passes getenv("TK_TEST_PG_URL"): scripts/run-tests
  * starts the cluster for the programs that name the variable, so the
  * fixture, linked into all of them, must not); without one the running
- * test is skipped, or fails when TK_REQUIRE_PG=1. efx_pg_database creates
+ * test is skipped as requiring "pg" (skip_missing.h: scripts/run-tests
+ * fails it when TK_REQUIRE_PG=1). efx_pg_database creates
  * a fresh database PREFIX_PID_N on the server (its name to name[nlen]) and
  * gives a libpq connection string for it in url[ulen]; efx_pg_drop drops
  * it. */

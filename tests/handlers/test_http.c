@@ -1372,8 +1372,7 @@ static char pg_db[64];
  * test is skipped without a server). TK_TEST_PG_URL is a URL
  * postgresql://[HOST]/DB[?PARAMS]: the database is swapped. */
 static void pg_database(char *url, size_t len) {
-  const char *base = getenv("TK_TEST_PG_URL");
-  if (base == NULL || *base == '\0') skip();
+  const char *base = efx_pg_server(getenv("TK_TEST_PG_URL"));
   PGconn *c = PQconnectdb(base);
   if (PQstatus(c) != CONNECTION_OK) fail_msg("TK_TEST_PG_URL: %s", PQerrorMessage(c));
   snprintf(pg_db, sizeof pg_db, "tk_http_%ld", (long)getpid());

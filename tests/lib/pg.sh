@@ -1,17 +1,11 @@
 # PostgreSQL helpers for integration tests; source after tap.sh.
 # scripts/run-tests starts a private cluster and exports TK_TEST_PG_URL
 # (or, when it could not, the reason in TK_TEST_PG_UNAVAILABLE).
-# Without it the test is skipped (exit 77), unless TK_REQUIRE_PG=1 (CI),
-# which makes a missing server a failure.
+# Without it the test is skipped as requiring pg (a failure when
+# TK_REQUIRE_PG=1, as in CI: scripts/run-tests decides).
 if [ -z "${TK_TEST_PG_URL:-}" ]; then
   why=${TK_TEST_PG_UNAVAILABLE:-"TK_TEST_PG_URL unset; scripts/run-tests starts one"}
-  if [ "${TK_REQUIRE_PG:-0}" = 1 ]; then
-    tap_fail "PostgreSQL available" "no PostgreSQL server ($why) and TK_REQUIRE_PG=1"
-    tap_done
-    exit 1
-  fi
-  echo "# SKIP no PostgreSQL server ($why)"
-  exit 77
+  tap_skip_all pg "no PostgreSQL server ($why)"
 fi
 
 # The test's scratch directory: its config, templates and logs.

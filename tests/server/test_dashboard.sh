@@ -6,20 +6,12 @@
 # port; then the pages as Chromium renders them (the DOM after the scripts
 # ran): the task page, the failed list, the task list and the overview.
 # Screenshots go to $BUILD/screenshots (or TK_SCREENSHOTS) for people.
-# Needs Debian's chromium: without it the test is skipped (exit 77), unless
-# TK_REQUIRE_CHROMIUM=1 (CI), which makes that a failure.
+# Needs Debian's chromium: without it the test is skipped as requiring
+# chromium (a failure when TK_REQUIRE_CHROMIUM=1, as in CI).
 . "$(dirname "$0")/../lib/tap.sh"
 W=$TMPDIR_TEST
 CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
-if [ -z "$CHROMIUM" ]; then
-  if [ "${TK_REQUIRE_CHROMIUM:-0}" = 1 ]; then
-    tap_fail "chromium installed" "no chromium and TK_REQUIRE_CHROMIUM=1; run: make server-deps"
-    tap_done
-    exit 1
-  fi
-  echo "# SKIP no chromium (make server-deps installs it)"
-  exit 77
-fi
+[ -n "$CHROMIUM" ] || tap_skip_all chromium "no chromium (make server-deps installs it)"
 # A chromium that hangs is stopped, and the page counts as not loaded.
 LIMIT=""
 command -v timeout >/dev/null 2>&1 && LIMIT="timeout -k 5 120"

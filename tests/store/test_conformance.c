@@ -9,10 +9,10 @@
  * a backend's SQL, so that what passes on one backend must pass on all.
  *
  * Without TK_TEST_PG_URL, or in a build without the PostgreSQL backend, the
- * PostgreSQL half does not run: the program says why on a "# SKIP" line and
- * exits 77 once the SQLite half has passed (scripts/run-tests counts it as
- * skipped, never as passed). TK_REQUIRE_PG=1 (CI) makes every PostgreSQL
- * case fail instead. */
+ * PostgreSQL half does not run: the program says why on a "# SKIP requires
+ * pg:" line and exits 77 once the SQLite half has passed (scripts/run-tests
+ * counts it as skipped, never as passed, and as a failure when
+ * TK_REQUIRE_PG=1, as in CI). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -33,6 +33,7 @@
 #include <tasker/workflow.h>
 
 #include "common/engine_fixture.h"
+#include "common/skip_missing.h"
 #include "store/migration.h"
 #include "store/rules.h"
 #include "store/store.h"
@@ -142,11 +143,6 @@ static void world_free(world *w) {
  * where a failure is the case's (and teardown still removes it). */
 static int world_setup(void **state) {
   const test_param *p = *state;
-  if (p->be->unavailable) {
-    print_error("%s is required here (TK_REQUIRE_PG=1) but cannot run: %s\n", p->be->name,
-                p->be->unavailable);
-    return -1;
-  }
   world *w = calloc(1, sizeof *w);
   if (w == NULL) return -1;
   w->be = p->be;
@@ -3098,15 +3094,13 @@ static const conformance_case cases[] = {
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
-/* Run the table on every backend that can run here (or must: TK_REQUIRE_PG);
- * exit 77 after a clean run that skipped a backend. An argument runs only
+/* Run the table on every backend that can run here; exit 77 after a clean
+ * run that skipped a backend. An argument runs only
  * the cases whose names match it (cmocka's pattern: * and ?), as in
  * test_conformance 'postgres: fencing*'. */
 int main(int argc, char **argv) {
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   pg_probe();
-  const char *require = getenv("TK_REQUIRE_PG");
-  int require_pg = require != NULL && strcmp(require, "1") == 0;
   const backend *backends[] = {&sqlite_backend, &pg_backend};
   static struct CMUnitTest tests[2 * NCASES];
   static test_param params[2 * NCASES];
@@ -3114,8 +3108,8 @@ int main(int argc, char **argv) {
   size_t n = 0;
   const backend *skipped = NULL;
   for (size_t b = 0; b < 2; b++) {
-    /* Unavailable and not required: skipped, and said so below. */
-    if (backends[b]->unavailable && !require_pg) {
+    /* Unavailable: skipped, and said so below. */
+    if (backends[b]->unavailable) {
       skipped = backends[b];
       continue;
     }
@@ -3126,6 +3120,6 @@ int main(int argc, char **argv) {
     }
   }
   int failed = _cmocka_run_group_tests("store conformance", tests, n, NULL, NULL);
-  if (skipped) printf("# SKIP %s half: %s\n", skipped->name, skipped->unavailable);
+  if (skipped) skip_missing_line("pg", "%s half: %s", skipped->name, skipped->unavailable);
   return failed ? failed : skipped ? 77 : 0;
 }

@@ -15,6 +15,7 @@
 #include <tasker/store.h>
 
 #include "common/engine_fixture.h"
+#include "common/skip_missing.h"
 #include "store/sqlite/sqlite_internal.h"
 #ifndef TK_NO_POSTGRES
 #include "store/postgres/postgres_internal.h"
@@ -71,8 +72,7 @@ static void expect_show(tk_store *s, const char *want) {
 
 static void postgres_levels(void **state) {
   (void)state;
-  const char *url = getenv("TK_TEST_PG_URL");
-  if (url == NULL || *url == '\0') skip();
+  const char *url = efx_pg_server(getenv("TK_TEST_PG_URL"));
   tk_store *s;
   tk_err err;
   assert_int_equal(tk_store_open(url, &s, &err), 0);
@@ -88,7 +88,7 @@ static void postgres_levels(void **state) {
 #else
 static void postgres_levels(void **state) {
   (void)state;
-  skip(); /* a build without the PostgreSQL backend */
+  skip_missing("pg", "a build without the PostgreSQL backend (PG_BACKEND=0)");
 }
 #endif
 
