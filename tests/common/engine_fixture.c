@@ -81,43 +81,15 @@ void efx_open(efx *f, const char *const *sets) {
   f->logs = json_array();
 }
 
-void efx_use_postgres(efx *f, const char *prefix) {
-  const char *url = efx_pg_server(getenv("TK_TEST_PG_URL"));
-  PGconn *c = PQconnectdb(url);
-  if (PQstatus(c) != CONNECTION_OK) fail_msg("TK_TEST_PG_URL: %s", PQerrorMessage(c));
-  static int made;
-  snprintf(f->pg_db, sizeof f->pg_db, "%s_%ld_%d", prefix, (long)getpid(), ++made);
-  char sql[128];
-  snprintf(sql, sizeof sql, "CREATE DATABASE %s", f->pg_db);
-  PGresult *r = PQexec(c, sql);
-  if (PQresultStatus(r) != PGRES_COMMAND_OK) fail_msg("%s: %s", sql, PQerrorMessage(c));
-  PQclear(r);
-  PQfinish(c);
-  /* The URL with its database replaced (a later dbname wins in libpq's
-   * key=value form; a URL is turned into that form first). */
-  PQconninfoOption *opts = PQconninfoParse(url, NULL);
-  assert_non_null(opts);
-  size_t len = 0;
-  for (PQconninfoOption *o = opts; o->keyword; o++)
-    if (o->val && strcmp(o->keyword, "dbname") != 0)
-      len += (size_t)snprintf(f->url + len, sizeof f->url - len, "%s='%s' ", o->keyword, o->val);
-  snprintf(f->url + len, sizeof f->url - len, "dbname='%s'", f->pg_db);
-  PQconninfoFree(opts);
+void efx_use_postgres(efx *f, const char *server, const char *prefix) {
+  server = efx_pg_server(server);
+  snprintf(f->pg_server, sizeof f->pg_server, "%s", server);
+  efx_pg_database(server, prefix, f->pg_db, sizeof f->pg_db, f->url, sizeof f->url);
   tk_store_close(f->store);
   tk_err err;
   if (tk_store_open(f->url, &f->store, &err) != 0) fail_msg("open: %s", err.msg);
   tk_store_set_clock(f->store, tk_clock_manual(&f->clock));
   if (tk_store_migrate(f->store, NULL, NULL, &err) != 0) fail_msg("migrate: %s", err.msg);
-}
-
-/* Drop efx_use_postgres's database, if any (its connections are closed). */
-static void drop_postgres(efx *f) {
-  if (!f->pg_db[0]) return;
-  PGconn *c = PQconnectdb(getenv("TK_TEST_PG_URL"));
-  char sql[160];
-  snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", f->pg_db);
-  PQclear(PQexec(c, sql));
-  PQfinish(c);
 }
 
 void efx_close(efx *f) {
@@ -127,7 +99,7 @@ void efx_close(efx *f) {
   json_decref(f->events);
   json_decref(f->logs);
   efx_rmtree(f->dir);
-  drop_postgres(f);
+  if (f->pg_db[0]) efx_pg_drop(f->pg_server, f->pg_db);
   memset(f, 0, sizeof *f);
 }
 

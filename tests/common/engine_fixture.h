@@ -41,14 +41,15 @@ typedef struct efx {
   int files;         /* templates written so far, for unique names */
   uint64_t seed;     /* the engine's random seed; 0 means 42 */
   char pg_db[64];    /* efx_use_postgres's database, dropped by efx_close; "" none */
+  char pg_server[512]; /* the server pg_db is on */
 } efx;
 
-/* Point f (after efx_open, before efx_engine) at a fresh database of
- * TK_TEST_PG_URL's server instead of its SQLite file: f->url and f->store
- * change, f->db does not (SQL helpers on it read the unused file). Skips
- * the test without TK_TEST_PG_URL (efx_pg_server). efx_close drops the
- * database. */
-void efx_use_postgres(efx *f, const char *prefix);
+/* Point f (after efx_open, before efx_engine) at a fresh database on
+ * `server` (the caller passes getenv("TK_TEST_PG_URL"), see efx_pg_server)
+ * instead of its SQLite file: f->url and f->store change, f->db does not
+ * (SQL helpers on it read the unused file). Skips the test without a
+ * server. efx_close drops the database. */
+void efx_use_postgres(efx *f, const char *server, const char *prefix);
 
 /* Make a temporary directory (an absolute path) into dir[len]. */
 void efx_tmpdir(char *dir, size_t len);

@@ -36,7 +36,7 @@ static efx *fixture(void **state, const char *const *sets) {
   efx *f = calloc(1, sizeof *f);
   efx_open(f, sets);
   *state = f;
-  if (strcmp(p->backend, "postgres") == 0) efx_use_postgres(f, "tk_retention");
+  if (strcmp(p->backend, "postgres") == 0) efx_use_postgres(f, getenv("TK_TEST_PG_URL"), "tk_retention");
   efx_engine(f, "orch-1");
   return f;
 }

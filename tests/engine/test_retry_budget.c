@@ -305,7 +305,7 @@ static void a_deferred_retry_is_brought_earlier_when_the_budget_has_room(void **
   efx *f = calloc(1, sizeof *f);
   *state = f;
   efx_open(f, sets);
-  if (strcmp(backend, "postgres") == 0) efx_use_postgres(f, "tk_retry_budget");
+  if (strcmp(backend, "postgres") == 0) efx_use_postgres(f, getenv("TK_TEST_PG_URL"), "tk_retry_budget");
   efx_engine(f, "orch-1");
   efx_one_step(f, "down", ALWAYS_FAILS, "{ max_attempts = 2, budget = \"api\" }");
   efx_one_step(f, "up", "{ kind = \"builtin\", name = \"noop\" }", "{ budget = \"api\" }");
