@@ -39,6 +39,15 @@ BUILD=${BUILD:-build}
 TASKER=$TOP/$BUILD/bin/tasker
 CLAIM_TIMER=$TOP/$BUILD/bench/claim_timer
 SUBMIT_PACED=$TOP/$BUILD/bench/submit_paced
+LIFECYCLE=$TOP/$BUILD/bench/bench_lifecycle
+# Build what the sections run (make does nothing when it is up to date), so
+# that a fresh clone needs no make target first; build-asan is MODE=asan's.
+MODE=release
+[ "$BUILD" = build-asan ] && MODE=asan
+make -C "$TOP" --no-print-directory MODE=$MODE BUILD="$BUILD" \
+  "$BUILD/bin/tasker" "$BUILD/bench/claim_timer" "$BUILD/bench/submit_paced" \
+  "$BUILD/bench/bench_lifecycle" >&2 ||
+  { echo "bench_pg.sh: building the benchmark tools failed (try: make bench)" >&2; exit 1; }
 Q=${BENCH_QUICK:-0}
 div() { if [ "$Q" = 1 ]; then echo $(($1 / 10)); else echo "$1"; fi; }
 W=$(mktemp -d /tmp/tasker-bench-pg.XXXXXX)
@@ -322,7 +331,7 @@ durability() {
 
 # Claims beside a backlog of tasks delayed to tomorrow (bench_lifecycle).
 delayed() {
-  BENCH_PG_URL=$(fresh_db) BENCH_QUICK=$Q "$TOP/$BUILD/bench/bench_lifecycle" delayed
+  BENCH_PG_URL=$(fresh_db) BENCH_QUICK=$Q "$LIFECYCLE" delayed
 }
 
 what=${*:-throughput jobs peers latency precision split scale durability delayed}
