@@ -1220,7 +1220,10 @@ static void reaper_wins_an_expired_lease(world *w) {
 
   w->clock.now_ms = T(LEASE_MS);
   tk__outcome o = reaped_of(&x[0], T(LEASE_MS), T(LEASE_MS + 3000));
+  assert_int_equal(counter(w, "lease_expired"), 0);
   record_ok(w->s, &o);
+  /* Counted store-wide in the reaper's transaction. */
+  assert_int_equal(counter(w, "lease_expired"), 1);
   tk__task_report r;
   report_on(w->s, t, &r);
   const tk__step_rec *s = step_named(&r, "s");
@@ -1265,6 +1268,7 @@ static void heartbeat_before_the_reaper_keeps_the_claim(world *w) {
   tk__effects fx;
   assert_int_equal(record1(w->s, &o, &fx, &err), TK_EFENCED);
   assert_int_equal(counter(w, "fenced_writes"), fenced + 1);
+  assert_int_equal(counter(w, "lease_expired"), 0); /* refused: no lease expired */
   tk__task_report r;
   report_on(w->s, t, &r);
   const tk__step_rec *s = step_named(&r, "s");

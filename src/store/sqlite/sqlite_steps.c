@@ -425,6 +425,8 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
   }
   int64_t task_id = o->task_id, template_id = o->template_id;
   int idx = o->idx;
+  /* A lease the reaper expired, counted store-wide in its transaction. */
+  if (o->fence_lease && (rc = tk__sq_count(q, "lease_expired", 1, err))) return rc;
   /* The fence held: a batch step's item results go in with the outcome. */
   if (o->nitems > 0 && (rc = tk__sq_items_apply(q, o->step_id, o->items, o->nitems, err)))
     return rc;
