@@ -332,9 +332,14 @@ int tk_activity_json(tk_store *s, int64_t now, int64_t window_ms, int64_t bucket
                       "activity window %lld ms in buckets of %lld ms: expected both above 0 "
                       "and under 100 years, and at most %d buckets",
                       (long long)window_ms, (long long)bucket_ms, BUCKETS_MAX);
-  /* Whole buckets, the last one ending now. */
+  /* Whole buckets, the last one ending now; buckets of whole minutes end
+   * with the current minute instead (the last one still filling), so that
+   * they are read from the store's per-minute counts. */
   int n = (int)((window_ms + bucket_ms - 1) / bucket_ms);
-  int64_t since = now - n * bucket_ms;
+  int64_t end = now;
+  if (bucket_ms % TK__MINUTE_MS == 0 && now % TK__MINUTE_MS > 0)
+    end = now - now % TK__MINUTE_MS + TK__MINUTE_MS;
+  int64_t since = end - n * bucket_ms;
   tk__activity_bucket *b = calloc((size_t)n, sizeof *b);
   if (b == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory");
   int rc = s->ops->activity(s, since, bucket_ms, n, b, err);

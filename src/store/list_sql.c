@@ -118,6 +118,43 @@ static void template_cond(tk__sql *q, const tk__task_query *f, const tk__sql_tem
   }
 }
 
+/* Characters (UTF-8 code points) in text: a trigram index needs 3. */
+static size_t chars(const char *text) {
+  size_t n = 0;
+  for (const unsigned char *p = (const unsigned char *)text; *p; p++) n += (*p & 0xC0) != 0x80;
+  return n;
+}
+
+/* " AND ..." for a step of task t whose last_error holds `text` (literal,
+ * case-sensitive). Text of 3 characters or more goes through the trigram
+ * index of each backend (migration steps_error_text): SQLite's FTS5 table
+ * with the text as one phrase (its trigrams in a row), each step found
+ * then checked with instr; on PostgreSQL a LIKE with \, % and _ escaped,
+ * which pg_trgm's index serves. Shorter text has no trigram: each task the
+ * other conditions leave is looked at. */
+static void error_cond(tk__sql *q, const char *text) {
+  int x = arg_text(q, text);
+  if (chars(text) < 3) {
+    add_ref(q,
+            q->pg ? " AND EXISTS (SELECT 1 FROM steps e WHERE e.task_id = t.id"
+                    " AND strpos(e.last_error, "
+                  : " AND EXISTS (SELECT 1 FROM steps e WHERE e.task_id = t.id"
+                    " AND instr(e.last_error, ",
+            x, ") > 0)");
+  } else if (q->pg) {
+    add_ref(q,
+            " AND EXISTS (SELECT 1 FROM steps e WHERE e.task_id = t.id AND e.last_error LIKE"
+            " '%' || replace(replace(replace(",
+            x, ", '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%')");
+  } else {
+    add_ref(q,
+            " AND t.id IN (SELECT e.task_id FROM steps e WHERE e.id IN (SELECT rowid FROM"
+            " steps_error_text WHERE steps_error_text MATCH '\"' || replace(",
+            x, ", '\"', '\"\"') || '\"')");
+    add_ref(q, " AND instr(e.last_error, ", x, ") > 0)");
+  }
+}
+
 /* " AND ..." for every condition of f on tasks t, but the state when
  * !with_state. since: with_since's argument. */
 static void task_conds(tk__sql *q, const tk__task_query *f, const tk__sql_templates *tp,
@@ -128,13 +165,7 @@ static void task_conds(tk__sql *q, const tk__task_query *f, const tk__sql_templa
   if (since) {
     add_ref(q, " AND t.id >= (SELECT MAX(lo) FROM b) AND t.created_at >= ", since, "");
   }
-  if (f->error_text && *f->error_text)
-    add_ref(
-        q,
-        q->pg
-            ? " AND EXISTS (SELECT 1 FROM steps e WHERE e.task_id = t.id AND strpos(e.last_error, "
-            : " AND EXISTS (SELECT 1 FROM steps e WHERE e.task_id = t.id AND instr(e.last_error, ",
-        arg_text(q, f->error_text), ") > 0)");
+  if (f->error_text && *f->error_text) error_cond(q, f->error_text);
   if (f->task_id > 0) add_ref(q, " AND t.id = ", arg_int(q, f->task_id), "");
 }
 
@@ -250,6 +281,17 @@ int tk__sql_step_list(tk__sql *q, const char *step_state, const tk__task_query *
 
 int tk__sql_activity(tk__sql *q, int64_t since, int64_t bucket_ms, int n) {
   int s = arg_int(q, since), b = arg_int(q, bucket_ms), e = arg_int(q, since + n * bucket_ms);
+  if (since % TK__MINUTE_MS == 0 && bucket_ms % TK__MINUTE_MS == 0) {
+    /* Whole minutes: the per-minute counts (migration activity_minutes). */
+    add_ref(q, "SELECT (minute - ", s, ") / ");
+    ref(q, b);
+    add(q,
+        " AS bucket, SUM(succeeded), SUM(failed), SUM(retries), SUM(lateness_n),"
+        " SUM(lateness_sum_ms), MAX(lateness_max_ms) FROM activity_minutes WHERE minute >= ");
+    ref(q, s);
+    add_ref(q, " AND minute < ", e, " GROUP BY bucket ORDER BY bucket");
+    return q->text.oom ? TK_ENOMEM : 0;
+  }
   add(q, "WITH RECURSIVE ");
   /* Attempt ids are assigned in claim order, so started_at grows with the
    * id but for the clock skew between orchestrators (first_id_cte): no
