@@ -2350,6 +2350,21 @@ static void lists_error_text_indexed(world *w) {
   assert_int_equal(pc.tasks, 4);
   q = (tk__task_query){.error_text = "quota"};
   expect_tasks(w, q, 0);
+  /* Two steps of one task match: the task is listed once. */
+  add_template(w, four_toml);
+  int64_t t5 = submit(w, "four"), t6 = submit(w, "one");
+  w->clock.now_ms = T(3000);
+  fail_step(w, t5, TK__NEXT_RETRY, "disk full_1", T(90000));
+  fail_step(w, t5, TK__NEXT_RETRY, "disk full_2", T(90000));
+  claim_one(w->s, "A"); /* t5's c */
+  fail_step(w, t6, TK__NEXT_RETRY, "disk full_3", T(90000));
+  q.error_text = "disk full_";
+  expect_tasks(w, q, 2, t6, t5);
+  q.limit = 1; /* the page after t6: t5, once */
+  q.before = t6;
+  expect_tasks(w, q, 1, t5);
+  q = (tk__task_query){.error_text = "full_2"};
+  expect_tasks(w, q, 1, t5);
 }
 
 /* The activity of n buckets of bucket_ms from since, as 7 numbers each
