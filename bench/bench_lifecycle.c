@@ -8,8 +8,9 @@
  *               hours, with [retention] finished_after = 10m and without:
  *               the database file's size and the store's size (file + WAL,
  *               tk_store_size) every 10 simulated minutes; the WAL's size
- *               is its high-water mark, about the checkpoint threshold
- *               (8,000 frames, sqlite_checkpoint.c) whatever is stored
+ *               is about the checkpoint threshold (8,000 frames,
+ *               sqlite_checkpoint.c) whatever is stored, cut back to 64 MiB
+ *               (journal_size_limit) each time the log starts over
  *   durability  engine throughput (the independent shape of bench_engine:
  *               noop steps, 0 and 4 workers) at durability full and fast
  * Usage: bench_lifecycle [delayed|retention|durability]... (default all).

@@ -30,15 +30,28 @@
 #               and fast (synchronous_commit off; docs/durability.md)
 #   delayed     a claim of 100 ready steps beside 100,000 tasks delayed to
 #               tomorrow (bench_lifecycle delayed, on the cluster)
+#   search      error-text search and activity over 24 h with 10^6 tasks
+#               and attempts stored (bench_search, on the cluster)
 # Usage: sh bench/bench_pg.sh [throughput|jobs|peers|latency|precision|split|scale|where|
-#                              durability|delayed]...
-# (default all but where). BENCH_QUICK=1 runs a tenth of the sizes.
+#                              durability|delayed|search]...
+# (default all but where). BENCH_QUICK=1 runs a tenth of the sizes. Every
+# tool a section runs is built first (make, in $BUILD).
 set -eu
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 TASKER=$TOP/$BUILD/bin/tasker
 CLAIM_TIMER=$TOP/$BUILD/bench/claim_timer
 SUBMIT_PACED=$TOP/$BUILD/bench/submit_paced
+LIFECYCLE=$TOP/$BUILD/bench/bench_lifecycle
+SEARCH=$TOP/$BUILD/bench/bench_search
+# Build what the sections run (make does nothing when it is up to date), so
+# that a fresh clone needs no make target first; build-asan is MODE=asan's.
+MODE=release
+[ "$BUILD" = build-asan ] && MODE=asan
+make -C "$TOP" --no-print-directory MODE=$MODE BUILD="$BUILD" \
+  "$BUILD/bin/tasker" "$BUILD/bench/claim_timer" "$BUILD/bench/submit_paced" \
+  "$BUILD/bench/bench_lifecycle" "$BUILD/bench/bench_search" >&2 ||
+  { echo "bench_pg.sh: building the benchmark tools failed (try: make bench)" >&2; exit 1; }
 Q=${BENCH_QUICK:-0}
 div() { if [ "$Q" = 1 ]; then echo $(($1 / 10)); else echo "$1"; fi; }
 W=$(mktemp -d /tmp/tasker-bench-pg.XXXXXX)
@@ -322,8 +335,13 @@ durability() {
 
 # Claims beside a backlog of tasks delayed to tomorrow (bench_lifecycle).
 delayed() {
-  BENCH_PG_URL=$(fresh_db) BENCH_QUICK=$Q "$TOP/$BUILD/bench/bench_lifecycle" delayed
+  BENCH_PG_URL=$(fresh_db) BENCH_QUICK=$Q "$LIFECYCLE" delayed
 }
 
-what=${*:-throughput jobs peers latency precision split scale durability delayed}
+# Search and activity at 10^6 rows (bench_search).
+search() {
+  BENCH_PG_URL=$(fresh_db) BENCH_QUICK=$Q "$SEARCH"
+}
+
+what=${*:-throughput jobs peers latency precision split scale durability delayed search}
 for w in $what; do "$w"; done

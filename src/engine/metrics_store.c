@@ -50,6 +50,8 @@ static const struct {
 } store_counters[] = {
     {"fenced_writes", "Outcomes the store refused because a newer claim fenced them out, by "
                       "any orchestrator, since the store was created."},
+    {"lease_expired", "Leases the reaper expired (their attempts recorded as lease_expired), by "
+                      "any orchestrator, since the store was created."},
 };
 #define NSTORE_COUNTERS ((int)(sizeof store_counters / sizeof *store_counters))
 

@@ -118,23 +118,65 @@ static void template_cond(tk__sql *q, const tk__task_query *f, const tk__sql_tem
   }
 }
 
+/* Characters (UTF-8 code points) in text: a trigram index needs 3. */
+static size_t chars(const char *text) {
+  size_t n = 0;
+  for (const unsigned char *p = (const unsigned char *)text; *p; p++) n += (*p & 0xC0) != 0x80;
+  return n;
+}
+
+/* " AND ..." for a step of task t whose last_error holds `text` (literal,
+ * case-sensitive). Text of 3 characters or more goes through the trigram
+ * index of each backend (migration steps_error_text): SQLite's FTS5 table
+ * with the text as one phrase (its trigrams in a row), each step found
+ * then checked with instr; on PostgreSQL a LIKE with \, % and _ escaped,
+ * which pg_trgm's index serves. Shorter text has no trigram: each task the
+ * other conditions leave is looked at. */
+/* Whether f's error text is searched through the trigram index. */
+static int indexed_text(const tk__task_query *f) {
+  return f->error_text && chars(f->error_text) >= 3;
+}
+
+/* SQLite's FTS5 query for argument x: the text as one phrase, its double
+ * quotes doubled, so that nothing in it is FTS5 syntax. */
+static void match_phrase(tk__sql *q, int x) {
+  add_ref(q, "'\"' || replace(", x, ", '\"', '\"\"') || '\"'");
+}
+
+static void error_cond(tk__sql *q, const char *text) {
+  int x = arg_text(q, text);
+  if (chars(text) < 3) {
+    add_ref(q,
+            q->pg ? " AND EXISTS (SELECT 1 FROM steps e WHERE e.task_id = t.id"
+                    " AND strpos(e.last_error, "
+                  : " AND EXISTS (SELECT 1 FROM steps e WHERE e.task_id = t.id"
+                    " AND instr(e.last_error, ",
+            x, ") > 0)");
+  } else if (q->pg) {
+    add_ref(q,
+            " AND EXISTS (SELECT 1 FROM steps e WHERE e.task_id = t.id AND e.last_error LIKE"
+            " '%' || replace(replace(replace(",
+            x, ", '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%')");
+  } else {
+    add(q,
+        " AND t.id IN (SELECT e.task_id FROM steps e WHERE e.id IN (SELECT rowid FROM"
+        " steps_error_text WHERE steps_error_text MATCH ");
+    match_phrase(q, x);
+    add_ref(q, ") AND instr(e.last_error, ", x, ") > 0)");
+  }
+}
+
 /* " AND ..." for every condition of f on tasks t, but the state when
  * !with_state. since: with_since's argument. */
 static void task_conds(tk__sql *q, const tk__task_query *f, const tk__sql_templates *tp,
-                       int64_t one_template, int with_state, int since) {
+                       int64_t one_template, int with_state, int since, int with_error) {
   const char *state = tk__state_known(tk__task_states, f->state);
   if (with_state && state) tk__buf_addf(&q->text, " AND t.state = '%s'", state);
   template_cond(q, f, tp, one_template);
   if (since) {
     add_ref(q, " AND t.id >= (SELECT MAX(lo) FROM b) AND t.created_at >= ", since, "");
   }
-  if (f->error_text && *f->error_text)
-    add_ref(
-        q,
-        q->pg
-            ? " AND EXISTS (SELECT 1 FROM steps e WHERE e.task_id = t.id AND strpos(e.last_error, "
-            : " AND EXISTS (SELECT 1 FROM steps e WHERE e.task_id = t.id AND instr(e.last_error, ",
-        arg_text(q, f->error_text), ") > 0)");
+  if (with_error && f->error_text && *f->error_text) error_cond(q, f->error_text);
   if (f->task_id > 0) add_ref(q, " AND t.id = ", arg_int(q, f->task_id), "");
 }
 
@@ -156,12 +198,38 @@ static void page_ids(tk__sql *q, const tk__task_query *f, const tk__sql_template
             before,
             " ORDER BY task_id DESC) e CROSS JOIN LATERAL (SELECT * FROM tasks t"
             " WHERE t.id = e.task_id OFFSET 0) t WHERE t.state = 'error'");
-    task_conds(q, f, tp, one_template, 0, since);
+    task_conds(q, f, tp, one_template, 0, since, 1);
     add_ref(q, " ORDER BY e.task_id DESC LIMIT ", limit, "");
     return;
   }
+  if (!q->pg && indexed_text(f)) {
+    /* SQLite, error text: along the steps whose errors match, newest
+     * first (FTS5 yields them in rowid order; a step's id grows with its
+     * task's, as one writer inserts both in the task's transaction), each
+     * task once (at its newest matching step), until the page is full: a
+     * common text fills it at once, a rare one reads its few matches. The
+     * cursor bounds the scan: steps of tasks below it have lower ids than
+     * the first step of the cursor's task. */
+    int x = arg_text(q, f->error_text);
+    add(q,
+        "SELECT t.id FROM steps_error_text m CROSS JOIN steps e ON e.id = m.rowid"
+        " CROSS JOIN tasks t ON t.id = e.task_id WHERE m.steps_error_text MATCH ");
+    match_phrase(q, x);
+    add_ref(q,
+            " AND m.rowid < COALESCE((SELECT c.id FROM steps c WHERE c.task_id >= ", before,
+            " ORDER BY c.task_id, c.idx LIMIT 1), 9223372036854775807)");
+    add_ref(q, " AND t.id < ", before, "");
+    add_ref(q, " AND instr(e.last_error, ", x, ") > 0");
+    add_ref(q,
+            " AND NOT EXISTS (SELECT 1 FROM steps d WHERE d.task_id = e.task_id AND d.id > e.id"
+            " AND instr(d.last_error, ",
+            x, ") > 0)");
+    task_conds(q, f, tp, one_template, 1, since, 0);
+    add_ref(q, " ORDER BY m.rowid DESC LIMIT ", limit, "");
+    return;
+  }
   add_ref(q, "SELECT t.id FROM tasks t WHERE t.id < ", before, "");
-  task_conds(q, f, tp, one_template, 1, since);
+  task_conds(q, f, tp, one_template, 1, since, 1);
   add_ref(q, " ORDER BY t.id DESC LIMIT ", limit, "");
 }
 
@@ -201,10 +269,10 @@ int tk__sql_task_count(tk__sql *q, const tk__task_query *f, const tk__sql_templa
   add(q, "one(x) AS (SELECT 1) SELECT COUNT(*) FROM tasks t WHERE ");
   if (error_by_steps(q, f)) {
     add(q, "t.id IN (SELECT task_id FROM steps WHERE state = 'error') AND t.state = 'error'");
-    task_conds(q, f, tp, 0, 0, since);
+    task_conds(q, f, tp, 0, 0, since, 1);
   } else {
     add(q, "1 = 1");
-    task_conds(q, f, tp, 0, 1, since);
+    task_conds(q, f, tp, 0, 1, since, 1);
   }
   return q->text.oom ? TK_ENOMEM : 0;
 }
@@ -242,7 +310,7 @@ int tk__sql_step_list(tk__sql *q, const char *step_state, const tk__task_query *
     ref(q, c);
     add_ref(q, ") OR s.id < ", c, ")");
   }
-  task_conds(q, f, tp, 0, 1, since);
+  task_conds(q, f, tp, 0, 1, since, 1);
   tk__buf_addf(&q->text, " ORDER BY %s DESC, s.id DESC LIMIT ", key);
   ref(q, arg_int(q, f->limit));
   return q->text.oom ? TK_ENOMEM : 0;
@@ -250,6 +318,17 @@ int tk__sql_step_list(tk__sql *q, const char *step_state, const tk__task_query *
 
 int tk__sql_activity(tk__sql *q, int64_t since, int64_t bucket_ms, int n) {
   int s = arg_int(q, since), b = arg_int(q, bucket_ms), e = arg_int(q, since + n * bucket_ms);
+  if (since % TK__MINUTE_MS == 0 && bucket_ms % TK__MINUTE_MS == 0) {
+    /* Whole minutes: the per-minute counts (migration activity_minutes). */
+    add_ref(q, "SELECT (minute - ", s, ") / ");
+    ref(q, b);
+    add(q,
+        " AS bucket, SUM(succeeded), SUM(failed), SUM(retries), SUM(lateness_n),"
+        " SUM(lateness_sum_ms), MAX(lateness_max_ms) FROM activity_minutes WHERE minute >= ");
+    ref(q, s);
+    add_ref(q, " AND minute < ", e, " GROUP BY bucket ORDER BY bucket");
+    return q->text.oom ? TK_ENOMEM : 0;
+  }
   add(q, "WITH RECURSIVE ");
   /* Attempt ids are assigned in claim order, so started_at grows with the
    * id but for the clock skew between orchestrators (first_id_cte): no

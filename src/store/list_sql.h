@@ -56,7 +56,9 @@ int tk__sql_task_count(tk__sql *q, const tk__task_query *f, const tk__sql_templa
 int tk__sql_step_list(tk__sql *q, const char *step_state, const tk__task_query *f,
                       const tk__sql_templates *tp);
 /* Rows per bucket that has attempts: bucket number (0 first), succeeded,
- * failed, retries, lateness_n, lateness_sum_ms, lateness_max_ms. */
+ * failed, retries, lateness_n, lateness_sum_ms, lateness_max_ms. Buckets
+ * of whole minutes (since and bucket_ms multiples of TK__MINUTE_MS) are
+ * summed from the per-minute counts; any other from the attempts. */
 int tk__sql_activity(tk__sql *q, int64_t since, int64_t bucket_ms, int n);
 
 void tk__sql_free(tk__sql *q);

@@ -180,6 +180,14 @@ void tk__prune_cutoffs(const tk__prune_request *r, int64_t cut[TK__PRUNE_STATES 
   }
 }
 
+int64_t tk__prune_minutes_before(const tk__prune_request *r) {
+  int64_t earliest = INT64_MAX;
+  for (int i = 0; i < TK__PRUNE_STATES; i++)
+    if (r->before[i] != TK__NONE && r->before[i] < earliest) earliest = r->before[i];
+  if (earliest == INT64_MAX) return INT64_MIN;
+  return earliest - ((earliest % TK__MINUTE_MS) + TK__MINUTE_MS) % TK__MINUTE_MS;
+}
+
 void tk__template_rec_free(tk__template_rec *r) {
   if (r == NULL) return;
   free(r->namespace_);

@@ -396,6 +396,16 @@ typedef struct tk__step_row {
   int64_t updated_at; /* its last transition */
 } tk__step_row;
 
+/* Issue 19's additions: activity is counted per minute as attempts are
+ * written (each backend's activity_minutes; list_sql.h), so a window of
+ * whole minutes of this length is read from those counts. */
+#define TK__MINUTE_MS INT64_C(60000)
+
+/* The per-minute counts a prune (not a dry run) removes with the tasks:
+ * the rows of minutes that end at or before the earliest cutoff r gives
+ * (minute < the value returned; INT64_MIN: none, no cutoff given). */
+int64_t tk__prune_minutes_before(const tk__prune_request *r);
+
 /* Attempts that started in [start, start + bucket). Lateness is over the
  * retries whose due_at is known (lateness_n of them), started_at - due_at,
  * 0 for one that started early (claimed ahead). */
@@ -562,7 +572,8 @@ typedef struct tk__store_ops {
                    tk__step_row **out, int *n, tk_err *err);
   /* Attempts that started in [since, since + n * bucket_ms) into out[n]
    * (zeroed and each start set by the backend), by the bucket they started
-   * in. */
+   * in: from the per-minute counts when since and bucket_ms are whole
+   * minutes (TK__MINUTE_MS), else from the attempts themselves. */
   int (*activity)(tk_store *s, int64_t since, int64_t bucket_ms, int n,
                   tk__activity_bucket *out, tk_err *err);
 

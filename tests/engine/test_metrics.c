@@ -478,6 +478,8 @@ static void test_lease_expired_and_fenced(void **state) {
   assert_true(value(b, "tasker_fenced_writes_total", "") == 0);
   /* The store counts the fenced write once, under its own name. */
   assert_true(value(s, "tasker_store_fenced_writes_total", "") == 1);
+  /* And the lease B's reaper expired, in B's transaction. */
+  assert_true(value(s, "tasker_store_lease_expired_total", "") == 1);
   assert_true(value(s, "tasker_store_tasks", "state=complete") == 1);
   free(a);
   free(b);

@@ -1216,7 +1216,10 @@ static void reaper_wins_an_expired_lease(world *w) {
 
   w->clock.now_ms = T(LEASE_MS);
   tk__outcome o = reaped_of(&x[0], T(LEASE_MS), T(LEASE_MS + 3000));
+  assert_int_equal(counter(w, "lease_expired"), 0);
   record_ok(w->s, &o);
+  /* Counted store-wide in the reaper's transaction. */
+  assert_int_equal(counter(w, "lease_expired"), 1);
   tk__task_report r;
   report_on(w->s, t, &r);
   const tk__step_rec *s = step_named(&r, "s");
@@ -1261,6 +1264,7 @@ static void heartbeat_before_the_reaper_keeps_the_claim(world *w) {
   tk__effects fx;
   assert_int_equal(record1(w->s, &o, &fx, &err), TK_EFENCED);
   assert_int_equal(counter(w, "fenced_writes"), fenced + 1);
+  assert_int_equal(counter(w, "lease_expired"), 0); /* refused: no lease expired */
   tk__task_report r;
   report_on(w->s, t, &r);
   const tk__step_rec *s = step_named(&r, "s");
@@ -2287,6 +2291,193 @@ static void activity_buckets(world *w) {
   assert_int_equal(bk[1].succeeded, 1);
 }
 
+/* Text of 3 characters or more is searched through each backend's
+ * trigram index (issue 19), still literal and case-sensitive: % and _,
+ * a double quote (FTS5's phrase quote) and a backslash (LIKE's escape)
+ * are only themselves; text of fewer characters (here two of 3 bytes
+ * each) falls back to a scan and finds the same; and the index follows a
+ * step whose error changes, and tasks pruned with their steps. */
+static void lists_error_text_indexed(world *w) {
+  add_template(w, one_toml);
+  int64_t t1 = submit(w, "one"), t2 = submit(w, "one"), t3 = submit(w, "one"),
+          t4 = submit(w, "one");
+  w->clock.now_ms = T(1000);
+  fail_step(w, t1, TK__NEXT_ERROR, "quota 100%_used \"x\" \\ path", 0);
+  fail_step(w, t2, TK__NEXT_ERROR, "quota 100x used", 0);
+  fail_step(w, t3, TK__NEXT_ERROR, "\xc3\x9c" "n" "\xc3\xaf" "c" "\xc3\xb6" "d" "\xc3\xa9" " \xe2\x82\xac\xe2\x82\xac fail",
+            0);
+  fail_step(w, t4, TK__NEXT_RETRY, "alpha_old", T(2000));
+  tk__task_query q = {.error_text = "100%_used"}; /* as a LIKE pattern: t2 too */
+  expect_tasks(w, q, 1, t1);
+  q.error_text = "0%_u";
+  expect_tasks(w, q, 1, t1);
+  q.error_text = "\"x\" \\";
+  expect_tasks(w, q, 1, t1);
+  q.error_text = "\\ p";
+  expect_tasks(w, q, 1, t1);
+  q.error_text = "quota 100";
+  expect_tasks(w, q, 2, t2, t1);
+  q.error_text = "x used";
+  expect_tasks(w, q, 1, t2);
+  q.error_text = "\xe2\x82\xac\xe2\x82\xac"; /* two characters: scanned */
+  expect_tasks(w, q, 1, t3);
+  q.error_text = "\xc3\x9cn\xc3\xaf";
+  expect_tasks(w, q, 1, t3);
+  q.error_text = "\xc3\xbcn\xc3\xaf"; /* lower case */
+  expect_tasks(w, q, 0);
+  q.error_text = "alpha_old";
+  expect_tasks(w, q, 1, t4);
+  q.error_text = "used\"";
+  expect_tasks(w, q, 0);
+  /* t4's retry fails for good with another error: only that one is found. */
+  w->clock.now_ms = T(2000);
+  fail_step(w, t4, TK__NEXT_ERROR, "beta_new", 0);
+  q.error_text = "alpha_old";
+  expect_tasks(w, q, 0);
+  q.error_text = "beta_new";
+  expect_tasks(w, q, 1, t4);
+  q = (tk__task_query){.error_text = "quota", .state = TK__TASK_ERROR};
+  expect_tasks(w, q, 2, t2, t1);
+  /* Pruned: gone from the index with its step. */
+  tk__prune_request r = {.before = {TK__NONE, T(100000), TK__NONE}, .limit = 10};
+  tk__prune_counts pc;
+  tk_err err;
+  must(w->s->ops->prune(w->s, &r, &pc, &err), &err, "prune");
+  assert_int_equal(pc.tasks, 4);
+  q = (tk__task_query){.error_text = "quota"};
+  expect_tasks(w, q, 0);
+  /* Two steps of one task match: the task is listed once. */
+  add_template(w, four_toml);
+  int64_t t5 = submit(w, "four"), t6 = submit(w, "one");
+  w->clock.now_ms = T(3000);
+  fail_step(w, t5, TK__NEXT_RETRY, "disk full_1", T(90000));
+  fail_step(w, t5, TK__NEXT_RETRY, "disk full_2", T(90000));
+  claim_one(w->s, "A"); /* t5's c */
+  fail_step(w, t6, TK__NEXT_RETRY, "disk full_3", T(90000));
+  q.error_text = "disk full_";
+  expect_tasks(w, q, 2, t6, t5);
+  q.limit = 1; /* the page after t6: t5, once */
+  q.before = t6;
+  expect_tasks(w, q, 1, t5);
+  q = (tk__task_query){.error_text = "full_2"};
+  expect_tasks(w, q, 1, t5);
+}
+
+/* The activity of n buckets of bucket_ms from since, as 7 numbers each
+ * (start, succeeded, failed, retries, lateness n, sum, max). */
+static void activity_rows(world *w, int64_t since, int64_t bucket_ms, int n, int64_t (*out)[7]) {
+  tk__activity_bucket bk[16];
+  tk_err err;
+  assert_true(n <= 16);
+  must(w->s->ops->activity(w->s, since, bucket_ms, n, bk, &err), &err, "activity");
+  for (int i = 0; i < n; i++) {
+    const int64_t row[7] = {bk[i].start,   bk[i].succeeded,  bk[i].failed,
+                            bk[i].retries, bk[i].lateness_n, bk[i].lateness_sum_ms,
+                            bk[i].lateness_max_ms};
+    memcpy(out[i], row, sizeof row);
+  }
+}
+
+#define M 60000
+
+/* Buckets of whole minutes come from the per-minute counts the claims and
+ * outcomes write (issue 19): the same numbers as the attempts give, read
+ * as two half-minute buckets each (not whole minutes: counted from the
+ * attempts), for every way an attempt ends: success, a retry, an error,
+ * a first attempt after an operator's retry, a lease the reaper expired
+ * (another owner's row), an outcome fenced out after a cancel, and one
+ * still running. A prune removes the counts of the minutes before its
+ * earliest cutoff. */
+static void activity_minutes_match_attempts(world *w) {
+  add_template(w, one_toml);
+  int64_t a = submit(w, "one"), b = submit(w, "one"), c = submit(w, "one"),
+          d = submit(w, "one"), e = submit(w, "one");
+  w->clock.now_ms = T(10000); /* minute 0: a succeeds, b fails once */
+  tk__claimed ca = claim_one(w->s, "A"), cb = claim_one(w->s, "A");
+  assert_int_equal(ca.task_id, a);
+  assert_int_equal(cb.task_id, b);
+  tk__outcome o = success_of(&ca, "A", T(20000));
+  record_ok(w->s, &o);
+  o = retry_of(&cb, "A", T(15000), T(50000));
+  record_ok(w->s, &o);
+  w->clock.now_ms = T(M + 10000); /* minute 1: b's retry, 20 s late, fails for good */
+  cb = claim_one(w->s, "A");
+  assert_int_equal(cb.task_id, b);
+  o = error_of(&cb, "A", T(M + 15000));
+  record_ok(w->s, &o);
+  tk_err err;
+  must(tk_task_operate(w->s, TK_OP_RETRY, b, "s", T(M + 20000), NULL, &err), &err, "retry");
+  w->clock.now_ms = T(2 * M + 10000); /* minute 2: b again at attempt 1; c by B, reaped */
+  cb = claim_one(w->s, "A");
+  assert_int_equal(cb.task_id, b);
+  assert_int_equal(cb.attempt, 1);
+  o = success_of(&cb, "A", T(2 * M + 12000));
+  record_ok(w->s, &o);
+  tk__claimed cc = claim_one(w->s, "B");
+  assert_int_equal(cc.task_id, c);
+  tk__expired x[2];
+  w->clock.now_ms = T(2 * M + 10000 + LEASE_MS);
+  assert_int_equal(expired_at(w->s, w->clock.now_ms, x, 2), 1);
+  o = reaped_of(&x[0], w->clock.now_ms, T(9 * M));
+  record_ok(w->s, &o);
+  w->clock.now_ms = T(3 * M + 5000); /* minute 3: d, cancelled while it runs: fenced out */
+  tk__claimed cd = claim_one(w->s, "A");
+  assert_int_equal(cd.task_id, d);
+  must(tk_task_operate(w->s, TK_OP_CANCEL, d, NULL, T(3 * M + 6000), NULL, &err), &err,
+       "cancel");
+  o = success_of(&cd, "A", T(3 * M + 7000));
+  tk__effects fx;
+  assert_int_equal(record1(w->s, &o, &fx, &err), TK_EFENCED);
+  w->clock.now_ms = T(4 * M + 30000); /* minute 4: e starts and is still running */
+  assert_int_equal(claim_one(w->s, "A").task_id, e);
+
+  int64_t minutes[6][7], halves[12][7];
+  activity_rows(w, T(0), M, 6, minutes);
+  activity_rows(w, T(0), M / 2, 12, halves);
+  for (int i = 0; i < 6; i++) {
+    const int64_t *h0 = halves[2 * i], *h1 = halves[2 * i + 1];
+    const int64_t want[7] = {h0[0],         h0[1] + h1[1], h0[2] + h1[2], h0[3] + h1[3],
+                             h0[4] + h1[4], h0[5] + h1[5], h0[6] > h1[6] ? h0[6] : h1[6]};
+    for (int k = 0; k < 7; k++)
+      if (minutes[i][k] != want[k])
+        fail_msg("minute %d, member %d: %lld from the counts, %lld from the attempts", i, k,
+                 (long long)minutes[i][k], (long long)want[k]);
+  }
+  const int64_t want[6][7] = {
+      /* start, succeeded, failed, retries, lateness n, sum, max */
+      {T(0), 1, 1, 0, 0, 0, 0},
+      {T(M), 0, 1, 1, 1, 20000, 20000},
+      /* b's run_at after the operator's retry is when it was retried */
+      {T(2 * M), 1, 1, 1, 1, 2 * M + 10000 - (M + 20000), M - 10000},
+      {T(3 * M), 0, 1, 0, 0, 0, 0},
+      {T(4 * M), 0, 0, 0, 0, 0, 0},
+      {T(5 * M), 0, 0, 0, 0, 0, 0},
+  };
+  for (int i = 0; i < 6; i++)
+    for (int k = 0; k < 7; k++)
+      if (minutes[i][k] != want[i][k])
+        fail_msg("minute %d, member %d: %lld, expected %lld", i, k, (long long)minutes[i][k],
+                 (long long)want[i][k]);
+  /* Two minutes a bucket: summed on read. */
+  int64_t pairs[3][7];
+  activity_rows(w, T(0), 2 * M, 3, pairs);
+  assert_int_equal(pairs[0][2], 2);
+  assert_int_equal(pairs[1][1], 1);
+  assert_int_equal(pairs[1][2], 2);
+  assert_int_equal(pairs[1][6], M - 10000);
+
+  /* A prune with its earliest cutoff in minute 2 removes minutes 0 and 1. */
+  tk__prune_request r = {.before = {T(2 * M + 30000), TK__NONE, TK__NONE}, .limit = 10};
+  tk__prune_counts pc;
+  must(w->s->ops->prune(w->s, &r, &pc, &err), &err, "prune");
+  activity_rows(w, T(0), M, 6, minutes);
+  for (int i = 0; i < 6; i++)
+    for (int k = 1; k < 7; k++)
+      if (minutes[i][k] != (i < 2 ? 0 : want[i][k]))
+        fail_msg("after the prune, minute %d, member %d: %lld", i, k, (long long)minutes[i][k]);
+}
+#undef M
+
 /* ------------------------------------------------------------------ */
 /* Upgrades                                                            */
 /* ------------------------------------------------------------------ */
@@ -3076,6 +3267,9 @@ static const conformance_case cases[] = {
      0},
     {"lists: steps by state", lists_steps, 0},
     {"lists: activity in buckets", activity_buckets, 0},
+    {"lists: error text through the trigram index, literal", lists_error_text_indexed, 0},
+    {"lists: activity in whole minutes from the per-minute counts",
+     activity_minutes_match_attempts, 0},
     {"claims write due_at", claims_write_due_at, 0},
     {"upgrade from every older schema version", upgrade_from_every_older_version, 1},
     {"schedules: put, list, remove, one namespace with the configuration",

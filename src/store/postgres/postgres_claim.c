@@ -66,7 +66,19 @@ static const char CLAIM_SQL[] =
     " SELECT task_id, id, CASE kind WHEN 0 THEN " Q(TK__STEP_WAITING) " ELSE " Q(TK__STEP_PENDING)
     " END, " Q(TK__STEP_IN_PROGRESS) ", $2, $7::text, attempts + 1 FROM picked"
     " UNION ALL SELECT id, NULL, " Q(TK__TASK_PENDING) ", " Q(TK__TASK_IN_PROGRESS) ", $2,"
-    " $8::text, NULL FROM started)"
+    " $8::text, NULL FROM started),"
+    /* The retries among them in the per-minute counts (migration 0006): an
+     * attempt after the first, or a first one after an operator's retry
+     * (the step was waiting for one), and how late each started. */
+    " act AS (INSERT INTO activity_minutes (minute, orchestrator, retries, lateness_n,"
+    " lateness_sum_ms, lateness_max_ms) SELECT $2 - $2 % 60000, $1, count(*), count(*),"
+    " SUM(GREATEST($2 - run_at, 0)), MAX(GREATEST($2 - run_at, 0)) FROM picked"
+    " WHERE kind = 0 OR attempts > 0 HAVING count(*) > 0"
+    " ON CONFLICT (minute, orchestrator) DO UPDATE SET"
+    " retries = activity_minutes.retries + EXCLUDED.retries,"
+    " lateness_n = activity_minutes.lateness_n + EXCLUDED.lateness_n,"
+    " lateness_sum_ms = activity_minutes.lateness_sum_ms + EXCLUDED.lateness_sum_ms,"
+    " lateness_max_ms = GREATEST(activity_minutes.lateness_max_ms, EXCLUDED.lateness_max_ms))"
     " SELECT m.id, m.task_id, (SELECT t.template_id FROM tasks t WHERE t.id = m.task_id),"
     " m.idx, m.attempts, m.max_attempts, m.retryable, m.run_at, m.last_delay_ms, m.backoff,"
     " m.claim_id, p.kind, m.task_id IN (SELECT id FROM started)"

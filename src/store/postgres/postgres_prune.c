@@ -30,7 +30,9 @@ static const char PRUNE_SQL[] =
     " db AS (DELETE FROM batch_steps WHERE step_id IN (SELECT id FROM s) RETURNING 1),"
     " dr AS (DELETE FROM transitions WHERE task_id IN (SELECT id FROM t) RETURNING 1),"
     " ds AS (DELETE FROM steps WHERE id IN (SELECT id FROM s) RETURNING 1),"
-    " dt AS (DELETE FROM tasks WHERE id IN (SELECT id FROM t) RETURNING 1)"
+    " dt AS (DELETE FROM tasks WHERE id IN (SELECT id FROM t) RETURNING 1),"
+    /* The per-minute counts of the minutes before the earliest cutoff. */
+    " dm AS (DELETE FROM activity_minutes WHERE minute < $6::bigint)"
     " SELECT (SELECT count(*) FROM dt), (SELECT count(*) FROM ds), (SELECT count(*) FROM da),"
     " (SELECT count(*) FROM dr), (SELECT count(*) FROM di), (SELECT count(*) FROM db)";
 
@@ -45,7 +47,10 @@ int tk__pg_prune(tk_store *s, const tk__prune_request *r, tk__prune_counts *out,
   int64_t cut[TK__PRUNE_STATES + 1];
   tk__prune_cutoffs(r, cut);
   for (int i = 0; i <= TK__PRUNE_STATES; i++) tk__pg_arg_i64(&a, cut[i]);
-  if (!r->dry_run) tk__pg_arg_i64(&a, r->limit);
+  if (!r->dry_run) {
+    tk__pg_arg_i64(&a, r->limit);
+    tk__pg_arg_i64(&a, tk__prune_minutes_before(r));
+  }
   PGresult *res;
   int rc = r->dry_run ? tk__pg_query(s, PG_PRUNE_COUNT, COUNT_SQL, &a, "prune (dry run)", &res, err)
                       : tk__pg_query(s, PG_PRUNE, PRUNE_SQL, &a, "prune", &res, err);

@@ -60,7 +60,15 @@ static const char OUTCOME_SQL[] =
     " delay_source = CASE WHEN u.ok THEN $11::text END,"
     " next_run_at = CASE WHEN u.ok THEN $6 END"
     " FROM (SELECT EXISTS (SELECT 1 FROM upd) AS ok) u"
-    " WHERE a.id = $2 AND (u.ok OR (a.outcome IS NULL AND $17::text IS NOT NULL))),"
+    " WHERE a.id = $2 AND (u.ok OR (a.outcome IS NULL AND $17::text IS NOT NULL))"
+    " RETURNING a.started_at, a.owner, a.outcome),"
+    /* The finished attempt in the per-minute counts (migration 0006). */
+    " act AS (INSERT INTO activity_minutes (minute, orchestrator, succeeded, failed)"
+    " SELECT started_at - started_at % 60000, owner, (outcome = 'success')::int,"
+    " (outcome <> 'success')::int FROM fin"
+    " ON CONFLICT (minute, orchestrator) DO UPDATE SET"
+    " succeeded = activity_minutes.succeeded + EXCLUDED.succeeded,"
+    " failed = activity_minutes.failed + EXCLUDED.failed),"
     " trans AS (INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason,"
     " attempt) SELECT $13::bigint, id, " Q(TK__STEP_IN_PROGRESS) ", $3, $12, $10, $16::int"
     " FROM upd),"
@@ -89,10 +97,14 @@ static const char ITEMS_SQL[] =
     " AND EXISTS (SELECT 1 FROM steps WHERE id = $1 AND state = " Q(TK__STEP_IN_PROGRESS)
     " AND claim_id = $2::bigint)";
 
-/* Refused writes, counted last in the transaction: the counter's row is
- * shared by every orchestrator, so it is held only for the commit. */
+/* Refused writes ($1) and the reaper's recorded lease expiries ($2),
+ * counted last in the transaction: the counters' rows are shared by every
+ * orchestrator, so they are held only for the commit (and taken in the
+ * same order by all). */
 static const char COUNT_SQL[] =
-    "INSERT INTO counters (name, value) VALUES ('fenced_writes', $1::bigint)"
+    "INSERT INTO counters (name, value) SELECT name, value FROM (VALUES"
+    " ('fenced_writes', $1::bigint), ('lease_expired', $2::bigint)) v (name, value)"
+    " WHERE value > 0"
     " ON CONFLICT (name) DO UPDATE SET value = counters.value + EXCLUDED.value";
 
 enum { PENDING, RECORDED, FENCED, FAILED };
@@ -354,9 +366,11 @@ static int write_tasks(tk__pg_pipe *p, const tk__outcome *o, int n, const rec *r
 static int commit_group(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, int notify,
                         tk__claim_request *next, tk_err *err) {
   if (p->ran > 0) tk__pg_pipe_reset(p); /* else BEGIN is queued still (a claim alone) */
-  int64_t fenced = 0;
-  for (int k = 0; k < n; k++)
+  int64_t fenced = 0, expired = 0;
+  for (int k = 0; k < n; k++) {
     if (recs[k].status == FENCED) fenced++;
+    if (recs[k].status == RECORDED && o[recs[k].i].fence_lease) expired++;
+  }
   if (write_tasks(p, o, n, recs) != 0) {
     tk__pg_oom(err, "record outcome");
     return 1;
@@ -369,7 +383,9 @@ static int commit_group(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, 
   int tail = p->nslots;
   tk__pg_args a = {0};
   tk__pg_arg_i64(&a, fenced);
-  if (fenced > 0) tk__pg_pipe_stmt(p, PG_COUNT, COUNT_SQL, a.n, a.v);
+  tk__pg_arg_i64(&a, expired);
+  int count = fenced > 0 || expired > 0;
+  if (count) tk__pg_pipe_stmt(p, PG_COUNT, COUNT_SQL, a.n, a.v);
   if (notify) tk__pg_notify(p);
   tk__pg_commit(p);
   int rc = tk__pg_pipe_run(p, n == 0 ? "claim" : "record outcome", err);
@@ -382,7 +398,7 @@ static int commit_group(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, 
   /* The claim failed: keep the outcomes. */
   tk__pg_pipe_reset(p);
   rollback_savepoint(p);
-  if (fenced > 0) tk__pg_pipe_stmt(p, PG_COUNT, COUNT_SQL, a.n, a.v);
+  if (count) tk__pg_pipe_stmt(p, PG_COUNT, COUNT_SQL, a.n, a.v);
   if (notify) tk__pg_notify(p);
   tk__pg_commit(p);
   if (tk__pg_pipe_run(p, "record outcome", err) != 0) return 1;

@@ -19,12 +19,21 @@ enum {
   SQ_BATCH_INSERT, SQ_ITEM_INSERT, SQ_ITEM_UPDATE, SQ_BATCH_GET, SQ_ITEMS_GET, SQ_STEP_HELD,
   SQ_STEP_INPUT,
   SQ_DELAYED_DUE, SQ_DELAYED_RELEASE, SQ_DELAYED_CLEAR, SQ_NEXT_DELAYED, SQ_DELAYED_SET,
-  SQ_RETRY_EARLIER_STEP, SQ_RETRY_EARLIER_ATTEMPT,
+  SQ_RETRY_EARLIER_STEP, SQ_RETRY_EARLIER_ATTEMPT, SQ_ACTIVITY_MINUTE,
   SQ__COUNT
 };
 
 typedef struct tk__sq_dag tk__sq_dag; /* sqlite_edges.c */
 typedef struct tk__sq_transition_row tk__sq_transition_row; /* sqlite_transitions.c */
+
+/* What a transaction adds to one row of the per-minute activity counts
+ * (sqlite_activity.c); a few rows are kept until the commit. */
+#define TK__SQ_MINUTES 4
+typedef struct tk__sq_minute {
+  int64_t minute;
+  char owner[TK__OWNER_MAX];
+  int64_t succeeded, failed, retries, lateness_n, lateness_sum_ms, lateness_max_ms;
+} tk__sq_minute;
 
 typedef struct tk__sqlite {
   tk_store base; /* first: a tk__sqlite is a tk_store */
@@ -44,6 +53,9 @@ typedef struct tk__sqlite {
   /* Transition rows of the open transaction (sqlite_transitions.c). */
   tk__sq_transition_row *trans;
   int ntrans, trans_cap;
+  /* Activity counts of the open transaction (sqlite_activity.c). */
+  tk__sq_minute minutes[TK__SQ_MINUTES];
+  int nminutes;
 } tk__sqlite;
 
 /* The cached statement `id`, prepared from `sql` on first use and reset and
@@ -129,6 +141,17 @@ int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id,
 int tk__sq_children(tk__sqlite *q, int64_t template_id, int idx, const int **children, int *n,
                     tk_err *err);
 void tk__sq_edges_free(tk__sqlite *q);
+
+/* Per-minute activity counts (sqlite_activity.c), inside the caller's
+ * transaction: add to the row of started_at's minute and owner (written
+ * with the others by tk__sq_minutes_flush, which the caller runs before
+ * it commits; a rollback sets nminutes to 0). */
+int tk__sq_minutes_add(tk__sqlite *q, int64_t started_at, const char *owner,
+                       const tk__sq_minute *add, tk_err *err);
+int tk__sq_minutes_flush(tk__sqlite *q, tk_err *err);
+/* Whether the counts can be written (their statement prepares: schema
+ * 0010 or later); TK_ESTORE saying why not. */
+int tk__sq_minutes_ready(tk__sqlite *q, tk_err *err);
 
 /* Add `delta` to the persistent counter `name`, in the caller's transaction. */
 int tk__sq_count(tk__sqlite *q, const char *name, int64_t delta, tk_err *err);

@@ -100,6 +100,18 @@ static int select_batch(tk__sqlite *q, const tk__prune_request *r, char **json, 
   return 0;
 }
 
+/* Remove the per-minute activity counts of the minutes before `before`. */
+static int prune_minutes(tk__sqlite *q, int64_t before, tk_err *err) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(q->db, "DELETE FROM activity_minutes WHERE minute < ?1", -1, &st,
+                         NULL) != SQLITE_OK)
+    return tk__sq_fail(q, "prune", err);
+  sqlite3_bind_int64(st, 1, before);
+  int rc = tk__sq_done(q, st, err);
+  sqlite3_finalize(st);
+  return rc;
+}
+
 int tk__sq_prune(tk_store *s, const tk__prune_request *r, tk__prune_counts *out, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   memset(out, 0, sizeof *out);
@@ -109,8 +121,8 @@ int tk__sq_prune(tk_store *s, const tk__prune_request *r, tk__prune_counts *out,
   int rc, n;
   char *ids = NULL;
   if ((rc = tk__sq_begin(q, err))) return rc;
-  if ((rc = select_batch(q, r, &ids, &n, err)) || n == 0) goto end;
-  for (size_t i = 0; i < sizeof removals / sizeof removals[0] && rc == 0; i++) {
+  if ((rc = select_batch(q, r, &ids, &n, err))) goto end;
+  for (size_t i = 0; n > 0 && i < sizeof removals / sizeof removals[0] && rc == 0; i++) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(q->db, removals[i].sql, -1, &st, NULL) != SQLITE_OK) {
       rc = tk__sq_fail(q, "prune", err);
@@ -122,6 +134,7 @@ int tk__sq_prune(tk_store *s, const tk__prune_request *r, tk__prune_counts *out,
       *(int64_t *)((char *)out + removals[i].count) += sqlite3_changes(q->db);
     sqlite3_finalize(st);
   }
+  if (rc == 0) rc = prune_minutes(q, tk__prune_minutes_before(r), err);
 end:
   free(ids);
   if (rc == 0) return tk__sq_commit(q, err);

@@ -190,6 +190,39 @@ static int claim_rows(tk__sqlite *q, tk__claimed *out, int n, const char *owner,
   return 0;
 }
 
+/* Count the retries among the n steps just claimed at `now`, and how late
+ * each started after its run_at (0 when claimed ahead), in now's minute.
+ * A retry is an attempt after the first, or a first one after an
+ * operator's retry, which leaves the step waiting for a retry. */
+static int activity_claimed(tk__sqlite *q, const tk__claimed *c, int n, const char *owner,
+                            int64_t now, tk_err *err) {
+  tk__sq_minute add = {0};
+  for (int i = 0; i < n; i++) {
+    if (c[i].attempt <= 1 && strcmp(c[i].prev_state, TK__STEP_WAITING) != 0) continue;
+    int64_t late = now > c[i].run_at ? now - c[i].run_at : 0;
+    add.retries++;
+    add.lateness_n++;
+    add.lateness_sum_ms += late;
+    if (late > add.lateness_max_ms) add.lateness_max_ms = late;
+  }
+  return add.retries ? tk__sq_minutes_add(q, now, owner, &add, err) : 0;
+}
+
+/* Step st, an UPDATE of one attempt row RETURNING started_at, owner and
+ * outcome, and count what it finished (if it changed the row) in the
+ * minute the attempt started, under its owner. */
+static int attempt_finished(tk__sqlite *q, sqlite3_stmt *st, const char *what, tk_err *err) {
+  int found, rc = tk__sq_row(q, st, what, &found, err);
+  if (rc == 0 && found) {
+    const char *outcome = tk__sq_text(st, 2);
+    int ok = outcome && strcmp(outcome, "success") == 0;
+    tk__sq_minute add = {.succeeded = ok, .failed = !ok};
+    rc = tk__sq_minutes_add(q, sqlite3_column_int64(st, 0), tk__sq_text(st, 1), &add, err);
+  }
+  sqlite3_reset(st);
+  return rc;
+}
+
 /* Claim for request r inside the caller's transaction (DESIGN §4): the
  * retries that are due (or due within r->retry_ahead_ms), earliest first,
  * then ready pending steps, oldest task first (see migration 0005). A retry
@@ -200,6 +233,9 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
   int rc, count = 0;
   int64_t now = r->now = tk__store_now(&q->base);
   r->n = 0;
+  /* A claim needs the per-minute counts (0010): on an older schema it
+   * fails whole, before anything is claimed. */
+  if (tk__sq_minutes_ready(q, err) != 0) return TK_ESTORE;
   /* INDEXED BY: each query must be a range scan of its partial index (and
    * fails to prepare if a schema change ever makes that impossible). */
   if ((rc = claim_scan(q, SQ_CLAIM_RETRY,
@@ -222,6 +258,7 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
     return rc;
   if (count == 0) return 0;
   if ((rc = claim_rows(q, r->out, count, r->owner, now, err))) return rc;
+  if ((rc = activity_claimed(q, r->out, count, r->owner, now, err))) return rc;
   for (int i = 0; i < count; i++) {
     tk__claimed *c = &r->out[i];
     if ((rc = tk__sq_transition(q, c->task_id, c->step_id, c->prev_state, TK__STEP_IN_PROGRESS,
@@ -363,7 +400,8 @@ static int fenced_out(tk__sqlite *q, const tk__outcome *o, tk_err *err) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(q->db,
                          "UPDATE attempts SET finished_at = ?, outcome = 'fenced_out',"
-                         " error = ? WHERE id = ? AND outcome IS NULL",
+                         " error = ? WHERE id = ? AND outcome IS NULL"
+                         " RETURNING started_at, owner, outcome",
                          -1, &st, NULL) != SQLITE_OK)
     return tk__sq_fail(q, "fenced out", err);
   char why[160];
@@ -371,7 +409,7 @@ static int fenced_out(tk__sqlite *q, const tk__outcome *o, tk_err *err) {
   sqlite3_bind_int64(st, 1, o->now);
   sqlite3_bind_text(st, 2, why, -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(st, 3, o->claim_id);
-  int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : tk__sq_fail(q, "fenced out", err);
+  int rc = attempt_finished(q, st, "fenced out", err);
   sqlite3_finalize(st);
   return rc;
 }
@@ -425,13 +463,16 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
   }
   int64_t task_id = o->task_id, template_id = o->template_id;
   int idx = o->idx;
+  /* A lease the reaper expired, counted store-wide in its transaction. */
+  if (o->fence_lease && (rc = tk__sq_count(q, "lease_expired", 1, err))) return rc;
   /* The fence held: a batch step's item results go in with the outcome. */
   if (o->nitems > 0 && (rc = tk__sq_items_apply(q, o->step_id, o->items, o->nitems, err)))
     return rc;
 
   st = tk__sq_stmt(q, SQ_ATTEMPT_FINISH,
                    "UPDATE attempts SET finished_at = ?, outcome = ?, error = ?, delay_ms = ?,"
-                   " delay_source = ?, next_run_at = ? WHERE id = ?",
+                   " delay_source = ?, next_run_at = ? WHERE id = ?"
+                   " RETURNING started_at, owner, outcome",
                    err);
   if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, o->finished_at);
@@ -443,7 +484,7 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
     sqlite3_bind_int64(st, 6, o->run_at);
   }
   sqlite3_bind_int64(st, 7, o->claim_id);
-  if ((rc = tk__sq_done(q, st, err))) return rc;
+  if ((rc = attempt_finished(q, st, "finish attempt", err))) return rc;
   if ((rc = tk__sq_transition(q, task_id, o->step_id, TK__STEP_IN_PROGRESS, to, o->now,
                               o->attempt_outcome, o->attempt, err)))
     return rc;
@@ -486,6 +527,7 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_
   if (next) next->n = 0;
   for (int i = 0; i < n; i++) tk_err_clear(&errs[i]);
   /* Fast path: the whole group, and the next claim, in one transaction. */
+  q->nminutes = 0;
   if ((rc = tk__sq_begin(q, err))) return rc;
   for (int i = 0; i < n && failed < 0; i++) {
     rc = record_one(q, &o[i], &fx[i], &errs[i]);
@@ -503,7 +545,7 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_
       failed = n; /* record without the claim below */
     }
   }
-  if (failed < 0 && tk__sq_commit(q, &one) == 0) return 0;
+  if (failed < 0 && tk__sq_minutes_flush(q, &one) == 0 && tk__sq_commit(q, &one) == 0) return 0;
   tk__sq_rollback(q);
   if (next) {
     next->n = 0;
@@ -514,9 +556,11 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_
    * expires and the reaper retries it), each with its own error. */
   for (int i = 0; i < n; i++) {
     tk_err_clear(&errs[i]);
+    q->nminutes = 0;
     if ((rc = tk__sq_begin(q, &errs[i])) == 0) {
       rc = record_one(q, &o[i], &fx[i], &errs[i]);
-      if ((rc == 0 || rc == TK_EFENCED) && tk__sq_commit(q, &one) != 0) {
+      if ((rc == 0 || rc == TK_EFENCED) &&
+          (tk__sq_minutes_flush(q, &one) != 0 || tk__sq_commit(q, &one) != 0)) {
         errs[i] = one;
         rc = one.code;
       }

@@ -238,7 +238,10 @@ static int sq_open(const char *location, const tk_store_open_options *opts, tk_s
    * file gets 8 KiB pages: a pass dirties pages all over the steps table
    * and the log pays per page written, so fewer, larger pages cost less
    * (about 5% of the CPU per step against 4 KiB; an existing file keeps
-   * its page size). */
+   * its page size). journal_size_limit: when the log starts over after a
+   * checkpoint, its file is cut back to 64 MiB (the checkpoint threshold,
+   * 8,000 frames of 8 KiB, sqlite_checkpoint.c) instead of keeping the
+   * high-water mark of its largest transaction (a prune, a bulk submit). */
   sqlite3_busy_handler(q->db, wait_for_writer, q);
   if (!opts->create && is_empty(q)) {
     /* Setting WAL below would write a header into it: not without create. */
@@ -251,7 +254,8 @@ static int sq_open(const char *location, const tk_store_open_options *opts, tk_s
                        "PRAGMA synchronous = FULL;"
                        "PRAGMA foreign_keys = ON;"
                        "PRAGMA temp_store = MEMORY;"
-                       "PRAGMA cache_size = -8192;",
+                       "PRAGMA cache_size = -8192;"
+                       "PRAGMA journal_size_limit = 67108864;",
                        err);
   /* Prepared now, so that a rollback never waits on memory for it. */
   if (rc == 0 && tk__sq_stmt(q, SQ_ROLLBACK, "ROLLBACK", err) == NULL) rc = TK_ESTORE;
