@@ -61,20 +61,26 @@ tasker_setup() {
   expect_rc "template add" 0
 }
 
+# poll SECONDS CMD...: poll until CMD succeeds (0); 1 once SECONDS have
+# passed without.
+poll() {
+  pl_deadline=$(($(date +%s) + $1))
+  shift
+  until "$@"; do
+    [ "$(date +%s)" -ge "$pl_deadline" ] && return 1
+    sleep 0.1
+  done
+}
+
 # wait_for DESCRIPTION SECONDS CMD...: poll until CMD succeeds; after
 # SECONDS a failure naming DESCRIPTION (and 1).
 wait_for() {
   wf_what=$1
   wf_secs=$2
-  wf_deadline=$(($(date +%s) + wf_secs))
   shift 2
-  until "$@"; do
-    if [ "$(date +%s)" -ge "$wf_deadline" ]; then
-      tap_fail "$wf_what" "still not so after ${wf_secs}s"
-      return 1
-    fi
-    sleep 0.1
-  done
+  poll "$wf_secs" "$@" && return
+  tap_fail "$wf_what" "still not so after ${wf_secs}s"
+  return 1
 }
 
 # expect_all_complete N: the store holds N tasks, all complete.
@@ -136,9 +142,9 @@ bg_exited() { [ -e "$W/$1.rc" ]; }
 
 # bg_wait NAME SECONDS: wait until NAME's process ends, its exit status in
 # BG_RC (128 + N: killed by signal N). One that still runs after SECONDS
-# is a failure saying so: it is killed, BG_RC is "none" and this returns 1.
+# is killed, BG_RC is "none" and this returns 1 (the caller's check fails).
 bg_wait() {
-  if ! wait_for "$1 ends" "$2" bg_exited "$1"; then
+  if ! poll "$2" bg_exited "$1"; then
     kill -KILL "$(bg_pid "$1")" 2>/dev/null
     wait "$(cat "$W/$1.watcher")"
     BG_RC=none
@@ -226,8 +232,12 @@ serve_start() {
 # within 60 s (a sanitizer's report at exit makes it non-zero: a failure).
 serve_stop() {
   kill -TERM "$SERVE"
-  if bg_wait serve 60; then RC=$BG_RC; else RC=124; fi
-  OUT=""
-  ERR=$(cat "$W/serve.err")
-  expect_rc "serve exits 0 on SIGTERM" 0
+  if bg_wait serve 60; then
+    RC=$BG_RC
+    OUT=""
+    ERR=$(cat "$W/serve.err")
+    expect_rc "serve exits 0 on SIGTERM" 0
+  else
+    tap_fail "serve exits 0 on SIGTERM" "it did not end within 60s; killed" "$(tail -n 5 "$W/serve.err")"
+  fi
 }
