@@ -10,8 +10,8 @@
 #    without one lease_expired attempt. An orchestrator that read its own
 #    clock would expire every lease at once (30 s ahead, its reaper sees
 #    them all past their end; 30 s behind, its claims and heartbeats set
-#    ends already past); only a lease starved of heartbeats for 10 s could
-#    expire on time, which no busy machine does.
+#    ends already past); on time, only an orchestrator stalled 10 s with
+#    no heartbeat loses one, far past what a busy machine's scheduling does.
 # Needs TK_TEST_PG_URL and libfaketime (Debian's faketime package).
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/pg.sh"
