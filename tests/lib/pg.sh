@@ -129,7 +129,16 @@ bg_start() {
     echo $? >"$W/$bg_name.rc.new" && mv "$W/$bg_name.rc.new" "$W/$bg_name.rc"
   ) &
   echo $! >"$W/$bg_name.watcher"
-  until [ -e "$W/$bg_name.pid" ]; do sleep 0.01; done
+  bg_tries=0
+  until [ -e "$W/$bg_name.pid" ]; do
+    bg_tries=$((bg_tries + 1))
+    if [ "$bg_tries" -gt 3000 ]; then
+      tap_fail "start $bg_name in the background" "no pid in $W/$bg_name.pid after 30s"
+      tap_done
+      exit 1
+    fi
+    sleep 0.01
+  done
   BG_PID=$(cat "$W/$bg_name.pid")
   case " $BG_NAMES " in *" $bg_name "*) ;; *) BG_NAMES="$BG_NAMES $bg_name" ;; esac
 }
