@@ -35,10 +35,15 @@ expect_eq() {
 }
 
 # expect_match NAME TEXT PATTERN: TEXT contains the fixed string PATTERN.
+# A failure shows TEXT's last 20 lines (a log can be long).
 expect_match() {
   case "$2" in
     *"$3"*) tap_ok "$1" ;;
-    *) tap_fail "$1" "text: $2" "does not contain: $3" ;;
+    *)
+      em_lines=$(printf '%s\n' "$2" | wc -l)
+      if [ "$em_lines" -le 20 ]; then tap_fail "$1" "text: $2" "does not contain: $3"
+      else tap_fail "$1" "text (its last 20 of $em_lines lines): $(printf '%s\n' "$2" | tail -n 20)" \
+        "does not contain: $3"; fi ;;
   esac
 }
 

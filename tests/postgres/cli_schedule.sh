@@ -73,15 +73,9 @@ run t schedule add m --cron "* * * * *" --template ok --missed catch_up
 expect_rc "schedule add m" 0
 pg_sql "UPDATE schedules SET cursor = (cursor / 60000 - 30) * 60000 WHERE name = 'm'" >/dev/null
 for i in 1 2 3 4; do
-  t run --until-idle --workers 1 --id "orch-$i" --events "$W/ev$i.jsonl" \
-    >"$W/run$i.out" 2>"$W/run$i.err" &
+  orch_start "orch-$i" run --until-idle --workers 1 --id "orch-$i" --events "$W/ev$i.jsonl"
 done
-rcs=""
-for i in 1 2 3 4; do
-  wait %$i
-  rcs="$rcs$?"
-done
-expect_eq "four orchestrators ran" "$rcs" "0000"
+for i in 1 2 3 4; do orch_expect "orch-$i" 0 "orchestrator orch-$i ran (exit 0)"; done
 counts=$(pg_sql "SELECT count(*) || ' ' || count(DISTINCT identity) || ' '
   || ((max(identity) > min(identity))::int) FROM tasks WHERE identity LIKE 'schedule:m:%'")
 n=${counts%% *}

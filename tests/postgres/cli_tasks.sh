@@ -168,15 +168,13 @@ run t template add "$W/par.toml"
 expect_rc "template add par" 0
 run t submit par
 PAR=$OUT
-"$TASKER" --config "$W/tasker.toml" run --workers 2 2>"$W/run.err" &
-RUNNER=$!
+orch_start runner run --workers 2
 par_settled() {
   [ "$(pg_sql "SELECT string_agg(name || ':' || state, ',' ORDER BY name) FROM steps WHERE task_id = $PAR")" = \
     "bad:error,slow:waiting_for_retry" ]
 }
 wait_for "par: bad failed, slow waits for its retry" 30 par_settled
-kill -TERM "$RUNNER"
-wait "$RUNNER"
+orch_stop runner
 expect_eq "the task is still in progress" "$(pg_sql "SELECT state FROM tasks WHERE id = $PAR")" in_progress
 run t retry --state error --template par
 expect_eq "not in state error: --state error does not take it" "$ERR" "no tasks match; nothing to do"

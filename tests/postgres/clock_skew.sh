@@ -5,8 +5,13 @@
 #  - no retry starts before its run_at by the SERVER's clock: the failing
 #    step is a command that records clock_timestamp() on the server when it
 #    starts, compared with the run_at its first failure stored;
-#  - no live lease is reaped: steps that sleep longer than the lease (kept
-#    by heartbeats) finish without one lease_expired attempt.
+#  - no live lease is reaped: leases of 10 s, a third of the skew, while
+#    the steps hold them 2.5 s and renew them by heartbeats every 0.5 s, end
+#    without one lease_expired attempt. An orchestrator that read its own
+#    clock would expire every lease at once (30 s ahead, its reaper sees
+#    them all past their end; 30 s behind, its claims and heartbeats set
+#    ends already past); on time, only an orchestrator stalled 10 s with
+#    no heartbeat loses one, far past what a busy machine's scheduling does.
 # Needs TK_TEST_PG_URL and libfaketime (Debian's faketime package).
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/pg.sh"
@@ -33,7 +38,7 @@ base = "500ms"
 multiplier = 1
 jitter = "none"
 [engine]
-lease = "2s"
+lease = "10s"
 heartbeat = "500ms"
 workers = 4
 db = "$PG_DB_URL"
@@ -70,14 +75,10 @@ skewed -30s t submit retry_once --count 120 >/dev/null
 skewed -30s t submit long --count 24 >/dev/null
 
 # Each orchestrator's every clock is shifted; both run until idle.
-skewed +30s t run --until-idle --id ahead >"$W/ahead.log" 2>&1 &
-ahead=$!
-skewed -30s t run --until-idle --id behind >"$W/behind.log" 2>&1 &
-behind=$!
-wait $ahead; rc_ahead=$?
-wait $behind; rc_behind=$?
-expect_eq "the orchestrator 30 s ahead exits 0" "$rc_ahead" 0
-expect_eq "the orchestrator 30 s behind exits 0" "$rc_behind" 0
+FAKETIME=+30s LD_PRELOAD=$FAKETIME_LIB orch_start ahead run --until-idle --id ahead
+FAKETIME=-30s LD_PRELOAD=$FAKETIME_LIB orch_start behind run --until-idle --id behind
+orch_expect ahead 0 "the orchestrator 30 s ahead exits 0"
+orch_expect behind 0 "the orchestrator 30 s behind exits 0"
 
 expect_all_complete 144
 expect_eq "both orchestrators ran retries" \

@@ -2,10 +2,17 @@
 # Racing orchestrators on PostgreSQL (issue 11): 8 `tasker run` processes
 # share 5,000 diamond tasks (a command step, a flaky step, a sleeping step,
 # a noop) while a random one is killed with SIGKILL and restarted about
-# every half second for 30 s; then they run until idle. Nothing may be lost
-# or done twice: every task complete, no step with two successes, no
-# attempt row left open, each step's attempts equal to its attempt rows.
-# Prints the kills, fenced writes and expired leases.
+# every half second for 30 s (a ninth is first frozen with SIGSTOP until
+# the others have reaped its leases, then let go); then they run until
+# idle.
+# Every orchestrator ends as the test ends it: a killed one by our SIGKILL
+# (exit status 137, never one that had died on its own), the others exit 0
+# (under ASan: no report). Recovery happened: the killed ones' leases
+# expired (their attempts lease_expired), and the frozen one's late
+# outcomes were refused (its log, its own fenced count, the store's
+# fenced_writes). Nothing may be lost or done
+# twice: every task complete, no step with two successes, no attempt row
+# left open, each step's attempts equal to its attempt rows.
 # Needs TK_TEST_PG_URL (scripts/run-tests starts a private cluster).
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/pg.sh"
@@ -52,61 +59,105 @@ tasker_setup "$W/race.toml"
 t submit race --count "$TASKS" >/dev/null 2>"$W/submit.err"
 expect_eq "submit $TASKS tasks" "$(pg_sql "SELECT count(*) FROM tasks")" "$TASKS"
 
-# start_orch I: orchestrator I in the background, its pid in $W/pid.I (the
-# tasker process itself, not a subshell: SIGKILL must reach it).
-start_orch() {
-  "$TASKER" --config "$W/tasker.toml" run --id "orch-$1" >>"$W/orch-$1.log" 2>&1 &
-  echo $! >"$W/pid.$1"
-}
+# A live orchestrator whose leases are reaped: "frozen", frozen (SIGSTOP)
+# while it holds steps until the others have expired them all, then let
+# go (SIGCONT): the outcomes it then writes are late and must be refused.
+# It is never killed, and exits 0 at the end with its own counts.
+PGAPPNAME=frozen orch_start frozen run --id frozen
 i=1
-while [ "$i" -le "$ORCHS" ]; do start_orch "$i"; i=$((i + 1)); done
+while [ "$i" -le "$ORCHS" ]; do orch_start "orch-$i" run --id "orch-$i"; i=$((i + 1)); done
+holds() {
+  [ "$(pg_sql "SELECT count(*) FROM attempts WHERE owner = 'frozen' AND outcome IS NULL")" -gt 0 ]
+}
+# Frozen inside a transaction it would hold locks the others wait for:
+# only a session with nothing in flight (state idle) will do.
+idle() {
+  [ "$(pg_sql "SELECT count(*) FROM pg_stat_activity
+               WHERE application_name = 'frozen' AND state <> 'idle'")" = 0 ]
+}
+settled() {
+  [ "$(pg_sql "SELECT count(*) FROM attempts WHERE id IN ($held) AND outcome IS NULL")" = 0 ]
+}
+reaped=0
+tries=0
+while [ "$reaped" = 0 ] && [ "$tries" -lt 200 ]; do
+  tries=$((tries + 1))
+  wait_for "the orchestrator to freeze holds steps" 60 holds || break
+  kill -STOP "$(bg_pid frozen)"
+  held=$(pg_sql "SELECT string_agg(id::text, ',') FROM attempts
+                 WHERE owner = 'frozen' AND outcome IS NULL")
+  if idle && [ -n "$held" ]; then
+    wait_for "the others reaped the frozen orchestrator's leases (attempts $held)" 120 settled ||
+      break
+    reaped=$(pg_sql "SELECT count(*) FROM attempts WHERE id IN ($held) AND outcome = 'lease_expired'")
+  fi
+  kill -CONT "$(bg_pid frozen)"
+done
+kill -CONT "$(bg_pid frozen)"
+if [ "$reaped" -gt 0 ]; then tap_ok "the others reaped the frozen orchestrator's leases ($reaped; frozen idle at try $tries)"
+else tap_fail "the others reaped the frozen orchestrator's leases" \
+  "none of its attempts ended lease_expired in $tries tries"; fi
+# Its own outcomes refused (a reaper's refusal names the lease's owner).
+late_refused() { grep -c "by frozen refused: the lease was lost" "$W/frozen.log"; }
+refused() { [ "$(late_refused)" -gt 0 ]; }
+wait_for "the frozen orchestrator's late outcomes were refused (its log says so)" 120 refused
 
+# Chaos: each kill must be what ends its victim; one that had died on its
+# own is a failure (orch_kill says so), never counted.
 kills=0
 end=$(($(date +%s) + CHAOS_S))
 while [ "$(date +%s)" -lt "$end" ]; do
   sleep 0.5
   victim=$(( $(od -An -N2 -tu2 /dev/urandom) % ORCHS + 1 ))
-  kill -KILL "$(cat "$W/pid.$victim")" 2>/dev/null && kills=$((kills + 1))
-  wait "$(cat "$W/pid.$victim")" 2>/dev/null
-  start_orch "$victim"
+  orch_kill "orch-$victim" && kills=$((kills + 1))
+  orch_start "orch-$victim" run --id "orch-$victim"
 done
-# Stop the long-running ones and finish with orchestrators that exit once
-# no work is left (steps of killed processes come back when their leases
-# expire).
+if [ "$kills" -gt 0 ]; then tap_ok "orchestrators were killed ($kills)"
+else tap_fail "orchestrators were killed" "no kill happened"; fi
+
+# Stop the long-running ones (each must exit 0) and finish with
+# orchestrators that exit once no work is left (steps of killed processes
+# come back when their leases expire).
 i=1
-while [ "$i" -le "$ORCHS" ]; do kill -TERM "$(cat "$W/pid.$i")" 2>/dev/null; i=$((i + 1)); done
-wait
-finals=""
+while [ "$i" -le "$ORCHS" ]; do orch_stop "orch-$i"; i=$((i + 1)); done
+orch_stop frozen
 i=1
-while [ "$i" -le "$ORCHS" ]; do
-  t run --until-idle --id "final-$i" >>"$W/final.log" 2>&1 &
-  finals="$finals $!"
-  i=$((i + 1))
-done
-bad=0
-for p in $finals; do wait "$p" || bad=$((bad + 1)); done
-if [ "$bad" -eq 0 ]; then tap_ok "the final orchestrators exit 0"
-else tap_fail "the final orchestrators exit 0" "$bad exited non-zero; their log ends:" \
-  "$(tail -n 5 "$W/final.log")"; fi
+while [ "$i" -le "$ORCHS" ]; do orch_start "final-$i" run --until-idle --id "final-$i"; i=$((i + 1)); done
+i=1
+while [ "$i" -le "$ORCHS" ]; do orch_expect "final-$i" 0 "final-$i exits 0 once idle"; i=$((i + 1)); done
 
 expect_all_complete "$TASKS"
 expect_eq "every step complete" \
   "$(pg_sql "SELECT count(*) FILTER (WHERE state = 'complete') || '/' || count(*) FROM steps")" \
   "$((4 * TASKS))/$((4 * TASKS))"
 expect_attempts_consistent
+
+# Recovery, as counted by the store and by the engine.
 fenced=$(pg_sql "SELECT COALESCE((SELECT value FROM counters WHERE name = 'fenced_writes'), 0)")
 expired=$(pg_sql "SELECT count(*) FROM attempts WHERE outcome = 'lease_expired'")
+of_killed=$(pg_sql "SELECT count(*) FROM attempts WHERE outcome = 'lease_expired' AND owner LIKE 'orch-%'")
 # A refused write is either a live owner's outcome after its lease was
-# reaped (its attempt row says fenced_out) or a reaper that found a lease
-# another reaper had just expired (no row of its own).
+# reaped (its attempt row says fenced_out unless the reaper finished it)
+# or a reaper that found a lease another reaper had just expired.
 owners=$(pg_sql "SELECT count(*) FROM attempts WHERE outcome = 'fenced_out'")
+# The frozen one's own count (its refused outcomes and its reaper's), from
+# its "run finished:" line.
+frozen_fenced=$(sed -n 's/^run finished: .*, \([0-9]*\) fenced, .*/\1/p' "$W/frozen.log")
+late=$(late_refused)
 echo "# $ORCHS orchestrators, $TASKS diamond tasks, ${CHAOS_S}s of chaos: $kills kills," \
-     "$fenced fenced writes ($owners by owners, $((fenced - owners)) by reapers beaten to it)," \
-     "$expired expired leases ($(( kills > 0 ? expired / kills : 0 )) per kill)"
-if [ "$kills" -gt 0 ]; then tap_ok "orchestrators were killed ($kills)"
-else tap_fail "orchestrators were killed" "no kill happened"; fi
-# The chaos was real only if the orchestrators killed were at work (a
-# process that had exited is still a zombie that kill reaches).
+     "$fenced fenced writes ($owners attempt rows fenced_out; the frozen one: ${frozen_fenced:-?}," \
+     "$late late outcomes), $expired expired leases ($of_killed of killed orchestrators)"
+if [ "$of_killed" -gt 0 ]; then tap_ok "the killed orchestrators' leases expired and were reaped ($of_killed)"
+else tap_fail "the killed orchestrators' leases expired and were reaped" \
+  "no attempt of orch-* ended lease_expired ($expired in all)"; fi
+if [ "$late" -gt 0 ] && [ "${frozen_fenced:-0}" -ge "$late" ]; then
+  tap_ok "the frozen orchestrator counted its $late refused late outcomes ($frozen_fenced fenced)"
+else tap_fail "the frozen orchestrator counted its refused late outcomes" \
+  "$late refused in its log; its run finished line: $(grep '^run finished' "$W/frozen.log")"; fi
+if [ "$fenced" -ge "${frozen_fenced:-1}" ] && [ "$fenced" -gt 0 ]; then
+  tap_ok "the store counted them ($fenced fenced writes)"
+else tap_fail "the store counted them" "fenced_writes $fenced, fewer than ${frozen_fenced:-1}"; fi
+# The chaos was real only if the orchestrators killed were at work.
 chaos_steps=$(pg_sql "SELECT count(*) FROM attempts WHERE owner LIKE 'orch-%'")
 if [ "$chaos_steps" -gt 0 ]; then tap_ok "the orchestrators under chaos ran steps ($chaos_steps)"
 else tap_fail "the orchestrators under chaos ran steps" "no attempt by orch-*; logs:" \
