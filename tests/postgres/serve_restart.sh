@@ -6,6 +6,7 @@
 # still exits 0 on SIGTERM at the end (under ASan a leak or a bad access on
 # the reconnect path makes that exit status non-zero, and the test fail).
 # Restarts the harness's cluster (its directory is the URL's host).
+# run-tests: alone
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/pg.sh"
 pg_database serve_restart

@@ -11,6 +11,7 @@
 # has ended: `tasker run` gives up after engine.reconnect_give_up with exit
 # status 1, and an unreachable address is one line naming it.
 # Restarts the harness's cluster (its directory is the URL's host).
+# run-tests: alone
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/pg.sh"
 pg_database restart
