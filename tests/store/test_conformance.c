@@ -943,37 +943,57 @@ static void claims_count_attempts_with_unique_ids(world *w) {
 
 #define SHARED_TASKS 24
 
+/* Two threads racing round by round: each round both start together
+ * (so their store calls overlap) and both see what the other found, so
+ * neither stops while the other still finds work, and each takes part. */
+typedef struct lockstep {
+  pthread_barrier_t go;
+  int found[2];
+} lockstep;
+
+/* Wait for the other thread at the start of a round. */
+static void lockstep_begin(lockstep *l) { pthread_barrier_wait(&l->go); }
+
+/* Thread `me` found `found` things this round: 1 when neither found any
+ * (both threads stop at the same round). */
+static int lockstep_end(lockstep *l, int me, int found) {
+  l->found[me] = found;
+  pthread_barrier_wait(&l->go);
+  return l->found[0] == 0 && l->found[1] == 0;
+}
+
 /* A thread claiming on its own connection until nothing is left. */
 typedef struct claimer {
   tk_store *s;
   const char *owner;
-  pthread_barrier_t *go;
+  lockstep *race;
+  int me;
   int64_t steps[SHARED_TASKS];
   int n;
   char error[TK_ERR_MSG_MAX + 64];
 } claimer;
 
-/* The claimer thread: claim three at a time until a claim finds none. */
+/* The claimer thread: claim three at a time, in step with the other,
+ * until neither finds any (an error ends its rounds as "none found"). */
 static void *claim_until_none(void *arg) {
   claimer *k = arg;
-  pthread_barrier_wait(k->go);
   for (int round = 0; round < 1000; round++) {
     tk__claimed c[3];
     tk__claim_request r = {.owner = k->owner, .lease_ms = LEASE_MS, .limit = 3,
                            .fresh_limit = 3, .out = c};
     tk_err err;
-    if (k->s->ops->record(k->s, NULL, 0, NULL, NULL, &r, &err) != 0) {
+    lockstep_begin(k->race);
+    if (!k->error[0] && k->s->ops->record(k->s, NULL, 0, NULL, NULL, &r, &err) != 0)
       snprintf(k->error, sizeof k->error, "claim by %s: %s", k->owner, err.msg);
-      return NULL;
-    }
-    if (r.n == 0) return NULL;
+    if (k->error[0]) r.n = 0;
     for (int i = 0; i < r.n; i++) {
       if (k->n == SHARED_TASKS) {
         snprintf(k->error, sizeof k->error, "%s claimed more steps than there are", k->owner);
-        return NULL;
+        break;
       }
       k->steps[k->n++] = c[i].step_id;
     }
+    if (lockstep_end(k->race, k->me, k->error[0] ? 0 : r.n)) return NULL;
   }
   snprintf(k->error, sizeof k->error, "%s was still claiming after 1000 claims", k->owner);
   return NULL;
@@ -984,16 +1004,20 @@ static void two_connections_never_share_a_step(world *w) {
   add_template(w, one_toml);
   int64_t t[SHARED_TASKS];
   for (int i = 0; i < SHARED_TASKS; i++) t[i] = submit(w, "one");
-  pthread_barrier_t go;
-  pthread_barrier_init(&go, NULL, 2);
-  claimer k[2] = {{.s = w->s, .owner = "A", .go = &go}, {.s = open_store(w, w->url), .owner = "B",
-                                                         .go = &go}};
+  lockstep race;
+  pthread_barrier_init(&race.go, NULL, 2);
+  claimer k[2] = {{.s = w->s, .owner = "A", .race = &race, .me = 0},
+                  {.s = open_store(w, w->url), .owner = "B", .race = &race, .me = 1}};
   pthread_t th[2];
   for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, claim_until_none, &k[i]);
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-  pthread_barrier_destroy(&go);
+  pthread_barrier_destroy(&race.go);
   for (int i = 0; i < 2; i++)
     if (k[i].error[0]) fail_msg("%s", k[i].error);
+  /* Both raced: a claim that shut the other out would pass the rest. */
+  if (k[0].n == 0 || k[1].n == 0)
+    fail_msg("A claimed %d steps and B %d: both claim in every round, so each must get some",
+             k[0].n, k[1].n);
   assert_int_equal(k[0].n + k[1].n, SHARED_TASKS);
   int64_t all[SHARED_TASKS];
   memcpy(all, k[0].steps, (size_t)k[0].n * sizeof all[0]);
@@ -1319,26 +1343,25 @@ static void reaper_against_reaper(world *w) {
 /* A reaper on its own connection: reap until no lease is left expired. */
 typedef struct reaper {
   tk_store *s;
-  pthread_barrier_t *go;
+  lockstep *race;
+  int me;
   int64_t now;
   int won, refused;
   char error[TK_ERR_MSG_MAX + 64];
 } reaper;
 
-/* The reaper thread: expire four at a time until none is left. */
+/* The reaper thread: expire four at a time, in step with the other,
+ * until neither finds any left (an error ends its rounds as "none"). */
 static void *reap_until_none(void *arg) {
   reaper *k = arg;
-  pthread_barrier_wait(k->go);
   for (int round = 0; round < 100; round++) {
     tk__expired x[4];
     int n = 0;
     tk_err err;
-    if (k->s->ops->expired(k->s, k->now, 4, x, &n, &err) != 0) {
+    lockstep_begin(k->race);
+    if (!k->error[0] && k->s->ops->expired(k->s, k->now, 4, x, &n, &err) != 0)
       snprintf(k->error, sizeof k->error, "expired: %s", err.msg);
-      return NULL;
-    }
-    if (n == 0) return NULL;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && !k->error[0]; i++) {
       tk__outcome o = reaped_of(&x[i], k->now, k->now + 5000);
       tk__effects fx;
       int rc = record1(k->s, &o, &fx, &err);
@@ -1348,9 +1371,9 @@ static void *reap_until_none(void *arg) {
         k->refused++;
       } else {
         snprintf(k->error, sizeof k->error, "record: %s", err.msg);
-        return NULL;
       }
     }
+    if (lockstep_end(k->race, k->me, k->error[0] ? 0 : n)) return NULL;
   }
   snprintf(k->error, sizeof k->error, "still reaping after 100 rounds");
   return NULL;
@@ -1365,16 +1388,20 @@ static void reapers_at_once(world *w) {
   tk__claimed c[REAPED_TASKS];
   assert_int_equal(claim(w->s, "ghost", REAPED_TASKS, c), REAPED_TASKS);
   w->clock.now_ms = T(LEASE_MS);
-  pthread_barrier_t go;
-  pthread_barrier_init(&go, NULL, 2);
-  reaper k[2] = {{.s = w->s, .go = &go, .now = T(LEASE_MS)},
-                 {.s = open_store(w, w->url), .go = &go, .now = T(LEASE_MS)}};
+  lockstep race;
+  pthread_barrier_init(&race.go, NULL, 2);
+  reaper k[2] = {{.s = w->s, .race = &race, .me = 0, .now = T(LEASE_MS)},
+                 {.s = open_store(w, w->url), .race = &race, .me = 1, .now = T(LEASE_MS)}};
   pthread_t th[2];
   for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, reap_until_none, &k[i]);
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-  pthread_barrier_destroy(&go);
+  pthread_barrier_destroy(&race.go);
   for (int i = 0; i < 2; i++)
     if (k[i].error[0]) fail_msg("reaper %d: %s", i + 1, k[i].error);
+  /* Both raced: each found expired leases and recorded or was refused. */
+  for (int i = 0; i < 2; i++)
+    if (k[i].won + k[i].refused == 0)
+      fail_msg("reaper %d found no expired lease: it reaped in every round beside the other", i + 1);
   assert_int_equal(k[0].won + k[1].won, REAPED_TASKS);
   for (int i = 0; i < REAPED_TASKS; i++) {
     tk__task_report r;
