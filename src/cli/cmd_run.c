@@ -33,10 +33,25 @@ const char cmd_run_usage[] =
     "On a terminal a live one-line summary is shown; otherwise log lines.\n";
 
 static tk_engine *running_engine; /* for the signal handler only */
+/* SIGINT or SIGTERM came before the engine ran: it stops as it starts. */
+static volatile sig_atomic_t stop_asked;
 
 static void on_signal(int sig) {
   (void)sig;
+  stop_asked = 1;
   if (running_engine) tk_engine_stop(running_engine);
+}
+
+/* From the start, so that a stop asked while the store is being opened
+ * (a service manager's stop right after its start) ends the run cleanly,
+ * exit 0, instead of killing the process by the signal's default. */
+static void catch_stop_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART; /* the store's open is not cut short by it */
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
 }
 
 typedef struct run_view {
@@ -117,6 +132,7 @@ int cmd_run(cli_globals *g, int argc, char **argv) {
   if (o[O_METRICS].seen &&
       (rc = cli_listen_token("run", "metrics", o[O_METRICS].value, &o[O_TOKEN_FILE], &token)))
     return rc;
+  catch_stop_signals();
   tk_config *cfg;
   if ((rc = cli_load_config(g, &cfg))) {
     free(token);
@@ -156,12 +172,8 @@ int cmd_run(cli_globals *g, int argc, char **argv) {
     tk_engine_free(e);
   } else {
     view.engine = e;
-    running_engine = e;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    running_engine = e; /* then the flag: a signal between the two stops it twice */
+    if (stop_asked) tk_engine_stop(e);
     if (tk_engine_run(e, o[O_IDLE].seen, &err) != 0) {
       if (view.tty) fputc('\n', stderr);
       cli_error("run", "%s", err.msg);

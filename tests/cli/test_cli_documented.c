@@ -3,17 +3,22 @@
  * engine.db); submit --count N with --identity is refused and stores
  * nothing; run --events - writes the events to stdout, nothing else
  * there; run on SIGTERM lets a running handler finish and records its
- * outcome before it exits; several `tasker init` at once on one new file
+ * outcome before it exits, and a SIGTERM while it opens its store is
+ * caught; several `tasker init` at once on one new file
  * all succeed (or fail cleanly, the store busy), leaving a valid store. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -194,6 +199,55 @@ static void run_finishes_a_running_handler_on_sigterm(void **state) {
   cli_store_close(c);
 }
 
+/* A listening socket that accepts nothing: a connection to it waits for
+ * a server's first word that never comes. */
+typedef struct mute_server {
+  int fd;
+  int port;
+} mute_server;
+
+static int connection_pending(void *ud) {
+  struct pollfd p = {.fd = ((mute_server *)ud)->fd, .events = POLLIN};
+  return poll(&p, 1, 0) == 1;
+}
+
+/* SIGTERM while run is still opening its store (here a PostgreSQL server
+ * that never answers) is caught from the start: when the open then fails,
+ * run exits with its own status and message, not killed by the signal's
+ * default (a service manager stopping it just after its start). */
+static void run_catches_sigterm_while_opening_the_store(void **state) {
+  (void)state;
+  mute_server m = {.fd = socket(AF_INET, SOCK_STREAM, 0)};
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  assert_int_equal(bind(m.fd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(m.fd, 4), 0);
+  assert_int_equal(getsockname(m.fd, (struct sockaddr *)&a, &len), 0);
+  char dir[256], url[200], err_path[400];
+  efx_tmpdir(dir, sizeof dir);
+  snprintf(url, sizeof url, "postgresql://tasker@127.0.0.1:%d/tasker?connect_timeout=120",
+           ntohs(a.sin_port));
+  snprintf(err_path, sizeof err_path, "%s/run.err", dir);
+  const char *args[] = {"--db", url, "run", NULL};
+  pid_t pid = efx_spawn(args, NULL, err_path);
+  if (!efx_wait_for(connection_pending, &m, 120000)) {
+    kill(pid, SIGKILL);
+    efx_wait(pid);
+    fail_msg("run never connected: %s", efx_read(err_path));
+  }
+  assert_int_equal(kill(pid, SIGTERM), 0);
+  /* The server goes away: the open fails, and run says so. */
+  close(accept(m.fd, NULL, NULL));
+  close(m.fd);
+  int status = efx_wait_limit(pid, 120000);
+  char *err = efx_read(err_path);
+  if (status != 1 || strstr(err, "tasker run: ") != err)
+    fail_msg("run: exit %d (%d is SIGTERM's default), want 1 with its message: %s", status,
+             128 + SIGTERM, err);
+  free(err);
+  efx_rmtree(dir);
+}
+
 /* Whether `err` is one clean line saying the store was busy. */
 static int busy_line(const char *err) {
   return strncmp(err, "tasker init: ", 13) == 0 && strchr(err, '\n') == err + strlen(err) - 1 &&
@@ -282,6 +336,7 @@ int main(void) {
       cmocka_unit_test(submit_count_with_identity_is_refused),
       cmocka_unit_test(run_events_dash_is_stdout),
       cmocka_unit_test(run_finishes_a_running_handler_on_sigterm),
+      cmocka_unit_test(run_catches_sigterm_while_opening_the_store),
       cmocka_unit_test(concurrent_inits_leave_a_valid_store),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
