@@ -190,10 +190,22 @@ orch_expect() {
   fi
 }
 
-# orch_stop NAME: SIGTERM to the orchestrator NAME, and a check that it
-# finishes its running handlers and exits 0.
+# catches_term PID: the process catches SIGTERM (its handler is set, as
+# tasker run does first thing), or is gone. /proc's SigCgt mask, bit 15.
+catches_term() {
+  [ -r "/proc/$1/status" ] || return 0
+  ct_mask=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$1/status")
+  [ -n "$ct_mask" ] && [ $((0x$ct_mask & 0x4000)) -ne 0 ]
+}
+
+# orch_stop NAME: SIGTERM to the orchestrator NAME once it catches it (one
+# restarted a moment ago may still be loading: the signal's default would
+# kill it, which says nothing of tasker), and a check that it finishes its
+# running handlers and exits 0.
 orch_stop() {
-  kill -TERM "$(bg_pid "$1")"
+  os_pid=$(bg_pid "$1")
+  wait_for "$1 catches SIGTERM" 60 catches_term "$os_pid"
+  kill -TERM "$os_pid"
   orch_expect "$1" 0 "$1 exits 0 on SIGTERM"
 }
 
