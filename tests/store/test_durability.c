@@ -32,14 +32,22 @@ static int synchronous(tk_store *s) {
   return v;
 }
 
-static void sqlite_levels(void **state) {
-  (void)state;
-  char dir[256], url[400];
-  efx_tmpdir(dir, sizeof dir);
+/* A new SQLite store t.db in a new temporary directory (its path in dir). */
+static tk_store *open_in_tmpdir(char *dir, size_t len) {
+  char url[400];
+  efx_tmpdir(dir, len);
   snprintf(url, sizeof url, "sqlite:%s/t.db", dir);
   tk_store *s;
   tk_err err;
-  assert_int_equal(tk_store_open(url, &s, &err), 0);
+  if (tk_store_open(url, &s, &err) != 0) fail_msg("open %s: %s", url, err.msg);
+  return s;
+}
+
+static void sqlite_levels(void **state) {
+  (void)state;
+  char dir[256];
+  tk_store *s = open_in_tmpdir(dir, sizeof dir);
+  tk_err err;
   assert_int_equal(synchronous(s), 2); /* FULL: the default */
   assert_int_equal(tk_store_set_durability(s, TK_DURABILITY_FAST, &err), 0);
   assert_int_equal(synchronous(s), 1); /* NORMAL */
@@ -74,12 +82,9 @@ static int64_t wal_bytes(const char *dir) {
  * journal_size_limit (64 MiB) instead of leaving it at 80. */
 static void sqlite_wal_cut_back(void **state) {
   (void)state;
-  char dir[256], url[400];
-  efx_tmpdir(dir, sizeof dir);
-  snprintf(url, sizeof url, "sqlite:%s/t.db", dir);
-  tk_store *s;
+  char dir[256];
+  tk_store *s = open_in_tmpdir(dir, sizeof dir);
   tk_err err;
-  assert_int_equal(tk_store_open(url, &s, &err), 0);
   assert_int_equal(tk_store_set_durability(s, TK_DURABILITY_FAST, &err), 0);
   exec_ok(s, "CREATE TABLE pad (b BLOB)");
   exec_ok(s, "BEGIN; WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 80)"
