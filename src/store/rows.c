@@ -19,20 +19,24 @@ int tk__input_add(json_t **slot, const char *context, const char *parent, const 
              : TK_ENOMEM;
 }
 
+void tk__step_recs_free(tk__step_rec *r, int n) {
+  for (int i = 0; r && i < n; i++) {
+    free(r[i].name);
+    free(r[i].backoff);
+    free(r[i].lease_owner);
+    free(r[i].last_error);
+    free(r[i].results);
+    free(r[i].item);
+  }
+  free(r);
+}
+
 void tk__task_report_free(tk__task_report *r) {
   if (r == NULL) return;
   free(r->identity);
   free(r->context);
   tk__template_rec_free(&r->template_);
-  for (int i = 0; i < r->nsteps; i++) {
-    tk__step_rec *s = &r->steps[i];
-    free(s->name);
-    free(s->backoff);
-    free(s->lease_owner);
-    free(s->last_error);
-    free(s->results);
-  }
-  free(r->steps);
+  tk__step_recs_free(r->steps, r->nsteps);
   for (int i = 0; i < r->nattempts; i++) {
     tk__attempt_rec *a = &r->attempts[i];
     free(a->owner);

@@ -36,8 +36,9 @@
  * schedules (schedule_put, schedule_list, schedule_remove, schedule_fire;
  * include/tasker/schedule.h); also retention (prune, size) and delayed
  * starts (tk__new_task.start_at); 8: open takes tk_store_open_options
- * (create or not). */
-#define TK__STORE_OPS_VERSION 8
+ * (create or not); 9: decisions and map (DESIGN §17): item_index in claims
+ * and outcomes, map counts in step records, instance_list. */
+#define TK__STORE_OPS_VERSION 9
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 #define TK__STATE_MAX 24
@@ -53,6 +54,11 @@
 #define TK__STEP_ERROR "error"
 #define TK__STEP_CANCELLED "cancelled"
 #define TK__STEP_RESOLVED "resolved_manually"
+/* Issue 21 (DESIGN §17): a branch its decision did not choose, or a step
+ * whose parents were all skipped (terminal, counts as finished); a map
+ * step whose instances are running (no lease, no worker). */
+#define TK__STEP_SKIPPED "skipped"
+#define TK__STEP_MAPPED "mapped"
 
 #define TK__TASK_PENDING "pending"
 #define TK__TASK_IN_PROGRESS "in_progress"
@@ -158,7 +164,8 @@ typedef struct tk__retry_ref {
 typedef struct tk__claimed {
   int64_t step_id, task_id, template_id;
   int64_t claim_id; /* the claim's attempts row: the fencing token */
-  int idx;
+  int idx;        /* the template step whose handler runs: a map's, for its instance */
+  int item_index; /* an instance of a map step: its element's position; -1: not one */
   int attempt; /* the attempt this claim is: attempts after the increment */
   int max_attempts;
   int retryable;
@@ -198,6 +205,7 @@ typedef struct tk__outcome {
   int64_t claim_id; /* fence: the claim this outcome belongs to */
   int64_t task_id, template_id; /* as the claim returned them */
   int idx;
+  int item_index; /* as the claim returned it: -1, or an instance's element */
   const char *owner;
   int attempt;
   int64_t now;         /* when it is recorded: transitions, task updates */
@@ -291,6 +299,13 @@ typedef struct tk__step_rec {
   /* Batch steps (batch = 1): counts of the step's items by state. */
   int batch;
   int64_t items_pending, items_acked, items_gave_up;
+  /* A map step (DESIGN §17) once mapped: counts of its instances; total
+   * TK__NONE for any other step. An instance row (instance_list): its
+   * element's position and the element (JSON text); item_index -1 and
+   * item NULL for an ordinary step. */
+  int64_t instances_total, instances_done, instances_failed, instances_waiting;
+  int item_index;
+  char *item;
 } tk__step_rec;
 
 typedef struct tk__attempt_rec {
@@ -629,6 +644,15 @@ typedef struct tk__store_ops {
    * sleeping orchestrators when one moved. */
   int (*retry_earlier)(tk_store *s, const tk__retry_ref *v, int n, int64_t run_at, int *moved,
                        tk_err *err);
+
+  /* Map steps (9; DESIGN §17). The instances of map step map_idx (its
+   * template position) of task_id whose item_index is after `after` (-1:
+   * from the first), in element order, at most `limit`: a malloc'd array
+   * of step records (tk__step_recs_free) with item_index and item set;
+   * *total the map's instance count. One index range, not a scan of the
+   * task. */
+  int (*instance_list)(tk_store *s, int64_t task_id, int map_idx, int after, int limit,
+                       tk__step_rec **out, int *n, int64_t *total, tk_err *err);
 } tk__store_ops;
 
 /* Every backend's store struct starts with this. */
@@ -664,6 +688,7 @@ int tk__input_add(json_t **slot, const char *context, const char *parent, const 
 void tk__template_rec_free(tk__template_rec *r);
 void tk__template_recs_free(tk__template_rec *r, int n);
 void tk__task_report_free(tk__task_report *r);
+void tk__step_recs_free(tk__step_rec *r, int n);
 void tk__task_rows_free(tk__task_row *r, int n);
 void tk__step_rows_free(tk__step_row *r, int n);
 void tk__schedule_recs_free(tk__schedule_rec *r, int n);
