@@ -155,7 +155,7 @@ int tk__pg_operator(tk_store *s, tk__operator_action action, int64_t task_id, co
   target t = {0};
   tk__op_plan plan = {0};
   if ((rc = find(&p, task_id, step, &t, err)) == 0)
-    rc = tk__operator_plan(action, task_id, t.task_state, step, step ? t.step_state : NULL, &plan,
+    rc = tk__operator_plan(action, task_id, t.task_state, step, step ? t.step_state : NULL, NULL, &plan,
                            err);
   int counts_slot = -1, release_slot = -1, progress_slot = -1;
   if (rc == 0) {

@@ -176,7 +176,7 @@ int tk__sq_operator(tk_store *s, tk__operator_action action, int64_t task_id, co
   if ((rc = tk__sq_begin(q, err))) return rc;
   rc = find_step(q, task_id, action == TK__OP_CANCEL ? NULL : step, task_state, &step_id,
                  step_state, &template_id, &idx, err);
-  if (!rc) rc = tk__operator_plan(action, task_id, task_state, step, step_state, &plan, err);
+  if (!rc) rc = tk__operator_plan(action, task_id, task_state, step, step_state, NULL, &plan, err);
   if (!rc) rc = apply_plan(q, &plan, task_id, template_id, step_id, idx, step_state, task_state,
                            now, fx, err);
   if (!rc) rc = tk__sq_commit(q, err);
