@@ -683,6 +683,9 @@ int tk__template_lookup(tk_store *s, const char *name, const char *version,
  * and, when parent is not NULL, that parent's results (JSON text or
  * NULL). Creates {"context", "parents"} on the first row. */
 int tk__input_add(json_t **slot, const char *context, const char *parent, const char *results);
+/* An instance's element and its position into its input (DESIGN §17):
+ * members "item" (the element, from JSON text) and "item_index". */
+int tk__input_item(json_t *input, int64_t item_index, const char *item);
 
 /* Free what typed rows own. */
 void tk__template_rec_free(tk__template_rec *r);
