@@ -112,7 +112,7 @@ static const bad_template bad_templates[] = {
      "steps[1].timeout = true: expected a duration such as \"150ms\", \"2s\", \"5m\", \"1h\" or a "
      "number of seconds, got a boolean"},
     {HEAD "[[steps]]\nname = \"a\"\nhandler = { kind = \"builtin\", name = \"nop\" }\n", "5:38",
-     "steps[1].handler.name = \"nop\": expected noop, sleep, fail, flaky or batch (did you mean "
+     "steps[1].handler.name = \"nop\": expected noop, sleep, fail, flaky, batch or choose (did you mean "
      "\"noop\"?)"},
     {HEAD "[[steps]]\nname = \"a b\"\n" NOOP, "4:8",
      "steps[1].name = \"a b\": expected 1 to 128 letters, digits, '_', '-' or '.'"},
