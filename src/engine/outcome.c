@@ -49,7 +49,7 @@ static void decide(tk_engine *e, const tk__finish *f, int64_t now, tk__outcome *
   o->task_id = c->task_id;
   o->template_id = c->template_id;
   o->idx = c->idx;
-  o->item_index = c->item_index;
+  o->instance = c->item_index + 1;
   o->owner = f->owner;
   o->attempt = c->attempt;
   o->now = now;

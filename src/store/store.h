@@ -205,7 +205,10 @@ typedef struct tk__outcome {
   int64_t claim_id; /* fence: the claim this outcome belongs to */
   int64_t task_id, template_id; /* as the claim returned them */
   int idx;
-  int item_index; /* as the claim returned it: -1, or an instance's element */
+  /* An instance of a map step: 1 + its element's position (the claim's
+   * item_index + 1); 0 for any other step, so that a zeroed outcome is
+   * never taken for an instance. */
+  int instance;
   const char *owner;
   int attempt;
   int64_t now;         /* when it is recorded: transitions, task updates */

@@ -401,6 +401,7 @@ static tk__claimed claim_one(tk_store *s, const char *owner) {
 /* The outcome of claim c, written by owner at now: a success. */
 static tk__outcome success_of(const tk__claimed *c, const char *owner, int64_t now) {
   return (tk__outcome){.step_id = c->step_id, .claim_id = c->claim_id, .task_id = c->task_id,
+                       .instance = c->item_index + 1,
                        .template_id = c->template_id, .idx = c->idx, .owner = owner,
                        .attempt = c->attempt, .now = now, .finished_at = now,
                        .attempt_outcome = "success", .next = TK__NEXT_COMPLETE,

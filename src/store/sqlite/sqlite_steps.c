@@ -500,7 +500,7 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
 
   /* An instance of a map counts in no task counter: its map step does,
    * once the last instance finishes. */
-  if (o->item_index >= 0) {
+  if (o->instance > 0) {
     if (o->next == TK__NEXT_RETRY) return 0;
     const tk__flow *flow;
     int settle = 0;
