@@ -17,38 +17,13 @@
 
 #include <jansson.h>
 
+#include "common/flow_fixture.h"
 #include "store/flow.h"
-
-/* score -> triage -> {approve, review}; pick (allow_none, branches_key
- * "go") -> {left, right}; list -> process (map over list.files, max 3);
- * count -> chunks (range over count.rows, chunk 3, max 4, max_failures 1). */
-static const char definition[] =
-    "{\"name\":\"flow\",\"steps\":["
-    "{\"name\":\"score\"},"
-    "{\"name\":\"triage\",\"decides\":[\"approve\",\"review\"],\"allow_none\":false,"
-    "\"branches_key\":\"branches\"},"
-    "{\"name\":\"approve\"},"
-    "{\"name\":\"review\"},"
-    "{\"name\":\"pick\",\"decides\":[\"left\",\"right\"],\"allow_none\":true,"
-    "\"branches_key\":\"go\"},"
-    "{\"name\":\"left\"},"
-    "{\"name\":\"right\"},"
-    "{\"name\":\"list\"},"
-    "{\"name\":\"process\",\"map\":{\"parent\":\"list\",\"path\":[\"files\"],\"max\":3,"
-    "\"max_failures\":0}},"
-    "{\"name\":\"count\"},"
-    "{\"name\":\"chunks\",\"map\":{\"parent\":\"count\",\"path\":[\"rows\"],\"range\":true,"
-    "\"chunk\":3,\"max\":4,\"max_failures\":1}}]}";
-
-enum { SCORE, TRIAGE, APPROVE, REVIEW, PICK, LEFT, RIGHT, LIST, PROCESS, COUNT, CHUNKS, NSTEPS };
-
-static const int edges[] = {SCORE, TRIAGE, TRIAGE, APPROVE, TRIAGE, REVIEW, PICK, LEFT,
-                            PICK,  RIGHT,  LIST,   PROCESS, COUNT,  CHUNKS};
 
 static int setup(void **state) {
   tk__flow *f = NULL;
   tk_err err = {0};
-  int rc = tk__flow_read(7, definition, edges, (int)(sizeof edges / sizeof edges[0] / 2), &f, &err);
+  int rc = tk__flow_read(7, flow_definition, flow_edges, FLOW_NEDGES, &f, &err);
   if (rc != 0) fail_msg("tk__flow_read: %s", err.msg);
   *state = f;
   return 0;
@@ -263,14 +238,14 @@ static void a_map_over_a_list_runs_over_its_elements(void **state) {
   const tk__flow *f = *state;
   mapped(f, PROCESS, "{\"files\":[\"a\",{\"b\":1}],\"other\":1}", "[\"a\",{\"b\":1}]");
   /* Exactly max. */
-  mapped(f, PROCESS, "{\"files\":[1,2,3]}", "[1,2,3]");
+  mapped(f, PROCESS, "{\"files\":[1,2,3,4,5]}", "[1,2,3,4,5]");
   /* Empty. */
   mapped(f, PROCESS, "{\"files\":[]}", "[]");
 }
 
 static void a_map_over_more_than_max_fails_naming_the_count(void **state) {
-  map_refused(*state, PROCESS, "{\"files\":[1,2,3,4]}", TK_ERANGE,
-              "map over {{parents.list.files}}: 4 elements, more than max 3");
+  map_refused(*state, PROCESS, "{\"files\":[1,2,3,4,5,6]}", TK_ERANGE,
+              "map over {{parents.list.files}}: 6 elements, more than max 5");
 }
 
 static void a_map_over_what_is_not_a_list_fails_naming_the_value(void **state) {
@@ -290,10 +265,10 @@ static void a_map_over_what_is_not_a_list_fails_naming_the_value(void **state) {
 static void a_range_runs_over_chunks_of_it(void **state) {
   const tk__flow *f = *state;
   mapped(f, CHUNKS, "{\"rows\":0}", "[]");
-  /* An exact multiple of chunk 3, at max 4. */
-  mapped(f, CHUNKS, "{\"rows\":12}",
+  /* An exact multiple of chunk 3, at max 5. */
+  mapped(f, CHUNKS, "{\"rows\":15}",
          "[{\"start\":0,\"end\":3},{\"start\":3,\"end\":6},{\"start\":6,\"end\":9},"
-         "{\"start\":9,\"end\":12}]");
+         "{\"start\":9,\"end\":12},{\"start\":12,\"end\":15}]");
   /* A remainder: the last chunk is shorter. */
   mapped(f, CHUNKS, "{\"rows\":7}",
          "[{\"start\":0,\"end\":3},{\"start\":3,\"end\":6},{\"start\":6,\"end\":7}]");
@@ -302,12 +277,12 @@ static void a_range_runs_over_chunks_of_it(void **state) {
 
 static void a_range_over_max_fails_naming_the_count(void **state) {
   const tk__flow *f = *state;
-  map_refused(f, CHUNKS, "{\"rows\":13}", TK_ERANGE,
-              "map range {{parents.count.rows}}: 13 in chunks of 3 is 5 instances, more than "
-              "max 4");
+  map_refused(f, CHUNKS, "{\"rows\":16}", TK_ERANGE,
+              "map range {{parents.count.rows}}: 16 in chunks of 3 is 6 instances, more than "
+              "max 5");
   /* So large that counting it must not overflow, nor building it run. */
   map_refused(f, CHUNKS, "{\"rows\":9223372036854775807}", TK_ERANGE,
-              "is 3074457345618258603 instances, more than max 4");
+              "is 3074457345618258603 instances, more than max 5");
 }
 
 static void a_range_that_is_not_a_non_negative_integer_fails(void **state) {
