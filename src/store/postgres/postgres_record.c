@@ -149,6 +149,7 @@ typedef struct rec {
    * work this outcome needs after it is written (FLOW_*). */
   const tk__flow *flow;
   int flow_work;
+  int instance; /* an outcome of an instance of a map step */
 } rec;
 
 /* The flow's work after an outcome: none; the step completed and its
@@ -168,8 +169,8 @@ static int has_map_child(const tk__flow *f, int idx) {
  * rather than in its own statement. Never for a template without
  * decisions or maps. */
 static int flow_release(const tk__flow *f, const tk__outcome *o) {
-  return f != NULL && f->special && o->item_index < 0 && o->next == TK__NEXT_COMPLETE &&
-         o->idx >= 0 && o->idx < f->nsteps &&
+  return f != NULL && f->special && !tk__flow_is_map(f, o->idx) &&
+         o->next == TK__NEXT_COMPLETE && o->idx >= 0 && o->idx < f->nsteps &&
          (tk__flow_is_decision(f, o->idx) || has_map_child(f, o->idx));
 }
 
@@ -241,8 +242,11 @@ static int queue_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r) {
   if (!o->fence_lease) tk__fenced_attempt_text(fenced, sizeof fenced, o);
   char *err_tmp;
   int retry = o->next == TK__NEXT_RETRY;
-  /* An instance counts in no task counter and releases nothing itself. */
-  int instance = o->item_index >= 0;
+  /* An instance counts in no task counter and releases nothing itself.
+   * A claim hands an instance out as its map's idx, and never the map
+   * step itself (it is mapped, never ready): an outcome of a map's idx is
+   * an instance's, whatever item_index says. */
+  int instance = r->instance = tk__flow_is_map(r->flow, o->idx);
   r->flow_work = flow_release(r->flow, o) ? FLOW_FINISHED : FLOW_NONE;
   a.n = 0;
   tk__pg_arg_i64(&a, o->step_id);
@@ -283,7 +287,7 @@ static void read_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r, tk__effec
     return;
   }
   r->status = RECORDED;
-  int instance = o->item_index >= 0;
+  int instance = r->instance;
   r->done = o->next == TK__NEXT_COMPLETE && !instance;
   r->errors = o->next == TK__NEXT_ERROR && !instance;
   fx->children_released = (int)tk__pg_i64(res, 0, 1);
