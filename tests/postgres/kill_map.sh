@@ -239,11 +239,12 @@ held_by() {
           WHERE s.task_id = $TASK AND s.map_idx IS NOT NULL AND a.owner = '$1'
           AND a.outcome IS NULL"
 }
-holds() { [ -n "$(held_by "$IFROZEN")" ]; }
+# holds: whether IFROZEN holds instances, which it then sets in held.
+holds() { held=$(held_by "$IFROZEN") && [ -n "$held" ]; }
 touch "$W/hold"
 ireaped=0
+held=""
 if freeze "$IFROZEN" holds; then
-  held=$(held_by "$IFROZEN")
   reaped() { [ "$(pg_sql "SELECT count(*) FROM attempts WHERE id IN ($held) AND outcome IS NULL")" = 0 ]; }
   wait_for "the others reaped the instances frozen $IFROZEN held" 60 reaped
   ireaped=$(pg_sql "SELECT count(*) FROM attempts WHERE id IN ($held) AND outcome = 'lease_expired'")
