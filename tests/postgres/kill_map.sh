@@ -71,8 +71,9 @@ awk -v n=$WIDTH 'BEGIN { printf "{\"files\": ["
 SH
 # process (each instance): its element and element index from stdin (the
 # input, one line of JSON), "INDEX ATTEMPT ITEM" appended to ran.log,
-# results {"i": INDEX, "file": ITEM}. Only sh and one sed: 1,000 of them
-# run (the shell's own pattern matching is quadratic on an 8 kB input).
+# results {"i": INDEX, "file": ITEM}, after 0.1 s (so that the instances
+# last long enough to be killed). Only sh, one sed and sleep: 1,000 of
+# them run (the shell's own pattern matching is quadratic on an 8 kB input).
 # A second or later attempt waits while $W/hold exists (so that the test
 # can have the others hold reaped instances when a late outcome comes).
 cat >"$W/process.sh" <<SH
@@ -83,6 +84,7 @@ while [ "\$TASKER_ATTEMPT" -ge 2 ] && [ -e "$W/hold" ] && [ "\$n" -lt 1200 ]; do
 done
 set -- \$(sed -n 'h; s/.*"item_index": *\([0-9][0-9]*\).*/\1/p; g; s/.*"item": *"\([^"]*\)".*/\1/p')
 [ \$# = 2 ] || { echo "no item or item_index in the input" >&2; exit 3; }
+sleep 0.1
 echo "\$1 \$TASKER_ATTEMPT \$2" >>"$W/ran.log"
 printf '{"i": %s, "file": "%s"}\n' "\$1" "\$2"
 SH
@@ -165,10 +167,12 @@ refused_by() {
     sort -u | paste -sd, -
 }
 list_step=$(pg_sql "SELECT id FROM steps WHERE task_id = $TASK AND name = 'list'")
+# give_up: the rest depends on what just failed; stop here.
+give_up() { echo "# giving up: the rest depends on this"; tap_done; exit 1; }
 
 # Attempt 1: its orchestrator frozen while the handler runs, which then
 # finishes; the others reap the lease.
-wait_for "list's attempt 1 runs" 60 started 1
+wait_for "list's attempt 1 runs" 60 started 1 || give_up
 frozen=$(list_attempt 1 owner)
 freeze "$frozen" true ||
   tap_fail "$frozen, running list's attempt 1, frozen with no transaction open" "not in 200 tries"
@@ -179,12 +183,13 @@ wait_for "the others reaped list's attempt 1 of the frozen $frozen" 60 finished 
 
 # Attempt 2 holds list when the frozen one is let go: its late success is
 # refused; then attempt 2's orchestrator is killed while the handler runs.
-wait_for "list's attempt 2 runs" 60 started 2
+wait_for "list's attempt 2 runs" 60 started 2 || give_up
 second=$(list_attempt 2 owner)
 kill -CONT "$(bg_pid "$frozen")"
 late() { [ "$(refused_by "$frozen")" = "$list_step" ]; }
-wait_for "the frozen $frozen's late success of list was refused (its log says so)" 60 late &&
-  tap_ok "the frozen $frozen's late success of list, while attempt 2 held it, was refused"
+if wait_for "the frozen $frozen's late success of list was refused (its log says so)" 60 late
+then tap_ok "the frozen $frozen's late success of list, while attempt 2 held it, was refused"
+else give_up; fi
 expect_eq "list still held by attempt 2 ($second)" \
   "$(pg_sql "SELECT state || ' ' || lease_owner FROM steps WHERE id = $list_step")" \
   "in_progress $second"
@@ -196,7 +201,7 @@ orch "$second"
 # row of ours, uncommitted, takes the last instance's (task_id, idx) (the
 # instances get MAX(idx) + 1..: migration 0007), so its INSERT of the
 # instances waits for our transaction; the kill comes while it waits.
-wait_for "list's attempt 3 runs" 60 started 3
+wait_for "list's attempt 3 runs" 60 started 3 || give_up
 third=$(list_attempt 3 owner)
 top=$(pg_sql "SELECT max(idx) FROM steps WHERE task_id = $TASK")
 PGAPPNAME=kill_map_blocker bg_start blocker psql -qAtX -d "$PG_DB_URL" -c "BEGIN;
@@ -209,7 +214,7 @@ blocker() {
           AND wait_event = 'PgSleep'"
 }
 blocking() { [ -n "$(blocker)" ]; }
-wait_for "our row blocks the last instance's place" 60 blocking
+wait_for "our row blocks the last instance's place" 60 blocking || give_up
 bpid=$(blocker)
 touch "$W/list.go.3"
 creating() {
@@ -217,15 +222,14 @@ creating() {
                AND $bpid = ANY (pg_blocking_pids(pid))")" -gt 0 ]
 }
 if wait_for "$third, recording list's attempt 3, is creating the map (waits for our row)" 60 creating
-then
-  tap_ok "$third, recording list's attempt 3, is creating the map (waits for our row)"
-fi
+then tap_ok "$third, recording list's attempt 3, is creating the map (waits for our row)"
+else give_up; fi
 orch_kill "$third" && tap_ok "$third was killed while creating the map"
 pg_sql "SELECT pg_terminate_backend($bpid)" >/dev/null
 bg_wait blocker 60
 orch "$third"
 list_done() { [ "$(pg_sql "SELECT state FROM steps WHERE id = $list_step")" = complete ]; }
-wait_for "list complete (the map created)" 120 list_done
+wait_for "list complete (the map created)" 120 list_done || give_up
 expect_eq "the killed creation left nothing: attempt 3 lease_expired, attempt 4 made the map" \
   "$(pg_sql "SELECT string_agg(attempt || ' ' || outcome, ', ' ORDER BY attempt) FROM attempts
              WHERE step_id = $list_step AND attempt >= 3")" "3 lease_expired, 4 success"
@@ -269,8 +273,9 @@ expect_eq "its late outcomes were refused, each of an instance it held" \
              AND id IN (SELECT step_id FROM attempts WHERE id IN (${held:-0}))") of ${late_steps:-none}" \
   "$(printf '%s' "${late_steps:-0}" | tr ',' '\n' | grep -c .) of ${late_steps:-none}"
 
-# Random kills while the instances run, until the task is finished (or
-# time is up).
+# Kills while the instances run, until the task is finished (or time is
+# up): about every 0.4 s, an orchestrator that holds instances (any, when
+# none does) is SIGKILLed and restarted.
 task_finished() {
   [ "$(pg_sql "SELECT state FROM tasks WHERE id = $TASK")" != in_progress ]
 }
@@ -278,7 +283,10 @@ kills=0
 end=$(($(date +%s) + CHAOS_S))
 while [ "$(date +%s)" -lt "$end" ] && ! task_finished; do
   sleep 0.4
-  victim=orch-$(($(od -An -N2 -tu2 /dev/urandom) % ORCHS + 1))
+  victim=$(pg_sql "SELECT a.owner FROM attempts a JOIN steps s ON s.id = a.step_id
+                   WHERE s.task_id = $TASK AND s.map_idx IS NOT NULL AND a.outcome IS NULL
+                   AND a.owner LIKE 'orch-%' ORDER BY random() LIMIT 1")
+  [ -n "$victim" ] || victim=orch-$(($(od -An -N2 -tu2 /dev/urandom) % ORCHS + 1))
   orch_kill "$victim" && kills=$((kills + 1))
   orch "$victim"
 done
