@@ -15,14 +15,16 @@
  *               steps are handler runs (the list step counts). Goal: the
  *               map within 10% of the independent steps' steps/s
  *   claims      claiming 100 ready steps (each claim its own transaction,
- *               9 of them: best and median) with 10^6 steps stored, half
+ *               25 of them: best and median) with 10^6 steps stored, half
  *               of them instances, beside today's shape (bench_engine
  *               scale's and bench_pg.sh scale's: 100 independent steps a
  *               task), both with 90% of the pending steps waiting for a
  *               retry an hour ahead. Goal: within 2x of today's shape
  * Usage: bench_map [create|throughput|claims]... (default all).
  * BENCH_QUICK=1: a tenth of the sizes (create stays 10,000 wide).
- * BENCH_REPEAT=N: each throughput row the median of N runs (default 1).
+ * BENCH_REPEAT=N: each throughput row the median of N runs (default 1);
+ * BENCH_SHAPE=independent, map or "list + children": that row alone, and
+ * BENCH_WORKERS=N: the rows with N workers alone (for profiling).
  * BENCH_PG_URL=URL: on that PostgreSQL database, whose public schema each
  * store drops and makes again. */
 #define _GNU_SOURCE
@@ -392,16 +394,19 @@ static void throughput(void) {
          pg_url ? "throughput (pg)" : "throughput", "tasks", "steps", "workers", "seconds",
          "steps/s", "vs indep.");
   const int workers[] = {0, 4};
+  const char *only = getenv("BENCH_SHAPE"); /* one row's shape, for profiling */
   for (int w = 0; w < 2; w++) {
+    if (getenv("BENCH_WORKERS") && atoi(getenv("BENCH_WORKERS")) != workers[w]) continue;
     double base = 0;
     for (int k = 0; k < 3; k++) {
+      if (only && strcmp(only, labels[k]) != 0) continue;
       double secs[15];
       int64_t steps = 0;
       for (int r = 0; r < repeat; r++)
         secs[r] = run_shape(&shapes[k], tasks, width, workers[w], listing, cfg, &steps);
       qsort(secs, (size_t)repeat, sizeof *secs, cmp_double);
       double rate = (double)steps / secs[repeat / 2];
-      if (k == 0) base = rate;
+      if (k == 0 || base == 0) base = rate;
       printf("%-18s %6d %8lld %8d %9.2f %10.0f %+11.1f%%\n", labels[k], tasks, (long long)steps,
              workers[w], secs[repeat / 2], rate, (rate - base) * 100 / base);
     }
@@ -444,11 +449,10 @@ static void make_instances(tk_store *s, raw_db *raw, int tasks, const char *list
   }
 }
 
-/* Best and median ms of nine claims of 100 on a store of `stored` steps,
- * `tasks` of template toml (100 steps a task); with_map: complete each
- * task's list step first. */
-static void claims_row(const char *label, const char *name, const char *toml, int tasks,
-                       int with_map, tk_config *cfg, double *p50) {
+/* A store of `tasks` tasks of template toml (100 steps a task) ready to
+ * be claimed from; with_map: each task's list step completed first. */
+static tk_store *claims_store(const char *name, const char *toml, int tasks, int with_map,
+                              tk_config *cfg) {
   tk_store *s = fresh_store(name, toml, cfg);
   submit(s, cfg, name, tasks);
   raw_db raw = raw_open(name);
@@ -472,22 +476,20 @@ static void claims_row(const char *label, const char *name, const char *toml, in
   if (pg_url) raw_exec(&raw, "VACUUM ANALYZE steps");
   raw_close(&raw);
   durability_full(s);
-  static tk__claimed out[100];
-  double ms[9];
-  for (int r = 0; r < 9; r++) {
-    int n = 0;
-    tk_err err;
-    int64_t t0 = tk_monotonic_ns();
-    int rc = tk__store_claim(s, "bench", 3600000, 100, out, &n, &err);
-    ms[r] = (double)(tk_monotonic_ns() - t0) / 1e6;
-    if (rc || n != 100) die("claim 100", rc ? &err : NULL);
-  }
-  tk_store_close(s);
-  qsort(ms, 9, sizeof *ms, cmp_double);
-  printf("%-36s %9d %7.3f / %.3f\n", label, tasks * 100, ms[0], ms[4]);
-  *p50 = ms[4];
+  return s;
 }
 
+/* Ms of one claim of 100 ready steps (a transaction of its own). */
+static double claim_100(tk_store *s) {
+  static tk__claimed out[100];
+  int n = 0;
+  tk_err err;
+  int64_t t0 = tk_monotonic_ns();
+  int rc = tk__store_claim(s, "bench", 3600000, 100, out, &n, &err);
+  double ms = (double)(tk_monotonic_ns() - t0) / 1e6;
+  if (rc || n != 100) die("claim 100", rc ? &err : NULL);
+  return ms;
+}
 /* 48 children of list beside its map of 50: 100 rows a task once mapped. */
 static void half_instances_toml(FILE *f, int n) {
   fputs("[[steps]]\nname = \"list\"\n" NOOP
@@ -498,16 +500,39 @@ static void half_instances_toml(FILE *f, int n) {
     fprintf(f, "[[steps]]\nname = \"c%d\"\ndepends_on = [\"list\"]\n" NOOP, i);
 }
 
+/* On PostgreSQL the two stores are one database in turn (the schema is
+ * made again), so each is measured right after it is made; on SQLite both
+ * are made first and their claims alternate, so that the machine's drift
+ * weighs on both alike. */
 static void claims(void) {
   tk_config *cfg = config();
   int tasks = quick ? 1000 : 10000;
+  enum { REPS = 25 };
   char *today = text_of(independent_toml, 100), *half = text_of(half_instances_toml, 48);
   printf("\n%-36s %9s %22s\n", pg_url ? "claims (postgres)" : "claims (sqlite)", "stored",
          "claim 100: best / p50 ms");
-  double plain, mapped;
-  claims_row("today's shape: 100 steps a task", "claims_plain", today, tasks, 0, cfg, &plain);
-  claims_row("half of them instances", "claims_map", half, tasks, 1, cfg, &mapped);
-  printf("%-36s %9s %22.2fx\n", "instances / today's (p50; goal <= 2)", "", mapped / plain);
+  static const char *const labels[] = {"today's shape: 100 steps a task",
+                                       "half of them instances"};
+  double ms[2][REPS];
+  tk_store *s[2] = {NULL, NULL};
+  for (int k = 0; k < 2; k++) {
+    s[k] = claims_store(k ? "claims_map" : "claims_plain", k ? half : today, tasks, k, cfg);
+    if (pg_url) {
+      for (int r = 0; r < REPS; r++) ms[k][r] = claim_100(s[k]);
+      tk_store_close(s[k]);
+    }
+  }
+  if (!pg_url) {
+    for (int r = 0; r < REPS; r++)
+      for (int k = 0; k < 2; k++) ms[k][r] = claim_100(s[k]);
+    for (int k = 0; k < 2; k++) tk_store_close(s[k]);
+  }
+  for (int k = 0; k < 2; k++) {
+    qsort(ms[k], REPS, sizeof ms[k][0], cmp_double);
+    printf("%-36s %9d %10.3f / %.3f\n", labels[k], tasks * 100, ms[k][0], ms[k][REPS / 2]);
+  }
+  printf("%-36s %9s %10.2fx / %.2fx\n", "instances / today's (goal <= 2x)", "",
+         ms[1][0] / ms[0][0], ms[1][REPS / 2] / ms[0][REPS / 2]);
   free(today);
   free(half);
   tk_config_free(cfg);
