@@ -12,8 +12,12 @@
  *               per element) beside 100 tasks x 1,000 independent noop
  *               steps and 100 tasks x the same list step with 1,000
  *               ordinary noop children, in one run, with 0 and 4 workers;
- *               steps are handler runs (the list step counts). Goal: the
- *               map within 10% of the independent steps' steps/s
+ *               steps are handler runs (the list step counts); steps/s of
+ *               the run alone (an independent step's row is made before
+ *               it, an instance's during it), the process's CPU per step
+ *               in the run (steadier on a busy machine), and steps/s of
+ *               submit + run. Goal:
+ *               the map within 10% of the independent steps' steps/s
  *   claims      claiming 100 ready steps (each claim its own transaction,
  *               25 of them: best and median) with 10^6 steps stored, half
  *               of them instances, beside today's shape (bench_engine
@@ -31,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #ifndef TK_NO_POSTGRES
@@ -309,6 +314,7 @@ static void create_row(const char *label, writer tpl, const char *results, int w
   tk_store_close(s);
   qsort(ms, (size_t)reps, sizeof *ms, cmp_double);
   printf("%-44s %5d %10.1f %10.1f\n", label, reps, ms[0], ms[reps / 2]);
+  fflush(stdout);
   if (p50_out) *p50_out = ms[reps / 2];
 }
 
@@ -351,23 +357,45 @@ typedef struct shape {
   writer tpl;
 } shape;
 
-/* Seconds and steps (handler runs) of running `tasks` tasks of shape sh,
- * `width` wide, with `workers`, until idle; at durability full. */
-static double run_shape(const shape *sh, int tasks, int width, int workers, const char *listing,
-                        tk_config *cfg, int64_t *steps) {
+/* Seconds of CPU (user and system, all threads) this process used so far:
+ * steadier than the time on a machine shared with other work. */
+static double cpu_seconds(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* One run of a throughput row: seconds submitting its tasks (at
+ * durability full, as the run), seconds running them until idle, and the
+ * handler runs. */
+typedef struct run_times {
+  double submit, run, cpu; /* cpu: seconds of this process's CPU in the run */
+  int64_t steps;
+} run_times;
+
+/* Submit `tasks` tasks of shape sh, `width` wide, and run them with
+ * `workers` until idle. */
+static run_times run_shape(const shape *sh, int tasks, int width, int workers,
+                           const char *listing, tk_config *cfg) {
   char *toml = text_of(sh->tpl, width);
   tk_store *s = fresh_store(sh->name, toml, cfg);
   free(toml);
-  submit(s, cfg, sh->name, tasks);
   durability_full(s);
+  run_times t;
+  int64_t t0 = tk_monotonic_ns();
+  submit(s, cfg, sh->name, tasks);
+  t.submit = (double)(tk_monotonic_ns() - t0) / 1e9;
   tk_engine_options eo = {.store = s, .config = cfg, .workers = workers, .seed = 1};
   tk_engine *e;
   tk_err err;
   if (tk_engine_new(&eo, &e, &err) || tk_engine_register(e, "list", list_fn, (void *)listing, &err))
     die("engine", &err);
-  int64_t t0 = tk_monotonic_ns();
+  double c0 = cpu_seconds();
+  t0 = tk_monotonic_ns();
   if (tk_engine_run(e, 1, &err)) die("run", &err);
-  double secs = (double)(tk_monotonic_ns() - t0) / 1e9;
+  t.run = (double)(tk_monotonic_ns() - t0) / 1e9;
+  t.cpu = cpu_seconds() - c0;
   tk_engine_stats st = tk_engine_stats_get(e);
   tk_engine_free(e);
   tk_store_close(s);
@@ -376,10 +404,18 @@ static double run_shape(const shape *sh, int tasks, int width, int workers, cons
             (long long)st.tasks_completed, tasks);
     exit(1);
   }
-  *steps = st.completed;
-  return secs;
+  t.steps = st.completed;
+  return t;
 }
 
+static int cmp_run(const void *a, const void *b) {
+  const run_times *x = a, *y = b;
+  return (x->run > y->run) - (x->run < y->run);
+}
+
+/* Steps/s of the run alone (the independent steps' rows exist before it,
+ * an instance is made during it), and of submit and run together (every
+ * row made in the time). */
 static void throughput(void) {
   tk_config *cfg = config();
   int tasks = quick ? 10 : 100, width = 1000;
@@ -390,25 +426,29 @@ static void throughput(void) {
                                  {"mapped", mapped_toml},
                                  {"fanout", fanout_toml}};
   static const char *const labels[] = {"independent", "map", "list + children"};
-  printf("\n%-18s %6s %8s %8s %9s %10s %12s\n",
-         pg_url ? "throughput (pg)" : "throughput", "tasks", "steps", "workers", "seconds",
-         "steps/s", "vs indep.");
+  printf("\n%-16s %5s %7s %3s %7s %8s %8s %9s %8s %9s %8s\n",
+         pg_url ? "throughput (pg)" : "throughput", "tasks", "steps", "wk", "run s", "steps/s",
+         "vs ind.", "cpu us/st", "vs ind.", "+submit/s", "vs ind.");
   const int workers[] = {0, 4};
   const char *only = getenv("BENCH_SHAPE"); /* one row's shape, for profiling */
   for (int w = 0; w < 2; w++) {
     if (getenv("BENCH_WORKERS") && atoi(getenv("BENCH_WORKERS")) != workers[w]) continue;
-    double base = 0;
+    double base = 0, base_cpu = 0, base_all = 0;
     for (int k = 0; k < 3; k++) {
       if (only && strcmp(only, labels[k]) != 0) continue;
-      double secs[15];
-      int64_t steps = 0;
+      run_times t[15];
       for (int r = 0; r < repeat; r++)
-        secs[r] = run_shape(&shapes[k], tasks, width, workers[w], listing, cfg, &steps);
-      qsort(secs, (size_t)repeat, sizeof *secs, cmp_double);
-      double rate = (double)steps / secs[repeat / 2];
-      if (k == 0 || base == 0) base = rate;
-      printf("%-18s %6d %8lld %8d %9.2f %10.0f %+11.1f%%\n", labels[k], tasks, (long long)steps,
-             workers[w], secs[repeat / 2], rate, (rate - base) * 100 / base);
+        t[r] = run_shape(&shapes[k], tasks, width, workers[w], listing, cfg);
+      qsort(t, (size_t)repeat, sizeof *t, cmp_run);
+      run_times *m = &t[repeat / 2];
+      double rate = (double)m->steps / m->run, cpu = m->cpu * 1e6 / (double)m->steps,
+             all = (double)m->steps / (m->submit + m->run);
+      if (base == 0) base = rate, base_cpu = cpu, base_all = all;
+      printf("%-16s %5d %7lld %3d %7.2f %8.0f %+7.1f%% %9.1f %+7.1f%% %9.0f %+7.1f%%\n",
+             labels[k], tasks, (long long)m->steps, workers[w], m->run, rate,
+             (rate - base) * 100 / base, cpu, (cpu - base_cpu) * 100 / base_cpu, all,
+             (all - base_all) * 100 / base_all);
+      fflush(stdout);
     }
   }
   free(listing);
