@@ -81,12 +81,15 @@ typedef struct raw_db {
 #endif
 } raw_db;
 
+static void raw_exec(raw_db *r, const char *sql);
+
 static raw_db raw_open(const char *name) {
   raw_db r = {0};
   if (pg_url) {
 #ifndef TK_NO_POSTGRES
     r.pg = PQconnectdb(pg_url);
     if (PQstatus(r.pg) != CONNECTION_OK) die(PQerrorMessage(r.pg), NULL);
+    raw_exec(&r, "SET client_min_messages = warning"); /* not DROP's cascade notices */
     return r;
 #else
     die("BENCH_PG_URL: this build has no PostgreSQL backend", NULL);
