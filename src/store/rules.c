@@ -55,7 +55,10 @@ int tk__task_operable(tk__operator_action action, const char *task_state) {
 }
 
 int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *task_state,
-                      const char *step, const char *step_state, tk__op_plan *plan, tk_err *err) {
+                      const char *step, const char *step_state, const tk__op_step_kind *kind,
+                      tk__op_plan *plan, tk_err *err) {
+  static const tk__op_step_kind ordinary;
+  if (kind == NULL) kind = &ordinary;
   memset(plan, 0, sizeof *plan);
   plan->action = action;
   if (action == TK__OP_CANCEL) {
@@ -70,6 +73,12 @@ int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *t
   if (!tk__task_operable(action, task_state))
     return tk_err_set(err, TK_ESTATE, "task %lld is cancelled", (long long)task_id);
   int in_error = eq(step_state, TK__STEP_ERROR);
+  if (action == TK__OP_RETRY && kind->map)
+    return tk_err_set(err, TK_ESTATE,
+                      "step \"%s\" of task %lld is a map step: retry its failed instances "
+                      "(\"%s[N]\") instead, or resolve it",
+                      step, (long long)task_id, step);
+  plan->map_settle = kind->instance;
   if (action == TK__OP_RETRY) {
     if (!in_error)
       return tk_err_set(err, TK_ESTATE,
@@ -77,7 +86,7 @@ int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *t
                         step, (long long)task_id, step_state);
     plan->step_to = TK__STEP_WAITING;
     plan->reset_attempts = 1;
-    plan->steps_error_delta = -1;
+    plan->steps_error_delta = kind->instance ? 0 : -1;
     plan->reason = "operator retry";
     plan->settle = 1;
     return 0;
@@ -88,9 +97,10 @@ int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *t
                       "a retry or in error can be resolved",
                       step, (long long)task_id, step_state);
   plan->step_to = TK__STEP_RESOLVED;
-  plan->steps_done_delta = 1;
-  plan->steps_error_delta = in_error ? -1 : 0;
-  plan->release_children = 1;
+  plan->steps_done_delta = kind->instance ? 0 : 1;
+  plan->steps_error_delta = in_error && !kind->instance ? -1 : 0;
+  plan->release_children = !kind->instance;
+  plan->skip_branches = kind->decision;
   plan->reason = "operator resolve";
   plan->settle = 1;
   return 0;

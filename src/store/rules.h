@@ -68,13 +68,31 @@ typedef struct tk__op_plan {
   const char *reason;      /* the transition's reason */
   const char *step_reason; /* cancel: each step's transition reason */
   int settle;              /* settle the task afterwards (tk__settle) */
+  /* Decisions and map (DESIGN §17). skip_branches: resolving a decision
+   * step skips every branch it decides (reason "not chosen by STEP"; no
+   * choice was made, so nothing runs that nobody chose); its other
+   * children are released. map_settle: the step is an instance, which
+   * counts in no task counter; afterwards its map step is settled again
+   * from its instances' states (a failed map reopens when an instance is
+   * retried, and completes when the last one is resolved). */
+  int skip_branches;
+  int map_settle;
 } tk__op_plan;
 
+/* What a step is in the flow, for operator plans. */
+typedef struct tk__op_step_kind {
+  int decision; /* a decision step */
+  int map;      /* a map step (the template step, not an instance) */
+  int instance; /* an instance of a map step */
+} tk__op_step_kind;
+
 /* The plan for `action` on task task_id (in task_state) and, for retry and
- * resolve, its step `step` (in step_state); TK_ESTATE with the operator's
- * message when the action is not allowed. */
+ * resolve, its step `step` (in step_state, of `kind`: NULL for an ordinary
+ * step); TK_ESTATE with the operator's message when the action is not
+ * allowed. A map step is never retried itself (its instances are). */
 int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *task_state,
-                      const char *step, const char *step_state, tk__op_plan *plan, tk_err *err);
+                      const char *step, const char *step_state, const tk__op_step_kind *kind,
+                      tk__op_plan *plan, tk_err *err);
 
 /* The message of a refused (fenced) outcome, and of a refused heartbeat. */
 int tk__fenced_error(tk_err *err, const tk__outcome *o);
