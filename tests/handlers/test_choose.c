@@ -4,8 +4,9 @@
  * else `default`, else a permanent failure naming the value; results
  * {"BRANCHES_KEY": [...]} that store/flow.c's rules accept. Through the
  * handler interface as the engine runs it (tk__handler_kind_of), and
- * through the engine on SQLite and PostgreSQL, which must read the input
- * for it (and still not for the other builtins). */
+ * through the engine on SQLite and PostgreSQL from a template's TOML,
+ * where the engine must read the input for it (and still not for the
+ * other builtins) and the branches not chosen are skipped. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -168,13 +169,21 @@ static void its_results_are_a_decision_the_flow_accepts(void **state) {
  * takes it, and a noop step must stay as cheap as it was. */
 static void only_choose_takes_the_input(void **state) {
   (void)state;
-  json_t *choose = spec_of("{{context.tier}}", "");
+  json_t *choose = spec_of("{{parents.score.risk}}", "");
   json_t *noop = json_pack("{s:s, s:s}", "kind", "builtin", "name", "noop");
   assert_ptr_equal(tk__handler_kind_of(choose), &tk__choose_kind);
   assert_true(tk__handler_kind_of(choose)->takes_input);
   assert_string_equal(tk__handler_kind_of(choose)->name, "builtin");
   assert_ptr_equal(tk__handler_kind_of(noop), &tk__builtin_kind);
   assert_false(tk__handler_kind_of(noop)->takes_input);
+  /* The builtin kind's own run of choose (not the engine's way) is the same. */
+  tk__handler_step step = {choose, NULL, NULL};
+  tk_handler_call call = {.task_id = 7, .step = "pick", .attempt = 1, .input = input};
+  tk_handler_result out = {0};
+  tk__builtin_kind.run(&step, &call, &out);
+  assert_int_equal(out.status, TK_HANDLER_SUCCESS);
+  assert_string_equal(out.results, "{\"branches\":[\"review\"]}");
+  free(out.results);
   json_decref(choose);
   json_decref(noop);
 }
@@ -193,40 +202,22 @@ static void echo_context(const tk_handler_call *call, tk_handler_result *out, vo
   json_decref(in);
 }
 
-/* score -> triage (choose on {{parents.score.risk}}, a default); pick
- * (choose on {{context.tier}} under "go", no default). Until templates
- * take `decides`, the choose specs are put into the stored definition of
- * a template added with noop steps, under another name. */
-static void add_choosing_template(efx *f) {
-  int64_t id = efx_template(f, "name = \"src\"\nversion = \"1\"\n" EFX_STEP("score")
-                               "handler = { kind = \"function\", name = \"echo\" }\n"
-                               EFX_STEP("triage") "depends_on = [\"score\"]\n" EFX_NOOP
-                               EFX_STEP("pick") EFX_NOOP);
-  tk__template_rec rec;
-  tk_err err;
-  if (f->store->ops->template_get_by_id(f->store, id, &rec, &err) != 0) fail_msg("%s", err.msg);
-  json_t *def = json_loads(rec.definition, 0, NULL);
-  json_t *steps = json_object_get(def, "steps");
-  json_object_set_new(json_array_get(steps, 1), "handler",
-                      json_pack("{s:s, s:s, s:s, s:{s:[s], s:[s]}, s:[s, s]}", "kind", "builtin",
-                                "name", "choose", "value", "{{parents.score.risk}}", "cases",
-                                "high", "review", "low", "approve", "default", "approve",
-                                "review"));
-  json_object_set_new(json_array_get(steps, 2), "handler",
-                      json_pack("{s:s, s:s, s:s, s:{s:[s], s:[s]}, s:s}", "kind", "builtin",
-                                "name", "choose", "value", "{{context.tier}}", "cases", "3",
-                                "right", "gold", "left", "branches_key", "go"));
-  json_object_set_new(def, "name", json_string("choosing"));
-  char *text = json_dumps(def, JSON_COMPACT);
-  static const int edges[] = {0, 1};
-  tk__template_row row = {.namespace_ = rec.namespace_, .name = "choosing", .version = "1",
-                          .definition = text, .digest = "test-choosing", .edges = edges,
-                          .nedges = 1, .created_at = f->clock.now_ms};
-  if (f->store->ops->template_put(f->store, &row, 1, &err) != 0) fail_msg("%s", err.msg);
-  free(text);
-  json_decref(def);
-  tk__template_rec_free(&rec);
-}
+/* score -> triage (choose on {{parents.score.risk}}, with a default)
+ * -> approve | review; pick (choose on {{context.tier}}, no default) ->
+ * left | right. */
+static const char choosing_toml[] =
+    "name = \"choosing\"\nversion = \"1\"\n"
+    EFX_STEP("score") "handler = { kind = \"function\", name = \"echo\" }\n"
+    EFX_STEP("triage") "depends_on = [\"score\"]\ndecides = [\"approve\", \"review\"]\n"
+    "handler = { kind = \"builtin\", name = \"choose\", value = \"{{parents.score.risk}}\", "
+    "cases = { high = [\"review\"], low = [\"approve\"] }, default = [\"approve\", \"review\"] }\n"
+    EFX_STEP("approve") "depends_on = [\"triage\"]\n" EFX_NOOP
+    EFX_STEP("review") "depends_on = [\"triage\"]\n" EFX_NOOP
+    EFX_STEP("pick") "decides = [\"left\", \"right\"]\n"
+    "handler = { kind = \"builtin\", name = \"choose\", value = \"{{context.tier}}\", "
+    "cases = { gold = [\"left\"], 3 = [\"right\"] } }\n"
+    EFX_STEP("left") "depends_on = [\"pick\"]\n" EFX_NOOP
+    EFX_STEP("right") "depends_on = [\"pick\"]\n" EFX_NOOP;
 
 static const char *results_of(json_t *task, const char *step, char *buf, size_t cap) {
   char *d = json_dumps(json_object_get(efx_step(task, step), "results"),
@@ -247,25 +238,28 @@ static void the_engine_runs_choose_on_the_steps_input(void **state) {
   tk_err err;
   if (tk_engine_register(f->engine, "echo", echo_context, NULL, &err) != 0)
     fail_msg("%s", err.msg);
-  add_choosing_template(f);
+  efx_template(f, choosing_toml);
   int64_t high = efx_submit(f, "choosing", "{\"risk\":\"high\",\"tier\":\"gold\"}");
   int64_t other = efx_submit(f, "choosing", "{\"risk\":\"medium\",\"tier\":3}");
   int64_t none = efx_submit(f, "choosing", "{\"risk\":\"low\",\"tier\":\"bronze\"}");
   efx_drive(f, 30);
   char buf[256];
-  efx_expect(f, high, "complete", "triage", "complete", "pick", "complete", NULL);
+  efx_expect(f, high, "complete", "triage", "complete", "approve", "skipped", "review",
+             "complete", "pick", "complete", "left", "complete", "right", "skipped", NULL);
   json_t *t = efx_task(f, high);
   assert_string_equal(results_of(t, "triage", buf, sizeof buf), "{\"branches\":[\"review\"]}");
-  assert_string_equal(results_of(t, "pick", buf, sizeof buf), "{\"go\":[\"left\"]}");
+  assert_string_equal(results_of(t, "pick", buf, sizeof buf), "{\"branches\":[\"left\"]}");
   json_decref(t);
-  efx_expect(f, other, "complete", "triage", "complete", "pick", "complete", NULL);
+  efx_expect(f, other, "complete", "triage", "complete", "approve", "complete", "review",
+             "complete", "pick", "complete", "left", "skipped", "right", "complete", NULL);
   t = efx_task(f, other);
   assert_string_equal(results_of(t, "triage", buf, sizeof buf),
                       "{\"branches\":[\"approve\",\"review\"]}");
-  assert_string_equal(results_of(t, "pick", buf, sizeof buf), "{\"go\":[\"right\"]}");
+  assert_string_equal(results_of(t, "pick", buf, sizeof buf), "{\"branches\":[\"right\"]}");
   json_decref(t);
   /* No case, no default: one attempt, failed for good, naming the value. */
-  efx_expect(f, none, "error", "triage", "complete", "pick", "error", NULL);
+  efx_expect(f, none, "error", "triage", "complete", "approve", "complete", "review", "skipped",
+             "pick", "error", NULL);
   t = efx_task(f, none);
   json_t *pick = efx_step(t, "pick");
   assert_int_equal(json_integer_value(json_object_get(pick, "attempts")), 1);
