@@ -49,9 +49,9 @@
     return st.state === 'skipped' ? 'edge not-chosen' : 'edge';
   };
 
-  // A map step's instances in a few words: "3/10 done · 1 failed".
-  TK.instancesText = (c) => `${c.done}/${c.total} done` + (c.failed ? ` · ${c.failed} failed` : '') +
-    (c.waiting ? ` · ${c.waiting} waiting` : '');
+  // A map step's instances in a few words: "3/10 done · 1 failed" (the
+  // node's title has the waiting ones too).
+  TK.instancesText = (c) => `${c.done}/${c.total} done` + (c.failed ? ` · ${c.failed} failed` : '');
 
   // The second line of a DAG node: its state (and attempts), or what it
   // did in the flow: why it was skipped, what it chose, its instances.
@@ -381,9 +381,9 @@
       head, msg,
       h('section', { class: 'card' }, h('h2', null, 'Steps'), steps),
       h('section', { class: 'card' }, h('h2', null, 'Dependencies'), dag),
+      instances,
       h('section', { class: 'card' }, h('h2', null, 'Attempts over time'), TK.timelineLegend(), tl),
       h('section', { class: 'card' }, h('h2', null, 'Attempts'), attempts),
-      instances,
       items,
       h('section', { class: 'card' }, h('details', null, h('summary', null, 'Transitions'), trans)),
       h('section', { class: 'card' }, h('details', null, h('summary', null, 'Steps\u2019 results'), results)),
