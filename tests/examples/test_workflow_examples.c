@@ -2,10 +2,11 @@
  * order_review.toml, count_lines.toml, chunks.toml) as a new user runs
  * them: the real binary on a real SQLite file, `template add`, `submit`,
  * `run --until-idle`, their commands real sh subprocesses. Checked from
- * `show --json` and the events: which branch of the decision ran and which
+ * `show --json`, `why` and `show --instances`: which branch of the decision ran and which
  * was skipped, and why; what the convergence step saw; the fan-out's sum
  * against the files' real line counts (and an empty directory giving []);
- * the chunk cursors covering [0, 10500) exactly once. */
+ * the chunk cursors covering [0, 10500) exactly once, each instance run
+ * once (`show --instances`). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -52,11 +53,9 @@ static long submit(cli *c, const char *name, const char *context) {
   return id;
 }
 
-/* Run until idle, the events written to DIR/events.jsonl. */
+/* One orchestrator, four workers, until nothing is left to do. */
 static void run_until_idle(cli *c) {
-  char events[600];
-  snprintf(events, sizeof events, "%s/events.jsonl", c->dir);
-  free(cli_stdout(c, ARGS("run", "--until-idle", "--workers", "4", "--events", events)));
+  free(cli_stdout(c, ARGS("run", "--until-idle", "--workers", "4")));
 }
 
 /* `show ID --json`, parsed. */
@@ -222,35 +221,24 @@ static void count_lines_sums_one_instance_per_file(void **state) {
 
 /* ---- chunks: a map over a range --------------------------------------------------------- */
 
-/* Instance i of `process` (process[i]) completed this many times in the
- * run's events, into done[0..n). Returns how many completions named an
- * instance outside 0..n-1. */
-static int instance_completions(cli *c, int *done, int n) {
-  char path[600];
-  snprintf(path, sizeof path, "%s/events.jsonl", c->dir);
-  FILE *f = fopen(path, "r");
-  assert_non_null(f);
-  char line[8192];
-  int stray = 0;
-  while (fgets(line, sizeof line, f)) {
-    json_t *e = json_loads(line, 0, NULL);
-    assert_non_null(e);
-    const char *type = json_string_value(json_object_get(e, "type"));
-    const char *name = json_string_value(json_object_get(e, "step"));
-    int i;
-    char tail;
-    if (type && name && strcmp(type, "step.completed") == 0 &&
-        sscanf(name, "process[%d%c", &i, &tail) == 2 && tail == ']') {
-      if (i >= 0 && i < n) done[i]++;
-      else stray++;
-    }
-    json_decref(e);
-  }
-  fclose(f);
-  return stray;
+/* `show ID --instances STEP --json`: the first page of up to 1000 of a
+ * map step's instances, in element order (their array). */
+static json_t *instances(cli *c, long id, const char *name) {
+  char ids[32];
+  snprintf(ids, sizeof ids, "%ld", id);
+  char *out = cli_stdout(c, ARGS("show", ids, "--instances", name, "--limit", "1000", "--json"));
+  json_error_t e;
+  json_t *page = json_loads(out, 0, &e);
+  if (page == NULL) fail_msg("show --instances: %s: %s", e.text, out);
+  free(out);
+  json_t *list = json_incref(json_object_get(page, "instances"));
+  assert_true(json_is_array(list));
+  assert_int_equal(json_integer_value(json_object_get(page, "total")), json_array_size(list));
+  json_decref(page);
+  return list;
 }
 
-/* 10500 rows in chunks of 1000: 11 instances, each completed once, whose
+/* 10500 rows in chunks of 1000: 11 instances, each run once, whose
  * cursors, in order, tile [0, 10500) with no gap and no overlap, each
  * chunk 1000 rows but the last (500); `report` counts 11 chunks and 10500
  * rows. */
@@ -282,10 +270,24 @@ static void chunks_cover_the_range_once(void **state) {
   expect_results(t, "report", "{\"chunks\":11,\"rows\":10500}");
   json_decref(t);
 
-  int done[11] = {0};
-  assert_int_equal(instance_completions(c, done, 11), 0);
-  for (int k = 0; k < 11; k++)
-    if (done[k] != 1) fail_msg("process[%d] completed %d times, expected once", k, done[k]);
+  /* Each instance process[i] was claimed once and succeeded: cursor i in,
+   * its own results out. */
+  json_t *list = instances(c, id, "process");
+  assert_int_equal(json_array_size(list), 11);
+  json_array_foreach(list, i, r) {
+    char name[32];
+    snprintf(name, sizeof name, "process[%zu]", i);
+    assert_int_equal(json_integer_value(json_object_get(r, "item_index")), i);
+    assert_string_equal(json_string_value(json_object_get(r, "name")), name);
+    assert_string_equal(json_string_value(json_object_get(r, "state")), "complete");
+    assert_int_equal(json_integer_value(json_object_get(r, "attempts")), 1);
+    json_t *item = json_object_get(r, "item"), *res = json_object_get(r, "results");
+    assert_int_equal(json_integer_value(json_object_get(item, "start")), 1000 * (json_int_t)i);
+    assert_int_equal(json_integer_value(json_object_get(res, "start")), 1000 * (json_int_t)i);
+    assert_int_equal(json_integer_value(json_object_get(res, "end")),
+                     json_integer_value(json_object_get(item, "end")));
+  }
+  json_decref(list);
   cli_store_close(c);
 }
 
