@@ -138,6 +138,13 @@ static const bad_template bad_templates[] = {
      "steps[2].handler.value = \"high\": expected one placeholder such as "
      "\"{{parents.score.risk}}\""},
     {HEAD LIST STEP("triage") "depends_on = [\"list\"]\n"
+         "handler = { kind = \"builtin\", name = \"choose\", value = \"{{parents.lst.risk}}\", "
+         "cases = {} }\ndecides = [\"approve\"]\n" STEP("approve") "depends_on = [\"triage\"]\n"
+         NOOP,
+     "9:56",
+     "steps[2].handler.value = \"{{parents.lst.risk}}\": \"lst\" is not a parent of this step "
+     "(depends_on: list)"},
+    {HEAD LIST STEP("triage") "depends_on = [\"list\"]\n"
          "handler = { kind = \"builtin\", name = \"choose\", value = \"{{env.RISK}}\", cases = {} }\n"
          "decides = [\"approve\"]\n" STEP("approve") "depends_on = [\"triage\"]\n" NOOP,
      "9:56",
