@@ -333,7 +333,15 @@ static int check_choose(const tk__spec_where *at, const char *where, json_t *ste
     if ((rc = check_choice(&w, key, step, names, e->value))) return rc;
   }
   json_t *dflt = json_object_get(spec, "default");
-  return dflt ? check_choice(&w, "default", step, dflt, tk_toml_get(hv, "default")) : 0;
+  if (dflt && (rc = check_choice(&w, "default", step, dflt, tk_toml_get(hv, "default"))))
+    return rc;
+  /* The handler sees its spec only: a step's own branches_key goes there,
+   * so that choose answers under the key its decision is read from. */
+  json_t *key = json_object_get(step, "branches_key");
+  if (key && strcmp(json_string_value(key), "branches") != 0 &&
+      json_object_set(spec, "branches_key", key) != 0)
+    return no_memory(at);
+  return 0;
 }
 
 int tk__template_flow_check(const tk__spec_where *at, const tk_toml_value *steps_v,
