@@ -128,6 +128,10 @@ static void map_instances_read_their_items(void **state) {
   json_decref(sum);
   json_decref(t);
   assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM steps WHERE map_idx IS NOT NULL"), 3);
+  /* Each instance's events name it. */
+  assert_int_equal(efx_events(f, "step.claimed", "each"), 0);
+  assert_int_equal(efx_events(f, "step.claimed", "each[1]"), 1);
+  assert_int_equal(efx_events(f, "step.completed", "each[2]"), 1);
 }
 
 /* The choose builtin answers under the step's branches_key. */
