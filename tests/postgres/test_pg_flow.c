@@ -242,6 +242,39 @@ static void resolving_a_decision_skips_its_branches(void **state) {
                 "done=skipped");
 }
 
+/* A branch not chosen is skipped at once, though another of its parents
+ * is still running; that parent's completion then releases nothing, and
+ * the task completes without running it. start -> d (decides a, b), x;
+ * a depends on d and x; b on d. */
+static void a_branch_is_skipped_while_another_parent_runs(void **state) {
+  efx *f = *state;
+  static const char def[] =
+      "{\"name\":\"two\",\"steps\":[{\"name\":\"start\"},"
+      "{\"name\":\"d\",\"depends_on\":[\"start\"],\"decides\":[\"a\",\"b\"],"
+      "\"allow_none\":false,\"branches_key\":\"pick\"},"
+      "{\"name\":\"x\",\"depends_on\":[\"start\"]},"
+      "{\"name\":\"a\",\"depends_on\":[\"d\",\"x\"]},{\"name\":\"b\",\"depends_on\":[\"d\"]}]}";
+  static const int edges[] = {0, 1, 0, 2, 1, 3, 2, 3, 1, 4};
+  static const char *const names[] = {"start", "d", "x", "a", "b"};
+  static const int parents[] = {0, 1, 1, 2, 1};
+  int64_t task = submit(f, put_template(f, "two", def, edges, 5), names, parents, 5);
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{}");
+  tk__claimed c[2];
+  assert_int_equal(claim(f, c, 2), 2);
+  const tk__claimed *d = c[0].idx == 1 ? &c[0] : &c[1], *x = c[0].idx == 1 ? &c[1] : &c[0];
+  tk__effects fx = finish(f, d, TK__NEXT_COMPLETE, "{\"pick\":[\"b\"]}");
+  assert_int_equal(fx.children_released, 1);
+  expect_states(f, task, "in_progress",
+                "start=complete d=complete x=in_progress a=skipped b=pending");
+  fx = finish(f, x, TK__NEXT_COMPLETE, "{}");
+  assert_int_equal(fx.children_released, 0);
+  tk__claimed b = claim_one(f);
+  assert_int_equal(b.idx, 4);
+  fx = finish(f, &b, TK__NEXT_COMPLETE, "{}");
+  assert_string_equal(fx.task_state, "complete");
+  expect_states(f, task, "complete", "start=complete d=complete x=complete a=skipped b=complete");
+}
+
 /* ---- Map ---- */
 
 /* list -> process (map over parents.list.files, max 4, max_failures
@@ -268,8 +301,8 @@ static int64_t map_task(efx *f, int max_failures) {
 static void map_runs_one_instance_per_element(void **state) {
   efx *f = *state;
   int64_t task = map_task(f, 0);
-  tk__effects fx =
-      finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{\"files\":[\"a\",\"b\",{\"c\":3}]}");
+  tk__effects fx = finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE,
+                          "{\"files\":[\"a\",\"b\",{\"c\":3}]}");
   assert_int_equal(fx.children_released, 1);
   expect_states(f, task, "in_progress", "list=complete process=mapped sum=pending");
   tk__claimed inst[4];
@@ -611,6 +644,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(decision_skips_the_branch_not_chosen, setup, teardown),
       cmocka_unit_test_setup_teardown(all_parents_skipped_skips_the_child, setup, teardown),
       cmocka_unit_test_setup_teardown(resolving_a_decision_skips_its_branches, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_branch_is_skipped_while_another_parent_runs, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(map_runs_one_instance_per_element, setup, teardown),
       cmocka_unit_test_setup_teardown(empty_map_completes_with_an_empty_array, setup, teardown),
       cmocka_unit_test_setup_teardown(map_over_max_fails, setup, teardown),
