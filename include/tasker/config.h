@@ -91,6 +91,12 @@ typedef struct tk_batch_settings {
   int64_t max_item_attempts;   /* attempts before an item gives up; >= 1 */
 } tk_batch_settings;
 
+/* The [limits] table: ceilings a template is checked against when it is
+ * added (docs/config.md). */
+typedef struct tk_limits_settings {
+  int64_t map_max; /* the most instances a map step may declare (map.max); 1..10^9 */
+} tk_limits_settings;
+
 /* A [budgets.NAME] table: a retry budget that steps name with
  * retry = { budget = "NAME" } (DESIGN §14, docs/config.md). */
 typedef struct tk_budget_settings {
@@ -164,6 +170,7 @@ const char *tk_config_profile_name(const tk_config *c, size_t i);
 const tk_engine_settings *tk_config_engine(const tk_config *c);
 const tk_batch_settings *tk_config_batch(const tk_config *c);
 const tk_retention_settings *tk_config_retention(const tk_config *c);
+const tk_limits_settings *tk_config_limits(const tk_config *c);
 
 /* The budget [budgets.NAME], or NULL if there is none by that name. */
 const tk_budget_settings *tk_config_budget(const tk_config *c, const char *name);
@@ -174,7 +181,7 @@ size_t tk_config_budget_count(const tk_config *c);
 const char *tk_config_budget_name(const tk_config *c, size_t i);
 
 /* Every effective setting: [backoff], each profile, [engine], [batch],
- * then each budget, in schema order. tk_config_setting_at returns NULL out
+ * [retention], [limits], then each budget, in schema order. tk_config_setting_at returns NULL out
  * of range. */
 size_t tk_config_setting_count(const tk_config *c);
 const tk_config_setting *tk_config_setting_at(const tk_config *c, size_t i);

@@ -12,8 +12,8 @@
 
 #define KEY_MAX 256
 
-static const char *const sections[] = {"backoff",   "engine",    "batch",
-                                       "budgets",   "schedules", "retention"};
+static const char *const sections[] = {"backoff",   "engine",    "batch",    "budgets",
+                                       "schedules", "retention", "limits"};
 
 /* The place of a problem: "FILE:L:C" for a file, "--set K=V" for a flag. */
 static void place(const tk__layer *L, tk_toml_pos pos, char *buf, size_t len) {
@@ -244,6 +244,7 @@ int tk__apply_layer(const tk__layer *L, const tk_toml_value *root) {
   target batch = {"batch", &tk__batch_schema, &c->batch, c->batch_origin, NULL};
   target retention = {"retention", &tk__retention_schema, &c->retention, c->retention_origin,
                       NULL};
+  target limits = {"limits", &tk__limits_schema, &c->limits, c->limits_origin, NULL};
   for (size_t i = 0; i < tk_toml_table_len(root); i++) {
     const tk_toml_entry *e = tk_toml_table_at(root, i);
     const target *t = NULL;
@@ -252,6 +253,7 @@ int tk__apply_layer(const tk__layer *L, const tk_toml_value *root) {
     if (strcmp(e->key, "engine") == 0) t = &engine;
     else if (strcmp(e->key, "batch") == 0) t = &batch;
     else if (strcmp(e->key, "retention") == 0) t = &retention;
+    else if (strcmp(e->key, "limits") == 0) t = &limits;
     else if (strcmp(e->key, "backoff") != 0 && !budgets && !schedules)
       return unknown_key(L, "", e, sections, sizeof sections / sizeof sections[0]);
     int rc = need_table(L, "", e);

@@ -41,6 +41,7 @@ int tk__config_init_defaults(tk_config *c) {
   apply_defaults(&tk__engine_schema, &c->engine);
   apply_defaults(&tk__batch_schema, &c->batch);
   apply_defaults(&tk__retention_schema, &c->retention);
+  apply_defaults(&tk__limits_schema, &c->limits);
   /* Origins are zeroed: kind TK_CONFIG_DEFAULT, layer 0. */
   return 0;
 }

@@ -80,6 +80,9 @@ extern const tk__schema tk__batch_schema;
 /* [retention] (DESIGN §16). */
 enum { TK__RETENTION_NKEYS = 6 };
 extern const tk__schema tk__retention_schema;
+/* [limits]: ceilings templates are checked against. */
+enum { TK__LIMITS_NKEYS = 1 };
+extern const tk__schema tk__limits_schema;
 
 /* [budgets.NAME]: a schema of its own, like the profiles' [backoff]. */
 enum { TK__BUDGET_NKEYS = 4 };
@@ -193,6 +196,8 @@ struct tk_config {
   tk_config_origin batch_origin[TK__BATCH_NKEYS];
   tk_retention_settings retention;
   tk_config_origin retention_origin[TK__RETENTION_NKEYS];
+  tk_limits_settings limits;
+  tk_config_origin limits_origin[TK__LIMITS_NKEYS];
   tk_config_setting *settings;
   size_t nsettings;
   char **pool; /* strings the config owns */

@@ -35,6 +35,7 @@ typedef struct template_entry {
   json_t *definition;
   step_def *steps;
   int nsteps;
+  struct tk__flow *flow; /* its decisions and maps (store/flow.h), no edges */
 } template_entry;
 
 struct tk__batch_job;
@@ -120,6 +121,7 @@ struct tk_engine {
   tk_err *fin_errs;
   int *fin_exhausted;
   tk__deferral *fin_deferrals;
+  char (*fin_why)[320]; /* a refused decision's message, per outcome */
   int fin_cap;
   struct tk__budgets *budgets; /* retry budgets' states (budgets.c), or NULL */
   struct tk__engine_sched *sched; /* schedules' state (schedules.c), or NULL */

@@ -8,6 +8,8 @@
 
 #include <tasker/duration.h>
 
+#include "store/flow.h"
+
 /* The step's policy. A profile that vanished from the configuration since
  * the task was submitted falls back to the default profile, with a
  * warning: the delay still comes from tk_backoff_delay. */
@@ -19,9 +21,26 @@ const tk_backoff_policy *tk__engine_policy(tk_engine *e, const char *profile) {
   return tk_config_profile(e->config, "default");
 }
 
-/* Decide the next state of the attempt (DESIGN §5) into *o. */
+/* Whether the results of a decision step name no choice it may make
+ * (DESIGN §17): then why says so, and the step fails for good. A store
+ * that cannot give the template leaves the check to the store. */
+static int decision_refused(tk_engine *e, const tk__claimed *c, const char *results, char *why,
+                            size_t whylen) {
+  if (c->item_index >= 0) return 0;
+  tk_err err;
+  const template_entry *te = tk__engine_template(e, c->template_id, &err);
+  if (te == NULL || !tk__flow_is_decision(te->flow, c->idx)) return 0;
+  unsigned char *chosen = calloc((size_t)te->flow->nsteps + 1, 1);
+  if (chosen == NULL) return 0;
+  int refused = tk__flow_decide(te->flow, c->idx, results, chosen, why, whylen) != 0;
+  free(chosen);
+  return refused;
+}
+
+/* Decide the next state of the attempt (DESIGN §5) into *o; why holds a
+ * refused decision's message. */
 static void decide(tk_engine *e, const tk__finish *f, int64_t now, tk__outcome *o,
-                   int *exhausted) {
+                   int *exhausted, char *why, size_t whylen) {
   const tk__claimed *c = f->claim;
   const tk_handler_result *r = f->result;
   memset(o, 0, sizeof *o);
@@ -30,6 +49,7 @@ static void decide(tk_engine *e, const tk__finish *f, int64_t now, tk__outcome *
   o->task_id = c->task_id;
   o->template_id = c->template_id;
   o->idx = c->idx;
+  o->instance = c->item_index + 1;
   o->owner = f->owner;
   o->attempt = c->attempt;
   o->now = now;
@@ -41,6 +61,12 @@ static void decide(tk_engine *e, const tk__finish *f, int64_t now, tk__outcome *
   o->fence_lease = f->reaped;
   *exhausted = 0;
   if (r->status == TK_HANDLER_SUCCESS) {
+    if (decision_refused(e, c, r->results, why, whylen)) {
+      o->next = TK__NEXT_ERROR;
+      o->attempt_outcome = "failure";
+      o->error = why;
+      return;
+    }
     o->next = TK__NEXT_COMPLETE;
     o->results = r->results;
     return;
@@ -214,7 +240,9 @@ static int finish_room(tk_engine *e, int n) {
   if (ex) e->fin_exhausted = ex;
   tk__deferral *d = realloc(e->fin_deferrals, (size_t)cap * sizeof *d);
   if (d) e->fin_deferrals = d;
-  if (!o || !fx || !errs || !ex || !d) return TK_ENOMEM;
+  char(*why)[320] = realloc(e->fin_why, (size_t)cap * sizeof *why);
+  if (why) e->fin_why = why;
+  if (!o || !fx || !errs || !ex || !d || !why) return TK_ENOMEM;
   e->fin_cap = cap;
   return 0;
 }
@@ -225,6 +253,7 @@ void tk__engine_finish_free(tk_engine *e) {
   free(e->fin_errs);
   free(e->fin_exhausted);
   free(e->fin_deferrals);
+  free(e->fin_why);
   e->fin_cap = 0;
 }
 
@@ -244,7 +273,7 @@ int tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_re
   memset(fx, 0, (size_t)n * sizeof *fx);
   int64_t now = tk_clock_now(&e->clock);
   for (int i = 0; i < n; i++) {
-    decide(e, &items[i], now, &o[i], &exhausted[i]);
+    decide(e, &items[i], now, &o[i], &exhausted[i], e->fin_why[i], sizeof e->fin_why[i]);
     if (items[i].batch) tk__batch_decide(items[i].batch, &o[i]);
   }
   /* Outcomes that a lost connection kept come back here and are counted

@@ -4,6 +4,8 @@
 
 #include <stdlib.h>
 
+#include "store/flow.h"
+
 /* The engine's slot for kind k's engine-wide state (tk__handler_host). */
 static void **kind_slot(tk_engine *e, const tk__handler_kind *k) {
   for (int i = 0; i < e->nkind_state; i++)
@@ -20,11 +22,19 @@ const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err)
   tk__template_rec row;
   if (e->store->ops->template_get_by_id(e->store, id, &row, err) != 0) return NULL;
   json_t *definition = json_loads(row.definition, 0, NULL);
+  /* Only the decisions are the engine's to check: no edges needed. */
+  tk__flow *flow = NULL;
+  if (definition && tk__flow_read(id, row.definition, NULL, 0, &flow, err) != 0) {
+    json_decref(definition);
+    tk__template_rec_free(&row);
+    return NULL;
+  }
   tk__template_rec_free(&row);
   template_entry *t = definition ? realloc(e->templates, ((size_t)e->ntemplates + 1) * sizeof *t)
                                  : NULL;
   if (t == NULL) {
     json_decref(definition);
+    tk__flow_free(flow);
     tk_err_set(err, TK_ENOMEM, "out of memory loading template %lld", (long long)id);
     return NULL;
   }
@@ -32,11 +42,13 @@ const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err)
   template_entry *te = &t[e->ntemplates];
   te->id = id;
   te->definition = definition;
+  te->flow = flow;
   json_t *steps = json_object_get(te->definition, "steps");
   te->nsteps = (int)json_array_size(steps);
   te->steps = calloc((size_t)te->nsteps + 1, sizeof *te->steps);
   if (te->steps == NULL) {
     json_decref(te->definition);
+    tk__flow_free(te->flow);
     tk_err_set(err, TK_ENOMEM, "out of memory loading template %lld", (long long)id);
     return NULL;
   }
@@ -66,6 +78,7 @@ void tk__engine_templates_free(tk_engine *e) {
       free(d->spec_text);
     }
     json_decref(e->templates[i].definition);
+    tk__flow_free(e->templates[i].flow);
     free(e->templates[i].steps);
   }
   free(e->templates);

@@ -1,7 +1,8 @@
 /* The builtin handlers, for examples, tests and benchmarks: noop, sleep,
  * fail, flaky, and batch (a stand-in for a service that accepts some items
  * of a batch and refuses others, by a fixed rule, so that tests know each
- * item's exact history). */
+ * item's exact history); and choose, the declarative chooser of a decision
+ * step (DESIGN §17). */
 #include "handlers/handler.h"
 
 #include <stdarg.h>
@@ -44,13 +45,13 @@ int tk__hint_from_json(json_t *v, int64_t *ms) {
 
 /* ---- template time --------------------------------------------------------- */
 
-static const char *const names[] = {"noop", "sleep", "fail", "flaky", "batch", NULL};
+static const char *const names[] = {"noop", "sleep", "fail", "flaky", "batch", "choose", NULL};
 
 static const tk__key keys[] = {
     TK__HANDLER_COMMON_KEYS,
     {.name = "name", .kind = TK__K_CHOICE, .choices = names,
-     .allowed = "noop, sleep, fail, flaky or batch",
-     .missing = "a builtin handler needs a name (noop, sleep, fail, flaky or batch)"},
+     .allowed = "noop, sleep, fail, flaky, batch or choose",
+     .missing = "a builtin handler needs a name (noop, sleep, fail, flaky, batch or choose)"},
     /* sleep */
     {.name = "duration", .kind = TK__K_DURATION, .json = "duration_ms", .min = 0,
      .max = INT64_MAX, .allowed = "a duration >= 0"},
@@ -71,12 +72,48 @@ static const tk__key keys[] = {
     {.name = "reject_times", .kind = TK__K_INT, .min = 0, .max = INT32_MAX,
      .allowed = "an integer from 0 to 2147483647"},
     {.name = "poison", .kind = TK__K_STRINGS, .min = 0, .allowed = "an array of item keys"},
+    /* choose (docs/handlers.md): the value looked up, the branches by its
+     * text, the branches when no case matches. That the names are the
+     * step's branches is checked with the whole template (workflow/). */
+    {.name = "value", .kind = TK__K_STRING,
+     .allowed = "one placeholder such as \"{{parents.score.risk}}\""},
+    {.name = "cases", .kind = TK__K_OTHER},
+    {.name = "default", .kind = TK__K_STRINGS, .min = 0, .allowed = "an array of step names"},
 };
 
 static const tk__schema schema = {"builtin", keys, sizeof keys / sizeof keys[0]};
 
-/* The schema, then what depends on the name: sleep needs a duration, and
- * batch runs in batch steps and only it does. */
+/* choose's cases, a table of value texts to arrays of step names, into
+ * spec's "cases". */
+static int read_cases(const tk__spec_where *w, const tk_toml_value *cases, json_t *spec) {
+  static const tk__key branches = {.kind = TK__K_STRINGS, .min = 0,
+                                   .allowed = "an array of step names"};
+  tk__complaint why;
+  if (tk__expect_table(cases, "a table of values to arrays of step names, such as "
+                              "{ high = [\"review\"] }",
+                       &why))
+    return tk__spec_refuse(w, "cases", &why);
+  json_t *out = json_object();
+  if (out == NULL || json_object_set_new(spec, "cases", out) != 0)
+    return tk_err_set(w->err, TK_ENOMEM, "out of memory reading %s", w->file);
+  for (size_t i = 0; i < tk_toml_table_len(cases); i++) {
+    const tk_toml_entry *e = tk_toml_table_at(cases, i);
+    json_t *names = NULL;
+    int rc = tk__convert_json(&branches, e->value, &names, &why);
+    if (rc == TK_ECONFIG) {
+      char key[160];
+      snprintf(key, sizeof key, "cases.%s", e->key);
+      return tk__spec_refuse(w, key, &why);
+    }
+    if (rc != 0 || json_object_set_new(out, e->key, names) != 0)
+      return tk_err_set(w->err, TK_ENOMEM, "out of memory reading %s", w->file);
+  }
+  return 0;
+}
+
+/* The schema, then what depends on the name: sleep needs a duration,
+ * choose a value and cases, and batch runs in batch steps and only it
+ * does. */
 static int validate(const tk__handler_site *site, const tk_toml_value *table, json_t *spec) {
   const tk__spec_where *w = &site->where;
   int rc = tk__spec_read(w, &schema, table, spec);
@@ -84,6 +121,18 @@ static int validate(const tk__handler_site *site, const tk_toml_value *table, js
   const char *name = json_string_value(json_object_get(spec, "name"));
   if (strcmp(name, "sleep") == 0 && json_object_get(spec, "duration_ms") == NULL)
     return tk__spec_fail(w, table, "duration", "missing: the sleep builtin needs a duration");
+  if (strcmp(name, "choose") == 0) {
+    if (json_object_get(spec, "value") == NULL)
+      return tk__spec_fail(w, table, "value",
+                           "missing: the choose builtin needs value = \"{{...}}\", the value "
+                           "whose text picks a case");
+    const tk_toml_value *cases = tk_toml_get(table, "cases");
+    if (cases == NULL)
+      return tk__spec_fail(w, table, "cases",
+                           "missing: the choose builtin needs cases = { VALUE = [\"BRANCH\", "
+                           "...] }");
+    if ((rc = read_cases(w, cases, spec))) return rc;
+  }
   int batch = strcmp(name, "batch") == 0;
   if (batch && site->batch == NULL)
     return tk__spec_fail(w, tk_toml_get(table, "name"), "name",
@@ -169,10 +218,18 @@ static void run_batch_alone(const tk__handler_step *step, const tk_handler_call 
                    "builtin batch runs only in a batch step (batch = { items_from = ... })");
 }
 
+/* choose: a stand-in until its run (the case of the value's text) is in
+ * this build; templates already validate it. */
+static void run_choose(const tk__handler_step *step, const tk_handler_call *call,
+                       tk_handler_result *out) {
+  (void)step, (void)call;
+  tk__handler_fail(out, TK_HANDLER_PERMANENT, "builtin choose: not run by this build");
+}
+
 /* Each builtin's run, by name (the order of `names`). */
 static void (*const runs[])(const tk__handler_step *, const tk_handler_call *,
-                            tk_handler_result *) = {run_noop, run_sleep, run_fail, run_flaky,
-                                                    run_batch_alone};
+                            tk_handler_result *) = {run_noop,  run_sleep,       run_fail,
+                                                    run_flaky, run_batch_alone, run_choose};
 _Static_assert(sizeof runs / sizeof runs[0] == sizeof names / sizeof names[0] - 1,
                "a run for every builtin name");
 

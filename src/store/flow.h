@@ -33,6 +33,7 @@
 #define TK__REASON_MAP_DONE "all instances finished"
 #define TK__REASON_MAP_FAILED "too many instances failed"
 #define TK__REASON_MAP_TOO_WIDE "more elements than the map's max"
+#define TK__REASON_MAP_BAD_VALUE "nothing to map over"
 
 /* One step's part in the flow. Index arrays are template positions. */
 typedef struct tk__flow_step {

@@ -19,6 +19,12 @@ int tk__input_add(json_t **slot, const char *context, const char *parent, const 
              : TK_ENOMEM;
 }
 
+int tk__input_item(json_t *input, int64_t item_index, const char *item) {
+  json_t *v = item ? json_loads(item, JSON_DECODE_ANY, NULL) : NULL;
+  if (json_object_set_new(input, "item", v ? v : json_null()) != 0) return TK_ENOMEM;
+  return json_object_set_new(input, "item_index", json_integer(item_index)) == 0 ? 0 : TK_ENOMEM;
+}
+
 void tk__step_recs_free(tk__step_rec *r, int n) {
   for (int i = 0; r && i < n; i++) {
     free(r[i].name);

@@ -205,7 +205,10 @@ typedef struct tk__outcome {
   int64_t claim_id; /* fence: the claim this outcome belongs to */
   int64_t task_id, template_id; /* as the claim returned them */
   int idx;
-  int item_index; /* as the claim returned it: -1, or an instance's element */
+  /* An instance of a map step: 1 + its element's position (the claim's
+   * item_index + 1); 0 for any other step, so that a zeroed outcome is
+   * never taken for an instance. */
+  int instance;
   const char *owner;
   int attempt;
   int64_t now;         /* when it is recorded: transitions, task updates */
@@ -685,6 +688,9 @@ int tk__template_lookup(tk_store *s, const char *name, const char *version,
  * and, when parent is not NULL, that parent's results (JSON text or
  * NULL). Creates {"context", "parents"} on the first row. */
 int tk__input_add(json_t **slot, const char *context, const char *parent, const char *results);
+/* An instance's element and its position into its input (DESIGN §17):
+ * members "item" (the element, from JSON text) and "item_index". */
+int tk__input_item(json_t *input, int64_t item_index, const char *item);
 
 /* Free what typed rows own. */
 void tk__template_rec_free(tk__template_rec *r);

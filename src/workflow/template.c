@@ -14,6 +14,7 @@
 
 #include "config/spec.h"
 #include "handlers/handler.h"
+#include "workflow/template_flow.h"
 
 static const tk__key root_keys[] = {
     {.name = "name", .kind = TK__K_NAME, .missing = "a template needs name = \"...\""},
@@ -34,6 +35,7 @@ static const tk__key step_keys[] = {
      .max = INT64_MAX, .allowed = "a duration >= 0"},
     {.name = "description", .kind = TK__K_TEXT, .allowed = "a string"},
     {.name = "batch", .kind = TK__K_OTHER},
+    TK__FLOW_STEP_KEYS,
 };
 
 static const tk__key retry_keys[] = {
@@ -153,6 +155,7 @@ static int parse_step(const tk__spec_where *at, const tk_config *cfg, const tk_t
     if ((rc = read_table(at, key, &batch_schema, site.batch, &part))) goto fail;
     json_object_set_new(step, "batch", part);
   }
+  if ((rc = tk__template_flow_step(at, cfg, s, where, step))) goto fail;
   *out = step;
   return 0;
 fail:
@@ -280,7 +283,9 @@ int tk__template_from_toml(const tk_toml_doc *doc, const char *file, const tk_co
     if ((rc = parse_step(&at, cfg, tk_toml_array_at(steps_v, i), i, &step))) goto fail;
     json_array_append_new(steps, step);
   }
-  if ((rc = build_dag(&at, steps_v, steps, out))) goto fail;
+  if ((rc = build_dag(&at, steps_v, steps, out)) ||
+      (rc = tk__template_flow_check(&at, steps_v, steps)))
+    goto fail;
   out->definition = def;
   return 0;
 fail:

@@ -138,6 +138,7 @@ static void stale_lease_outcome_is_refused_and_counted(void **state) {
 static tk__outcome outcome(const tk__claimed *c, const char *owner, int64_t now,
                            tk__next_state next) {
   tk__outcome o = {.step_id = c->step_id, .claim_id = c->claim_id, .task_id = c->task_id,
+                   .instance = c->item_index + 1,
                    .template_id = c->template_id, .idx = c->idx, .owner = owner,
                    .attempt = c->attempt, .now = now, .finished_at = now,
                    .attempt_outcome = next == TK__NEXT_COMPLETE ? "success" : "lease_expired",

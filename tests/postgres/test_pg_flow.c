@@ -94,7 +94,7 @@ static tk__outcome outcome_of(efx *f, const tk__claimed *c, tk__next_state next,
                               const char *results) {
   return (tk__outcome){.step_id = c->step_id, .claim_id = c->claim_id, .task_id = c->task_id,
                        .template_id = c->template_id, .idx = c->idx,
-                       .item_index = c->item_index, .owner = "w", .attempt = c->attempt,
+                       .instance = c->item_index + 1, .owner = "w", .attempt = c->attempt,
                        .now = f->clock.now_ms, .finished_at = f->clock.now_ms,
                        .attempt_outcome = next == TK__NEXT_COMPLETE ? "success" : "failure",
                        .next = next, .results = results,

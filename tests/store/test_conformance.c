@@ -401,6 +401,7 @@ static tk__claimed claim_one(tk_store *s, const char *owner) {
 /* The outcome of claim c, written by owner at now: a success. */
 static tk__outcome success_of(const tk__claimed *c, const char *owner, int64_t now) {
   return (tk__outcome){.step_id = c->step_id, .claim_id = c->claim_id, .task_id = c->task_id,
+                       .instance = c->item_index + 1,
                        .template_id = c->template_id, .idx = c->idx, .owner = owner,
                        .attempt = c->attempt, .now = now, .finished_at = now,
                        .attempt_outcome = "success", .next = TK__NEXT_COMPLETE,
@@ -3265,6 +3266,384 @@ static void retry_earlier_moves_only_a_waiting_retry(world *w) {
 /* ------------------------------------------------------------------ */
 
 /* Every case, run once per backend as "BACKEND: CASE". */
+/* ------------------------------------------------------------------ */
+/* Decisions, skipping, convergence and map (DESIGN §17)               */
+/* ------------------------------------------------------------------ */
+
+/* score -> triage, which decides between approve and review; notify
+ * converges after both. */
+static const char order_toml[] =
+    "name = \"order\"\nversion = \"1\"\n" STEP("score")
+    "[[steps]]\nname = \"triage\"\ndepends_on = [\"score\"]\n"
+    "handler = { kind = \"builtin\", name = \"noop\" }\n"
+    "decides = [\"approve\", \"review\"]\nallow_none = true\n" AFTER("approve", "triage")
+        AFTER("review", "triage")
+    "[[steps]]\nname = \"notify\"\ndepends_on = [\"approve\", \"review\"]\n"
+    "handler = { kind = \"builtin\", name = \"noop\" }\n";
+
+/* A decision whose losing branch heads a chain and a diamond, and a
+ * step converging from a skipped and a live branch. */
+static const char branches_toml[] =
+    "name = \"branches\"\nversion = \"1\"\n"
+    "[[steps]]\nname = \"d\"\nhandler = { kind = \"builtin\", name = \"noop\" }\n"
+    "decides = [\"a\", \"b\"]\n" AFTER("a", "d") AFTER("b", "d") AFTER("a2", "a")
+        AFTER("a3", "a2") AFTER("x", "a") AFTER("y", "a")
+    "[[steps]]\nname = \"z\"\ndepends_on = [\"x\", \"y\"]\n"
+    "handler = { kind = \"builtin\", name = \"noop\" }\n"
+    "[[steps]]\nname = \"j\"\ndepends_on = [\"a3\", \"b\"]\n"
+    "handler = { kind = \"builtin\", name = \"noop\" }\n";
+
+/* list -> process (a map over list's files, at most 4, one failure
+ * allowed) -> sum. */
+static const char fanout_toml[] =
+    "name = \"fanout\"\nversion = \"1\"\n" STEP("list")
+    "[[steps]]\nname = \"process\"\ndepends_on = [\"list\"]\n"
+    "handler = { kind = \"builtin\", name = \"noop\" }\n"
+    "map = { over = \"{{parents.list.files}}\", max = 4, max_failures = 1 }\n" AFTER("sum",
+                                                                                     "process");
+
+/* count -> chunks (a range map of chunks of 4) -> done. */
+static const char range_toml[] =
+    "name = \"ranges\"\nversion = \"1\"\n" STEP("count")
+    "[[steps]]\nname = \"chunks\"\ndepends_on = [\"count\"]\n"
+    "handler = { kind = \"builtin\", name = \"noop\" }\n"
+    "map = { range = \"{{parents.count.rows}}\", chunk = 4 }\n" AFTER("done", "chunks");
+
+/* Claim one step and complete it with `results`; the claim. */
+static tk__claimed complete_next(world *w, const char *results) {
+  tk__claimed c = claim_one(w->s, "A");
+  tk__outcome o = success_of(&c, "A", w->clock.now_ms);
+  o.results = results;
+  record_ok(w->s, &o);
+  return c;
+}
+
+/* The reason of step `step`'s transition into `to`, or NULL. */
+static const char *reason_into(const tk__task_report *r, const char *step, const char *to) {
+  int64_t id = step_named(r, step)->id;
+  for (int i = 0; i < r->ntransitions; i++)
+    if (r->transitions[i].step_id == id && same_str(r->transitions[i].to, to))
+      return r->transitions[i].reason;
+  return NULL;
+}
+
+static void expect_skipped(const tk__task_report *r, const char *step, const char *reason) {
+  assert_string_equal(step_named(r, step)->state, TK__STEP_SKIPPED);
+  const char *got = reason_into(r, step, TK__STEP_SKIPPED);
+  assert_non_null(got);
+  assert_string_equal(got, reason);
+}
+
+/* Every outcome of a decision: one branch, the other, both, none. */
+static void decision_outcomes(world *w) {
+  add_template(w, order_toml);
+  static const struct {
+    const char *choice;
+    int approve, review; /* ran */
+  } runs[] = {{"{\"branches\": [\"review\"]}", 0, 1},
+              {"{\"branches\": [\"approve\"]}", 1, 0},
+              {"{\"branches\": [\"approve\", \"review\"]}", 1, 1},
+              {"{\"branches\": []}", 0, 0}};
+  for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+    int64_t t = submit(w, "order");
+    complete_next(w, "{\"risk\": \"high\"}");
+    tk__claimed c = claim_one(w->s, "A");
+    assert_int_equal(c.task_id, t);
+    tk__outcome o = success_of(&c, "A", w->clock.now_ms);
+    o.results = runs[k].choice;
+    tk__effects fx = record_ok(w->s, &o);
+    assert_int_equal(fx.children_released, runs[k].approve + runs[k].review);
+    for (int ran = 0; ran < runs[k].approve + runs[k].review; ran++) complete_next(w, "{}");
+    tk__task_report r;
+    report_on(w->s, t, &r);
+    if (!runs[k].approve) expect_skipped(&r, "approve", "not chosen by triage");
+    if (!runs[k].review) expect_skipped(&r, "review", "not chosen by triage");
+    tk__task_report_free(&r);
+    if (runs[k].approve || runs[k].review) {
+      /* notify converges: one parent ran, the other may be skipped. */
+      tk__claimed n = claim_one(w->s, "A");
+      assert_int_equal(n.task_id, t);
+      assert_int_equal(n.idx, 4);
+      o = success_of(&n, "A", w->clock.now_ms);
+      assert_string_equal(record_ok(w->s, &o).task_state, TK__TASK_COMPLETE);
+    }
+    report_on(w->s, t, &r);
+    if (!runs[k].approve && !runs[k].review) expect_skipped(&r, "notify", "all parents skipped");
+    assert_string_equal(r.state, TK__TASK_COMPLETE);
+    assert_int_equal(r.steps_done, 5);
+    assert_int_equal(r.steps_total, 5);
+    tk__task_report_free(&r);
+    tk__claimed none;
+    assert_int_equal(claim(w->s, "A", 1, &none), 0);
+  }
+}
+
+/* A skip goes down a chain and a diamond; a step with a skipped and a
+ * live parent runs. */
+static void skips_propagate(world *w) {
+  add_template(w, branches_toml);
+  int64_t t = submit(w, "branches");
+  tk__claimed c = complete_next(w, "{\"branches\": [\"b\"]}");
+  assert_int_equal(c.task_id, t);
+  tk__task_report r;
+  report_on(w->s, t, &r);
+  expect_skipped(&r, "a", "not chosen by d");
+  expect_skipped(&r, "a2", "all parents skipped");
+  expect_skipped(&r, "a3", "all parents skipped");
+  expect_skipped(&r, "x", "all parents skipped");
+  expect_skipped(&r, "y", "all parents skipped");
+  expect_skipped(&r, "z", "all parents skipped");
+  assert_string_equal(step_named(&r, "j")->state, TK__STEP_PENDING);
+  assert_int_equal(r.steps_done, 7);
+  tk__task_report_free(&r);
+  tk__claimed b = complete_next(w, "{}");
+  assert_string_equal(b.prev_state, TK__STEP_PENDING);
+  tk__claimed j = claim_one(w->s, "A");
+  tk__outcome o = success_of(&j, "A", w->clock.now_ms);
+  assert_string_equal(record_ok(w->s, &o).task_state, TK__TASK_COMPLETE);
+  expect_states(w, t, TK__TASK_COMPLETE, "b", TK__STEP_COMPLETE, "j", TK__STEP_COMPLETE, NULL);
+}
+
+/* Resolving a decision makes no choice: its branches are skipped, and
+ * what converges after them too. */
+static void resolve_decision_skips_branches(world *w) {
+  add_template(w, order_toml);
+  int64_t t = submit(w, "order");
+  complete_next(w, "{}");
+  const char *ts = "unset";
+  tk_err err;
+  must(tk_task_operate(w->s, TK_OP_RESOLVE, t, "triage", w->clock.now_ms, &ts, &err), &err,
+       "resolve a decision");
+  assert_string_equal(ts, TK__TASK_COMPLETE);
+  tk__task_report r;
+  report_on(w->s, t, &r);
+  assert_string_equal(step_named(&r, "triage")->state, TK__STEP_RESOLVED);
+  expect_skipped(&r, "approve", "not chosen by triage");
+  expect_skipped(&r, "review", "not chosen by triage");
+  expect_skipped(&r, "notify", "all parents skipped");
+  tk__task_report_free(&r);
+}
+
+/* The input of claimed step c. */
+static char *input_of(world *w, const tk__claimed *c) {
+  json_t *in;
+  tk_err err;
+  must(w->s->ops->inputs(w->s, &c->step_id, 1, &in, &err), &err, "inputs");
+  char *text = json_dumps(in, JSON_SORT_KEYS);
+  json_decref(in);
+  return text;
+}
+
+/* A map: one instance per element, each a step of its own that sees its
+ * element; the children get every result in element order. */
+static void map_runs_instances(world *w) {
+  add_template(w, fanout_toml);
+  int64_t t = submit(w, "fanout");
+  tk__claimed list = claim_one(w->s, "A");
+  tk__outcome o = success_of(&list, "A", w->clock.now_ms);
+  o.results = "{\"files\": [\"a.txt\", {\"n\": 2}, 3]}";
+  assert_int_equal(record_ok(w->s, &o).children_released, 3);
+  tk__task_report r;
+  report_on(w->s, t, &r);
+  const tk__step_rec *p = step_named(&r, "process");
+  assert_string_equal(p->state, TK__STEP_MAPPED);
+  assert_int_equal(p->instances_total, 3);
+  assert_int_equal(p->instances_waiting, 3);
+  assert_int_equal(r.nsteps, 3); /* instances are not the template's steps */
+  assert_string_equal(reason_into(&r, "process", TK__STEP_MAPPED), "mapped into 3 instances");
+  tk__task_report_free(&r);
+  tk__claimed c[4];
+  assert_int_equal(claim(w->s, "A", 4, c), 3);
+  const char *items[3] = {"\"a.txt\"", "{\"n\": 2}", "3"};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(c[i].idx, 1); /* the map step's handler runs */
+    assert_int_equal(c[i].item_index, i);
+    char want[256], *got = input_of(w, &c[i]);
+    snprintf(want, sizeof want,
+             "{\"context\": {}, \"item\": %s, \"item_index\": %d, \"parents\": {\"list\": "
+             "{\"files\": [\"a.txt\", {\"n\": 2}, 3]}}}",
+             items[i], i);
+    expect_json(got, want);
+    free(got);
+  }
+  /* Finished out of order; one fails, within max_failures. */
+  static const char *res[3] = {"{\"i\": 0}", NULL, "{\"i\": 2}"};
+  int order[3] = {2, 1, 0};
+  for (int k = 0; k < 3; k++) {
+    int i = order[k];
+    o = res[i] ? success_of(&c[i], "A", w->clock.now_ms) : error_of(&c[i], "A", w->clock.now_ms);
+    if (res[i]) o.results = res[i];
+    tk__effects fx = record_ok(w->s, &o);
+    assert_int_equal(fx.children_released, k == 2);
+  }
+  report_on(w->s, t, &r);
+  p = step_named(&r, "process");
+  assert_string_equal(p->state, TK__STEP_COMPLETE);
+  expect_json(p->results, "[{\"i\": 0}, null, {\"i\": 2}]");
+  assert_int_equal(p->instances_done, 2);
+  assert_int_equal(p->instances_failed, 1);
+  assert_int_equal(r.steps_done, 2);
+  assert_int_equal(r.steps_error, 0);
+  tk__task_report_free(&r);
+  tk__claimed sum = claim_one(w->s, "A");
+  assert_int_equal(sum.idx, 2);
+  char *got = input_of(w, &sum);
+  expect_json(got, "{\"context\": {}, \"parents\": {\"process\": [{\"i\": 0}, null, {\"i\": 2}]}}");
+  free(got);
+  o = success_of(&sum, "A", w->clock.now_ms);
+  assert_string_equal(record_ok(w->s, &o).task_state, TK__TASK_COMPLETE);
+
+  /* The instances page by page, in element order. */
+  tk__step_rec *rows;
+  int n;
+  int64_t total;
+  tk_err err;
+  must(w->s->ops->instance_list(w->s, t, 1, 0, 5, &rows, &n, &total, &err), &err, "instances");
+  assert_int_equal(total, 3);
+  assert_int_equal(n, 2);
+  assert_int_equal(rows[0].item_index, 1);
+  assert_string_equal(rows[0].name, "process[1]");
+  assert_string_equal(rows[0].state, TK__STEP_ERROR);
+  expect_json(rows[0].item, "{\"n\": 2}");
+  assert_int_equal(rows[1].item_index, 2);
+  tk__step_recs_free(rows, n);
+}
+
+/* Too many failed instances fail the map; retrying one reopens it, and
+ * its success completes it. */
+static void map_failures_and_retry(world *w) {
+  add_template(w, fanout_toml);
+  int64_t t = submit(w, "fanout");
+  complete_next(w, "{\"files\": [1, 2, 3, 4]}"); /* exactly max */
+  tk__claimed c[4];
+  assert_int_equal(claim(w->s, "A", 4, c), 4);
+  for (int i = 0; i < 4; i++) {
+    tk__outcome o = i < 2 ? error_of(&c[i], "A", w->clock.now_ms)
+                          : success_of(&c[i], "A", w->clock.now_ms);
+    tk__effects fx = record_ok(w->s, &o);
+    if (i == 3) assert_string_equal(fx.task_state, TK__TASK_ERROR);
+  }
+  tk__task_report r;
+  report_on(w->s, t, &r);
+  assert_string_equal(step_named(&r, "process")->state, TK__STEP_ERROR);
+  expect_contains(step_named(&r, "process")->last_error, "2 of 4 instances failed");
+  assert_int_equal(r.steps_error, 1);
+  tk__task_report_free(&r);
+  expect_refused(w, TK_OP_RETRY, t, "process", TK_ESTATE,
+                 "step \"process\" of task 1 is a map step: retry its failed instances "
+                 "(\"process[N]\") instead, or resolve it");
+  const char *ts = "unset";
+  tk_err err;
+  must(tk_task_operate(w->s, TK_OP_RETRY, t, "process[0]", w->clock.now_ms, &ts, &err), &err,
+       "retry an instance");
+  assert_string_equal(ts, TK__TASK_IN_PROGRESS);
+  expect_states(w, t, TK__TASK_IN_PROGRESS, "process", TK__STEP_MAPPED, NULL);
+  tk__claimed again = claim_one(w->s, "A");
+  assert_int_equal(again.item_index, 0);
+  tk__outcome o = success_of(&again, "A", w->clock.now_ms);
+  record_ok(w->s, &o);
+  report_on(w->s, t, &r);
+  assert_string_equal(step_named(&r, "process")->state, TK__STEP_COMPLETE);
+  assert_int_equal(r.steps_error, 0);
+  tk__task_report_free(&r);
+  /* Resolving the other failed one is no change to a complete map. */
+  must(tk_task_operate(w->s, TK_OP_RESOLVE, t, "process[1]", w->clock.now_ms, &ts, &err), &err,
+       "resolve an instance");
+  complete_next(w, "{}");
+  expect_states(w, t, TK__TASK_COMPLETE, "process", TK__STEP_COMPLETE, "sum", TK__STEP_COMPLETE,
+                NULL);
+}
+
+/* An empty list completes the map with []; more than max fails it. */
+static void map_empty_and_too_wide(world *w) {
+  add_template(w, fanout_toml);
+  int64_t t = submit(w, "fanout");
+  tk__claimed list = claim_one(w->s, "A");
+  tk__outcome o = success_of(&list, "A", w->clock.now_ms);
+  o.results = "{\"files\": []}";
+  assert_int_equal(record_ok(w->s, &o).children_released, 1);
+  tk__task_report r;
+  report_on(w->s, t, &r);
+  assert_string_equal(step_named(&r, "process")->state, TK__STEP_COMPLETE);
+  expect_json(step_named(&r, "process")->results, "[]");
+  assert_string_equal(reason_into(&r, "process", TK__STEP_COMPLETE), "mapped into 0 instances");
+  tk__task_report_free(&r);
+  tk__claimed sum = claim_one(w->s, "A");
+  assert_int_equal(sum.idx, 2);
+  o = success_of(&sum, "A", w->clock.now_ms);
+  assert_string_equal(record_ok(w->s, &o).task_state, TK__TASK_COMPLETE);
+
+  t = submit(w, "fanout");
+  list = claim_one(w->s, "A");
+  o = success_of(&list, "A", w->clock.now_ms);
+  o.results = "{\"files\": [1, 2, 3, 4, 5]}";
+  tk__effects fx = record_ok(w->s, &o);
+  assert_int_equal(fx.children_released, 0);
+  assert_string_equal(fx.task_state, TK__TASK_ERROR);
+  report_on(w->s, t, &r);
+  assert_string_equal(step_named(&r, "process")->state, TK__STEP_ERROR);
+  expect_contains(step_named(&r, "process")->last_error, "5 elements, more than max 4");
+  tk__task_report_free(&r);
+  tk__claimed none;
+  assert_int_equal(claim(w->s, "A", 1, &none), 0);
+
+  /* Not a list: the map fails, naming what it got. */
+  t = submit(w, "fanout");
+  complete_next(w, "{\"files\": \"a.txt\"}");
+  report_on(w->s, t, &r);
+  expect_contains(step_named(&r, "process")->last_error, "expected a list, got \"a.txt\"");
+  tk__task_report_free(&r);
+}
+
+/* A range in chunks: cursors that cover it exactly once. */
+static void map_range_chunks(world *w) {
+  add_template(w, range_toml);
+  submit(w, "ranges");
+  complete_next(w, "{\"rows\": 10}");
+  tk__claimed c[4];
+  assert_int_equal(claim(w->s, "A", 4, c), 3);
+  static const char *want[3] = {"{\"start\": 0, \"end\": 4}", "{\"start\": 4, \"end\": 8}",
+                                "{\"start\": 8, \"end\": 10}"};
+  for (int i = 0; i < 3; i++) {
+    json_t *in;
+    tk_err err;
+    must(w->s->ops->inputs(w->s, &c[i].step_id, 1, &in, &err), &err, "inputs");
+    char *got = json_dumps(json_object_get(in, "item"), JSON_SORT_KEYS);
+    expect_json(got, want[i]);
+    free(got);
+    json_decref(in);
+  }
+}
+
+/* Cancelling a task mid-map cancels its map and every unfinished
+ * instance; nothing of it is claimed again. */
+static void cancel_mid_map(world *w) {
+  add_template(w, fanout_toml);
+  int64_t t = submit(w, "fanout");
+  complete_next(w, "{\"files\": [1, 2, 3]}");
+  tk__claimed c = complete_next(w, "{}");
+  assert_int_equal(c.item_index, 0);
+  tk__claimed running = claim_one(w->s, "A");
+  const char *ts = "unset";
+  tk_err err;
+  must(tk_task_operate(w->s, TK_OP_CANCEL, t, NULL, w->clock.now_ms, &ts, &err), &err, "cancel");
+  expect_states(w, t, TK__TASK_CANCELLED, "process", TK__STEP_CANCELLED, "sum",
+                TK__STEP_CANCELLED, NULL);
+  tk__step_rec *rows;
+  int n;
+  int64_t total;
+  must(w->s->ops->instance_list(w->s, t, 1, -1, 10, &rows, &n, &total, &err), &err, "instances");
+  assert_int_equal(n, 3);
+  assert_string_equal(rows[0].state, TK__STEP_COMPLETE);
+  assert_string_equal(rows[1].state, TK__STEP_CANCELLED);
+  assert_string_equal(rows[2].state, TK__STEP_CANCELLED);
+  tk__step_recs_free(rows, n);
+  tk__claimed none;
+  assert_int_equal(claim(w->s, "A", 1, &none), 0);
+  tk__outcome o = success_of(&running, "A", w->clock.now_ms);
+  assert_int_equal(record1(w->s, &o, &(tk__effects){0}, &err), TK_EFENCED);
+}
+
 static const conformance_case cases[] = {
     {"claim order: due retries by run_at, then pending work", due_retries_first_then_pending, 0},
     {"claim order: the oldest task's steps first", oldest_task_first, 0},
@@ -3312,6 +3691,15 @@ static const conformance_case cases[] = {
     {"retention: the store's size", store_size, 0},
     {"retry budgets: retry_earlier moves only a waiting retry, never later",
      retry_earlier_moves_only_a_waiting_retry, 0},
+    {"flow: every outcome of a decision, and convergence", decision_outcomes, 0},
+    {"flow: skips go down a chain and a diamond", skips_propagate, 0},
+    {"flow: resolving a decision skips its branches", resolve_decision_skips_branches, 0},
+    {"flow: a map's instances, their inputs and results", map_runs_instances, 0},
+    {"flow: too many failed instances, and a retry reopening the map", map_failures_and_retry,
+     0},
+    {"flow: an empty map, one over max, one over no list", map_empty_and_too_wide, 0},
+    {"flow: a range in chunks", map_range_chunks, 0},
+    {"flow: cancel mid-map", cancel_mid_map, 0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

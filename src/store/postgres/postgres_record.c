@@ -245,7 +245,7 @@ static int queue_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r) {
   /* An instance counts in no task counter and releases nothing itself.
    * A claim hands an instance out as its map's idx, and never the map
    * step itself (it is mapped, never ready): an outcome of a map's idx is
-   * an instance's, whatever item_index says. */
+   * an instance's, whatever o->instance says. */
   int instance = r->instance = tk__flow_is_map(r->flow, o->idx);
   r->flow_work = flow_release(r->flow, o) ? FLOW_FINISHED : FLOW_NONE;
   a.n = 0;

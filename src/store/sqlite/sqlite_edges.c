@@ -7,6 +7,8 @@
 
 #include <stdlib.h>
 
+#include "store/flow.h"
+
 /* One template's edges as adjacency lists: the children of step i are
  * children[first[i] .. first[i + 1]). Steps past nparents have none. */
 struct tk__sq_dag {
@@ -14,11 +16,29 @@ struct tk__sq_dag {
   int nparents;
   int *first;
   int *children;
+  tk__flow *flow; /* its decisions and maps (flow.h) */
 };
 
 static void dag_free(tk__sq_dag *d) {
   free(d->first);
   free(d->children);
+  tk__flow_free(d->flow);
+}
+
+/* The flow of template_id from its stored definition and its n edges. */
+static int flow_load(tk__sqlite *q, int64_t template_id, const int (*edge)[2], int n,
+                     tk__flow **out, tk_err *err) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(q->db, "SELECT definition FROM templates WHERE id = ?", -1, &st, NULL))
+    return tk__sq_fail(q, "template flow", err);
+  sqlite3_bind_int64(st, 1, template_id);
+  int found, rc = tk__sq_row(q, st, "template flow", &found, err);
+  if (rc == 0 && !found)
+    rc = tk_err_set(err, TK_ESTORE, "no template %lld", (long long)template_id);
+  if (rc == 0)
+    rc = tk__flow_read(template_id, tk__sq_text(st, 0), n ? edge[0] : NULL, n, out, err);
+  sqlite3_finalize(st);
+  return rc;
 }
 
 static int no_memory(int64_t template_id, tk_err *err) {
@@ -53,6 +73,11 @@ static int dag_load(tk__sqlite *q, int64_t template_id, tk__sq_dag *d, tk_err *e
     free(edge);
     return rc == SQLITE_ROW ? no_memory(template_id, err) : tk__sq_fail(q, "children", err);
   }
+  int rc_flow = flow_load(q, template_id, (const int(*)[2])edge, n, &d->flow, err);
+  if (rc_flow) {
+    free(edge);
+    return rc_flow;
+  }
   d->nparents = n > 0 ? edge[n - 1][0] + 1 : 0;
   d->first = calloc((size_t)d->nparents + 1, sizeof *d->first);
   d->children = malloc(((size_t)n + 1) * sizeof *d->children);
@@ -71,21 +96,36 @@ static int dag_load(tk__sqlite *q, int64_t template_id, tk__sq_dag *d, tk_err *e
   return 0;
 }
 
+/* The cached DAG of template_id, read on first use. */
+static int dag_of(tk__sqlite *q, int64_t template_id, tk__sq_dag **out, tk_err *err) {
+  for (int i = 0; i < q->ndags; i++)
+    if (q->dags[i].template_id == template_id) {
+      *out = &q->dags[i];
+      return 0;
+    }
+  tk__sq_dag *grown = realloc(q->dags, ((size_t)q->ndags + 1) * sizeof *grown);
+  if (grown == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory");
+  q->dags = grown;
+  int rc = dag_load(q, template_id, &grown[q->ndags], err);
+  if (rc) return rc;
+  *out = &grown[q->ndags++];
+  return 0;
+}
+
+int tk__sq_flow(tk__sqlite *q, int64_t template_id, const tk__flow **flow, tk_err *err) {
+  tk__sq_dag *d;
+  int rc = dag_of(q, template_id, &d, err);
+  *flow = rc ? NULL : d->flow;
+  return rc;
+}
+
 int tk__sq_children(tk__sqlite *q, int64_t template_id, int idx, const int **children, int *n,
                     tk_err *err) {
   *children = NULL;
   *n = 0;
-  tk__sq_dag *d = NULL;
-  for (int i = 0; i < q->ndags && d == NULL; i++)
-    if (q->dags[i].template_id == template_id) d = &q->dags[i];
-  if (d == NULL) {
-    tk__sq_dag *grown = realloc(q->dags, ((size_t)q->ndags + 1) * sizeof *grown);
-    if (grown == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory");
-    q->dags = grown;
-    int rc = dag_load(q, template_id, &grown[q->ndags], err);
-    if (rc) return rc;
-    d = &grown[q->ndags++];
-  }
+  tk__sq_dag *d;
+  int rc = dag_of(q, template_id, &d, err);
+  if (rc) return rc;
   if (idx < 0 || idx >= d->nparents) return 0;
   *children = d->children + d->first[idx];
   *n = d->first[idx + 1] - d->first[idx];

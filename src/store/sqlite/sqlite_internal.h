@@ -130,10 +130,30 @@ int tk__sq_settle_task(tk__sqlite *q, int64_t task_id, int64_t now, const char *
                        tk_err *err);
 
 /* Release the children of step idx (of template template_id) of task_id,
- * found by (task_id, idx); *released gets how many became ready. Inside
+ * found by (task_id, idx), which completed with `results` or was resolved
+ * (`resolving`); *released gets how many became ready. A template with
+ * decisions or maps releases by the flow's rules (sqlite_flow.c). Inside
  * the caller's transaction. */
 int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id, int idx,
-                            int64_t now, int *released, tk_err *err);
+                            const char *results, int resolving, int64_t now, int *released,
+                            tk_err *err);
+
+/* The flow of template_id (store/flow.h), cached with its edges. */
+struct tk__flow;
+int tk__sq_flow(tk__sqlite *q, int64_t template_id, const struct tk__flow **flow, tk_err *err);
+
+/* sqlite_flow.c, inside the caller's transaction (store/flow.h says what
+ * each does). release: the children of step idx, complete with results or
+ * resolved. instance_done: an instance of map map_idx finished (complete
+ * or error); *settle 1 when that settled the map (the task must be
+ * settled too). map_settle: after an operator action on an instance. */
+int tk__sq_flow_release(tk__sqlite *q, const struct tk__flow *f, int64_t task_id, int idx,
+                        const char *results, int resolving, int64_t now, int *released,
+                        tk_err *err);
+int tk__sq_flow_instance_done(tk__sqlite *q, const struct tk__flow *f, int64_t task_id,
+                              int map_idx, int64_t now, int *released, int *settle, tk_err *err);
+int tk__sq_flow_map_settle(tk__sqlite *q, const struct tk__flow *f, int64_t task_id, int map_idx,
+                           int64_t now, int *released, tk_err *err);
 
 /* The children of step idx of template_id (*n of them at *children, valid
  * until the connection closes), from memory after the template's first
@@ -218,6 +238,8 @@ int tk__sq_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_
 int tk__sq_operator(tk_store *s, tk__operator_action action, int64_t task_id, const char *step,
                     int64_t now, tk__effects *fx, tk_err *err);
 int tk__sq_task_report(tk_store *s, int64_t task_id, tk__task_report *out, tk_err *err);
+int tk__sq_instance_list(tk_store *s, int64_t task_id, int map_idx, int after, int limit,
+                         tk__step_rec **out, int *n, int64_t *total, tk_err *err);
 int tk__sq_status(tk_store *s, int64_t now, tk__status_report *out, tk_err *err);
 int tk__sq_items_load(tk_store *s, int64_t step_id, tk__batch_load *out, tk_err *err);
 int tk__sq_items_checkpoint(tk_store *s, int64_t step_id, int64_t claim_id,

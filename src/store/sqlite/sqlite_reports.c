@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "store/flow.h"
+
 int tk__sq_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   for (int i = 0; i < n; i++) out[i] = NULL;
@@ -13,9 +15,11 @@ int tk__sq_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_
   for (int i = 0; i < n; i++) {
     sqlite3_stmt *st = tk__sq_stmt(
         q, SQ_STEP_INPUT,
-        "SELECT t.context, p.name, p.results FROM steps s"
+        "SELECT t.context, p.name, p.results, s.item_index, s.item FROM steps s"
         " JOIN tasks t ON t.id = s.task_id"
-        " LEFT JOIN template_edges e ON e.template_id = t.template_id AND e.child_idx = s.idx"
+        /* An instance of a map has its map step's parents. */
+        " LEFT JOIN template_edges e ON e.template_id = t.template_id"
+        " AND e.child_idx = COALESCE(s.map_idx, s.idx)"
         " LEFT JOIN steps p ON p.task_id = s.task_id AND p.idx = e.parent_idx"
         " WHERE s.id = ?",
         err);
@@ -23,7 +27,9 @@ int tk__sq_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_
     sqlite3_bind_int64(st, 1, step_ids[i]);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-      if (tk__input_add(&out[i], tk__sq_text(st, 0), tk__sq_text(st, 1), tk__sq_text(st, 2))) {
+      if (tk__input_add(&out[i], tk__sq_text(st, 0), tk__sq_text(st, 1), tk__sq_text(st, 2)) ||
+          (sqlite3_column_type(st, 3) != SQLITE_NULL &&
+           tk__input_item(out[i], sqlite3_column_int64(st, 3), tk__sq_text(st, 4)))) {
         sqlite3_reset(st);
         tk_err_set(err, TK_ENOMEM, "out of memory reading step inputs");
         goto fail;
@@ -50,7 +56,7 @@ fail:
 /* Find the task's state and, for step actions, the step by name. */
 static int find_step(tk__sqlite *q, int64_t task_id, const char *step, char *task_state,
                      int64_t *step_id, char *step_state, int64_t *template_id, int *idx,
-                     tk_err *err) {
+                     int *map_idx, tk_err *err) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(q->db, "SELECT state, template_id FROM tasks WHERE id = ?", -1, &st,
                          NULL))
@@ -65,7 +71,9 @@ static int find_step(tk__sqlite *q, int64_t task_id, const char *step, char *tas
   if (rc) return rc;
   if (!found) return tk_err_set(err, TK_ENOENT, "no task %lld", (long long)task_id);
   if (step == NULL) return 0;
-  if (sqlite3_prepare_v2(q->db, "SELECT id, state, idx FROM steps WHERE task_id = ? AND name = ?",
+  if (sqlite3_prepare_v2(q->db,
+                         "SELECT id, state, idx, COALESCE(map_idx, -1) FROM steps"
+                         " WHERE task_id = ? AND name = ?",
                          -1, &st, NULL))
     return tk__sq_fail(q, "find step", err);
   sqlite3_bind_int64(st, 1, task_id);
@@ -75,6 +83,7 @@ static int find_step(tk__sqlite *q, int64_t task_id, const char *step, char *tas
     *step_id = sqlite3_column_int64(st, 0);
     snprintf(step_state, 24, "%s", tk__sq_text(st, 1));
     *idx = sqlite3_column_int(st, 2);
+    *map_idx = sqlite3_column_int(st, 3);
   }
   sqlite3_finalize(st);
   if (rc) return rc;
@@ -105,8 +114,8 @@ static int exec_bound(tk__sqlite *q, const char *sql, int64_t a, int64_t b, int6
 /* Carry out an operator's plan (tk__operator_plan) for step step_id (idx
  * in its template) of task_id, inside the caller's transaction. */
 static int apply_plan(tk__sqlite *q, const tk__op_plan *p, int64_t task_id, int64_t template_id,
-                      int64_t step_id, int idx, const char *step_state, const char *task_state,
-                      int64_t now, tk__effects *fx, tk_err *err) {
+                      int64_t step_id, int idx, int map_idx, const char *step_state,
+                      const char *task_state, int64_t now, tk__effects *fx, tk_err *err) {
   int rc = 0;
   if (p->cancel_task) {
     rc = tk__sq_transitions_flush(q, err);
@@ -114,12 +123,12 @@ static int apply_plan(tk__sqlite *q, const tk__op_plan *p, int64_t task_id, int6
                              "INSERT INTO transitions (task_id, step_id, from_state, to_state,"
                              " at, reason) SELECT task_id, id, state, 'cancelled', ?1,"
                              " '" TK__REASON_TASK_CANCELLED "' FROM steps WHERE task_id = ?2"
-                             " AND state IN ('pending', 'in_progress', 'waiting_for_retry')",
+                             " AND state IN ('pending', 'in_progress', 'waiting_for_retry', 'mapped')",
                              now, task_id, 0, err);
     if (!rc) rc = exec_bound(q,
                              "UPDATE steps SET state = 'cancelled', lease_owner = NULL,"
                              " lease_expires_at = NULL WHERE task_id = ?2 AND state IN"
-                             " ('pending', 'in_progress', 'waiting_for_retry')",
+                             " ('pending', 'in_progress', 'waiting_for_retry', 'mapped')",
                              now, task_id, 0, err);
     if (!rc) rc = exec_bound(q,
                              "UPDATE tasks SET state = 'cancelled', updated_at = ?1,"
@@ -160,7 +169,14 @@ static int apply_plan(tk__sqlite *q, const tk__op_plan *p, int64_t task_id, int6
   if (!rc) rc = tk__sq_transition(q, task_id, step_id, step_state, p->step_to, now, p->reason, 0,
                                   err);
   if (!rc && p->release_children)
-    rc = tk__sq_release_children(q, task_id, template_id, idx, now, &fx->children_released, err);
+    rc = tk__sq_release_children(q, task_id, template_id, idx, NULL, 1, now,
+                                 &fx->children_released, err);
+  if (!rc && p->map_settle) {
+    const tk__flow *flow;
+    rc = tk__sq_flow(q, template_id, &flow, err);
+    if (!rc)
+      rc = tk__sq_flow_map_settle(q, flow, task_id, map_idx, now, &fx->children_released, err);
+  }
   if (!rc && p->settle) rc = tk__sq_settle_task(q, task_id, now, &fx->task_state, err);
   return rc;
 }
@@ -171,14 +187,20 @@ int tk__sq_operator(tk_store *s, tk__operator_action action, int64_t task_id, co
   memset(fx, 0, sizeof *fx);
   char task_state[TK__STATE_MAX], step_state[TK__STATE_MAX] = "";
   int64_t step_id = 0, template_id = 0;
-  int idx = 0, rc;
+  int idx = 0, map_idx = -1, rc;
   tk__op_plan plan;
+  const tk__flow *flow = NULL;
   if ((rc = tk__sq_begin(q, err))) return rc;
   rc = find_step(q, task_id, action == TK__OP_CANCEL ? NULL : step, task_state, &step_id,
-                 step_state, &template_id, &idx, err);
-  if (!rc) rc = tk__operator_plan(action, task_id, task_state, step, step_state, NULL, &plan, err);
-  if (!rc) rc = apply_plan(q, &plan, task_id, template_id, step_id, idx, step_state, task_state,
-                           now, fx, err);
+                 step_state, &template_id, &idx, &map_idx, err);
+  if (!rc && step != NULL && action != TK__OP_CANCEL) rc = tk__sq_flow(q, template_id, &flow, err);
+  tk__op_step_kind kind = {.decision = tk__flow_is_decision(flow, idx),
+                           .map = tk__flow_is_map(flow, idx),
+                           .instance = map_idx >= 0};
+  if (!rc)
+    rc = tk__operator_plan(action, task_id, task_state, step, step_state, &kind, &plan, err);
+  if (!rc) rc = apply_plan(q, &plan, task_id, template_id, step_id, idx, map_idx, step_state,
+                           task_state, now, fx, err);
   if (!rc) rc = tk__sq_commit(q, err);
   if (rc) tk__sq_rollback(q);
   return rc;
@@ -234,41 +256,117 @@ static int report_task(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *
   return 0;
 }
 
-static int report_steps(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *oom,
-                        tk_err *err) {
-  sqlite3_stmt *st = task_query(q, "show steps",
-                                "SELECT id, idx, name, state, attempts, max_attempts, retryable,"
-                                " parents_remaining, backoff, run_at, lease_expires_at,"
-                                " last_delay_ms, lease_owner, last_error, results"
-                                " FROM steps WHERE task_id = ?1 ORDER BY idx",
-                                task_id, err);
-  if (st == NULL) return TK_ESTORE;
-  int rc, cap = 0;
+/* The columns step_row reads, from steps. */
+#define STEP_COLUMNS                                                                         \
+  "SELECT id, idx, name, state, attempts, max_attempts, retryable, parents_remaining,"     \
+  " backoff, run_at, lease_expires_at, last_delay_ms, lease_owner, last_error, results,"  \
+  " COALESCE(item_index, -1), item FROM steps"
+
+/* One row of STEP_COLUMNS into *s. */
+static void step_row(sqlite3_stmt *st, tk__step_rec *s, int *oom) {
+  s->id = sqlite3_column_int64(st, 0);
+  s->idx = sqlite3_column_int(st, 1);
+  s->name = tk__sq_col_dup(st, 2, oom);
+  snprintf(s->state, sizeof s->state, "%s", tk__sq_text(st, 3));
+  s->attempts = sqlite3_column_int(st, 4);
+  s->max_attempts = sqlite3_column_int(st, 5);
+  s->retryable = sqlite3_column_int(st, 6);
+  s->parents_remaining = sqlite3_column_int(st, 7);
+  s->backoff = tk__sq_col_dup(st, 8, oom);
+  s->run_at = sqlite3_column_int64(st, 9);
+  s->lease_expires_at = tk__sq_col_i64(st, 10);
+  s->last_delay_ms = sqlite3_column_int64(st, 11);
+  s->lease_owner = tk__sq_col_dup(st, 12, oom);
+  s->last_error = tk__sq_col_dup(st, 13, oom);
+  s->results = tk__sq_col_dup(st, 14, oom);
+  s->item_index = sqlite3_column_int(st, 15);
+  s->item = tk__sq_col_dup(st, 16, oom);
+  s->instances_total = TK__NONE;
+}
+
+/* Rows of st (bound) appended to *rows (*n of them, *cap room). */
+static int step_rows(tk__sqlite *q, sqlite3_stmt *st, const char *what, tk__step_rec **rows,
+                     int *n, int *cap, int *oom, tk_err *err) {
+  int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (tk__grow((void **)&r->steps, &cap, r->nsteps + 1, sizeof *r->steps)) {
+    if (tk__grow((void **)rows, cap, *n + 1, sizeof **rows)) {
       *oom = 1;
       break;
     }
-    tk__step_rec *s = &r->steps[r->nsteps++];
-    s->id = sqlite3_column_int64(st, 0);
-    s->idx = sqlite3_column_int(st, 1);
-    s->name = tk__sq_col_dup(st, 2, oom);
-    snprintf(s->state, sizeof s->state, "%s", tk__sq_text(st, 3));
-    s->attempts = sqlite3_column_int(st, 4);
-    s->max_attempts = sqlite3_column_int(st, 5);
-    s->retryable = sqlite3_column_int(st, 6);
-    s->parents_remaining = sqlite3_column_int(st, 7);
-    s->backoff = tk__sq_col_dup(st, 8, oom);
-    s->run_at = sqlite3_column_int64(st, 9);
-    s->lease_expires_at = tk__sq_col_i64(st, 10);
-    s->last_delay_ms = sqlite3_column_int64(st, 11);
-    s->lease_owner = tk__sq_col_dup(st, 12, oom);
-    s->last_error = tk__sq_col_dup(st, 13, oom);
-    s->results = tk__sq_col_dup(st, 14, oom);
+    tk__step_rec *s = &(*rows)[(*n)++];
+    memset(s, 0, sizeof *s);
+    step_row(st, s, oom);
   }
   if (*oom) rc = SQLITE_DONE;
-  rc = tk__sq_rows_end(q, rc, "show steps", err);
+  rc = tk__sq_rows_end(q, rc, what, err);
   sqlite3_finalize(st);
+  return rc;
+}
+
+/* The template's steps (instances are listed by instance_list), each map
+ * step with the counts of its instances by state. */
+static int report_steps(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *oom,
+                        tk_err *err) {
+  sqlite3_stmt *st = task_query(q, "show steps",
+                                STEP_COLUMNS " WHERE task_id = ?1 AND map_idx IS NULL ORDER BY idx",
+                                task_id, err);
+  if (st == NULL) return TK_ESTORE;
+  int cap = 0;
+  int rc = step_rows(q, st, "show steps", &r->steps, &r->nsteps, &cap, oom, err);
+  if (rc) return rc;
+  st = task_query(q, "show instances",
+                  "SELECT map_idx, count(*), sum(state IN ('complete', 'resolved_manually')),"
+                  " sum(state = 'error') FROM steps WHERE task_id = ?1 AND map_idx IS NOT NULL"
+                  " GROUP BY map_idx",
+                  task_id, err);
+  if (st == NULL) return TK_ESTORE;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int m = sqlite3_column_int(st, 0);
+    for (int i = 0; i < r->nsteps; i++) {
+      tk__step_rec *s = &r->steps[i];
+      if (s->idx != m) continue;
+      s->instances_total = sqlite3_column_int64(st, 1);
+      s->instances_done = sqlite3_column_int64(st, 2);
+      s->instances_failed = sqlite3_column_int64(st, 3);
+      s->instances_waiting = s->instances_total - s->instances_done - s->instances_failed;
+    }
+  }
+  rc = tk__sq_rows_end(q, rc, "show instances", err);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int tk__sq_instance_list(tk_store *s, int64_t task_id, int map_idx, int after, int limit,
+                         tk__step_rec **out, int *n, int64_t *total, tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  *out = NULL;
+  *n = 0;
+  *total = 0;
+  sqlite3_stmt *st = task_query(q, "instances",
+                                "SELECT count(*) FROM steps WHERE task_id = ?1 AND map_idx = ?2",
+                                task_id, err);
+  if (st == NULL) return TK_ESTORE;
+  sqlite3_bind_int(st, 2, map_idx);
+  int found, rc = tk__sq_row(q, st, "instances", &found, err);
+  if (rc == 0 && found) *total = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  if (rc) return rc;
+  st = task_query(q, "instances",
+                  STEP_COLUMNS " WHERE task_id = ?1 AND map_idx = ?2 AND item_index > ?3"
+                               " ORDER BY item_index LIMIT ?4",
+                  task_id, err);
+  if (st == NULL) return TK_ESTORE;
+  sqlite3_bind_int(st, 2, map_idx);
+  sqlite3_bind_int(st, 3, after);
+  sqlite3_bind_int(st, 4, limit);
+  int cap = 0, oom = 0;
+  rc = step_rows(q, st, "instances", out, n, &cap, &oom, err);
+  if (rc == 0 && oom) rc = tk_err_set(err, TK_ENOMEM, "out of memory listing instances");
+  if (rc) {
+    tk__step_recs_free(*out, *n);
+    *out = NULL;
+    *n = 0;
+  }
   return rc;
 }
 

@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "store/flow.h"
+
 /* The single int64 a cached query returns, or `none` when it returns NULL. */
 static int scalar(tk__sqlite *q, int id, const char *sql, int64_t none, int64_t *out,
                   tk_err *err) {
@@ -92,9 +94,9 @@ int tk__sq_task_insert(tk__sqlite *q, const tk__new_task *t, int64_t *task_id, i
 
 /* The columns a claim reads, from steps s joined with their task t. */
 #define CLAIM_COLUMNS                                                                       \
-  "SELECT s.id, s.task_id, t.template_id, s.idx, s.attempts, s.max_attempts, s.retryable," \
-  " s.run_at, s.last_delay_ms, s.backoff, s.state, t.state"                                \
-  " FROM steps s"
+  "SELECT s.id, s.task_id, t.template_id, COALESCE(s.map_idx, s.idx), s.attempts,"          \
+  " s.max_attempts, s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.state, t.state,"   \
+  " COALESCE(s.item_index, -1) FROM steps s"
 
 /* Text column col of st into dst (cap bytes), cut short if it must be:
  * the claim's hot loop, where snprintf showed in profiles. */
@@ -131,6 +133,7 @@ static int claim_scan(tk__sqlite *q, int id, const char *sql, int64_t until, int
     column_copy(c->backoff, sizeof c->backoff, st, 9);
     column_copy(c->prev_state, sizeof c->prev_state, st, 10);
     c->task_was_pending = strcmp(tk__sq_text(st, 11), TK__TASK_PENDING) == 0;
+    c->item_index = sqlite3_column_int(st, 12);
     c->lease_expires_at = now + lease_ms;
   }
   sqlite3_reset(st);
@@ -319,10 +322,16 @@ static int release_child(tk__sqlite *q, int64_t task_id, int child, int64_t now,
 }
 
 int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id, int idx,
-                            int64_t now, int *released, tk_err *err) {
+                            const char *results, int resolving, int64_t now, int *released,
+                            tk_err *err) {
+  const tk__flow *flow;
+  int rc = tk__sq_flow(q, template_id, &flow, err);
+  if (rc) return rc;
+  if (flow->special)
+    return tk__sq_flow_release(q, flow, task_id, idx, results, resolving, now, released, err);
   const int *children;
   int n, total = 0;
-  int rc = tk__sq_children(q, template_id, idx, &children, &n, err);
+  rc = tk__sq_children(q, template_id, idx, &children, &n, err);
   for (int i = 0; i < n && rc == 0; i++) {
     int ready = 0;
     rc = release_child(q, task_id, children[i], now, &ready, err);
@@ -489,8 +498,20 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
                               o->attempt_outcome, o->attempt, err)))
     return rc;
 
+  /* An instance of a map counts in no task counter: its map step does,
+   * once the last instance finishes. */
+  if (o->instance > 0) {
+    if (o->next == TK__NEXT_RETRY) return 0;
+    const tk__flow *flow;
+    int settle = 0;
+    if ((rc = tk__sq_flow(q, template_id, &flow, err)) ||
+        (rc = tk__sq_flow_instance_done(q, flow, task_id, idx, o->now, &fx->children_released,
+                                        &settle, err)))
+      return rc;
+    return settle ? tk__sq_settle_task(q, task_id, o->now, &fx->task_state, err) : 0;
+  }
   if (o->next == TK__NEXT_COMPLETE) {
-    if ((rc = tk__sq_release_children(q, task_id, template_id, idx, o->now,
+    if ((rc = tk__sq_release_children(q, task_id, template_id, idx, o->results, 0, o->now,
                                       &fx->children_released, err)))
       return rc;
     /* Most completions leave a running task with steps to go and none in
@@ -596,8 +617,9 @@ int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
   *n = 0;
   sqlite3_stmt *st = tk__sq_stmt(
       q, SQ_EXPIRED,
-      "SELECT s.id, s.task_id, t.template_id, s.idx, s.attempts, s.max_attempts, s.retryable,"
-      " s.run_at, s.last_delay_ms, s.backoff, s.lease_owner, s.lease_expires_at, s.claim_id"
+      "SELECT s.id, s.task_id, t.template_id, COALESCE(s.map_idx, s.idx), s.attempts,"
+      " s.max_attempts, s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.lease_owner,"
+      " s.lease_expires_at, s.claim_id, COALESCE(s.item_index, -1)"
       " FROM steps s JOIN tasks t ON t.id = s.task_id"
       /* <=: next_due wakes the engine at the expiry itself, which must find it */
       " WHERE s.state = 'in_progress' AND s.lease_expires_at <= ?"
@@ -624,6 +646,7 @@ int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
     snprintf(e->owner, sizeof e->owner, "%s", tk__sq_text(st, 10) ? tk__sq_text(st, 10) : "");
     c->lease_expires_at = sqlite3_column_int64(st, 11);
     c->claim_id = sqlite3_column_int64(st, 12);
+    c->item_index = sqlite3_column_int(st, 13);
   }
   sqlite3_reset(st);
   return rc == SQLITE_DONE ? 0 : tk__sq_fail(q, "expired leases", err);

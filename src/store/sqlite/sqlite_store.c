@@ -372,4 +372,5 @@ const tk__store_ops tk__sqlite_store_ops = {
     .size = tk__sq_size,
     .durability = tk__sq_durability,
     .retry_earlier = tk__sq_retry_earlier,
+    .instance_list = tk__sq_instance_list,
 };

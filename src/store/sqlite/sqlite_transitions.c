@@ -16,7 +16,7 @@
 struct tk__sq_transition_row {
   int64_t task_id, step_id, at; /* step_id 0: a task transition */
   int attempt;                  /* 0: none */
-  char from[24], to[24], reason[64]; /* from "": none (a new task) */
+  char from[24], to[24], reason[160]; /* from "": none (a new task) */
 };
 
 int tk__sq_transition(tk__sqlite *q, int64_t task_id, int64_t step_id, const char *from,
