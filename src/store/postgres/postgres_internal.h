@@ -338,7 +338,7 @@ typedef struct tk__pg_flow_run {
   const struct tk__flow *f;
   int64_t task_id, now;
   int done, errors; /* the task's counters: what the flow's moves add */
-  int released;     /* children made ready (a map expanded into instances counts once) */
+  int released;     /* steps made ready: children, and each instance of a map expanded */
   tk_err *err;
 } tk__pg_flow_run;
 
