@@ -639,6 +639,48 @@ static void resolving_a_failed_map_releases_its_children(void **state) {
   assert_int_equal(sum.idx, 2);
 }
 
+/* The status report counts steps in every state at once: the seven of
+ * DESIGN §3, skipped and mapped. */
+static void status_counts_every_step_state(void **state) {
+  efx *f = *state;
+  decision_task(f); /* score claimed then complete, triage: approve skipped */
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{}");
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{\"branches\":[\"review\"]}");
+  tk__claimed review = claim_one(f); /* in_progress */
+  assert_int_equal(review.idx, 3);
+  int64_t mapped = map_task(f, 0);
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{\"files\":[1,2]}");
+  tk__claimed inst[2];
+  assert_int_equal(claim(f, inst, 2), 2);
+  tk__outcome o = outcome_of(f, &inst[0], TK__NEXT_RETRY, NULL); /* waiting_for_retry */
+  o.error = "again";
+  o.delay_ms = 60000;
+  o.run_at = f->clock.now_ms + 60000;
+  tk__effects fx;
+  tk_err e, err;
+  must(f->store->ops->record(f->store, &o, 1, &fx, &e, NULL, &err), &err, "record");
+  must(e.code, &e, "retry");
+  finish(f, &inst[1], TK__NEXT_ERROR, NULL); /* error */
+  operate(f, TK_OP_RESOLVE, mapped, "process[1]"); /* resolved_manually */
+  int64_t gone = map_task(f, 0);
+  operate(f, TK_OP_CANCEL, gone, NULL); /* cancelled */
+  map_task(f, 0);
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_ERROR, NULL); /* error */
+  tk__status_report st;
+  must(f->store->ops->status(f->store, f->clock.now_ms, &st, &err), &err, "status");
+  static const char *const want[] = {"cancelled", "complete", "error", "in_progress", "mapped",
+                                     "pending", "resolved_manually", "skipped",
+                                     "waiting_for_retry"};
+  char got[512] = "";
+  size_t used = 0;
+  for (int i = 0; i < st.nsteps; i++)
+    used += (size_t)snprintf(got + used, sizeof got - used, "%s ", st.steps[i].state);
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (strcmp(st.steps[i < (size_t)st.nsteps ? i : 0].state, want[i]) != 0)
+      fail_msg("status steps: %s; expected %s at %zu", got, want[i], i);
+  assert_int_equal(st.nsteps, 9);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(decision_skips_the_branch_not_chosen, setup, teardown),
@@ -661,6 +703,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(resolving_an_instance_settles_the_map, setup, teardown),
       cmocka_unit_test_setup_teardown(resolving_a_failed_map_releases_its_children, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(status_counts_every_step_state, setup, teardown),
   };
   return cmocka_run_group_tests_name("pg_flow", tests, NULL, NULL);
 }
