@@ -16,6 +16,11 @@
  *   - an operator action locks the task (FOR UPDATE), then the steps;
  *   - a claim locks only ready steps, skipping locked ones, and the pending
  *     tasks it starts, also skipping locked ones: it never waits;
+ *   - the flow's work (postgres_flow.c: skips, releases, a map's
+ *     instances and its settling) runs inside an outcome's or an operator
+ *     action's transaction, under that task's lock, and touches only that
+ *     task's steps; a map step while mapped is in no readiness index, so
+ *     no claim locks it;
  *   - a heartbeat and an item checkpoint lock one step and nothing else;
  *   - the counter of refused writes, a row every orchestrator shares, is
  *     written last, right before COMMIT.
