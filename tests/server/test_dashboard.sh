@@ -93,7 +93,6 @@ ORDER=$OUT
 setup "submit files" t submit files
 FILES=$OUT
 setup "run the decision and the map" t run --until-idle --workers 2
-setup "retry the map's failed instance" t retry "$FILES" 'process[12]'
 
 # serve on a port the kernel picks; its first stderr line names it. The
 # binary itself is the background job (not the function t, whose subshell
@@ -194,6 +193,15 @@ has "decision: the legend has the chosen branch" '>chosen branch<'
 has "decision: and the skipped state" '<span class="swatch sw-st-skipped"></span>skipped'
 expect_count "decision: no error shown" 'flash-error' 0
 
+# The map in error (its instance f12 failed for good): Retry offered on
+# the instance, only Resolve on the map step (retried through its
+# instances).
+chrome map_failed "/task/$FILES?instances=process&after=9"
+has "map in error: the failed instance listed" '<td>process[12]</td><td><span class="badge st-error">error</span>'
+expect_count "map in error: Retry on the instance only" '>Retry</button>' 1
+expect_count "map in error: Resolve on the instance and the map step" '>Resolve</button>' 2
+setup "retry the map's failed instance" t retry "$FILES" 'process[12]'
+
 chrome map "/task/$FILES"
 has "map: the map node, mapped" 'class="node st-mapped map"'
 has "map: its instances on the node" '24/25 done'
@@ -290,5 +298,5 @@ OUT=$(cat "$W/serve.out")
 ERR=$(cat "$W/serve.err")
 expect_rc "serve exits 0 on SIGTERM" 0
 
-echo "# screenshots: $SHOTS/{task,decision,map,map_page,failed,tasks,broken,overview,backoff,templates,template}.png"
+echo "# screenshots: $SHOTS/{task,decision,map_failed,map,map_page,failed,tasks,broken,overview,backoff,templates,template}.png"
 tap_done
