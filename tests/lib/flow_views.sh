@@ -161,6 +161,9 @@ fv_map() {
     '[.steps[] | [.name, .state]], (.steps[1].instances | [.total, .done, .failed, .waiting])' \
     '[["list","complete"],["process","error"],["sum","pending"]]
 [25,24,1,0]'
+  run t why "$FILES" process
+  expect_eq "why on a map in error: retry its failed instances" "$OUT" \
+    "process: error (the map failed for good: 1 of 25 instances failed; max_failures is 0; \`tasker retry\` its failed instances, or \`tasker resolve\` it)"
   # An operator retry of the instance puts the map back to mapped.
   run t retry "$FILES" 'process[12]'
   expect_rc "retry the failed instance" 0
