@@ -267,6 +267,8 @@ fv_settle() {
 "all_complete"'
   run t tasks --template files
   expect_match "tasks: the map counts once" "$OUT" " 3/3 "
+  run t tasks --template order
+  expect_match "tasks: skipped steps count as done" "$OUT" " 4/6 "
 }
 
 flow_views_run() {

@@ -222,6 +222,11 @@ has "map page 2: the retried instance waits for its run" '<td>process[12]</td><t
 has "map page 2: the last page" '>last instances<'
 has "map page 2: back to the first" '⇤ First instances'
 
+chrome template_flow "/template/default/files?version=1"
+has "a map template: its map step drawn as a stack" 'class="node st-none map"'
+has "... marked map" '>map</text>'
+expect_count "a map template: no error shown" 'flash-error' 0
+
 chrome failed "/failed"
 has "failed: the failed step listed" "<strong>charge</strong>"
 has "failed: linked to its task" "href=\"#/task/$BROKEN\""
@@ -298,5 +303,5 @@ OUT=$(cat "$W/serve.out")
 ERR=$(cat "$W/serve.err")
 expect_rc "serve exits 0 on SIGTERM" 0
 
-echo "# screenshots: $SHOTS/{task,decision,map_failed,map,map_page,failed,tasks,broken,overview,backoff,templates,template}.png"
+echo "# screenshots: $SHOTS/{task,decision,map_failed,map,map_page,template_flow,failed,tasks,broken,overview,backoff,templates,template}.png"
 tap_done
