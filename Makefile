@@ -216,6 +216,7 @@ FUZZ_SRC_placeholder := src/handlers/placeholder.c src/core/buf.c src/core/error
 # TK__CFIELD(obj, k, const char *) in the configuration as a duplicate const
 # (gcc does not), hence the one warning turned off for this target.
 FUZZ_SRC_command_stdout := src/handlers/command.c src/handlers/builtin.c \
+  src/handlers/builtin_choose.c src/handlers/placeholder.c \
   $(sort $(wildcard src/config/*.c src/toml/*.c src/core/*.c src/backoff/*.c)) src/retry/budget.c \
   src/schedule/def.c src/schedule/cron.c src/schedule/tz.c
 FUZZ_EXTRA_command_stdout := -Wno-duplicate-decl-specifier
