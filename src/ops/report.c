@@ -96,18 +96,25 @@ static json_t *instances_wait(json_t *instances) {
   return json_string(text);
 }
 
-/* Why a step in error is there: a decision's message says what it chose
- * that it may not; resolving a decision chooses nothing (DESIGN §17). */
+/* Why a step in error is there, and what an operator may do (DESIGN
+ * §17): a decision's message says what it chose that it may not, and
+ * resolving it chooses nothing; a map failed by its instances is retried
+ * through them. */
 static json_t *why_error(json_t *s) {
   const char *last = json_string_value(json_object_get(s, "last_error"));
-  if (json_object_get(s, "decides") == NULL || last == NULL)
-    return json_pack("{s:s, s:s}", "reason", "error",
-                     "detail", "the step failed for good; `tasker retry` or `tasker resolve` it");
   char text[TK_ERR_MSG_MAX + 160];
-  snprintf(text, sizeof text,
-           "the decision failed for good: %s; `tasker retry` it, or `tasker resolve` it "
-           "(which skips every branch)",
-           last);
+  if (json_object_get(s, "decides") && last)
+    snprintf(text, sizeof text,
+             "the decision failed for good: %s; `tasker retry` it, or `tasker resolve` it "
+             "(which skips every branch)",
+             last);
+  else if (json_object_get(s, "map") && last)
+    snprintf(text, sizeof text,
+             "the map failed for good: %s; `tasker retry` its failed instances, or `tasker "
+             "resolve` it",
+             last);
+  else
+    snprintf(text, sizeof text, "the step failed for good; `tasker retry` or `tasker resolve` it");
   return json_pack("{s:s, s:s}", "reason", "error", "detail", text);
 }
 

@@ -250,6 +250,19 @@ static void test_failed_decision_why_has_its_message(void **state) {
   json_decref(t);
 }
 
+static void test_failed_map_why_says_retry_its_instances(void **state) {
+  (void)state;
+  stub s;
+  running(&s);
+  s.steps[5].state = "error";
+  s.steps[5].last_error = "1 of 25 instances failed; max_failures is 0";
+  json_t *t = task_of(&s);
+  assert_string_equal(str(json_object_get(step_of(t, "process"), "why"), "detail"),
+                      "the map failed for good: 1 of 25 instances failed; max_failures is 0; "
+                      "`tasker retry` its failed instances, or `tasker resolve` it");
+  json_decref(t);
+}
+
 static void test_map_counts_first_instances_and_why(void **state) {
   (void)state;
   stub s;
@@ -390,6 +403,7 @@ int main(void) {
       cmocka_unit_test(test_skipped_step_says_why),
       cmocka_unit_test(test_decision_shows_branches_and_choice),
       cmocka_unit_test(test_failed_decision_why_has_its_message),
+      cmocka_unit_test(test_failed_map_why_says_retry_its_instances),
       cmocka_unit_test(test_map_counts_first_instances_and_why),
       cmocka_unit_test(test_convergence_why_names_the_parents_it_waits_for),
       cmocka_unit_test(test_skipped_counts_as_finished),

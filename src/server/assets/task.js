@@ -248,16 +248,22 @@
   }
 
   // The steps' rows, with Retry and Resolve for a step in error.
+  // Retry and Resolve of a step (or a map's instance) in error. A map
+  // step itself is retried through its failed instances, so it offers
+  // Resolve only.
+  function errorActions(task, st, msgEl, refresh) {
+    if (st.state !== 'error') return [];
+    const base = '/tasks/' + encodeURIComponent(task.id) + '/steps/' + encodeURIComponent(st.name);
+    return [
+      st.map ? null : h('button', { class: 'small', title: 'retry with fresh attempts',
+        onclick: () => act(msgEl, base + '/retry', `Retry of ${st.name}`, refresh) }, 'Retry'),
+      h('button', { class: 'small', title: 'mark as done by hand: its children may run',
+        onclick: () => act(msgEl, base + '/resolve', `Resolve of ${st.name}`, refresh) }, 'Resolve')];
+  }
+
   function stepRows(task, order, msgEl, refresh) {
-    const base = '/tasks/' + encodeURIComponent(task.id) + '/steps/';
     return order.map((st) => {
-      const actions = [];
-      if (st.state === 'error') {
-        actions.push(h('button', { class: 'small', title: 'retry with fresh attempts',
-          onclick: () => act(msgEl, base + encodeURIComponent(st.name) + '/retry', `Retry of ${st.name}`, refresh) }, 'Retry'));
-        actions.push(h('button', { class: 'small', title: 'mark as done by hand: its children may run',
-          onclick: () => act(msgEl, base + encodeURIComponent(st.name) + '/resolve', `Resolve of ${st.name}`, refresh) }, 'Resolve'));
-      }
+      const actions = errorActions(task, st, msgEl, refresh);
       // The latest retry's delay: a finished step's last attempt has none.
       const last = (st.history || []).filter((a) => a.delay_ms !== null && a.delay_ms !== undefined).pop();
       return h('tr', { id: 'step-' + st.name },
@@ -337,7 +343,7 @@
 
   // One map step's instances: its counts, a page of them and the pager
   // (#/task/ID?instances=STEP&after=N reads the page after N).
-  function instancesPart(task, st, page, after) {
+  function instancesPart(task, st, page, after, msgEl, refresh) {
     const c = st.instances;
     const rows = (page.instances || []).map((i) => h('tr', { id: 'instance-' + i.name },
       h('td', { class: 'num' }, String(i.item_index)),
@@ -345,14 +351,15 @@
       h('td', null, TK.badge(i.state)),
       h('td', { class: 'num' }, `${i.attempts}/${i.max_attempts}`),
       h('td', { class: 'mono' }, clip(JSON.stringify(i.item), 80)),
-      h('td', { class: 'err' }, i.last_error ? h('span', { class: 'error-text', title: i.last_error }, i.last_error) : '')));
+      h('td', { class: 'err' }, i.last_error ? h('span', { class: 'error-text', title: i.last_error }, i.last_error) : ''),
+      h('td', { class: 'actions' }, errorActions(task, i, msgEl, refresh))));
     const href = (cursor) => '#/task/' + encodeURIComponent(task.id) +
       TK.qs(cursor === null ? {} : { instances: st.name, after: cursor });
     return [h('h3', null, st.name),
       h('p', { class: 'item-counts' }, `${c.total} instances: ${c.done} done, `,
         h('span', { class: c.failed ? 'err-count' : null }, `${c.failed} failed`), `, ${c.waiting} waiting`,
         st.map && st.map.max_failures ? h('span', { class: 'muted' }, ` (up to ${st.map.max_failures} may fail)`) : null),
-      h('table', { class: 'grid-table instances' }, TK.thead(['#', 'instance', 'state', 'attempts', 'item', 'last error']),
+      h('table', { class: 'grid-table instances' }, TK.thead(['#', 'instance', 'state', 'attempts', 'item', 'last error', '']),
         h('tbody', null, rows)),
       h('div', { class: 'instances-pager' },
         after !== null ? h('a', { class: 'button', href: href(null) }, '⇤ First instances') : null,
@@ -446,7 +453,7 @@
       }
       TK.swap(instances, maps.map((st) => [st.name, st.instances, pages.get(st.name)]), () => maps.length
         ? h('section', { class: 'card', id: 'instances' }, h('h2', null, 'Map instances'),
-          maps.map((st) => instancesPart(task, st, pages.get(st.name), st.name === pageStep ? pageAfter : null)))
+          maps.map((st) => instancesPart(task, st, pages.get(st.name), st.name === pageStep ? pageAfter : null, msg, refresh)))
         : h('span'));
       TK.swap(results, task.steps.map((st) => st.results === undefined ? null : st.results), () => {
         const with_ = order.filter((st) => st.results !== null && st.results !== undefined);
