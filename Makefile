@@ -212,7 +212,7 @@ FUZZ_CC       ?= clang
 FUZZ_TIME     ?= 40
 FUZZ_TIME_EACH ?= 20
 TOML_TEST_DIR ?= ../shared/toml-test
-FUZZ_TARGETS  := toml retry_after placeholder command_stdout api
+FUZZ_TARGETS  := toml retry_after placeholder command_stdout api flow
 FUZZ_BINS     := $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
 FUZZ_FLAGS     = $(CPPFLAGS) $(WARN) -g -O1 -fsanitize=fuzzer,address,undefined \
                  -fno-sanitize-recover=all $(PKG_CFLAGS)
@@ -223,12 +223,16 @@ FUZZ_SRC_placeholder := src/handlers/placeholder.c src/core/buf.c src/core/error
 # TK__CFIELD(obj, k, const char *) in the configuration as a duplicate const
 # (gcc does not), hence the one warning turned off for this target.
 FUZZ_SRC_command_stdout := src/handlers/command.c src/handlers/builtin.c \
+  src/handlers/builtin_choose.c src/handlers/placeholder.c \
   $(sort $(wildcard src/config/*.c src/toml/*.c src/core/*.c src/backoff/*.c)) src/retry/budget.c \
   src/schedule/def.c src/schedule/cron.c src/schedule/tz.c
 FUZZ_EXTRA_command_stdout := -Wno-duplicate-decl-specifier
 # The API's request parsing (routes, query strings, bodies), apart from HTTP.
 FUZZ_SRC_api := src/server/route.c src/server/query_parse.c src/server/body_parse.c \
   src/server/api_error.c src/server/listen.c src/core/error.c
+# The decision and map rules (store/flow.c) over handler results.
+FUZZ_SRC_flow := src/store/flow.c src/core/error.c
+build-fuzz/fuzz_flow: tests/common/flow_fixture.h
 
 fuzz: $(FUZZ_BINS)
 

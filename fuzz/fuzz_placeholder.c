@@ -28,9 +28,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   json_t *input = NULL;
   if (nul) input = json_loadb((const char *)nul + 1, size - tlen - 1, 0, NULL);
   if (input == NULL)
-    input = json_pack("{s:{s:s, s:i, s:[i, s, n], s:{s:b}}, s:{s:{s:s}, s:n}}", "context", "id",
-                      "A 42/x", "n", 3, "list", 1, "two", "o", "ok", 1, "parents", "fetch",
-                      "token", "t&k", "empty");
+    input = json_pack("{s:{s:s, s:i, s:[i, s, n], s:{s:b}}, s:{s:{s:s}, s:n}, s:{s:s, s:[i]}, "
+                      "s:i}",
+                      "context", "id", "A 42/x", "n", 3, "list", 1, "two", "o", "ok", 1,
+                      "parents", "fetch", "token", "t&k", "empty", "item", "path", "a b/c",
+                      "rows", 7, "item_index", 2);
   tk__ph_scope sc = {input, 99, "step", 2, fake_env, NULL};
   char why[512];
   tk__ph *t = NULL;

@@ -9,7 +9,20 @@
 
 #include <tasker/error.h>
 
-typedef enum source { SRC_TEXT, SRC_CONTEXT, SRC_PARENTS, SRC_ENV, SRC_TASK } source;
+typedef enum source {
+  SRC_TEXT,
+  SRC_CONTEXT,
+  SRC_PARENTS,
+  SRC_ITEM,
+  SRC_ITEM_INDEX,
+  SRC_ENV,
+  SRC_TASK
+} source;
+
+/* The input's member each source of the input reads, by source. */
+static const char *const input_member[] = {
+    [SRC_CONTEXT] = "context", [SRC_PARENTS] = "parents", [SRC_ITEM] = "item",
+    [SRC_ITEM_INDEX] = "item_index"};
 
 /* One piece of a compiled text. A literal is text[off..off+len); a
  * reference is the placeholder as written there (for messages), with its
@@ -37,8 +50,8 @@ struct tk__ph {
 /* Placeholder text quoted in messages at most. */
 #define QUOTE_MAX 80
 
-static const char sources_expected[] =
-    "expected context.PATH, parents.STEP.PATH, env.NAME, task.id, task.step or task.attempt";
+static const char sources_expected[] = "expected context.PATH, parents.STEP.PATH, item.PATH, "
+                                       "item_index, env.NAME, task.id, task.step or task.attempt";
 
 /* ---- compiling ------------------------------------------------------------------ */
 
@@ -114,6 +127,8 @@ static int compile_one(tk__ph *t, size_t at, size_t *end, size_t *pcap, size_t *
   size_t nlen = i - name;
   source src = nlen == 7 && memcmp(s + name, "context", 7) == 0   ? SRC_CONTEXT
                : nlen == 7 && memcmp(s + name, "parents", 7) == 0 ? SRC_PARENTS
+               : nlen == 4 && memcmp(s + name, "item", 4) == 0    ? SRC_ITEM
+               : nlen == 10 && memcmp(s + name, "item_index", 10) == 0 ? SRC_ITEM_INDEX
                : nlen == 3 && memcmp(s + name, "env", 3) == 0     ? SRC_ENV
                : nlen == 4 && memcmp(s + name, "task", 4) == 0    ? SRC_TASK
                                                                   : SRC_TEXT;
@@ -122,7 +137,7 @@ static int compile_one(tk__ph *t, size_t at, size_t *end, size_t *pcap, size_t *
   for (size_t k = i; k + 1 < len && close == NULL; k++)
     if (s[k] == '}' && s[k + 1] == '}') close = s + k;
   size_t upto = close ? (size_t)(close - s) + 2 : len;
-  char what[160];
+  char what[256];
   if (nlen == 0 && i < len && s[i] == '}' && i + 1 < len && s[i + 1] == '}') {
     snprintf(what, sizeof what, "empty; %s", sources_expected);
     fail_at(why, whylen, s, len, at, upto, what);
@@ -159,6 +174,11 @@ static int compile_one(tk__ph *t, size_t at, size_t *end, size_t *pcap, size_t *
   size_t nseg = t->nsegs - first;
   if (src == SRC_ENV && nseg != 1) {
     fail_at(why, whylen, s, len, at, i + 2, "env takes one name: {{env.NAME}}");
+    return TK_ESYNTAX;
+  }
+  if (src == SRC_ITEM_INDEX && nseg != 0) {
+    fail_at(why, whylen, s, len, at, i + 2,
+            "item_index is a number and takes no path: {{item_index}}");
     return TK_ESYNTAX;
   }
   if (src == SRC_TASK) {
@@ -235,9 +255,7 @@ static const char *type_name(const json_t *v) {
   }
 }
 
-/* "parents: a, b" of an object's member names (at most a few), for
- * messages; "none" when it has none. */
-static void member_names(json_t *obj, char *buf, size_t len) {
+void tk__ph_member_names(json_t *obj, char *buf, size_t len) {
   size_t used = 0, n = 0;
   const char *key;
   json_t *v;
@@ -272,7 +290,7 @@ static int walk(const tk__ph *t, const part *p, json_t *root, const char *root_n
       next = json_object_getn(v, s + g->off, g->len);
       if (next == NULL) {
         char names[160];
-        member_names(v, names, sizeof names);
+        tk__ph_member_names(v, names, sizeof names);
         if (p->src == SRC_PARENTS && k == 0)
           snprintf(why, whylen, "%.*s: this step has no parent \"%s\" (its parents: %s)",
                    (int)p->len, s + p->off, name, names);
@@ -336,12 +354,19 @@ static int lookup(const tk__ph *t, const part *p, const tk__ph_scope *sc, json_t
            : c == 's' ? json_string_nocheck(sc->step ? sc->step : "")
                       : json_integer(sc->attempt);
   } else {
-    int ctx = p->src == SRC_CONTEXT;
-    json_t *root = json_object_get(sc->input, ctx ? "context" : "parents");
-    if (root == NULL) root = ctx ? json_null() : json_object();
+    const char *name = input_member[p->src];
+    json_t *root = json_object_get(sc->input, name);
+    /* Only a map's instance has an item: elsewhere it is a mistake to
+     * name, not a null to walk. */
+    if (root == NULL && (p->src == SRC_ITEM || p->src == SRC_ITEM_INDEX)) {
+      snprintf(why, whylen, "%.*s: this step is not an instance of a map (its input has no %s)",
+               (int)p->len, s + p->off, name);
+      return TK_ENOENT;
+    }
+    if (root == NULL) root = p->src == SRC_CONTEXT ? json_null() : json_object();
     else json_incref(root);
     json_t *v = NULL;
-    int rc = walk(t, p, root, ctx ? "context" : "parents", &v, why, whylen);
+    int rc = walk(t, p, root, name, &v, why, whylen);
     if (rc == 0) *out = json_incref(v);
     json_decref(root);
     if (rc) return rc;

@@ -1,12 +1,14 @@
 /* Placeholders: how a handler spec takes values from the task (the http
- * handler's method, URL, query, headers and body; docs/handlers.md,
- * "Placeholders"). The grammar, whole:
+ * handler's method, URL, query, headers and body, the builtin choose's
+ * value; docs/handlers.md, "Placeholders"). The grammar, whole:
  *
  *   text        = *( literal / placeholder )
  *   literal     = any bytes; "{{" always begins a placeholder
  *   placeholder = "{{" *WS ( reference / quoted ) *WS "}}"      WS: space, tab
  *   reference   = "context" *( "." segment )
  *               / "parents" *( "." segment )
+ *               / "item" *( "." segment )
+ *               / "item_index"
  *               / "env" "." segment
  *               / "task" "." ( "id" / "step" / "attempt" )
  *   segment     = 1*( ALPHA / DIGIT / "_" / "-" )
@@ -14,9 +16,12 @@
  *
  * context.a.b is member b of member a of the task's context; a segment of
  * digits indexes an array (an object's member of that name otherwise).
- * parents.STEP.a is member a of the results of parent step STEP. env.NAME
- * is the orchestrator's environment variable NAME, read when the attempt
- * runs (so a secret need not be stored in the template or the task).
+ * parents.STEP.a is member a of the results of parent step STEP. In an
+ * instance of a map step (DESIGN §17), item.a is member a of its element
+ * and item_index its position (0 for the first); elsewhere they are not
+ * there. env.NAME is the orchestrator's environment variable NAME, read
+ * when the attempt runs (so a secret need not be stored in the template
+ * or the task).
  * task.id, task.step and task.attempt are the attempt's own.
  *
  * Values are looked up, never evaluated: there is no expression, call or
@@ -37,7 +42,9 @@ typedef struct tk__ph tk__ph;
 
 /* What references are resolved against, per attempt. */
 typedef struct tk__ph_scope {
-  json_t *input; /* {"context": ..., "parents": {STEP: results}}; NULL: {} */
+  /* {"context": ..., "parents": {STEP: results}}, and for a map's
+   * instance "item": ELEMENT, "item_index": N; NULL: {} */
+  json_t *input;
   int64_t task_id;
   const char *step;
   int attempt;
@@ -82,6 +89,10 @@ int tk__ph_expand(const tk__ph *t, const tk__ph_scope *sc, tk__ph_encoding enc, 
  * placeholder (a quoted one included: its text is a value's). What a
  * template-time check of the literal structure reads. */
 void tk__ph_shape(const tk__ph *t, const char *stand_in, tk__buf *out);
+
+/* "a, b" of obj's member names (the first 8, then "..."), for messages;
+ * "none" when it has none. */
+void tk__ph_member_names(json_t *obj, char *buf, size_t len);
 
 /* A copy of the JSON template v with every string's placeholders filled:
  * a string that is one reference becomes its value, typed (an object

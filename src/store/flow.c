@@ -53,6 +53,8 @@ static int read_step(tk__flow *f, int i, json_t *def) {
     st->max = int_member(map, "max", INT64_MAX);
     st->max_failures = int_member(map, "max_failures", 0);
     if (st->map_parent < 0 || !json_is_array(st->map_path) || st->chunk < 1) return -1;
+    /* Segments are named in messages as they are: strings only. */
+    json_array_foreach(st->map_path, k, v) if (!json_is_string(v)) return -1;
   }
   if (st->ndecides > 0 || st->map) f->special = 1;
   return 0;
@@ -272,8 +274,10 @@ int tk__flow_map_elements(const tk__flow *f, int idx, const char *parent_results
     } else if ((*elements = json_array()) == NULL) {
       rc = TK_ENOMEM;
     }
-    for (int64_t start = 0; rc == 0 && start < total; start += st->chunk) {
-      int64_t end = total - start > st->chunk ? start + st->chunk : total;
+    /* Each chunk starts where the last ended: start + chunk is never
+     * computed past total, where it could overflow. */
+    for (int64_t start = 0, end = 0; rc == 0 && start < total; start = end) {
+      end = total - start > st->chunk ? start + st->chunk : total;
       if (json_array_append_new(*elements, json_pack("{sIsI}", "start", (json_int_t)start, "end",
                                                      (json_int_t)end)) != 0)
         rc = TK_ENOMEM;

@@ -357,7 +357,9 @@ typedef struct tk__task_report {
 } tk__task_report;
 
 /* The store-wide counts behind `tasker status`. */
-#define TK__STATUS_STATES 8
+/* Room for every step state: the seven of DESIGN §3 and skipped and
+ * mapped (§17), with one to spare. */
+#define TK__STATUS_STATES 10
 #define TK__STATUS_COUNTERS 16
 typedef struct tk__state_count {
   char state[TK__STATE_MAX];

@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/engine_fixture.h"
 #include "common/run_cli.h"
@@ -60,6 +61,41 @@ static inline char *cli_stdout(cli *c, const char *const *args) {
   r.out = NULL;
   run_result_free(&r);
   return out;
+}
+
+/* A template `template add` must refuse: its text, and the place
+ * ("LINE:COLUMN") and message it must name. */
+typedef struct bad_template {
+  const char *text;
+  const char *where;
+  const char *message;
+} bad_template;
+
+/* Add each of bad[0..n) as its own file: each must exit 78 with nothing on
+ * stdout and "tasker template add: FILE:WHERE: MESSAGE" on stderr, and a
+ * SQLite store (c->db; "" for another, which the caller checks) must be
+ * unchanged after all of them. Every case that differs is printed before
+ * the test fails. */
+static inline void cli_expect_template_refusals(cli *c, const bad_template *bad, size_t n) {
+  char *before = c->db[0] ? efx_snapshot(c->db) : NULL;
+  size_t failed = 0;
+  for (size_t i = 0; i < n; i++) {
+    char name[32], path[400], want[1024];
+    snprintf(name, sizeof name, "bad%zu.toml", i);
+    efx_write(c->dir, name, bad[i].text, path, sizeof path);
+    snprintf(want, sizeof want, "tasker template add: %s:%s: %s\n", path, bad[i].where,
+             bad[i].message);
+    run_result r;
+    CLI(c, &r, "template", "add", path);
+    if (r.status != 78 || strcmp(r.out, "") != 0 || strcmp(r.err, want) != 0) {
+      print_error("case %zu: exit %d (want 78)\nstdout: %s\nstderr: %s(want %s)", i, r.status,
+                  r.out, r.err, want);
+      failed++;
+    }
+    run_result_free(&r);
+  }
+  if (failed) fail_msg("%zu of %zu refusals differ", failed, n);
+  if (before) efx_unchanged(c->db, before);
 }
 
 /* Remove the directory and free c. */

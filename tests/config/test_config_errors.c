@@ -91,7 +91,7 @@ static void unknown_key_lists_known_keys(void **state) {
          "claim_batch, workers, max_async, db, reconnect_backoff, reconnect_give_up, "
          "durability)");
   expect("title = \"x\"\n", "x.toml:1:1: unknown key \"title\" (known keys: backoff, engine, batch, "
-                           "budgets, schedules, retention)");
+                           "budgets, schedules, retention, limits)");
 }
 
 static void wrong_type(void **state) {
@@ -177,6 +177,8 @@ static void integer_out_of_range(void **state) {
          "x.toml:2:15: engine.claim_batch = 10001: must be an integer from 1 to 10000");
   expect("[batch]\nmax_in_call_retries = -1\n",
          "x.toml:2:23: batch.max_in_call_retries = -1: must be an integer from 0 to 1000");
+  expect("[limits]\nmap_max = 0\n",
+         "x.toml:2:11: limits.map_max = 0: must be an integer from 1 to 1000000000");
   expect("[engine]\ndb = \"\"\n", "x.toml:2:6: engine.db = \"\": must be a non-empty string");
 }
 

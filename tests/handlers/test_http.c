@@ -844,6 +844,15 @@ static void a_missing_value_fails_permanently_naming_the_placeholder(void **stat
   fails_with(h, "obj", "{\"order\": {\"number\": 1}}",
              "http: placeholder in url: {{context.order}} is an object; only a string, a number "
              "or a boolean can be written into text");
+  /* {{item}} and {{item_index}} are an instance's of a map, not any step's. */
+  http_step(h, "item", "/x/{{item.id}}", NULL, NULL);
+  fails_with(h, "item", NULL,
+             "http: placeholder in url: {{item.id}}: this step is not an instance of a map (its "
+             "input has no item)");
+  http_step(h, "index", "/x", "query = { i = \"{{item_index}}\" }", NULL);
+  fails_with(h, "index", NULL,
+             "http: placeholder in query.i: {{item_index}}: this step is not an instance of a "
+             "map (its input has no item_index)");
   http_step(h, "nl", "/x", "headers = { X-A = \"{{context.v}}\" }", NULL);
   fails_with(h, "nl", "{\"v\": \"a\\r\\nX-Evil: 1\"}",
              "http: headers.X-A: a value from its placeholders holds a line break or NUL, which "
@@ -871,7 +880,7 @@ static void bad_specs_are_refused_at_their_place(void **state) {
   expect_spec_error("{ kind = \"http\", url = \"https://x/{{contxt.id}}\" }",
                     "t.toml:1:28: steps[1].handler.url: placeholder \"{{contxt.id}}\" (byte 11): "
                     "unknown source \"contxt\"; expected context.PATH, parents.STEP.PATH, "
-                    "env.NAME, task.id, task.step or task.attempt");
+                    "item.PATH, item_index, env.NAME, task.id, task.step or task.attempt");
   expect_spec_error("{ kind = \"http\", url = \"https://x/{{context.id\" }",
                     "t.toml:1:28: steps[1].handler.url: placeholder \"{{context.id\" (byte 11): "
                     "unclosed (expected \"}}\")");
@@ -899,6 +908,9 @@ static void bad_specs_are_refused_at_their_place(void **state) {
   expect_spec_error("{ kind = \"http\", url = \"https://x\", body = { a = [\"{{env}}\"] } }",
                     "t.toml:1:55: steps[1].handler.body.a[1]: placeholder \"{{env}}\" (byte 1): "
                     "env takes one name: {{env.NAME}}");
+  expect_spec_error("{ kind = \"http\", url = \"https://x/{{item_index.a}}\" }",
+                    "t.toml:1:28: steps[1].handler.url: placeholder \"{{item_index.a}}\" (byte "
+                    "11): item_index is a number and takes no path: {{item_index}}");
   expect_spec_error("{ kind = \"http\", url = \"https://x\", max_redirects = 51 }",
                     "t.toml:1:57: steps[1].handler.max_redirects = 51: must be an integer from 0 "
                     "to 50");

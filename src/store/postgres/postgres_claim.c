@@ -29,7 +29,10 @@
  * its generic plan for this prepared statement, whose estimate of the
  * LIMIT (a parameter) would otherwise make it hash whole tables.
  * $1 owner, $2 now, $3 lease expiry, $4 retries due until, $5 limit,
- * $6 fresh limit, $7 and $8 the reasons of the step and task transitions. */
+ * $6 fresh limit, $7 and $8 the reasons of the step and task transitions.
+ * An instance of a map step (DESIGN §17) is claimed as any ready row and
+ * handed out as its map's template step (idx) with its element's
+ * position (item_index; -1 for any other step). */
 static const char CLAIM_SQL[] =
     "WITH due AS ("
     " SELECT id, task_id, attempts, run_at, 0 AS kind FROM steps"
@@ -54,8 +57,8 @@ static const char CLAIM_SQL[] =
     " lease_owner = $1, lease_expires_at = $3::bigint,"
     " claim_id = (SELECT att.id FROM att WHERE att.step_id = s.id)"
     " WHERE s.id = ANY (ARRAY(SELECT step_id FROM att))"
-    " RETURNING s.id, s.task_id, s.idx, s.attempts, s.max_attempts, s.retryable, s.run_at,"
-    " s.last_delay_ms, s.backoff, s.claim_id),"
+    " RETURNING s.id, s.task_id, COALESCE(s.map_idx, s.idx) AS idx, s.attempts, s.max_attempts,"
+    " s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.claim_id, s.item_index),"
     " started AS (UPDATE tasks t SET state = " Q(TK__TASK_IN_PROGRESS) ", updated_at = $2"
     " WHERE t.id = ANY (ARRAY(SELECT id FROM tasks"
     " WHERE id = ANY (ARRAY(SELECT task_id FROM picked)) AND state = " Q(TK__TASK_PENDING)
@@ -81,7 +84,7 @@ static const char CLAIM_SQL[] =
     " lateness_max_ms = GREATEST(activity_minutes.lateness_max_ms, EXCLUDED.lateness_max_ms))"
     " SELECT m.id, m.task_id, (SELECT t.template_id FROM tasks t WHERE t.id = m.task_id),"
     " m.idx, m.attempts, m.max_attempts, m.retryable, m.run_at, m.last_delay_ms, m.backoff,"
-    " m.claim_id, p.kind, m.task_id IN (SELECT id FROM started)"
+    " m.claim_id, p.kind, m.task_id IN (SELECT id FROM started), COALESCE(m.item_index, -1)"
     " FROM moved m JOIN picked p ON p.id = m.id"
     " ORDER BY p.kind, CASE WHEN p.kind < 2 THEN p.run_at END,"
     " CASE p.kind WHEN 2 THEN p.task_id END, p.id";
@@ -142,6 +145,7 @@ int tk__pg_claim_read(tk__pg_pipe *p, tk__claim_request *r, int claim_slot, int 
     snprintf(c->prev_state, sizeof c->prev_state, "%s",
              tk__pg_i64(res, i, 11) == 0 ? TK__STEP_WAITING : TK__STEP_PENDING);
     c->task_was_pending = tk__pg_bool(res, i, 12);
+    c->item_index = (int)tk__pg_i64(res, i, 13);
     c->lease_expires_at = r->now + r->lease_ms;
   }
   r->n = rows;
@@ -182,8 +186,9 @@ int tk__pg_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
   PGresult *r;
   int rc = tk__pg_query(
       s, PG_EXPIRED,
-      "SELECT s.id, s.task_id, t.template_id, s.idx, s.attempts, s.max_attempts, s.retryable,"
-      " s.run_at, s.last_delay_ms, s.backoff, s.lease_owner, s.lease_expires_at, s.claim_id"
+      "SELECT s.id, s.task_id, t.template_id, COALESCE(s.map_idx, s.idx), s.attempts,"
+      " s.max_attempts, s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.lease_owner,"
+      " s.lease_expires_at, s.claim_id, COALESCE(s.item_index, -1)"
       " FROM steps s JOIN tasks t ON t.id = s.task_id"
       /* <=: next_due wakes the engine at the expiry itself, which must find it */
       " WHERE s.state = " Q(TK__STEP_IN_PROGRESS) " AND s.lease_expires_at <= $1::bigint"
@@ -206,6 +211,7 @@ int tk__pg_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
     tk__pg_copy(e->owner, sizeof e->owner, r, i, 10);
     c->lease_expires_at = tk__pg_i64(r, i, 11);
     c->claim_id = tk__pg_i64(r, i, 12);
+    c->item_index = (int)tk__pg_i64(r, i, 13);
     *n = i + 1;
   }
   PQclear(r);

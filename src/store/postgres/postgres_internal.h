@@ -16,6 +16,11 @@
  *   - an operator action locks the task (FOR UPDATE), then the steps;
  *   - a claim locks only ready steps, skipping locked ones, and the pending
  *     tasks it starts, also skipping locked ones: it never waits;
+ *   - the flow's work (postgres_flow.c: skips, releases, a map's
+ *     instances and its settling) runs inside an outcome's or an operator
+ *     action's transaction, under that task's lock, and touches only that
+ *     task's steps; a map step while mapped is in no readiness index, so
+ *     no claim locks it;
  *   - a heartbeat and an item checkpoint lock one step and nothing else;
  *   - the counter of refused writes, a row every orchestrator shares, is
  *     written last, right before COMMIT.
@@ -37,6 +42,7 @@
 #include <libpq-fe.h>
 
 #include "core/buf.h"
+#include "store/rules.h"
 #include "store/store.h"
 
 /* Prepared statements, by id (their SQL lives next to the code using it). */
@@ -56,6 +62,9 @@ enum {
   PG_BATCH_GET, PG_ITEMS_GET, PG_ITEMS_CHECKPOINT,
   PG_PRUNE, PG_PRUNE_COUNT, PG_SIZE,
   PG_RETRY_EARLIER,
+  PG_OUTCOME_INSTANCE, PG_FLOW_TEMPLATE, PG_FLOW_SKIP, PG_FLOW_RELEASE, PG_FLOW_RESULTS,
+  PG_FLOW_EXPAND, PG_FLOW_MAP_END, PG_FLOW_MAP_COUNT, PG_FLOW_MAP_DONE, PG_FLOW_MAP_REOPEN,
+  PG_FLOW_TASK, PG_INSTANCE_LIST, PG_REPORT_INSTANCES,
   PG__COUNT
 };
 
@@ -67,6 +76,10 @@ typedef struct tk__pg {
    * first called; then LISTEN was sent on this connection). */
   int epoll_fd, event_fd;
   int sync_off; /* TK_DURABILITY_FAST: synchronous_commit = off (again after reconnect) */
+  /* The flow (decisions, maps) of each template this connection has seen,
+   * read once (postgres_flow.c): a stored template never changes. */
+  struct tk__flow **flows;
+  int nflows, flows_cap;
 } tk__pg;
 
 /* The notification channel: every transaction that makes work visible to
@@ -249,15 +262,17 @@ int tk__pg_activity(tk_store *s, int64_t since, int64_t bucket_ms, int n,
  * A child waiting for its last parent becomes due now. Safe only under the
  * task's lock: every other writer of a waiting child's row (an outcome, an
  * operator) holds that lock too, and claims take only children with no
- * parents left, which this never touches. The children's positions come
- * from the template's edges first, then each row by its (task_id, idx)
- * key: never a walk over the task's other steps. */
+ * parents left, which this never touches. A child no longer pending (a
+ * branch its decision skipped, DESIGN §17) is left alone. The children's
+ * positions come from the template's edges first, then each row by its
+ * (task_id, idx) key: never a walk over the task's other steps. */
 #define TK__PG_RELEASE(task, tpl, idx, now, cond)                                        \
   "UPDATE steps c SET parents_remaining = c.parents_remaining - 1,"                      \
   " run_at = CASE WHEN c.parents_remaining = 1 THEN " now " ELSE c.run_at END"           \
   " WHERE c.task_id = " task " AND c.idx = ANY (ARRAY(SELECT e.child_idx"                \
   " FROM template_edges e WHERE e.template_id = " tpl " AND e.parent_idx = " idx "))"    \
-  " AND c.parents_remaining > 0 AND " cond " RETURNING c.parents_remaining, c.state"
+  " AND c.parents_remaining > 0 AND c.state = " TK__PG_Q(TK__STEP_PENDING) " AND " cond   \
+  " RETURNING c.parents_remaining, c.state"
 
 /* Of such RETURNING rows in `rel`: the children that became ready. */
 #define TK__PG_RELEASED(rel)                                                             \
@@ -306,6 +321,53 @@ typedef struct tk__pg_task_move {
  * ran out. */
 int tk__pg_task_write_queue(tk__pg_pipe *p, int64_t task_id, int done, int errors, int64_t now,
                             const tk__pg_task_move *moves, int nmoves);
+
+/* ---- Decisions and map (postgres_flow.c; DESIGN §17) ---- */
+
+struct tk__flow;
+
+/* The flow of template template_id, read on this connection's first need
+ * of it and kept (closing the store frees them: tk__pg_flows_free). Runs
+ * its statements on p, whose earlier results it discards: call it where
+ * nothing queued is still to be read. */
+int tk__pg_flow_get(tk__pg_pipe *p, int64_t template_id, const struct tk__flow **out,
+                    tk_err *err);
+void tk__pg_flows_free(tk__pg *pg);
+
+/* The flow's work inside a transaction that holds task_id's lock: each
+ * call runs its statements on p at once (one round trip each, results
+ * discarded afterwards) and adds what it changed of the task's counters
+ * to done and errors. */
+typedef struct tk__pg_flow_run {
+  tk__pg_pipe *p;
+  const struct tk__flow *f;
+  int64_t task_id, now;
+  int done, errors; /* the task's counters: what the flow's moves add */
+  int released;     /* steps made ready: children, and each instance of a map expanded */
+  tk_err *err;
+} tk__pg_flow_run;
+
+/* Step idx of the template has just completed or been resolved: release
+ * its children under the flow's rules. A decision step: with `results`
+ * (its results' JSON text) the branches it did not choose are skipped;
+ * with results NULL (resolved by an operator: no choice made) every
+ * branch is. A child that becomes ready and is a map expands at once; a
+ * child whose parents all ended skipped is skipped, and so on down. */
+int tk__pg_flow_finished(tk__pg_flow_run *x, int idx, const char *results, int decided);
+
+/* Map step map_idx's instances changed (the last unfinished one finished,
+ * or an operator retried or resolved one): complete or fail the map from
+ * its instances' states, or reopen a failed map whose instance was
+ * retried. */
+int tk__pg_flow_map_settle(tk__pg_flow_run *x, int map_idx);
+
+/* The task's stored state and counters (this transaction's counter
+ * writes still to come: the caller adds its own), as settling reads them. */
+int tk__pg_flow_task_counts(tk__pg_flow_run *x, char *state, size_t cap, tk__task_counts *c);
+
+/* Instances of a map (store.h instance_list). */
+int tk__pg_instance_list(tk_store *s, int64_t task_id, int map_idx, int after, int limit,
+                         tk__step_rec **out, int *n, int64_t *total, tk_err *err);
 
 /* Queue the move of task_id from `from` to `to` with its transition. */
 int tk__pg_settle_queue(tk__pg_pipe *p, int64_t task_id, const char *from, const char *to,

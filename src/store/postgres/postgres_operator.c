@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "store/flow.h"
 #include "store/rules.h"
 
 #define Q TK__PG_Q
@@ -17,7 +18,7 @@ static const char TASK_SQL[] =
 /* FOR UPDATE too: claims move a ready step without the task's lock, so the
  * step's state is read from its newest version, locked. */
 static const char STEP_SQL[] =
-    "SELECT id, state, idx FROM steps WHERE task_id = $1::bigint AND name = $2::text"
+    "SELECT id, state, idx, map_idx FROM steps WHERE task_id = $1::bigint AND name = $2::text"
     " FOR UPDATE";
 
 /* $1 step, $2 new state, $3 reset the attempts (due now, $4), */
@@ -42,10 +43,12 @@ static const char COUNTS_SQL[] =
     " RETURNING state, steps_done, steps_total, steps_error";
 
 /* Every unfinished step, locked as it is now (a claim may have just moved
- * one to in_progress), cancelled with its transition. */
+ * one to in_progress), cancelled with its transition: a map's instances
+ * are steps of the task, and a mapped map step is unfinished too. */
 static const char CANCEL_STEPS_SQL[] =
     "WITH old AS (SELECT id, state FROM steps WHERE task_id = $1::bigint AND state IN ("
-    Q(TK__STEP_PENDING) ", " Q(TK__STEP_IN_PROGRESS) ", " Q(TK__STEP_WAITING) ") FOR UPDATE),"
+    Q(TK__STEP_PENDING) ", " Q(TK__STEP_IN_PROGRESS) ", " Q(TK__STEP_WAITING) ", "
+    Q(TK__STEP_MAPPED) ") FOR UPDATE),"
     " c AS (UPDATE steps s SET state = " Q(TK__STEP_CANCELLED) ", lease_owner = NULL,"
     " lease_expires_at = NULL FROM old WHERE s.id = old.id RETURNING s.id, old.state)"
     " INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason)"
@@ -62,6 +65,7 @@ typedef struct target {
   char task_state[TK__STATE_MAX], step_state[TK__STATE_MAX];
   int64_t template_id, step_id;
   int idx;
+  int map_idx; /* an instance's map step; -1 for a template step */
 } target;
 
 /* Lock and read the task and (step not NULL) its step. */
@@ -85,15 +89,24 @@ static int find(tk__pg_pipe *p, int64_t task_id, const char *step, target *t, tk
   t->step_id = tk__pg_i64(r, 0, 0);
   tk__pg_copy(t->step_state, sizeof t->step_state, r, 0, 1);
   t->idx = (int)tk__pg_i64(r, 0, 2);
+  int64_t map_idx = tk__pg_i64(r, 0, 3);
+  t->map_idx = map_idx == TK__NONE ? -1 : (int)map_idx;
   return 0;
 }
 
-/* Queue the writes of plan; the slots of the task's counts and of the
- * children released (-1 when not asked). */
-static void queue_plan(tk__pg_pipe *p, const tk__op_plan *plan, int64_t task_id, const target *t,
-                       int64_t now, int *counts_slot, int *release_slot) {
+/* What the step is in its template's flow (DESIGN §17). */
+static tk__op_step_kind kind_of(const tk__flow *f, const target *t) {
+  tk__op_step_kind k = {0};
+  k.instance = t->map_idx >= 0;
+  k.decision = !k.instance && tk__flow_is_decision(f, t->idx);
+  k.map = !k.instance && tk__flow_is_map(f, t->idx);
+  return k;
+}
+
+/* Queue the writes of plan to the step (or, cancelling, to the task). */
+static void queue_step(tk__pg_pipe *p, const tk__op_plan *plan, int64_t task_id, const target *t,
+                       int64_t now) {
   tk__pg_args a = {0};
-  *counts_slot = *release_slot = -1;
   if (plan->cancel_task) {
     tk__pg_arg_i64(&a, task_id);
     tk__pg_arg_i64(&a, now);
@@ -123,14 +136,38 @@ static void queue_plan(tk__pg_pipe *p, const tk__op_plan *plan, int64_t task_id,
     tk__pg_arg_text(&a, plan->reason);
     tk__pg_pipe_stmt(p, PG_TRANSITION, TRANSITION_SQL, a.n, a.v);
   }
-  a.n = 0;
+}
+
+/* Queue the task's counters (the plan's changes, and done and errors
+ * more from the flow's work) and, with release, the release of the
+ * step's children; the slots of the task's counts and of the children
+ * released (-1 when not asked). */
+static void queue_counts(tk__pg_pipe *p, const tk__op_plan *plan, int64_t task_id,
+                         const target *t, int64_t now, int done, int errors, int release,
+                         int *counts_slot, int *release_slot) {
+  tk__pg_args a = {0};
+  *counts_slot = *release_slot = -1;
+  if (plan->cancel_task) return;
   tk__pg_arg_i64(&a, task_id);
-  tk__pg_arg_i64(&a, plan->steps_done_delta);
-  tk__pg_arg_i64(&a, plan->steps_error_delta);
+  tk__pg_arg_i64(&a, plan->steps_done_delta + done);
+  tk__pg_arg_i64(&a, plan->steps_error_delta + errors);
   tk__pg_arg_i64(&a, now);
   *counts_slot = tk__pg_pipe_stmt(p, PG_OP_TASK_COUNTS, COUNTS_SQL, a.n, a.v);
-  if (plan->release_children)
-    *release_slot = tk__pg_release_queue(p, task_id, t->template_id, t->idx, now);
+  if (release) *release_slot = tk__pg_release_queue(p, task_id, t->template_id, t->idx, now);
+}
+
+/* The flow's part of plan (DESIGN §17), after the step's writes ran: a
+ * resolved step's children released under the flow's rules (a decision's
+ * branches skipped: no choice was made), an instance's map settled. */
+static int flow_plan(tk__pg_pipe *p, const tk__op_plan *plan, const tk__flow *f,
+                     int64_t task_id, const target *t, int64_t now, tk__pg_flow_run *x,
+                     tk_err *err) {
+  *x = (tk__pg_flow_run){.p = p, .f = f, .task_id = task_id, .now = now, .err = err};
+  int rc = 0;
+  if (plan->release_children) rc = tk__pg_flow_finished(x, t->idx, NULL, 0);
+  if (rc == 0 && plan->map_settle) rc = tk__pg_flow_map_settle(x, t->map_idx);
+  tk__pg_pipe_reset(p);
+  return rc;
 }
 
 /* After the plan's writes: the task's move, if tk__settle chooses one
@@ -152,20 +189,36 @@ int tk__pg_operator(tk_store *s, tk__operator_action action, int64_t task_id, co
   tk__pg_pipe p;
   int rc = tk__pg_pipe_begin((tk__pg *)s, &p, "operator", err);
   if (rc) return rc;
-  target t = {0};
+  target t = {.map_idx = -1};
   tk__op_plan plan = {0};
-  if ((rc = find(&p, task_id, step, &t, err)) == 0)
-    rc = tk__operator_plan(action, task_id, t.task_state, step, step ? t.step_state : NULL, NULL, &plan,
-                           err);
+  const tk__flow *f = NULL;
+  tk__op_step_kind kind = {0};
+  if ((rc = find(&p, task_id, step, &t, err)) == 0 && step != NULL &&
+      (rc = tk__pg_flow_get(&p, t.template_id, &f, err)) == 0)
+    kind = kind_of(f, &t);
+  if (rc == 0)
+    rc = tk__operator_plan(action, task_id, t.task_state, step, step ? t.step_state : NULL,
+                           &kind, &plan, err);
   int counts_slot = -1, release_slot = -1, progress_slot = -1;
+  /* Decisions and map: the step's writes first, then the flow's work,
+   * then the counters with what it changed. */
+  int flow = rc == 0 && f != NULL && f->special && (plan.release_children || plan.map_settle);
+  tk__pg_flow_run x = {0};
   if (rc == 0) {
     tk__pg_pipe_reset(&p);
-    queue_plan(&p, &plan, task_id, &t, now, &counts_slot, &release_slot);
+    queue_step(&p, &plan, task_id, &t, now);
+    if (flow && (rc = tk__pg_pipe_run(&p, "operator", err)) == 0)
+      rc = flow_plan(&p, &plan, f, task_id, &t, now, &x, err);
+  }
+  if (rc == 0) {
+    queue_counts(&p, &plan, task_id, &t, now, x.done, x.errors, plan.release_children && !flow,
+                 &counts_slot, &release_slot);
     /* After the writes, in the same batch: a new snapshot with them. */
     if (plan.settle) progress_slot = tk__pg_can_progress_queue(&p, task_id);
     rc = tk__pg_pipe_run(&p, "operator", err);
   }
   if (rc == 0) {
+    fx->children_released = x.released;
     if (release_slot >= 0)
       fx->children_released = (int)tk__pg_i64(tk__pg_result(&p, release_slot), 0, 0);
     if (plan.cancel_task) fx->task_state = TK__TASK_CANCELLED;

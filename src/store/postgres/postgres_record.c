@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/flow.h"
 #include "store/rules.h"
 
 #define Q TK__PG_Q
@@ -46,43 +47,59 @@
  * $11 delay source, $12 now, $13 task, $14 template, $15 idx, $16 attempt,
  * $17 fenced-out text, $18 steps done +, $19 steps in error +, $20 release
  * the children. */
-static const char OUTCOME_SQL[] =
-    "WITH upd AS (UPDATE steps SET state = $3::text, results = $4::text, last_error = $5::text,"
-    " run_at = COALESCE($6::bigint, run_at), last_delay_ms = COALESCE($7::bigint, last_delay_ms),"
-    " lease_owner = NULL, lease_expires_at = NULL, claim_id = NULL"
-    " WHERE id = $1::bigint AND state = " Q(TK__STEP_IN_PROGRESS) " AND claim_id = $2::bigint"
-    " AND ($8::bigint IS NULL OR lease_expires_at <= $8) RETURNING id),"
-    " fin AS (UPDATE attempts a SET"
-    " finished_at = CASE WHEN u.ok THEN $9::bigint ELSE $12::bigint END,"
-    " outcome = CASE WHEN u.ok THEN $10::text ELSE 'fenced_out' END,"
-    " error = CASE WHEN u.ok THEN $5 ELSE $17::text END,"
-    " delay_ms = CASE WHEN u.ok THEN $7 END,"
-    " delay_source = CASE WHEN u.ok THEN $11::text END,"
-    " next_run_at = CASE WHEN u.ok THEN $6 END"
-    " FROM (SELECT EXISTS (SELECT 1 FROM upd) AS ok) u"
-    " WHERE a.id = $2 AND (u.ok OR (a.outcome IS NULL AND $17::text IS NOT NULL))"
-    " RETURNING a.started_at, a.owner, a.outcome),"
-    /* The finished attempt in the per-minute counts (migration 0006). */
-    " act AS (INSERT INTO activity_minutes (minute, orchestrator, succeeded, failed)"
-    " SELECT started_at - started_at % 60000, owner, (outcome = 'success')::int,"
-    " (outcome <> 'success')::int FROM fin"
-    " ON CONFLICT (minute, orchestrator) DO UPDATE SET"
-    " succeeded = activity_minutes.succeeded + EXCLUDED.succeeded,"
-    " failed = activity_minutes.failed + EXCLUDED.failed),"
-    " trans AS (INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason,"
-    " attempt) SELECT $13::bigint, id, " Q(TK__STEP_IN_PROGRESS) ", $3, $12, $10, $16::int"
-    " FROM upd),"
-    " rel AS (" TK__PG_RELEASE("$13", "$14::bigint", "$15::int", "$12",
-                               "$20::boolean AND EXISTS (SELECT 1 FROM upd)") "),"
-    " tsk AS (SELECT state, steps_done + $18::int AS steps_done, steps_total,"
-    " steps_error + $19::int AS steps_error FROM tasks"
+#define OUTCOME_WITH                                                                            \
+    "WITH upd AS (UPDATE steps SET state = $3::text, results = $4::text, last_error = $5::text,"   \
+    " run_at = COALESCE($6::bigint, run_at), last_delay_ms = COALESCE($7::bigint, last_delay_ms)," \
+    " lease_owner = NULL, lease_expires_at = NULL, claim_id = NULL"                                \
+    " WHERE id = $1::bigint AND state = " Q(TK__STEP_IN_PROGRESS) " AND claim_id = $2::bigint"     \
+    " AND ($8::bigint IS NULL OR lease_expires_at <= $8) RETURNING id),"                           \
+    " fin AS (UPDATE attempts a SET"                                                               \
+    " finished_at = CASE WHEN u.ok THEN $9::bigint ELSE $12::bigint END,"                          \
+    " outcome = CASE WHEN u.ok THEN $10::text ELSE 'fenced_out' END,"                              \
+    " error = CASE WHEN u.ok THEN $5 ELSE $17::text END,"                                          \
+    " delay_ms = CASE WHEN u.ok THEN $7 END,"                                                      \
+    " delay_source = CASE WHEN u.ok THEN $11::text END,"                                           \
+    " next_run_at = CASE WHEN u.ok THEN $6 END"                                                    \
+    " FROM (SELECT EXISTS (SELECT 1 FROM upd) AS ok) u"                                            \
+    " WHERE a.id = $2 AND (u.ok OR (a.outcome IS NULL AND $17::text IS NOT NULL))"                 \
+    " RETURNING a.started_at, a.owner, a.outcome),"                                                \
+    /* The finished attempt in the per-minute counts (migration 0006). */                          \
+    " act AS (INSERT INTO activity_minutes (minute, orchestrator, succeeded, failed)"              \
+    " SELECT started_at - started_at % 60000, owner, (outcome = 'success')::int,"                  \
+    " (outcome <> 'success')::int FROM fin"                                                        \
+    " ON CONFLICT (minute, orchestrator) DO UPDATE SET"                                            \
+    " succeeded = activity_minutes.succeeded + EXCLUDED.succeeded,"                                \
+    " failed = activity_minutes.failed + EXCLUDED.failed),"                                        \
+    " trans AS (INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason,"      \
+    " attempt) SELECT $13::bigint, id, " Q(TK__STEP_IN_PROGRESS) ", $3, $12, $10, $16::int"        \
+    " FROM upd),"                                                                                  \
+    " rel AS (" TK__PG_RELEASE("$13", "$14::bigint", "$15::int", "$12",                            \
+                               "$20::boolean AND EXISTS (SELECT 1 FROM upd)") "),"                 \
+    " tsk AS (SELECT state, steps_done + $18::int AS steps_done, steps_total,"                   \
+    " steps_error + $19::int AS steps_error FROM tasks"                                         \
     " WHERE id = $13 AND $18::int + $19::int > 0 AND EXISTS (SELECT 1 FROM upd))"
-    " SELECT (SELECT count(*) FROM upd), " TK__PG_RELEASED("rel") ","
-    " t.state, t.steps_done, t.steps_total, t.steps_error,"
-    " CASE WHEN t.steps_error > 0 OR t.state = " Q(TK__TASK_ERROR) " THEN"
-    " EXISTS (SELECT 1 FROM steps x WHERE x.task_id = $13 AND x.id <> $1"
+#define OUTCOME_COLUMNS                                                                         \
+    " SELECT (SELECT count(*) FROM upd), " TK__PG_RELEASED("rel") ","                           \
+    " t.state, t.steps_done, t.steps_total, t.steps_error,"                                     \
+    " CASE WHEN t.steps_error > 0 OR t.state = " Q(TK__TASK_ERROR) " THEN"                      \
+    " EXISTS (SELECT 1 FROM steps x WHERE x.task_id = $13 AND x.id <> $1"                       \
     " AND " TK__PG_CAN_PROGRESS("x") ") OR " TK__PG_RELEASED("rel") " > 0 END"
-    " FROM (SELECT 1) one LEFT JOIN tsk t ON true";
+#define OUTCOME_FROM " FROM (SELECT 1) one LEFT JOIN tsk t ON true"
+static const char OUTCOME_SQL[] = OUTCOME_WITH OUTCOME_COLUMNS OUTCOME_FROM;
+
+/* The outcome of an instance of a map step (DESIGN §17): OUTCOME_SQL with
+ * no counters of the task ($18, $19: 0) and no children released ($20:
+ * false; $15 is the map's idx), and one more write when it finishes the
+ * instance (complete or error): its map's row waits for one instance
+ * fewer (it is mapped, with parents_remaining its unfinished instances).
+ * The last column is what it still waits for: at 0, the map is settled
+ * (postgres_flow.c) in the same transaction. */
+static const char INSTANCE_SQL[] =
+    OUTCOME_WITH ", mp AS (UPDATE steps m SET parents_remaining = m.parents_remaining - 1"
+    " WHERE m.task_id = $13 AND m.idx = $15 AND m.state = " Q(TK__STEP_MAPPED)
+    " AND $3 IN (" Q(TK__STEP_COMPLETE) ", " Q(TK__STEP_ERROR) ") AND m.parents_remaining > 0"
+    " AND EXISTS (SELECT 1 FROM upd) RETURNING m.parents_remaining)"
+    OUTCOME_COLUMNS ", (SELECT parents_remaining FROM mp)" OUTCOME_FROM;
 
 /* A batch step's item results, written with its outcome or at a
  * checkpoint, only while the claim holds the step (the caller holds a lock
@@ -128,7 +145,34 @@ typedef struct rec {
   char state[TK__STATE_MAX];
   int can_progress; /* -1: not known */
   const char *to, *reason; /* the task's move that settling chose (to NULL: none) */
+  /* Decisions and map (DESIGN §17): the template's flow, and the flow's
+   * work this outcome needs after it is written (FLOW_*). */
+  const tk__flow *flow;
+  int flow_work;
+  int instance; /* an outcome of an instance of a map step */
 } rec;
+
+/* The flow's work after an outcome: none; the step completed and its
+ * children are released under the flow's rules (a decision, or a step
+ * with a map child); an instance finished its map's last one. */
+enum { FLOW_NONE, FLOW_FINISHED, FLOW_MAP_SETTLE };
+
+/* Whether step idx of f has a map step among its children. */
+static int has_map_child(const tk__flow *f, int idx) {
+  const tk__flow_step *st = &f->steps[idx];
+  for (int i = 0; i < st->nchildren; i++)
+    if (tk__flow_is_map(f, st->children[i])) return 1;
+  return 0;
+}
+
+/* Whether outcome o releases its children through the flow's rules
+ * rather than in its own statement. Never for a template without
+ * decisions or maps. */
+static int flow_release(const tk__flow *f, const tk__outcome *o) {
+  return f != NULL && f->special && !tk__flow_is_map(f, o->idx) &&
+         o->next == TK__NEXT_COMPLETE && o->idx >= 0 && o->idx < f->nsteps &&
+         (tk__flow_is_decision(f, o->idx) || has_map_child(f, o->idx));
+}
 
 /* The savepoint of each outcome, and of the claim after them. */
 static int savepoint(tk__pg_pipe *p) {
@@ -198,6 +242,12 @@ static int queue_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r) {
   if (!o->fence_lease) tk__fenced_attempt_text(fenced, sizeof fenced, o);
   char *err_tmp;
   int retry = o->next == TK__NEXT_RETRY;
+  /* An instance counts in no task counter and releases nothing itself.
+   * A claim hands an instance out as its map's idx, and never the map
+   * step itself (it is mapped, never ready): an outcome of a map's idx is
+   * an instance's, whatever o->instance says. */
+  int instance = r->instance = tk__flow_is_map(r->flow, o->idx);
+  r->flow_work = flow_release(r->flow, o) ? FLOW_FINISHED : FLOW_NONE;
   a.n = 0;
   tk__pg_arg_i64(&a, o->step_id);
   tk__pg_arg_i64(&a, o->claim_id);
@@ -217,10 +267,11 @@ static int queue_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r) {
   tk__pg_arg_i64(&a, o->idx);
   tk__pg_arg_i64(&a, o->attempt);
   tk__pg_arg_text(&a, o->fence_lease ? NULL : fenced);
-  tk__pg_arg_i64(&a, o->next == TK__NEXT_COMPLETE);
-  tk__pg_arg_i64(&a, o->next == TK__NEXT_ERROR);
-  tk__pg_arg_bool(&a, o->next == TK__NEXT_COMPLETE);
-  r->result = tk__pg_pipe_stmt(p, PG_OUTCOME, OUTCOME_SQL, a.n, a.v);
+  tk__pg_arg_i64(&a, o->next == TK__NEXT_COMPLETE && !instance);
+  tk__pg_arg_i64(&a, o->next == TK__NEXT_ERROR && !instance);
+  tk__pg_arg_bool(&a, o->next == TK__NEXT_COMPLETE && !instance && r->flow_work == FLOW_NONE);
+  r->result = instance ? tk__pg_pipe_stmt(p, PG_OUTCOME_INSTANCE, INSTANCE_SQL, a.n, a.v)
+                       : tk__pg_pipe_stmt(p, PG_OUTCOME, OUTCOME_SQL, a.n, a.v);
   free(err_tmp);
   return r->result < 0 || r->savepoint < 0 ? -1 : 0;
 }
@@ -236,10 +287,14 @@ static void read_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r, tk__effec
     return;
   }
   r->status = RECORDED;
-  r->done = o->next == TK__NEXT_COMPLETE;
-  r->errors = o->next == TK__NEXT_ERROR;
+  int instance = r->instance;
+  r->done = o->next == TK__NEXT_COMPLETE && !instance;
+  r->errors = o->next == TK__NEXT_ERROR && !instance;
   fx->children_released = (int)tk__pg_i64(res, 0, 1);
   r->can_progress = -1;
+  /* An instance that leaves its map with none unfinished settles it. */
+  if (instance && PQnfields(res) > 7 && !PQgetisnull(res, 0, 7) && tk__pg_i64(res, 0, 7) == 0)
+    r->flow_work = FLOW_MAP_SETTLE;
   if (PQgetisnull(res, 0, 2)) return; /* a retry: the task is not settled */
   tk__pg_copy(r->state, sizeof r->state, res, 0, 2);
   r->counts.state = r->state;
@@ -285,6 +340,37 @@ static int write_outcomes(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs
       j++;
     }
     k = j;
+  }
+  return 0;
+}
+
+/* The flow's work of the recorded outcomes that need it (rec.flow_work),
+ * in write order, after every outcome of the group was written: each
+ * statement at once, under the tasks' locks that the outcomes took. What
+ * it adds to the task's counters joins the outcome's own, and the
+ * outcome's counts are read again for settling; the task's other
+ * outcomes ask whether it can progress again at settling, in a snapshot
+ * with this work in it. 0, or a failure that undoes the transaction (the
+ * caller records each outcome alone then). */
+static int flow_outcomes(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs,
+                         tk__effects *fx, tk_err *err) {
+  for (int k = 0; k < n; k++) {
+    rec *r = &recs[k];
+    const tk__outcome *x = &o[r->i];
+    if (r->status != RECORDED || r->flow_work == FLOW_NONE) continue;
+    tk__pg_flow_run run = {.p = p, .f = r->flow, .task_id = x->task_id, .now = x->now,
+                           .err = err};
+    int rc = r->flow_work == FLOW_FINISHED ? tk__pg_flow_finished(&run, x->idx, x->results, 1)
+                                           : tk__pg_flow_map_settle(&run, x->idx);
+    if (rc == 0) rc = tk__pg_flow_task_counts(&run, r->state, sizeof r->state, &r->counts);
+    if (rc) return rc;
+    r->done += run.done;
+    r->errors += run.errors;
+    r->counts.done += r->done;
+    r->counts.errors += r->errors;
+    fx[r->i].children_released += run.released;
+    for (int j = 0; j < n; j++)
+      if (o[recs[j].i].task_id == x->task_id) recs[j].can_progress = -1;
   }
   return 0;
 }
@@ -416,9 +502,24 @@ static int write_group(tk__pg *pg, const tk__outcome *o, int n, rec *recs, tk__e
   int rc = tk__pg_pipe_begin(pg, &p, n == 0 ? "claim" : "record outcome", err);
   if (rc) return rc;
   int notify = 0;
+  /* Each template's flow, read on the connection's first outcome of it
+   * (an outcome naming no stored template is written as before, with no
+   * flow: its own statement says what became of it). */
+  for (int k = 0; k < n && rc == 0; k++)
+    if ((rc = tk__pg_flow_get(&p, o[recs[k].i].template_id, &recs[k].flow, err)) == TK_ENOENT) {
+      rc = 0;
+      tk_err_clear(err);
+    }
+  tk__pg_pipe_reset(&p);
+  if (rc) {
+    rc = p.broken ? rc : 1;
+    tk__pg_pipe_end(&p);
+    return rc;
+  }
   tk__pg_begin(&p);
   if (n > 0) {
     rc = write_outcomes(&p, o, n, recs, fx, errs, err);
+    if (rc == 0) rc = flow_outcomes(&p, o, n, recs, fx, err);
     if (rc == 0) rc = settle_tasks(&p, o, n, recs, fx, &notify, err);
     if (rc) rc = p.broken ? rc : 1;
   }

@@ -13,19 +13,41 @@ static const char REPORT_TASK_SQL[] =
     " tp.version, tp.description, tp.definition, tp.created_at"
     " FROM tasks t JOIN templates tp ON tp.id = t.template_id WHERE t.id = $1::bigint";
 
-/* Steps in template order, a batch step with the counts of its items. */
+/* The columns of a step record (fill_step), of the steps s. */
+#define STEP_COLUMNS                                                                        \
+  "s.id, s.idx, s.name, s.state, s.attempts, s.max_attempts, s.retryable,"                 \
+  " s.parents_remaining, s.backoff, s.run_at, s.lease_expires_at, s.last_delay_ms,"        \
+  " s.lease_owner, s.last_error, s.results"
+
+/* The template's steps in template order (a map's instances are not
+ * among them), a batch step with the counts of its items, a map step with
+ * those of its instances (by state: done, failed; one range of
+ * steps_instances for each step). */
 static const char REPORT_STEPS_SQL[] =
-    "SELECT s.id, s.idx, s.name, s.state, s.attempts, s.max_attempts, s.retryable,"
-    " s.parents_remaining, s.backoff, s.run_at, s.lease_expires_at, s.last_delay_ms,"
-    " s.lease_owner, s.last_error, s.results, b.step_id IS NOT NULL,"
-    " COALESCE(ic.pending, 0), COALESCE(ic.acked, 0), COALESCE(ic.gave_up, 0)"
+    "SELECT " STEP_COLUMNS ", b.step_id IS NOT NULL,"
+    " COALESCE(ic.pending, 0), COALESCE(ic.acked, 0), COALESCE(ic.gave_up, 0),"
+    " mc.total, mc.done, mc.failed, -1, NULL"
     " FROM steps s LEFT JOIN batch_steps b ON b.step_id = s.id"
+    " CROSS JOIN LATERAL (SELECT count(*) AS total,"
+    " count(*) FILTER (WHERE i.state IN (" Q(TK__STEP_COMPLETE) ", " Q(TK__STEP_RESOLVED) "))"
+    " AS done, count(*) FILTER (WHERE i.state = " Q(TK__STEP_ERROR) ") AS failed"
+    " FROM steps i WHERE i.task_id = s.task_id AND i.map_idx = s.idx) mc"
     " LEFT JOIN LATERAL (SELECT"
     " count(*) FILTER (WHERE i.state = " Q(TK__ITEM_PENDING) ") AS pending,"
     " count(*) FILTER (WHERE i.state = " Q(TK__ITEM_ACKED) ") AS acked,"
     " count(*) FILTER (WHERE i.state = " Q(TK__ITEM_GAVE_UP) ") AS gave_up"
     " FROM items i WHERE i.step_id = b.step_id) ic ON b.step_id IS NOT NULL"
-    " WHERE s.task_id = $1::bigint ORDER BY s.idx";
+    " WHERE s.task_id = $1::bigint AND s.map_idx IS NULL ORDER BY s.idx";
+
+/* Instances of map step $2 of task $1 after element $3, at most $4, in
+ * element order (one range of steps_instances), as step records; and how
+ * many the map has. */
+static const char INSTANCES_SQL[] =
+    "SELECT " STEP_COLUMNS ", false, 0, 0, 0, NULL, NULL, NULL, s.item_index, s.item"
+    " FROM steps s WHERE s.task_id = $1::bigint AND s.map_idx = $2::int"
+    " AND s.item_index > $3::int ORDER BY s.item_index LIMIT $4::int";
+static const char INSTANCES_TOTAL_SQL[] =
+    "SELECT count(*) FROM steps WHERE task_id = $1::bigint AND map_idx = $2::int";
 
 static const char REPORT_ATTEMPTS_SQL[] =
     "SELECT a.step_id, a.attempt, a.owner, a.started_at, a.finished_at, a.delay_ms,"
@@ -77,6 +99,41 @@ static int rows_room(void **arr, int rows, size_t size) {
   return rows == 0 || tk__grow(arr, &cap, rows, size) == 0;
 }
 
+/* Row i of r (STEP_COLUMNS, then batch and map counts, item) into s. */
+static void fill_step(tk__step_rec *s, const PGresult *r, int i, int *oom) {
+  s->id = tk__pg_i64(r, i, 0);
+  s->idx = (int)tk__pg_i64(r, i, 1);
+  s->name = tk__dup(tk__pg_text(r, i, 2), oom);
+  tk__pg_copy(s->state, sizeof s->state, r, i, 3);
+  s->attempts = (int)tk__pg_i64(r, i, 4);
+  s->max_attempts = (int)tk__pg_i64(r, i, 5);
+  s->retryable = tk__pg_bool(r, i, 6);
+  s->parents_remaining = (int)tk__pg_i64(r, i, 7);
+  s->backoff = tk__dup(tk__pg_text(r, i, 8), oom);
+  s->run_at = tk__pg_i64(r, i, 9);
+  s->lease_expires_at = tk__pg_i64(r, i, 10);
+  s->last_delay_ms = tk__pg_i64(r, i, 11);
+  s->lease_owner = tk__dup(tk__pg_text(r, i, 12), oom);
+  s->last_error = tk__dup(tk__pg_text(r, i, 13), oom);
+  s->results = tk__dup(tk__pg_text(r, i, 14), oom);
+  s->batch = tk__pg_bool(r, i, 15);
+  s->items_pending = tk__pg_i64(r, i, 16);
+  s->items_acked = tk__pg_i64(r, i, 17);
+  s->items_gave_up = tk__pg_i64(r, i, 18);
+  /* A map step's instances, once it has any (DESIGN §17). */
+  int64_t total = tk__pg_i64(r, i, 19);
+  s->instances_total = s->instances_done = s->instances_failed = s->instances_waiting =
+      TK__NONE;
+  if (total != TK__NONE && total > 0) {
+    s->instances_total = total;
+    s->instances_done = tk__pg_i64(r, i, 20);
+    s->instances_failed = tk__pg_i64(r, i, 21);
+    s->instances_waiting = total - s->instances_done - s->instances_failed;
+  }
+  s->item_index = (int)tk__pg_i64(r, i, 22);
+  s->item = tk__dup(tk__pg_text(r, i, 23), oom);
+}
+
 static void fill_steps(tk__task_report *out, const PGresult *r, int *oom) {
   int rows = PQntuples(r);
   if (!rows_room((void **)&out->steps, rows, sizeof *out->steps)) {
@@ -84,27 +141,8 @@ static void fill_steps(tk__task_report *out, const PGresult *r, int *oom) {
     return;
   }
   for (int i = 0; i < rows; i++) {
-    tk__step_rec *s = &out->steps[i];
     out->nsteps = i + 1;
-    s->id = tk__pg_i64(r, i, 0);
-    s->idx = (int)tk__pg_i64(r, i, 1);
-    s->name = tk__dup(tk__pg_text(r, i, 2), oom);
-    tk__pg_copy(s->state, sizeof s->state, r, i, 3);
-    s->attempts = (int)tk__pg_i64(r, i, 4);
-    s->max_attempts = (int)tk__pg_i64(r, i, 5);
-    s->retryable = tk__pg_bool(r, i, 6);
-    s->parents_remaining = (int)tk__pg_i64(r, i, 7);
-    s->backoff = tk__dup(tk__pg_text(r, i, 8), oom);
-    s->run_at = tk__pg_i64(r, i, 9);
-    s->lease_expires_at = tk__pg_i64(r, i, 10);
-    s->last_delay_ms = tk__pg_i64(r, i, 11);
-    s->lease_owner = tk__dup(tk__pg_text(r, i, 12), oom);
-    s->last_error = tk__dup(tk__pg_text(r, i, 13), oom);
-    s->results = tk__dup(tk__pg_text(r, i, 14), oom);
-    s->batch = tk__pg_bool(r, i, 15);
-    s->items_pending = tk__pg_i64(r, i, 16);
-    s->items_acked = tk__pg_i64(r, i, 17);
-    s->items_gave_up = tk__pg_i64(r, i, 18);
+    fill_step(&out->steps[i], r, i, oom);
   }
 }
 
@@ -269,13 +307,24 @@ static int by_id(const void *a, const void *b) {
 }
 
 /* One row per (step, parent) and one for a step with none: each row adds
- * its parent's results to its step's input (tk__input_add). */
+ * its parent's results to its step's input (tk__input_add). An instance
+ * of a map step has its map's parents (DESIGN §17), and its element. */
 static const char INPUTS_SQL[] =
-    "SELECT s.id, t.context, p.name, p.results FROM steps s"
+    "SELECT s.id, t.context, p.name, p.results, s.item, s.item_index FROM steps s"
     " JOIN tasks t ON t.id = s.task_id"
-    " LEFT JOIN template_edges e ON e.template_id = t.template_id AND e.child_idx = s.idx"
+    " LEFT JOIN template_edges e ON e.template_id = t.template_id"
+    " AND e.child_idx = COALESCE(s.map_idx, s.idx)"
     " LEFT JOIN steps p ON p.task_id = s.task_id AND p.idx = e.parent_idx"
     " WHERE s.id = ANY ($1::bigint[]) ORDER BY s.id, e.parent_idx";
+
+/* An instance's element and its position into its input (once). */
+static int add_item(json_t *input, const PGresult *r, int row) {
+  if (PQgetisnull(r, row, 5) || json_object_get(input, "item_index") != NULL) return 0;
+  json_t *item = json_loads(tk__pg_text(r, row, 4), JSON_DECODE_ANY, NULL);
+  if (item == NULL) item = json_null();
+  if (json_object_set_new(input, "item", item) != 0) return -1;
+  return json_object_set_new(input, "item_index", json_integer(tk__pg_i64(r, row, 5)));
+}
 
 int tk__pg_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_err *err) {
   for (int i = 0; i < n; i++) out[i] = NULL;
@@ -304,7 +353,8 @@ int tk__pg_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_
     while (hit > w && hit[-1].id == key.id) hit--;
     for (; hit && hit < w + n && hit->id == key.id && rc == 0; hit++)
       if (tk__input_add(&out[hit->i], tk__pg_text(r, row, 1), tk__pg_text(r, row, 2),
-                        tk__pg_text(r, row, 3)) != 0)
+                        tk__pg_text(r, row, 3)) != 0 ||
+          add_item(out[hit->i], r, row) != 0)
         rc = tk_err_set(err, TK_ENOMEM,
                         "postgres: step inputs: cannot build the input of step %lld",
                         (long long)key.id);
@@ -319,5 +369,42 @@ int tk__pg_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_
     }
   PQclear(r);
   free(w);
+  return rc;
+}
+
+int tk__pg_instance_list(tk_store *s, int64_t task_id, int map_idx, int after, int limit,
+                         tk__step_rec **out, int *n, int64_t *total, tk_err *err) {
+  *out = NULL;
+  *n = 0;
+  *total = 0;
+  tk__pg_pipe p;
+  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, "instances", err);
+  if (rc) return rc;
+  tk__pg_args a = {0};
+  tk__pg_arg_i64(&a, task_id);
+  tk__pg_arg_i64(&a, map_idx);
+  tk__pg_arg_i64(&a, after);
+  tk__pg_arg_i64(&a, limit > 0 ? limit : 0);
+  tk__pg_begin_snapshot(&p);
+  int rows_slot = tk__pg_pipe_stmt(&p, PG_INSTANCE_LIST, INSTANCES_SQL, a.n, a.v);
+  int total_slot = tk__pg_pipe_stmt(&p, PG_REPORT_INSTANCES, INSTANCES_TOTAL_SQL, 2, a.v);
+  tk__pg_commit(&p);
+  if ((rc = tk__pg_pipe_run(&p, "instances", err)) == 0) {
+    PGresult *r = tk__pg_result(&p, rows_slot);
+    int rows = PQntuples(r), oom = 0;
+    *total = tk__pg_i64(tk__pg_result(&p, total_slot), 0, 0);
+    if (!rows_room((void **)out, rows, sizeof **out)) oom = 1;
+    for (int i = 0; !oom && i < rows; i++) {
+      *n = i + 1;
+      fill_step(&(*out)[i], r, i, &oom);
+    }
+    if (oom) {
+      tk__step_recs_free(*out, *n);
+      *out = NULL;
+      *n = 0;
+      rc = tk__pg_oom(err, "instances");
+    }
+  }
+  tk__pg_pipe_end(&p);
   return rc;
 }

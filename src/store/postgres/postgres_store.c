@@ -57,6 +57,7 @@ static void pg_close(tk_store *s) {
   if (pg == NULL) return;
   if (pg->epoll_fd >= 0) close(pg->epoll_fd);
   if (pg->event_fd >= 0) close(pg->event_fd);
+  tk__pg_flows_free(pg);
   PQfinish(pg->conn);
   free(pg);
 }
@@ -354,4 +355,5 @@ const tk__store_ops tk__postgres_store_ops = {
     .size = tk__pg_size,
     .durability = tk__pg_durability,
     .retry_earlier = tk__pg_retry_earlier,
+    .instance_list = tk__pg_instance_list,
 };
