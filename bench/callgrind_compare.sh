@@ -12,6 +12,8 @@
 #   SHAPE: independent, chain (default both).
 #   BASE_DIR=DIR: the worktree for BASE_REV (made there unless it exists;
 #   default a temporary one, removed at the end).
+#   KEEP_DIR=DIR: keep the callgrind files there (base-SHAPE.cg, here-SHAPE.cg)
+#   for callgrind_annotate, to see which functions the difference is in.
 set -eu
 [ $# -ge 1 ] || { echo "usage: sh bench/callgrind_compare.sh BASE_REV [SHAPE...]" >&2; exit 2; }
 BASE_REV=$1
@@ -41,21 +43,22 @@ base_at=$(git -C "$BASE" rev-parse --short HEAD)
 here_at=$(git -C "$TOP" rev-parse --short HEAD)
 git -C "$TOP" diff --quiet HEAD -- src include || here_at="$here_at+changes"
 
-# instructions TREE SHAPE: Ir inside tk_engine_run for one shape.
+# instructions TREE SHAPE LABEL: Ir inside tk_engine_run for one shape.
 instructions() {
-  out=$W/$(basename "$1")-$2.cg
+  out=$W/$3-$2.cg
   (cd "$W" && BENCH_QUICK=1 BENCH_WORKERS=0 BENCH_SHAPE=$2 TMPDIR=$W \
     valgrind --tool=callgrind --toggle-collect=tk_engine_run --callgrind-out-file="$out" \
     "$1/build/bench/bench_engine" throughput >"$out.log" 2>&1) ||
     { echo "callgrind_compare.sh: bench_engine in $1 failed:" >&2; tail -n 5 "$out.log" >&2; exit 1; }
+  [ -z "${KEEP_DIR:-}" ] || { mkdir -p "$KEEP_DIR" && cp "$out" "$KEEP_DIR/"; }
   sed -n 's/^summary: *\([0-9]*\).*/\1/p; s/^totals: *\([0-9]*\).*/\1/p' "$out" | head -n 1
 }
 
 printf '%-12s %7s %16s %16s %10s %10s %8s\n' "callgrind" steps "Ir $base_at" "Ir $here_at" \
   "Ir/step b" "Ir/step n" change
 for shape in $SHAPES; do
-  b=$(instructions "$BASE" "$shape")
-  n=$(instructions "$TOP" "$shape")
+  b=$(instructions "$BASE" "$shape" base)
+  n=$(instructions "$TOP" "$shape" here)
   echo "$shape $b $n" | awk '{ s = 10000
     printf "%-12s %7d %16d %16d %10.0f %10.0f %+7.2f%%\n", $1, s, $2, $3, $2 / s, $3 / s,
       ($3 - $2) * 100 / $2 }'
