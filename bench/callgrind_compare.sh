@@ -12,6 +12,10 @@
 #   SHAPE: independent, chain (default both).
 #   BASE_DIR=DIR: the worktree for BASE_REV (made there unless it exists;
 #   default a temporary one, removed at the end).
+#   RUNS=N: each count the median of N runs (default 1). The count varies by
+#   about 0.3% from run to run (the claims' batches follow the handlers'
+#   timing, so the number of transactions differs), so a change near the
+#   limit wants RUNS=3 or more.
 #   KEEP_DIR=DIR: keep the callgrind files there (base-SHAPE.cg, here-SHAPE.cg)
 #   for callgrind_annotate, to see which functions the difference is in.
 set -eu
@@ -43,8 +47,14 @@ base_at=$(git -C "$BASE" rev-parse --short HEAD)
 here_at=$(git -C "$TOP" rev-parse --short HEAD)
 git -C "$TOP" diff --quiet HEAD -- src include || here_at="$here_at+changes"
 
-# instructions TREE SHAPE LABEL: Ir inside tk_engine_run for one shape.
+# instructions TREE SHAPE LABEL: Ir inside tk_engine_run for one shape,
+# the median of $RUNS runs.
 instructions() {
+  i=1
+  while [ "$i" -le "${RUNS:-1}" ]; do one_run "$@"; i=$((i + 1)); done | sort -n |
+    awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+}
+one_run() {
   out=$W/$3-$2.cg
   (cd "$W" && BENCH_QUICK=1 BENCH_WORKERS=0 BENCH_SHAPE=$2 TMPDIR=$W \
     valgrind --tool=callgrind --toggle-collect=tk_engine_run --callgrind-out-file="$out" \
@@ -59,6 +69,7 @@ printf '%-12s %7s %16s %16s %10s %10s %8s\n' "callgrind" steps "Ir $base_at" "Ir
 for shape in $SHAPES; do
   b=$(instructions "$BASE" "$shape" base)
   n=$(instructions "$TOP" "$shape" here)
+  [ -n "$b" ] && [ -n "$n" ] || exit 1
   echo "$shape $b $n" | awk '{ s = 10000
     printf "%-12s %7d %16d %16d %10.0f %10.0f %+7.2f%%\n", $1, s, $2, $3, $2 / s, $3 / s,
       ($3 - $2) * 100 / $2 }'
