@@ -37,7 +37,8 @@
 #               ms), 100 tasks x a 1,000-wide map beside 100 x 1,000
 #               independent steps (goal: within 10%), and claims of 100
 #               with 10^6 steps stored, half of them instances, beside
-#               today's shape (goal: within 2x)
+#               today's shape (goal: within 2x); BENCH_MAP="create claims"
+#               (bench_map's section names) runs only those
 # Usage: sh bench/bench_pg.sh [throughput|jobs|peers|latency|precision|split|scale|where|
 #                              durability|delayed|search|map]...
 # (default all but where). BENCH_QUICK=1 runs a tenth of the sizes. Every
@@ -352,7 +353,8 @@ search() {
 
 # A map's instances: creation, throughput, claims (bench_map).
 map() {
-  BENCH_PG_URL=$(fresh_db) BENCH_QUICK=$Q "$MAP"
+  # shellcheck disable=SC2086 # BENCH_MAP is a list of section names
+  BENCH_PG_URL=$(fresh_db) BENCH_QUICK=$Q "$MAP" ${BENCH_MAP:-}
 }
 
 what=${*:-throughput jobs peers latency precision split scale durability delayed search map}
