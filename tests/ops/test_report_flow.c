@@ -94,15 +94,16 @@ static int stub_report(tk_store *s, int64_t task_id, tk__task_report *r, tk_err 
     r->steps[5].instances_failed = 1;
     r->steps[5].instances_waiting = 12;
   }
-  /* approve skipped: first an older, other reason, then the last one. */
-  r->ntransitions = 2;
-  r->transitions = calloc(2, sizeof *r->transitions);
-  for (int i = 0; i < 2; i++) {
+  /* approve skipped: first an older, other reason, then the last one;
+   * then one of an instance (step 1012, not a template step). */
+  r->ntransitions = 3;
+  r->transitions = calloc(3, sizeof *r->transitions);
+  for (int i = 0; i < 3; i++) {
     r->transitions[i].at = NOW - 100 + i;
-    r->transitions[i].step_id = 102;
+    r->transitions[i].step_id = i < 2 ? 102 : 1012;
     r->transitions[i].from = dup("pending");
-    r->transitions[i].to = dup(i ? "skipped" : "pending");
-    r->transitions[i].reason = dup(i ? "not chosen by triage" : "created");
+    r->transitions[i].to = dup(i == 1 ? "skipped" : i ? "in_progress" : "pending");
+    r->transitions[i].reason = dup(i == 1 ? "not chosen by triage" : i ? "claimed" : "created");
     r->transitions[i].attempt = TK__NONE;
   }
   return 0;
@@ -208,6 +209,21 @@ static void test_skipped_step_says_why(void **state) {
   assert_string_equal(str(why, "detail"), "not chosen by triage");
   /* Only a skipped step has the member. */
   assert_null(json_object_get(step_of(t, "review"), "skipped_reason"));
+  json_decref(t);
+}
+
+static void test_instance_transitions_left_out(void **state) {
+  (void)state;
+  stub s;
+  running(&s);
+  json_t *t = task_of(&s);
+  /* The template steps' changes only: an instance's would read as the
+   * task's own (no step of that id). */
+  json_t *tr = json_object_get(t, "transitions");
+  assert_int_equal(json_array_size(tr), 2);
+  size_t i;
+  json_t *x;
+  json_array_foreach(tr, i, x) assert_string_equal(str(x, "step"), "approve");
   json_decref(t);
 }
 
@@ -401,6 +417,7 @@ static void test_instance_page_refusals(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_skipped_step_says_why),
+      cmocka_unit_test(test_instance_transitions_left_out),
       cmocka_unit_test(test_decision_shows_branches_and_choice),
       cmocka_unit_test(test_failed_decision_why_has_its_message),
       cmocka_unit_test(test_failed_map_why_says_retry_its_instances),
