@@ -3,7 +3,7 @@
 # --json), `show --instances` page by page, `why` on skipped, mapped,
 # convergence and failed decision steps, `tasks`, `status`, and `tasker
 # serve`'s API (the task's JSON, GET .../instances with its refusals) and
-# /metrics. Sourced after tap.sh (and pg.sh for PostgreSQL) by
+# /metrics, and an instance resolved through the API. Sourced after tap.sh (and pg.sh for PostgreSQL) by
 # tests/cli/flow_views.sh and flow_views_pg.sh; needs `t` (tasker with
 # the test's configuration), W, curl and jq. flow_views_run runs it all.
 
@@ -256,13 +256,16 @@ fv_api() {
   metrics=$(get /metrics)
   expect_match "metrics: two steps skipped" "$metrics" 'tasker_store_steps{state="skipped"} 2'
   expect_match "metrics: one step mapped" "$metrics" 'tasker_store_steps{state="mapped"} 1'
+  # An instance is acted on by its name, %-encoded in the path.
+  expect_eq "API: resolve an instance" \
+    "$(curl -s -X POST -H 'X-Tasker-Request: 1' "$BASE/api/v1/tasks/$FILES/steps/process%5B12%5D/resolve" | jq -c '[.step, .action]')" \
+    '["process[12]","resolve"]'
   fv_serve_stop
 }
 
 fv_settle() {
-  # Resolving the instance settles the map: complete, and its child runs.
-  run t resolve "$FILES" 'process[12]'
-  expect_rc "resolve the instance" 0
+  # Resolving the instance (fv_api did) settled the map: complete, and
+  # its child runs.
   run t run --until-idle --workers 0
   fv_json "files: the map complete, its child ran" "$FILES" \
     '[.steps[] | .state], (.steps[1].instances | [.done, .failed, .waiting]), .execution_status' \
