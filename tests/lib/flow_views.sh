@@ -1,11 +1,12 @@
 # Decisions and map as an operator sees them (issue 21 item 5), through
 # the real binary on the store $W/tasker.toml names: `show` (text and
 # --json), `show --instances` page by page, `why` on skipped, mapped,
-# convergence and failed decision steps, `tasks`, `status`, and `tasker
-# serve`'s API (the task's JSON, GET .../instances with its refusals) and
-# /metrics, and an instance resolved through the API. Sourced after tap.sh (and pg.sh for PostgreSQL) by
-# tests/cli/flow_views.sh and flow_views_pg.sh; needs `t` (tasker with
-# the test's configuration), W, curl and jq. flow_views_run runs it all.
+# convergence and failed decision and map steps, `tasks`, and `tasker
+# serve`'s API (the task's JSON, GET .../instances with its refusals, an
+# instance resolved by its name) and /metrics. Sourced after tap.sh (and
+# pg.sh for PostgreSQL) by tests/cli/flow_views.sh and flow_views_pg.sh;
+# needs `t` (tasker with the test's configuration), W, curl and jq.
+# flow_views_run runs it all.
 
 # fv_templates: the templates, written to $W.
 #   order: score -> triage (its command chooses review) -> approve -> ship_now,
