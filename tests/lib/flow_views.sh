@@ -182,6 +182,14 @@ fv_map() {
   expect_eq "why on a mapped step" "$OUT" "process: mapped (waiting for 1 of 25 instances (0 failed))"
   run t why "$FILES" sum
   expect_match "why on the map's child" "$OUT" "waiting for process (mapped)"
+  run t why "$FILES" 'process[3]'
+  expect_eq "why on an instance that finished" "$OUT" "process[3]: done (the step has finished)"
+  run t why "$FILES" 'process[12]'
+  expect_eq "why on the retried instance" "$OUT" \
+    "process[12]: ready (ready now: the next claim by any orchestrator takes it)"
+  run t why "$FILES" 'process[25]'
+  expect_rc "why on an instance past the end: exit 2" 2
+  expect_eq "... naming it" "$ERR" "tasker why: task $FILES has no step \"process[25]\""
   run t show "$FILES"
   expect_match "show: the map's counts" "$OUT" "25 instances: 24 done, 0 failed, 1 waiting"
   expect_match "show: the first instances" "$OUT" "process[3]"

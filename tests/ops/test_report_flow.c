@@ -346,7 +346,7 @@ static void test_skipped_counts_as_finished(void **state) {
 static json_t *page(stub *s, const char *step, int after, int limit) {
   char *text;
   tk_err err;
-  if (tk_instances_json(&s->base, 7, step, after, limit, &text, &err) != 0)
+  if (tk_instances_json(&s->base, 7, step, after, limit, NOW, &text, &err) != 0)
     fail_msg("tk_instances_json: %s", err.msg);
   json_t *v = json_loads(text, 0, NULL);
   free(text);
@@ -373,6 +373,10 @@ static void test_instance_pages(void **state) {
   json_t *failed = json_array_get(in, 2);
   assert_string_equal(str(failed, "state"), "error");
   assert_string_equal(str(failed, "last_error"), "exit status 1: bad file");
+  /* Each instance says why, as a step does. */
+  assert_string_equal(str(json_object_get(failed, "why"), "reason"), "error");
+  assert_string_equal(str(json_object_get(json_array_get(in, 0), "why"), "reason"), "done");
+  assert_string_equal(str(json_object_get(json_array_get(in, 3), "why"), "reason"), "ready");
   assert_int_equal(num(p, "next_after"), 19);
   json_decref(p);
   /* The last page: exactly what is left, no next. */
@@ -391,7 +395,7 @@ static void expect_refused(stub *s, int64_t task, const char *step, int after, i
                            int code, const char *want) {
   char *text = NULL;
   tk_err err;
-  int rc = tk_instances_json(&s->base, task, step, after, limit, &text, &err);
+  int rc = tk_instances_json(&s->base, task, step, after, limit, NOW, &text, &err);
   if (rc != code || strstr(err.msg, want) == NULL)
     fail_msg("got %s (%s), want %s with \"%s\"", tk_err_name(rc), rc ? err.msg : text,
              tk_err_name(code), want);
