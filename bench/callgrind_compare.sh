@@ -12,6 +12,12 @@
 #   SHAPE: independent, chain (default both).
 #   BASE_DIR=DIR: the worktree for BASE_REV (made there unless it exists;
 #   default a temporary one, removed at the end).
+#   RUNS=N: each count the median of N runs (default 1). The count varies by
+#   about 0.3% from run to run (the claims' batches follow the handlers'
+#   timing, so the number of transactions differs), so a change near the
+#   limit wants RUNS=3 or more.
+#   KEEP_DIR=DIR: keep the callgrind files there (base-SHAPE.cg, here-SHAPE.cg)
+#   for callgrind_annotate, to see which functions the difference is in.
 set -eu
 [ $# -ge 1 ] || { echo "usage: sh bench/callgrind_compare.sh BASE_REV [SHAPE...]" >&2; exit 2; }
 BASE_REV=$1
@@ -41,21 +47,29 @@ base_at=$(git -C "$BASE" rev-parse --short HEAD)
 here_at=$(git -C "$TOP" rev-parse --short HEAD)
 git -C "$TOP" diff --quiet HEAD -- src include || here_at="$here_at+changes"
 
-# instructions TREE SHAPE: Ir inside tk_engine_run for one shape.
+# instructions TREE SHAPE LABEL: Ir inside tk_engine_run for one shape,
+# the median of $RUNS runs.
 instructions() {
-  out=$W/$(basename "$1")-$2.cg
+  i=1
+  while [ "$i" -le "${RUNS:-1}" ]; do one_run "$@"; i=$((i + 1)); done | sort -n |
+    awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+}
+one_run() {
+  out=$W/$3-$2.cg
   (cd "$W" && BENCH_QUICK=1 BENCH_WORKERS=0 BENCH_SHAPE=$2 TMPDIR=$W \
     valgrind --tool=callgrind --toggle-collect=tk_engine_run --callgrind-out-file="$out" \
     "$1/build/bench/bench_engine" throughput >"$out.log" 2>&1) ||
     { echo "callgrind_compare.sh: bench_engine in $1 failed:" >&2; tail -n 5 "$out.log" >&2; exit 1; }
+  [ -z "${KEEP_DIR:-}" ] || { mkdir -p "$KEEP_DIR" && cp "$out" "$KEEP_DIR/"; }
   sed -n 's/^summary: *\([0-9]*\).*/\1/p; s/^totals: *\([0-9]*\).*/\1/p' "$out" | head -n 1
 }
 
 printf '%-12s %7s %16s %16s %10s %10s %8s\n' "callgrind" steps "Ir $base_at" "Ir $here_at" \
   "Ir/step b" "Ir/step n" change
 for shape in $SHAPES; do
-  b=$(instructions "$BASE" "$shape")
-  n=$(instructions "$TOP" "$shape")
+  b=$(instructions "$BASE" "$shape" base)
+  n=$(instructions "$TOP" "$shape" here)
+  [ -n "$b" ] && [ -n "$n" ] || exit 1
   echo "$shape $b $n" | awk '{ s = 10000
     printf "%-12s %7d %16d %16d %10.0f %10.0f %+7.2f%%\n", $1, s, $2, $3, $2 / s, $3 / s,
       ($3 - $2) * 100 / $2 }'
