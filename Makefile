@@ -60,7 +60,7 @@ SHARED_LIB := $(BUILD)/lib/libtasker.so.$(VERSION)
 PC_FILE    := $(BUILD)/lib/pkgconfig/tasker.pc
 TASKER     := $(BUILD)/bin/tasker
 
-.PHONY: all deps server-deps test test-asan check demo demo-pg bench benches install install-man clean tests examples fuzz fuzz-smoke
+.PHONY: all deps server-deps test test-asan check demo demo-pg bench benches callgrind-compare install install-man clean tests examples fuzz fuzz-smoke
 all: $(STATIC_LIB) $(SHARED_LIB) $(PC_FILE) $(TASKER)
 
 deps:
@@ -173,6 +173,13 @@ benches: $(BENCH_BIN) $(BENCH_TOOLS)
 bench: server-deps
 	@$(MAKE) --no-print-directory benches $(TASKER)
 	@BUILD=$(BUILD) bench/run
+
+# The hot path's instructions (bench_engine throughput under callgrind)
+# here against revision BASE, e.g. `make callgrind-compare BASE=9573808`.
+callgrind-compare:
+	@test -n "$(BASE)" || { echo "usage: make callgrind-compare BASE=REV" >&2; exit 2; }
+	@TASKER_EXTRA_DEPS=valgrind scripts/ensure-deps
+	@sh bench/callgrind_compare.sh $(BASE)
 
 install: all install-man
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/tasker $(DESTDIR)$(PREFIX)/bin

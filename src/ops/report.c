@@ -299,16 +299,11 @@ static json_t *task_json(const tk__task_report *r) {
   json_t *transitions = json_array();
   for (int i = 0; i < r->ntransitions; i++) {
     const tk__transition_rec *tr = &r->transitions[i];
-    const tk__step_rec *s = NULL;
-    for (int k = 0; tr->step_id != TK__NONE && k < r->nsteps && s == NULL; k++)
-      if (r->steps[k].id == tr->step_id) s = &r->steps[k];
-    /* A map's instances are not among the steps: their changes are left
-     * out too (a wide map's would be most of the task's JSON, and read as
-     * the task's own); their states are paged by tk_instances_json. */
-    if (tr->step_id != TK__NONE && s == NULL) continue;
+    /* The store names the step: an instance is not among r->steps. */
     json_array_append_new(transitions,
                           json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "at", (json_int_t)tr->at,
-                                    "step", opt_str(s ? s->name : NULL), "from", opt_str(tr->from),
+                                    "step", opt_str(tr->step_id == TK__NONE ? NULL : tr->step),
+                                    "from", opt_str(tr->from),
                                     "to", opt_str(tr->to), "reason", opt_str(tr->reason),
                                     "attempt", opt_int(tr->attempt)));
   }

@@ -326,6 +326,7 @@ typedef struct tk__transition_rec {
   int64_t step_id; /* TK__NONE: the task's own */
   char *from, *to, *reason;
   int64_t attempt; /* TK__NONE when not about an attempt */
+  char *step;      /* the step's name (an instance's "process[3]"); NULL: the task's */
 } tk__transition_rec;
 
 /* An item of a batch step that gave up: the first TK__GAVE_UP_SHOWN of

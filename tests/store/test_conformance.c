@@ -3480,6 +3480,12 @@ static void map_runs_instances(world *w) {
   p = step_named(&r, "process");
   assert_string_equal(p->state, TK__STEP_COMPLETE);
   expect_json(p->results, "[{\"i\": 0}, null, {\"i\": 2}]");
+  /* The history names each instance's moves. */
+  int named = 0;
+  for (int i = 0; i < r.ntransitions; i++)
+    named += same_str(r.transitions[i].step, "process[1]") &&
+             same_str(r.transitions[i].to, TK__STEP_ERROR);
+  assert_int_equal(named, 1);
   assert_int_equal(p->instances_done, 2);
   assert_int_equal(p->instances_failed, 1);
   assert_int_equal(r.steps_done, 2);

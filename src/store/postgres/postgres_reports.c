@@ -56,8 +56,9 @@ static const char REPORT_ATTEMPTS_SQL[] =
     " ORDER BY a.id";
 
 static const char REPORT_TRANSITIONS_SQL[] =
-    "SELECT at, step_id, from_state, to_state, reason, attempt FROM transitions"
-    " WHERE task_id = $1::bigint ORDER BY id";
+    "SELECT t.at, t.step_id, t.from_state, t.to_state, t.reason, t.attempt, s.name"
+    " FROM transitions t LEFT JOIN steps s ON s.id = t.step_id"
+    " WHERE t.task_id = $1::bigint ORDER BY t.id";
 
 /* The first TK__GAVE_UP_SHOWN items that gave up, per batch step. */
 #define STR_(x) #x
@@ -184,6 +185,7 @@ static void fill_transitions(tk__task_report *out, const PGresult *r, int *oom) 
     t->to = tk__dup(tk__pg_text(r, i, 3), oom);
     t->reason = tk__dup(tk__pg_text(r, i, 4), oom);
     t->attempt = tk__pg_i64(r, i, 5);
+    t->step = tk__dup(tk__pg_text(r, i, 6), oom);
   }
 }
 

@@ -410,8 +410,10 @@ static int report_attempts(tk__sqlite *q, int64_t task_id, tk__task_report *r, i
 static int report_transitions(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *oom,
                               tk_err *err) {
   sqlite3_stmt *st = task_query(q, "transitions",
-                                "SELECT at, step_id, from_state, to_state, reason, attempt"
-                                " FROM transitions WHERE task_id = ?1 ORDER BY id",
+                                "SELECT t.at, t.step_id, t.from_state, t.to_state, t.reason,"
+                                " t.attempt, s.name FROM transitions t"
+                                " LEFT JOIN steps s ON s.id = t.step_id"
+                                " WHERE t.task_id = ?1 ORDER BY t.id",
                                 task_id, err);
   if (st == NULL) return TK_ESTORE;
   int rc, cap = 0;
@@ -427,6 +429,7 @@ static int report_transitions(tk__sqlite *q, int64_t task_id, tk__task_report *r
     t->to = tk__sq_col_dup(st, 3, oom);
     t->reason = tk__sq_col_dup(st, 4, oom);
     t->attempt = tk__sq_col_i64(st, 5);
+    t->step = tk__sq_col_dup(st, 6, oom);
   }
   if (*oom) rc = SQLITE_DONE;
   rc = tk__sq_rows_end(q, rc, "transitions", err);
