@@ -27,7 +27,8 @@ const char cmd_show_usage[] =
     "  --limit N   instances per page, 1 to 1000 (default 50)\n";
 const char cmd_why_usage[] =
     "usage: tasker why TASK STEP [--json]\n\n"
-    "Which readiness condition holds the step back, and until when.\n";
+    "Which readiness condition holds the step back, and until when. STEP may name an\n"
+    "instance of a map step: process[12].\n";
 
 int cli_task_id(const char *cmd, const char *text, int64_t *id) {
   char *end;
