@@ -349,6 +349,8 @@ typedef struct tk__task_report {
   tk__template_rec template_; /* with its definition */
   tk__step_rec *steps;        /* in template order */
   int nsteps;
+  /* A map's instances are not in steps, attempts or transitions (a wide
+   * map's would be most of the report): instance_list pages them. */
   tk__attempt_rec *attempts; /* oldest first */
   int nattempts;
   tk__transition_rec *transitions; /* oldest first */

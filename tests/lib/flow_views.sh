@@ -162,10 +162,11 @@ fv_map() {
     '[.steps[] | [.name, .state]], (.steps[1].instances | [.total, .done, .failed, .waiting])' \
     '[["list","complete"],["process","error"],["sum","pending"]]
 [25,24,1,0]'
-  fv_json "files: the task's own transitions, and the instances' named" \
-    "$FILES" '[.transitions[] | select(.step == null) | .to], ([.transitions[] | select(.step == "process[12]") | .to])' \
+  # The task's history holds its template steps' moves; instances are paged.
+  fv_json "files: the task's own transitions, none of an instance" \
+    "$FILES" '[.transitions[] | select(.step == null) | .to], ([.transitions[] | select(.step != null and (.step | contains("["))) | .to])' \
     '["pending","in_progress","error"]
-["in_progress","error"]'
+[]'
   run t why "$FILES" process
   expect_eq "why on a map in error: retry its failed instances" "$OUT" \
     "process: error (the map failed for good: 1 of 25 instances failed; max_failures is 0; \`tasker retry\` its failed instances, or \`tasker resolve\` it)"
