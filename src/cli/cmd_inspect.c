@@ -27,7 +27,8 @@ const char cmd_show_usage[] =
     "  --limit N   instances per page, 1 to 1000 (default 50)\n";
 const char cmd_why_usage[] =
     "usage: tasker why TASK STEP [--json]\n\n"
-    "Which readiness condition holds the step back, and until when.\n";
+    "Which readiness condition holds the step back, and until when. STEP may name an\n"
+    "instance of a map step: process[12].\n";
 
 int cli_task_id(const char *cmd, const char *text, int64_t *id) {
   char *end;
@@ -63,7 +64,7 @@ static int fetch(const char *cmd, cli_globals *g, wanted w, json_t **out, int64_
   *now = tk_clock_now(&clock);
   char *text = NULL;
   tk_err err;
-  int r = w.step   ? tk_instances_json(s, w.task, w.step, w.after, w.limit, &text, &err)
+  int r = w.step   ? tk_instances_json(s, w.task, w.step, w.after, w.limit, *now, &text, &err)
           : w.task ? tk_engine_task_json(s, w.task, *now, &text, &err)
                    : tk_engine_status_json(s, *now, &text, &err);
   if (r != 0) {
@@ -361,6 +362,36 @@ int cmd_show(cli_globals *g, int argc, char **argv) {
   return 0;
 }
 
+/* The instance NAME[i] of a map step of task t (its JSON), fetched as a
+ * page of one: 0 and *out (to release with *page), or CLI_EXIT_USAGE
+ * when `name` names no instance. */
+static int find_instance(cli_globals *g, int64_t id, json_t *t, const char *name, json_t **page,
+                         json_t **out, int64_t *now) {
+  const char *open = strrchr(name, '[');
+  char *end;
+  size_t len = open ? (size_t)(open - name) : 0;
+  long i = open ? strtol(open + 1, &end, 10) : -1;
+  size_t k;
+  json_t *s;
+  *out = NULL;
+  if (open == NULL || i < 0 || i >= INT32_MAX || end == open + 1 || strcmp(end, "]") != 0)
+    return CLI_EXIT_USAGE;
+  json_array_foreach(json_object_get(t, "steps"), k, s) {
+    const char *map = str(s, "name");
+    if (!json_is_object(json_object_get(s, "map")) || strlen(map) != len ||
+        strncmp(map, name, len) != 0)
+      continue;
+    char step[256];
+    snprintf(step, sizeof step, "%s", map);
+    int rc = fetch("why", g, (wanted){id, step, (int)i - 1, 1}, page, now);
+    if (rc) return rc;
+    json_t *in = json_array_get(json_object_get(*page, "instances"), 0);
+    if (in && json_integer_value(json_object_get(in, "item_index")) == i) *out = in;
+    return *out ? 0 : CLI_EXIT_USAGE;
+  }
+  return CLI_EXIT_USAGE;
+}
+
 int cmd_why(cli_globals *g, int argc, char **argv) {
   const char *pos[2];
   int npos, rc = cli_parse("why", NULL, 0, argc, argv, pos, &npos, 2);
@@ -371,17 +402,20 @@ int cmd_why(cli_globals *g, int argc, char **argv) {
     return CLI_EXIT_USAGE;
   }
   if ((rc = cli_task_id("why", pos[0], &id))) return rc;
-  json_t *t = NULL;
+  json_t *t = NULL, *page = NULL;
   int64_t now;
   if ((rc = fetch("why", g, (wanted){id, NULL, -1, 0}, &t, &now))) return rc;
   size_t i;
   json_t *s, *found = NULL;
   json_array_foreach(json_object_get(t, "steps"), i, s) if (strcmp(str(s, "name"), pos[1]) == 0)
       found = s;
-  if (found == NULL) {
-    cli_error("why", "task %lld has no step \"%s\"", (long long)id, pos[1]);
+  /* Not a template step: maybe an instance of a map (process[3]). */
+  if (found == NULL && (rc = find_instance(g, id, t, pos[1], &page, &found, &now)) != 0) {
+    if (rc == CLI_EXIT_USAGE)
+      cli_error("why", "task %lld has no step \"%s\"", (long long)id, pos[1]);
+    json_decref(page);
     json_decref(t);
-    return CLI_EXIT_USAGE;
+    return rc;
   }
   json_t *why = json_object_get(found, "why");
   if (g->json) {
@@ -402,6 +436,7 @@ int cmd_why(cli_globals *g, int argc, char **argv) {
     json_array_foreach(json_object_get(why, "blocking"), i, s)
       printf("  waiting for %s (%s)\n", str(s, "step"), str(s, "state"));
   }
+  json_decref(page);
   json_decref(t);
   return 0;
 }

@@ -299,12 +299,11 @@ static json_t *task_json(const tk__task_report *r) {
   json_t *transitions = json_array();
   for (int i = 0; i < r->ntransitions; i++) {
     const tk__transition_rec *tr = &r->transitions[i];
-    const tk__step_rec *s = NULL;
-    for (int k = 0; tr->step_id != TK__NONE && k < r->nsteps && s == NULL; k++)
-      if (r->steps[k].id == tr->step_id) s = &r->steps[k];
+    /* The store names the step: an instance is not among r->steps. */
     json_array_append_new(transitions,
                           json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "at", (json_int_t)tr->at,
-                                    "step", opt_str(s ? s->name : NULL), "from", opt_str(tr->from),
+                                    "step", opt_str(tr->step_id == TK__NONE ? NULL : tr->step),
+                                    "from", opt_str(tr->from),
                                     "to", opt_str(tr->to), "reason", opt_str(tr->reason),
                                     "attempt", opt_int(tr->attempt)));
   }
@@ -318,13 +317,17 @@ static int dump(json_t *v, char **out, tk_err *err) {
   return *out ? 0 : tk_err_set(err, TK_ENOMEM, "out of memory");
 }
 
-/* One instance of a map step as its pages list it. */
-static json_t *instance_json(const tk__step_rec *s) {
-  return json_pack("{s:i, s:s, s:s, s:i, s:i, s:I, s:o, s:o, s:o, s:I}", "item_index",
-                   s->item_index, "name", s->name, "state", s->state, "attempts", s->attempts,
-                   "max_attempts", s->max_attempts, "run_at", (json_int_t)s->run_at,
-                   "last_error", opt_str(s->last_error), "item", parsed(s->item), "results",
-                   parsed(s->results), "id", (json_int_t)s->id);
+/* One instance of a map step as its pages list it, with why it is not
+ * running at `now` (as a step's: an instance has no parents). */
+static json_t *instance_json(const tk__step_rec *s, int64_t now) {
+  json_t *in = json_pack("{s:i, s:s, s:s, s:i, s:i, s:I, s:o, s:o, s:o, s:o, s:I}", "item_index",
+                         s->item_index, "name", s->name, "state", s->state, "attempts",
+                         s->attempts, "max_attempts", s->max_attempts, "run_at",
+                         (json_int_t)s->run_at, "lease_expires_at", opt_int(s->lease_expires_at),
+                         "last_error", opt_str(s->last_error), "item", parsed(s->item),
+                         "results", parsed(s->results), "id", (json_int_t)s->id);
+  if (in) json_object_set_new(in, "why", why_step(NULL, in, now));
+  return in;
 }
 
 /* Up to `limit` instances of map step map_idx after item_index `after`
@@ -332,7 +335,7 @@ static json_t *instance_json(const tk__step_rec *s) {
  * "next_after"}: next_after the last index shown when more follow, else
  * null. One more row is read to know. */
 static int instance_page(tk_store *s, int64_t task_id, int map_idx, int after, int limit,
-                         json_t **page, tk_err *err) {
+                         int64_t now, json_t **page, tk_err *err) {
   *page = NULL;
   if (s->ops->instance_list == NULL)
     return tk_err_set(err, TK_EUNSUPPORTED, "this store cannot list a map's instances");
@@ -342,7 +345,7 @@ static int instance_page(tk_store *s, int64_t task_id, int map_idx, int after, i
   int rc = s->ops->instance_list(s, task_id, map_idx, after, limit + 1, &rows, &n, &total, err);
   if (rc) return rc;
   json_t *list = json_array();
-  for (int i = 0; i < n && i < limit; i++) json_array_append_new(list, instance_json(&rows[i]));
+  for (int i = 0; i < n && i < limit; i++) json_array_append_new(list, instance_json(&rows[i], now));
   *page = json_pack("{s:I, s:o, s:o}", "total", (json_int_t)total, "instances", list,
                     "next_after", n > limit ? json_integer(rows[limit - 1].item_index)
                                             : json_null());
@@ -353,12 +356,13 @@ static int instance_page(tk_store *s, int64_t task_id, int map_idx, int after, i
 /* Each map step of a report with instances gets its first page of them
  * (instances.first, instances.next_after); the rest is paged by
  * tk_instances_json. */
-static int first_instances(tk_store *s, const tk__task_report *r, json_t *steps, tk_err *err) {
+static int first_instances(tk_store *s, const tk__task_report *r, json_t *steps, int64_t now,
+                           tk_err *err) {
   for (int i = 0; i < r->nsteps; i++) {
     json_t *counts = json_object_get(json_array_get(steps, (size_t)i), "instances");
     if (!json_is_object(counts) || num(counts, "total") <= 0) continue;
     json_t *page;
-    int rc = instance_page(s, r->id, r->steps[i].idx, -1, TK__INSTANCES_SHOWN, &page, err);
+    int rc = instance_page(s, r->id, r->steps[i].idx, -1, TK__INSTANCES_SHOWN, now, &page, err);
     if (rc) return rc;
     json_object_set(counts, "first", json_object_get(page, "instances"));
     json_object_set(counts, "next_after", json_object_get(page, "next_after"));
@@ -373,7 +377,7 @@ int tk_engine_task_json(tk_store *s, int64_t task_id, int64_t now, char **out, t
   if (rc) return rc;
   json_t *task = task_json(&r);
   json_t *steps = json_object_get(task, "steps");
-  rc = task ? first_instances(s, &r, steps, err) : tk_err_set(err, TK_ENOMEM, "out of memory");
+  rc = task ? first_instances(s, &r, steps, now, err) : tk_err_set(err, TK_ENOMEM, "out of memory");
   tk__task_report_free(&r);
   if (rc) {
     json_decref(task);
@@ -440,7 +444,7 @@ int tk_template_list_json(tk_store *s, char **out, tk_err *err) {
 }
 
 int tk_instances_json(tk_store *s, int64_t task_id, const char *step, int after, int limit,
-                      char **out, tk_err *err) {
+                      int64_t now, char **out, tk_err *err) {
   *out = NULL;
   if (limit < 1 || limit > TK_PAGE_MAX)
     return tk_err_set(err, TK_EINVAL, "limit %d: expected 1 to %d", limit, TK_PAGE_MAX);
@@ -466,7 +470,7 @@ int tk_instances_json(tk_store *s, int64_t task_id, const char *step, int after,
                     "step \"%s\" of task %lld is not a map step: only a map step has instances",
                     step, (long long)task_id);
   else
-    rc = instance_page(s, task_id, found->idx, after, limit, &page, err);
+    rc = instance_page(s, task_id, found->idx, after, limit, now, &page, err);
   if (rc == 0)
     rc = json_object_set_new(page, "task", json_integer(task_id)) ||
                  json_object_set_new(page, "step", json_string(step))

@@ -128,7 +128,8 @@ static void get_instances(tk_server *s, const tk__route *r, const tk__query *q,
   }
   char *text;
   tk_err err;
-  if (tk_instances_json(s->store, r->task, r->step, (int)after, (int)limit, &text, &err) != 0)
+  if (tk_instances_json(s->store, r->task, r->step, (int)after, (int)limit, now(s), &text,
+                        &err) != 0)
     /* The task's absence names the id; the rest (no such step, not a
      * map) the step. */
     tk__respond_tk_error(s, out, &err, strncmp(err.msg, "no task", 7) == 0 ? "id" : "step");

@@ -1,11 +1,12 @@
 # Decisions and map as an operator sees them (issue 21 item 5), through
 # the real binary on the store $W/tasker.toml names: `show` (text and
 # --json), `show --instances` page by page, `why` on skipped, mapped,
-# convergence and failed decision steps, `tasks`, `status`, and `tasker
-# serve`'s API (the task's JSON, GET .../instances with its refusals) and
-# /metrics. Sourced after tap.sh (and pg.sh for PostgreSQL) by
-# tests/cli/flow_views.sh and flow_views_pg.sh; needs `t` (tasker with
-# the test's configuration), W, curl and jq. flow_views_run runs it all.
+# convergence and failed decision and map steps, `tasks`, and `tasker
+# serve`'s API (the task's JSON, GET .../instances with its refusals, an
+# instance resolved by its name) and /metrics. Sourced after tap.sh (and
+# pg.sh for PostgreSQL) by tests/cli/flow_views.sh and flow_views_pg.sh;
+# needs `t` (tasker with the test's configuration), W, curl and jq.
+# flow_views_run runs it all.
 
 # fv_templates: the templates, written to $W.
 #   order: score -> triage (its command chooses review) -> approve -> ship_now,
@@ -161,6 +162,11 @@ fv_map() {
     '[.steps[] | [.name, .state]], (.steps[1].instances | [.total, .done, .failed, .waiting])' \
     '[["list","complete"],["process","error"],["sum","pending"]]
 [25,24,1,0]'
+  # The task's history holds its template steps' moves; instances are paged.
+  fv_json "files: the task's own transitions, none of an instance" \
+    "$FILES" '[.transitions[] | select(.step == null) | .to], ([.transitions[] | select(.step != null and (.step | contains("["))) | .to])' \
+    '["pending","in_progress","error"]
+[]'
   run t why "$FILES" process
   expect_eq "why on a map in error: retry its failed instances" "$OUT" \
     "process: error (the map failed for good: 1 of 25 instances failed; max_failures is 0; \`tasker retry\` its failed instances, or \`tasker resolve\` it)"
@@ -177,6 +183,14 @@ fv_map() {
   expect_eq "why on a mapped step" "$OUT" "process: mapped (waiting for 1 of 25 instances (0 failed))"
   run t why "$FILES" sum
   expect_match "why on the map's child" "$OUT" "waiting for process (mapped)"
+  run t why "$FILES" 'process[3]'
+  expect_eq "why on an instance that finished" "$OUT" "process[3]: done (the step has finished)"
+  run t why "$FILES" 'process[12]'
+  expect_eq "why on the retried instance" "$OUT" \
+    "process[12]: ready (ready now: the next claim by any orchestrator takes it)"
+  run t why "$FILES" 'process[25]'
+  expect_rc "why on an instance past the end: exit 2" 2
+  expect_eq "... naming it" "$ERR" "tasker why: task $FILES has no step \"process[25]\""
   run t show "$FILES"
   expect_match "show: the map's counts" "$OUT" "25 instances: 24 done, 0 failed, 1 waiting"
   expect_match "show: the first instances" "$OUT" "process[3]"
@@ -252,13 +266,16 @@ fv_api() {
   metrics=$(get /metrics)
   expect_match "metrics: two steps skipped" "$metrics" 'tasker_store_steps{state="skipped"} 2'
   expect_match "metrics: one step mapped" "$metrics" 'tasker_store_steps{state="mapped"} 1'
+  # An instance is acted on by its name, %-encoded in the path.
+  expect_eq "API: resolve an instance" \
+    "$(curl -s -X POST -H 'X-Tasker-Request: 1' "$BASE/api/v1/tasks/$FILES/steps/process%5B12%5D/resolve" | jq -c '[.step, .action]')" \
+    '["process[12]","resolve"]'
   fv_serve_stop
 }
 
 fv_settle() {
-  # Resolving the instance settles the map: complete, and its child runs.
-  run t resolve "$FILES" 'process[12]'
-  expect_rc "resolve the instance" 0
+  # Resolving the instance (fv_api did) settled the map: complete, and
+  # its child runs.
   run t run --until-idle --workers 0
   fv_json "files: the map complete, its child ran" "$FILES" \
     '[.steps[] | .state], (.steps[1].instances | [.done, .failed, .waiting]), .execution_status' \

@@ -94,15 +94,17 @@ static int stub_report(tk_store *s, int64_t task_id, tk__task_report *r, tk_err 
     r->steps[5].instances_failed = 1;
     r->steps[5].instances_waiting = 12;
   }
-  /* approve skipped: first an older, other reason, then the last one. */
-  r->ntransitions = 2;
-  r->transitions = calloc(2, sizeof *r->transitions);
-  for (int i = 0; i < 2; i++) {
+  /* approve skipped: first an older, other reason, then the last one;
+   * then one of an instance (step 1012, not a template step). */
+  r->ntransitions = 3;
+  r->transitions = calloc(3, sizeof *r->transitions);
+  for (int i = 0; i < 3; i++) {
     r->transitions[i].at = NOW - 100 + i;
-    r->transitions[i].step_id = 102;
+    r->transitions[i].step_id = i < 2 ? 102 : 1012;
+    r->transitions[i].step = dup(i < 2 ? "approve" : "process[12]");
     r->transitions[i].from = dup("pending");
-    r->transitions[i].to = dup(i ? "skipped" : "pending");
-    r->transitions[i].reason = dup(i ? "not chosen by triage" : "created");
+    r->transitions[i].to = dup(i == 1 ? "skipped" : i ? "in_progress" : "pending");
+    r->transitions[i].reason = dup(i == 1 ? "not chosen by triage" : i ? "claimed" : "created");
     r->transitions[i].attempt = TK__NONE;
   }
   return 0;
@@ -208,6 +210,20 @@ static void test_skipped_step_says_why(void **state) {
   assert_string_equal(str(why, "detail"), "not chosen by triage");
   /* Only a skipped step has the member. */
   assert_null(json_object_get(step_of(t, "review"), "skipped_reason"));
+  json_decref(t);
+}
+
+static void test_instance_transitions_named(void **state) {
+  (void)state;
+  stub s;
+  running(&s);
+  json_t *t = task_of(&s);
+  /* An instance's changes are named as the store names it (it is not
+   * among the report's steps), not taken for the task's own. */
+  json_t *tr = json_object_get(t, "transitions");
+  assert_int_equal(json_array_size(tr), 3);
+  assert_string_equal(str(json_array_get(tr, 0), "step"), "approve");
+  assert_string_equal(str(json_array_get(tr, 2), "step"), "process[12]");
   json_decref(t);
 }
 
@@ -330,7 +346,7 @@ static void test_skipped_counts_as_finished(void **state) {
 static json_t *page(stub *s, const char *step, int after, int limit) {
   char *text;
   tk_err err;
-  if (tk_instances_json(&s->base, 7, step, after, limit, &text, &err) != 0)
+  if (tk_instances_json(&s->base, 7, step, after, limit, NOW, &text, &err) != 0)
     fail_msg("tk_instances_json: %s", err.msg);
   json_t *v = json_loads(text, 0, NULL);
   free(text);
@@ -357,6 +373,10 @@ static void test_instance_pages(void **state) {
   json_t *failed = json_array_get(in, 2);
   assert_string_equal(str(failed, "state"), "error");
   assert_string_equal(str(failed, "last_error"), "exit status 1: bad file");
+  /* Each instance says why, as a step does. */
+  assert_string_equal(str(json_object_get(failed, "why"), "reason"), "error");
+  assert_string_equal(str(json_object_get(json_array_get(in, 0), "why"), "reason"), "done");
+  assert_string_equal(str(json_object_get(json_array_get(in, 3), "why"), "reason"), "ready");
   assert_int_equal(num(p, "next_after"), 19);
   json_decref(p);
   /* The last page: exactly what is left, no next. */
@@ -375,7 +395,7 @@ static void expect_refused(stub *s, int64_t task, const char *step, int after, i
                            int code, const char *want) {
   char *text = NULL;
   tk_err err;
-  int rc = tk_instances_json(&s->base, task, step, after, limit, &text, &err);
+  int rc = tk_instances_json(&s->base, task, step, after, limit, NOW, &text, &err);
   if (rc != code || strstr(err.msg, want) == NULL)
     fail_msg("got %s (%s), want %s with \"%s\"", tk_err_name(rc), rc ? err.msg : text,
              tk_err_name(code), want);
@@ -401,6 +421,7 @@ static void test_instance_page_refusals(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_skipped_step_says_why),
+      cmocka_unit_test(test_instance_transitions_named),
       cmocka_unit_test(test_decision_shows_branches_and_choice),
       cmocka_unit_test(test_failed_decision_why_has_its_message),
       cmocka_unit_test(test_failed_map_why_says_retry_its_instances),
