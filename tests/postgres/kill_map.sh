@@ -6,24 +6,27 @@
 # The map is created in the transaction that completes list, so list is
 # where a lost or doubled map would come from:
 # - list's attempt 1 finishes its handler while its orchestrator is frozen
-#   (SIGSTOP, with no transaction open); the others reap its lease, and it
-#   is let go (SIGCONT) only once a later attempt has created the map: its
-#   late success must be refused (fenced), never a second map;
+#   (SIGSTOP, with no transaction open); the others reap its lease; it is
+#   let go (SIGCONT) while attempt 2 holds list: its late success must be
+#   refused (fenced by the claim), never complete list or make a map;
 # - attempt 2's orchestrator is SIGKILLed while the handler runs;
-# - attempt 3's orchestrator is SIGKILLed the moment its handler is done,
-#   while it records the outcome and creates the map (the kill lands before,
-#   in or after that transaction: each must leave one map).
-# Then a random orchestrator is SIGKILLed and restarted about every 0.4 s
-# while the instances run (their claims come back through the reaper), and
-# orchestrators that exit once idle finish the rest.
+# - attempt 3's orchestrator is SIGKILLed in the middle of creating the
+#   map: an uncommitted steps row of the test's, at the last instance's
+#   (task, idx), blocks its INSERT of the instances until it is killed; the
+#   transaction must leave nothing, and attempt 4 make the map.
+# While the instances run, orch-4 is frozen once it holds some, until the
+# others have reaped them and claimed them again (their reruns wait), then
+# let go: its late outcomes must be refused. Then a random orchestrator is
+# SIGKILLed and restarted about every 0.4 s (claims come back through the
+# reaper), and orchestrators that exit once idle finish the rest.
 # Checked through SQL, `tasker show --json` and the handlers' own logs:
 # exactly 1,000 instance rows, one per element, each complete with exactly
 # one successful attempt (which a run of the handler for that element and
-# attempt wrote); the map complete with the 1,000 results in element order;
-# sum complete with exactly one successful attempt, whose run saw all 1,000
-# in order; the task complete; no attempt but success, lease_expired or
-# fenced_out, none open; the killing was real (leases of killed ones
-# expired, instances among them).
+# attempt wrote); the frozen ones' reaped attempts still lease_expired;
+# the map complete with the 1,000 results in element order; sum complete
+# with exactly one successful attempt, every run of it having seen all
+# 1,000 in order; the task complete; no attempt but success, lease_expired
+# or fenced_out, none open; instances of killed orchestrators reaped.
 # Needs TK_TEST_PG_URL (scripts/run-tests starts a private cluster).
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/pg.sh"
@@ -48,14 +51,14 @@ workers = 4
 db = "$PG_DB_URL"
 TOML
 
-# list: the files f0..f(WIDTH-1). Attempts 1 and 2 wait for the test's
+# list: the files f0..f(WIDTH-1). Attempts 1 to 3 wait for the test's
 # go-ahead ($W/list.go.N), so that the test can freeze or kill their
-# orchestrator while they run.
+# orchestrator while they run or as they finish.
 cat >"$W/list.sh" <<SH
 #!/bin/sh
 a=\$TASKER_ATTEMPT
 : >"$W/list.started.\$a"
-if [ "\$a" -le 2 ]; then
+if [ "\$a" -le 3 ]; then
   n=0
   until [ -e "$W/list.go.\$a" ]; do
     n=\$((n + 1)); [ "\$n" -gt 1200 ] && { echo "no go-ahead" >&2; exit 75; }
@@ -70,8 +73,14 @@ SH
 # input, one line of JSON), "INDEX ATTEMPT ITEM" appended to ran.log,
 # results {"i": INDEX, "file": ITEM}. Only sh and one sed: 1,000 of them
 # run (the shell's own pattern matching is quadratic on an 8 kB input).
+# A second or later attempt waits while $W/hold exists (so that the test
+# can have the others hold reaped instances when a late outcome comes).
 cat >"$W/process.sh" <<SH
 #!/bin/sh
+n=0
+while [ "\$TASKER_ATTEMPT" -ge 2 ] && [ -e "$W/hold" ] && [ "\$n" -lt 1200 ]; do
+  n=\$((n + 1)); sleep 0.05
+done
 set -- \$(sed -n 'h; s/.*"item_index": *\([0-9][0-9]*\).*/\1/p; g; s/.*"item": *"\([^"]*\)".*/\1/p')
 [ \$# = 2 ] || { echo "no item or item_index in the input" >&2; exit 3; }
 echo "\$1 \$TASKER_ATTEMPT \$2" >>"$W/ran.log"
@@ -121,7 +130,7 @@ while [ "$i" -le "$ORCHS" ]; do orch "orch-$i"; i=$((i + 1)); done
 # list_attempt N FIELD: FIELD of list's attempt N (nothing while none).
 list_attempt() {
   pg_sql "SELECT a.$2 FROM attempts a JOIN steps s ON s.id = a.step_id
-          WHERE s.name = 'list' AND a.attempt = $1"
+          WHERE s.task_id = $TASK AND s.name = 'list' AND a.attempt = $1"
 }
 started() { [ -e "$W/list.started.$1" ] && [ -n "$(list_attempt "$1" owner)" ]; }
 finished() { [ -n "$(list_attempt "$1" outcome)" ]; }
@@ -131,54 +140,137 @@ idle() {
   [ "$(pg_sql "SELECT count(*) FROM pg_stat_activity
                WHERE application_name = '$1' AND state <> 'idle'")" = 0 ]
 }
-list_step=$(pg_sql "SELECT id FROM steps WHERE name = 'list'")
+# freeze NAME CMD...: SIGSTOP to orchestrator NAME at a moment when its
+# sessions are idle and CMD holds; 1 (NAME running) after 200 tries.
+freeze() {
+  fz_name=$1
+  shift
+  fz_tries=0
+  while [ "$fz_tries" -lt 200 ]; do
+    fz_tries=$((fz_tries + 1))
+    if "$@"; then
+      kill -STOP "$(bg_pid "$fz_name")"
+      idle "$fz_name" && "$@" && return 0
+      kill -CONT "$(bg_pid "$fz_name")"
+    fi
+    sleep 0.05
+  done
+  return 1
+}
+# refused_by NAME [LINE]: the steps whose outcomes by NAME were refused as
+# late, from its log (from line LINE on), as a list "id,id,...".
+refused_by() {
+  tail -n "+${2:-1}" "$W/$1.log" |
+    sed -n "s/.*outcome of step \([0-9]*\) attempt [0-9]* by $1 refused: the lease was lost.*/\1/p" |
+    sort -u | paste -sd, -
+}
+list_step=$(pg_sql "SELECT id FROM steps WHERE task_id = $TASK AND name = 'list'")
 
-# Attempt 1: frozen with the handler running, which then finishes.
+# Attempt 1: its orchestrator frozen while the handler runs, which then
+# finishes; the others reap the lease.
 wait_for "list's attempt 1 runs" 60 started 1
 frozen=$(list_attempt 1 owner)
-tries=0
-until [ "$tries" -ge 200 ]; do
-  tries=$((tries + 1))
-  kill -STOP "$(bg_pid "$frozen")"
-  idle "$frozen" && break
-  kill -CONT "$(bg_pid "$frozen")"
-  sleep 0.05
-done
-idle "$frozen" ||
-  tap_fail "$frozen, running list's attempt 1, frozen with no transaction open" "not in $tries tries"
+freeze "$frozen" true ||
+  tap_fail "$frozen, running list's attempt 1, frozen with no transaction open" "not in 200 tries"
 touch "$W/list.go.1"
-if wait_for "the others reaped list's attempt 1 of the frozen $frozen (idle at try $tries)" 60 \
-  finished 1; then
+wait_for "the others reaped list's attempt 1 of the frozen $frozen" 60 finished 1 &&
   expect_eq "list's attempt 1 (frozen $frozen) ended with its lease expired" \
     "$(list_attempt 1 outcome)" lease_expired
-fi
 
-# Attempt 2: its orchestrator killed while the handler runs.
+# Attempt 2 holds list when the frozen one is let go: its late success is
+# refused; then attempt 2's orchestrator is killed while the handler runs.
 wait_for "list's attempt 2 runs" 60 started 2
 second=$(list_attempt 2 owner)
+kill -CONT "$(bg_pid "$frozen")"
+late() { [ "$(refused_by "$frozen")" = "$list_step" ]; }
+wait_for "the frozen $frozen's late success of list was refused (its log says so)" 60 late &&
+  tap_ok "the frozen $frozen's late success of list, while attempt 2 held it, was refused"
+expect_eq "list still held by attempt 2 ($second)" \
+  "$(pg_sql "SELECT state || ' ' || lease_owner FROM steps WHERE id = $list_step")" \
+  "in_progress $second"
 orch_kill "$second" && tap_ok "$second, running list's attempt 2, was killed"
 touch "$W/list.go.2"
 orch "$second"
 
-# Attempt 3: its orchestrator killed as soon as the handler is done, while
-# it records list's success and creates the map (or just before or after).
+# Attempt 3: its orchestrator killed in the middle of creating the map. A
+# row of ours, uncommitted, takes the last instance's (task_id, idx) (the
+# instances get MAX(idx) + 1..: migration 0007), so its INSERT of the
+# instances waits for our transaction; the kill comes while it waits.
 wait_for "list's attempt 3 runs" 60 started 3
 third=$(list_attempt 3 owner)
-orch_kill "$third" && tap_ok "$third, running list's attempt 3, was killed"
+top=$(pg_sql "SELECT max(idx) FROM steps WHERE task_id = $TASK")
+PGAPPNAME=kill_map_blocker bg_start blocker psql -qAtX -d "$PG_DB_URL" -c "BEGIN;
+  INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable, backoff,
+                     parents_remaining, run_at)
+  VALUES ($TASK, $((top + WIDTH)), 'blocker', 'complete', 1, false, 'default', 0, 0);
+  SELECT pg_sleep(300);" >"$W/blocker.log" 2>&1
+blocker() {
+  pg_sql "SELECT pid FROM pg_stat_activity WHERE application_name = 'kill_map_blocker'
+          AND wait_event = 'PgSleep'"
+}
+blocking() { [ -n "$(blocker)" ]; }
+wait_for "our row blocks the last instance's place" 60 blocking
+bpid=$(blocker)
+touch "$W/list.go.3"
+creating() {
+  [ "$(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$third'
+               AND $bpid = ANY (pg_blocking_pids(pid))")" -gt 0 ]
+}
+if wait_for "$third, recording list's attempt 3, is creating the map (waits for our row)" 60 creating
+then
+  tap_ok "$third, recording list's attempt 3, is creating the map (waits for our row)"
+fi
+orch_kill "$third" && tap_ok "$third was killed while creating the map"
+pg_sql "SELECT pg_terminate_backend($bpid)" >/dev/null
+bg_wait blocker 60
 orch "$third"
 list_done() { [ "$(pg_sql "SELECT state FROM steps WHERE id = $list_step")" = complete ]; }
 wait_for "list complete (the map created)" 120 list_done
-map_by=$(pg_sql "SELECT attempt || ' (' || owner || ')' FROM attempts
-                 WHERE step_id = $list_step AND outcome = 'success'")
-echo "# the map was created by list's attempt $map_by; attempt 3 ended $(list_attempt 3 outcome)"
+expect_eq "the killed creation left nothing: attempt 3 lease_expired, attempt 4 made the map" \
+  "$(pg_sql "SELECT string_agg(attempt || ' ' || outcome, ', ' ORDER BY attempt) FROM attempts
+             WHERE step_id = $list_step AND attempt >= 3")" "3 lease_expired, 4 success"
 
-# The frozen one let go: its late success must be refused.
-kill -CONT "$(bg_pid "$frozen")"
-late() { grep -q "step $list_step attempt 1 by $frozen refused: the lease was lost" "$W/$frozen.log"; }
-wait_for "the frozen $frozen's late success of list was refused (its log says so)" 60 late &&
-  tap_ok "the frozen $frozen's late success of list was refused (its log says so)"
+# The instances: orch-4 frozen once it holds some (idle); the others reap
+# them and claim them again, their reruns waiting while $W/hold exists;
+# then orch-4 is let go: its late outcomes are refused.
+IFROZEN=orch-$ORCHS
+held_by() {
+  pg_sql "SELECT string_agg(a.id::text, ',') FROM attempts a JOIN steps s ON s.id = a.step_id
+          WHERE s.task_id = $TASK AND s.map_idx IS NOT NULL AND a.owner = '$1'
+          AND a.outcome IS NULL"
+}
+# holds: whether IFROZEN holds instances, which it then sets in held.
+holds() { held=$(held_by "$IFROZEN") && [ -n "$held" ]; }
+touch "$W/hold"
+ireaped=0
+held=""
+if freeze "$IFROZEN" holds; then
+  reaped() { [ "$(pg_sql "SELECT count(*) FROM attempts WHERE id IN ($held) AND outcome IS NULL")" = 0 ]; }
+  wait_for "the others reaped the instances frozen $IFROZEN held" 60 reaped
+  ireaped=$(pg_sql "SELECT count(*) FROM attempts WHERE id IN ($held) AND outcome = 'lease_expired'")
+  reclaimed() {
+    [ "$(pg_sql "SELECT count(*) FROM steps WHERE id IN (SELECT step_id FROM attempts
+                 WHERE id IN ($held)) AND state = 'in_progress' AND lease_owner <> '$IFROZEN'")" -gt 0 ]
+  }
+  wait_for "the others claimed again what frozen $IFROZEN held" 60 reclaimed
+  from=$(($(wc -l <"$W/$IFROZEN.log") + 1))
+  kill -CONT "$(bg_pid "$IFROZEN")"
+  ilate() { [ -n "$(refused_by "$IFROZEN" "$from")" ]; }
+  wait_for "the frozen $IFROZEN's late outcomes were refused (its log says so)" 60 ilate
+else
+  tap_fail "$IFROZEN frozen while it holds instances, with no transaction open" "not in 200 tries"
+fi
+rm -f "$W/hold"
+expect_eq "the frozen $IFROZEN's held instance attempts were reaped (lease_expired)" \
+  "$ireaped" "$(printf '%s' "${held:-}" | tr ',' '\n' | grep -c .)"
+late_steps=$(refused_by "$IFROZEN" "${from:-1}")
+expect_eq "its late outcomes were refused, each of an instance it held" \
+  "$(pg_sql "SELECT count(*) FROM steps WHERE id IN (${late_steps:-0}) AND map_idx IS NOT NULL
+             AND id IN (SELECT step_id FROM attempts WHERE id IN (${held:-0}))") of ${late_steps:-none}" \
+  "$(printf '%s' "${late_steps:-0}" | tr ',' '\n' | grep -c .) of ${late_steps:-none}"
 
-# Chaos while the instances run, until the task is finished (or time is up).
+# Random kills while the instances run, until the task is finished (or
+# time is up).
 task_finished() {
   [ "$(pg_sql "SELECT state FROM tasks WHERE id = $TASK")" != in_progress ]
 }
@@ -186,9 +278,9 @@ kills=0
 end=$(($(date +%s) + CHAOS_S))
 while [ "$(date +%s)" -lt "$end" ] && ! task_finished; do
   sleep 0.4
-  victim=$(($(od -An -N2 -tu2 /dev/urandom) % ORCHS + 1))
-  orch_kill "orch-$victim" && kills=$((kills + 1))
-  orch "orch-$victim"
+  victim=orch-$(($(od -An -N2 -tu2 /dev/urandom) % ORCHS + 1))
+  orch_kill "$victim" && kills=$((kills + 1))
+  orch "$victim"
 done
 if [ "$kills" -gt 0 ]; then tap_ok "orchestrators were killed while the instances ran ($kills)"
 else tap_fail "orchestrators were killed while the instances ran" "no kill happened"; fi
@@ -227,6 +319,9 @@ expect_eq "list and sum succeeded exactly once each; the map step itself never r
   "$(pg_sql "SELECT string_agg(name || ' ' || (SELECT count(*) FROM attempts a
              WHERE a.step_id = steps.id AND a.outcome = 'success'), ', ' ORDER BY idx)
              FROM steps WHERE task_id = $TASK AND map_idx IS NULL")" "list 1, process 0, sum 1"
+expect_eq "the frozen ones' reaped attempts stayed lease_expired" \
+  "$(pg_sql "SELECT count(*) FROM attempts WHERE outcome <> 'lease_expired'
+             AND (id IN (${held:-0}) OR (step_id = $list_step AND attempt = 1))")" 0
 
 # The map, the convergence and the task, as the operator sees them.
 run t show "$TASK" --json
@@ -256,12 +351,13 @@ expect_attempts_consistent
 # The killing was real: killed orchestrators' instance claims came back
 # through the reaper.
 expired=$(pg_sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id
-                  WHERE s.map_idx IS NOT NULL AND a.outcome = 'lease_expired'")
-reruns=$(($(wc -l <"$W/ran.log") - WIDTH))
+                  WHERE s.map_idx IS NOT NULL AND a.outcome = 'lease_expired'
+                  AND a.owner <> '$IFROZEN'")
 echo "# $ORCHS orchestrators, a $WIDTH-wide map: $kills kills while it ran, $expired instance" \
-  "attempts lease_expired, $reruns extra runs of the instance handler," \
+  "attempts of killed ones lease_expired, $ireaped of the frozen one's," \
+  "$(($(wc -l <"$W/ran.log") - WIDTH)) extra runs of the instance handler," \
   "$(wc -l <"$W/sum.log") run(s) of sum"
 if [ "$expired" -gt 0 ]; then tap_ok "killed orchestrators' instance claims were reaped ($expired)"
 else tap_fail "killed orchestrators' instance claims were reaped" \
-  "no instance attempt ended lease_expired"; fi
+  "no instance attempt of a killed orchestrator ended lease_expired"; fi
 tap_done
