@@ -60,7 +60,7 @@ SHARED_LIB := $(BUILD)/lib/libtasker.so.$(VERSION)
 PC_FILE    := $(BUILD)/lib/pkgconfig/tasker.pc
 TASKER     := $(BUILD)/bin/tasker
 
-.PHONY: all deps server-deps test test-asan check demo demo-pg bench benches install install-man clean tests examples fuzz fuzz-smoke
+.PHONY: all deps server-deps test test-asan check demo demo-pg bench benches callgrind-compare install install-man clean tests examples fuzz fuzz-smoke
 all: $(STATIC_LIB) $(SHARED_LIB) $(PC_FILE) $(TASKER)
 
 deps:
@@ -174,6 +174,13 @@ bench: server-deps
 	@$(MAKE) --no-print-directory benches $(TASKER)
 	@BUILD=$(BUILD) bench/run
 
+# The hot path's instructions (bench_engine throughput under callgrind)
+# here against revision BASE, e.g. `make callgrind-compare BASE=9573808`.
+callgrind-compare:
+	@test -n "$(BASE)" || { echo "usage: make callgrind-compare BASE=REV" >&2; exit 2; }
+	@TASKER_EXTRA_DEPS=valgrind scripts/ensure-deps
+	@sh bench/callgrind_compare.sh $(BASE)
+
 install: all install-man
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/tasker $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/tasker/*.h $(DESTDIR)$(PREFIX)/include/tasker/
@@ -216,6 +223,7 @@ FUZZ_SRC_placeholder := src/handlers/placeholder.c src/core/buf.c src/core/error
 # TK__CFIELD(obj, k, const char *) in the configuration as a duplicate const
 # (gcc does not), hence the one warning turned off for this target.
 FUZZ_SRC_command_stdout := src/handlers/command.c src/handlers/builtin.c \
+  src/handlers/builtin_choose.c src/handlers/placeholder.c \
   $(sort $(wildcard src/config/*.c src/toml/*.c src/core/*.c src/backoff/*.c)) src/retry/budget.c \
   src/schedule/def.c src/schedule/cron.c src/schedule/tz.c
 FUZZ_EXTRA_command_stdout := -Wno-duplicate-decl-specifier

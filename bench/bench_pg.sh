@@ -32,8 +32,15 @@
 #               tomorrow (bench_lifecycle delayed, on the cluster)
 #   search      error-text search and activity over 24 h with 10^6 tasks
 #               and attempts stored (bench_search, on the cluster)
+#   map         a map's instances (issue 21; bench_map, on the cluster):
+#               the transaction that creates 10,000 of them (goal <= 300
+#               ms), 100 tasks x a 1,000-wide map beside 100 x 1,000
+#               independent steps (goal: within 10%), and claims of 100
+#               with 10^6 steps stored, half of them instances, beside
+#               today's shape (goal: within 2x); BENCH_MAP="create claims"
+#               (bench_map's section names) runs only those
 # Usage: sh bench/bench_pg.sh [throughput|jobs|peers|latency|precision|split|scale|where|
-#                              durability|delayed|search]...
+#                              durability|delayed|search|map]...
 # (default all but where). BENCH_QUICK=1 runs a tenth of the sizes. Every
 # tool a section runs is built first (make, in $BUILD).
 set -eu
@@ -44,13 +51,14 @@ CLAIM_TIMER=$TOP/$BUILD/bench/claim_timer
 SUBMIT_PACED=$TOP/$BUILD/bench/submit_paced
 LIFECYCLE=$TOP/$BUILD/bench/bench_lifecycle
 SEARCH=$TOP/$BUILD/bench/bench_search
+MAP=$TOP/$BUILD/bench/bench_map
 # Build what the sections run (make does nothing when it is up to date), so
 # that a fresh clone needs no make target first; build-asan is MODE=asan's.
 MODE=release
 [ "$BUILD" = build-asan ] && MODE=asan
 make -C "$TOP" --no-print-directory MODE=$MODE BUILD="$BUILD" \
   "$BUILD/bin/tasker" "$BUILD/bench/claim_timer" "$BUILD/bench/submit_paced" \
-  "$BUILD/bench/bench_lifecycle" "$BUILD/bench/bench_search" >&2 ||
+  "$BUILD/bench/bench_lifecycle" "$BUILD/bench/bench_search" "$BUILD/bench/bench_map" >&2 ||
   { echo "bench_pg.sh: building the benchmark tools failed (try: make bench)" >&2; exit 1; }
 Q=${BENCH_QUICK:-0}
 div() { if [ "$Q" = 1 ]; then echo $(($1 / 10)); else echo "$1"; fi; }
@@ -343,5 +351,11 @@ search() {
   BENCH_PG_URL=$(fresh_db) BENCH_QUICK=$Q "$SEARCH"
 }
 
-what=${*:-throughput jobs peers latency precision split scale durability delayed search}
+# A map's instances: creation, throughput, claims (bench_map).
+map() {
+  # shellcheck disable=SC2086 # BENCH_MAP is a list of section names
+  BENCH_PG_URL=$(fresh_db) BENCH_QUICK=$Q "$MAP" ${BENCH_MAP:-}
+}
+
+what=${*:-throughput jobs peers latency precision split scale durability delayed search map}
 for w in $what; do "$w"; done

@@ -81,6 +81,20 @@ int tk_tasks_count(tk_store *s, const tk_task_filter *f, int64_t *n, tk_err *err
 int tk_steps_json(tk_store *s, const char *step_state, const tk_task_filter *f,
                   const char *cursor, int limit, char **json, tk_err *err);
 
+/* One page of the instances of map step `step` of a task (DESIGN §17), in
+ * element order, those whose item_index is after `after` (-1: from the
+ * first), at most `limit` (1 to TK_PAGE_MAX), each with why it is not
+ * running at `now` (a step's "why" of tk_engine_task_json):
+ *   {"total", "instances": [{item_index, name, state, attempts,
+ *    max_attempts, run_at, lease_expires_at, last_error, item, results,
+ *    id, why}],
+ *    "next_after": the after of the next page, or null, "task", "step"}
+ * Read through one index range of the store (instance_list). TK_ENOENT:
+ * no such task or step; TK_EINVAL: a bad limit or after, or a step that
+ * is not a map. */
+int tk_instances_json(tk_store *s, int64_t task_id, const char *step, int after, int limit,
+                      int64_t now, char **json, tk_err *err);
+
 /* ---- Bulk actions ----
  *
  * One action on many tasks, each its own transaction (tk_task_operate).

@@ -167,14 +167,14 @@ static void gave_up_events(tk_engine *e, const struct tk__batch_job *b, int64_t 
     const char *why = r->error ? r->error : "rejected";
     if (tk__engine_wants(e, TK_EV_ITEM_GAVE_UP)) {
       tk_event ev = {.type = TK_EV_ITEM_GAVE_UP, .at = now, .task = c->task_id,
-                     .step = b->job->def->name, .attempt = c->attempt};
+                     .step = b->job->name, .attempt = c->attempt};
       ev.u.item.item = r->key;
       ev.u.item.item_attempts = (int)r->attempts;
       ev.u.item.error = why;
       tk__engine_emit(e, &ev);
     }
     tk__engine_log(e, TK_LOG_ERROR, "task %lld step %s: item \"%s\" gave up after %d attempts: %s",
-                   (long long)c->task_id, b->job->def->name, r->key, (int)r->attempts, why);
+                   (long long)c->task_id, b->job->name, r->key, (int)r->attempts, why);
   }
 }
 

@@ -17,6 +17,13 @@
 
 #define TK__MAX_OBSERVERS 8
 
+/* Room for a step's name, an instance's index included. */
+#define TK__STEP_NAME_MAX 160
+
+/* The name of claim c's step into buf: its template step's, `name`, or
+ * for an instance of a map "name[i]" (events, logs, {{task.step}}). */
+const char *tk__claim_step_name(const tk__claimed *c, const char *name, char *buf, size_t cap);
+
 /* What the engine needs of one template step at run time. */
 typedef struct step_def {
   const char *name;
@@ -55,6 +62,8 @@ typedef struct tk__deferral {
 typedef struct job {
   tk__claimed claim;
   const step_def *def;
+  const char *name; /* the step's name: def's, or its instance's ("process[3]") */
+  char instance_name[TK__STEP_NAME_MAX];
   char *input;
   int64_t next_heartbeat;
   int64_t started_at;  /* engine clock, when its handler was called */

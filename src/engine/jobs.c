@@ -3,6 +3,8 @@
  * list of jobs in flight whose leases the engine renews. */
 #include "engine/engine_internal.h"
 
+#include "store/flow.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +33,7 @@ int tk__engine_execute(tk_engine *e, job *j) {
   j->started_at = now;
   j->call = (tk_handler_call){
       .task_id = j->claim.task_id,
-      .step = j->def->name,
+      .step = j->name,
       .attempt = j->claim.attempt,
       .max_attempts = j->claim.max_attempts,
       .input = j->input,
@@ -74,6 +76,12 @@ void tk__job_free(job *j) {
   free(j);
 }
 
+const char *tk__claim_step_name(const tk__claimed *c, const char *name, char *buf, size_t cap) {
+  if (c->item_index < 0) return name;
+  tk__flow_instance_name(buf, cap, name, c->item_index);
+  return buf;
+}
+
 /* A job for claim c, or NULL (logged) when the step cannot start: a step
  * that cannot start is left to its lease, and the reaper retries it. */
 static job *new_job(tk_engine *e, const tk__claimed *c, int64_t now) {
@@ -92,6 +100,7 @@ static job *new_job(tk_engine *e, const tk__claimed *c, int64_t now) {
   }
   j->claim = *c;
   j->def = &t->steps[c->idx];
+  j->name = tk__claim_step_name(c, j->def->name, j->instance_name, sizeof j->instance_name);
   j->engine = e;
   /* Inline (no workers) every attempt runs to its end on this thread. */
   j->async = e->workers > 0 && e->max_async > 0 && j->def->kind->start != NULL &&
@@ -150,7 +159,7 @@ void tk__engine_start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us
     const tk__claimed *c = &j->claim;
     if (tk__engine_wants(e, TK_EV_STEP_CLAIMED)) {
       tk_event ev = {.type = TK_EV_STEP_CLAIMED, .at = now, .task = c->task_id,
-                     .step = j->def->name, .attempt = c->attempt, .has_late_ms = 1,
+                     .step = j->name, .attempt = c->attempt, .has_late_ms = 1,
                      .late_ms = now - c->run_at};
       ev.u.claimed.max_attempts = c->max_attempts;
       ev.u.claimed.claim_us = claim_us;

@@ -38,7 +38,7 @@ static int complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
   tk__finish *items = calloc((size_t)n, sizeof *items);
   int i = 0;
   for (job *j = list; j && items; j = j->next, i++)
-    items[i] = (tk__finish){&j->claim,  j->def->name, e->id,        job_outcome(j),
+    items[i] = (tk__finish){&j->claim,  j->name,      e->id,        job_outcome(j),
                             &j->result, j->batch,     j->started_at, j->finished_at, 0,
                             j->run_ns,  j->def->budget};
   int rc = 0;
@@ -84,9 +84,11 @@ static int reap(tk_engine *e, int64_t now, tk_err *err) {
   if (rc) return rc;
   tk_handler_result *results = calloc((size_t)n + 1, sizeof *results);
   tk__finish *items = calloc((size_t)n + 1, sizeof *items);
-  if (!results || !items) {
+  char(*names)[TK__STEP_NAME_MAX] = calloc((size_t)n + 1, sizeof *names);
+  if (!results || !items || !names) {
     free(results);
     free(items);
+    free(names);
     return tk_err_set(err, TK_ENOMEM, "out of memory reaping %d leases", n);
   }
   for (int i = 0; i < n; i++) {
@@ -96,13 +98,15 @@ static int reap(tk_engine *e, int64_t now, tk_err *err) {
     results[i] = (tk_handler_result){.status = TK_HANDLER_RETRY, .retry_after_ms = -1};
     snprintf(results[i].error, sizeof results[i].error,
              "lease held by %s expired (the orchestrator stopped or hung)", x->owner);
-    items[i] = (tk__finish){&x->step, d ? d->name : "?", x->owner, "lease_expired",
+    const char *name = tk__claim_step_name(&x->step, d ? d->name : "?", names[i], sizeof names[i]);
+    items[i] = (tk__finish){&x->step, name, x->owner, "lease_expired",
                             &results[i], .reaped = 1, .budget = d ? d->budget : NULL};
   }
   tk_err lost;
   int frc = tk__engine_finish(e, items, n, NULL, &lost);
   free(results);
   free(items);
+  free(names);
   if (frc && err) *err = lost;
   return frc;
 }

@@ -218,12 +218,11 @@ static void run_batch_alone(const tk__handler_step *step, const tk_handler_call 
                    "builtin batch runs only in a batch step (batch = { items_from = ... })");
 }
 
-/* choose: a stand-in until its run (the case of the value's text) is in
- * this build; templates already validate it. */
+/* choose: the engine runs it as tk__choose_kind (builtin_choose.c), which
+ * takes the step's input; a caller of this kind's run gets the same. */
 static void run_choose(const tk__handler_step *step, const tk_handler_call *call,
                        tk_handler_result *out) {
-  (void)step, (void)call;
-  tk__handler_fail(out, TK_HANDLER_PERMANENT, "builtin choose: not run by this build");
+  tk__choose_kind.run(step, call, out);
 }
 
 /* Each builtin's run, by name (the order of `names`). */

@@ -255,9 +255,7 @@ static const char *type_name(const json_t *v) {
   }
 }
 
-/* "parents: a, b" of an object's member names (at most a few), for
- * messages; "none" when it has none. */
-static void member_names(json_t *obj, char *buf, size_t len) {
+void tk__ph_member_names(json_t *obj, char *buf, size_t len) {
   size_t used = 0, n = 0;
   const char *key;
   json_t *v;
@@ -292,7 +290,7 @@ static int walk(const tk__ph *t, const part *p, json_t *root, const char *root_n
       next = json_object_getn(v, s + g->off, g->len);
       if (next == NULL) {
         char names[160];
-        member_names(v, names, sizeof names);
+        tk__ph_member_names(v, names, sizeof names);
         if (p->src == SRC_PARENTS && k == 0)
           snprintf(why, whylen, "%.*s: this step has no parent \"%s\" (its parents: %s)",
                    (int)p->len, s + p->off, name, names);

@@ -90,6 +90,10 @@ int tk__ph_expand(const tk__ph *t, const tk__ph_scope *sc, tk__ph_encoding enc, 
  * template-time check of the literal structure reads. */
 void tk__ph_shape(const tk__ph *t, const char *stand_in, tk__buf *out);
 
+/* "a, b" of obj's member names (the first 8, then "..."), for messages;
+ * "none" when it has none. */
+void tk__ph_member_names(json_t *obj, char *buf, size_t len);
+
 /* A copy of the JSON template v with every string's placeholders filled:
  * a string that is one reference becomes its value, typed (an object
  * stays an object); any other string gets the text of its values (JSON

@@ -14,7 +14,8 @@ static const tk__handler_kind *const kinds[] = {
 };
 
 #define NKINDS (sizeof kinds / sizeof kinds[0])
-_Static_assert(NKINDS < TK__HANDLER_KINDS_MAX, "an engine's slots: one per kind and the stand-in");
+_Static_assert(NKINDS + 1 < TK__HANDLER_KINDS_MAX,
+               "an engine's slots: one per kind, the builtin choose's and the stand-in");
 
 const tk__handler_kind *tk__handler_kind_find(const char *name) {
   for (size_t i = 0; i < NKINDS; i++)
@@ -43,6 +44,10 @@ static const tk__handler_kind unknown_kind = {
 const tk__handler_kind *tk__handler_kind_of(json_t *spec) {
   const char *name = json_string_value(json_object_get(spec, "kind"));
   const tk__handler_kind *k = name ? tk__handler_kind_find(name) : NULL;
+  /* The builtin choose takes the step's input, no other builtin does
+   * (builtin_choose.c). */
+  const char *builtin = json_string_value(json_object_get(spec, "name"));
+  if (k == &tk__builtin_kind && builtin && strcmp(builtin, "choose") == 0) return &tk__choose_kind;
   return k ? k : &unknown_kind;
 }
 

@@ -16,6 +16,10 @@
 #include "core/civil.h"
 #include "store/rules.h"
 
+/* Instances a task's report shows of each map step (the first ones); the
+ * rest are read page by page (tk_instances_json). */
+#define TK__INSTANCES_SHOWN 10
+
 static int is(json_t *step, const char *state) {
   return strcmp(json_string_value(json_object_get(step, "state")), state) == 0;
 }
@@ -30,8 +34,11 @@ static const char *execution_status(json_t *steps, int64_t now) {
   json_array_foreach(steps, i, s) {
     n++;
     if (is(s, TK__STEP_ERROR)) error++;
-    else if (is(s, TK__STEP_IN_PROGRESS)) running++;
-    else if (is(s, TK__STEP_COMPLETE) || is(s, TK__STEP_RESOLVED) || is(s, TK__STEP_CANCELLED)) done++;
+    /* A mapped step's instances are what runs; they are not in the list. */
+    else if (is(s, TK__STEP_IN_PROGRESS) || is(s, TK__STEP_MAPPED)) running++;
+    else if (is(s, TK__STEP_COMPLETE) || is(s, TK__STEP_RESOLVED) || is(s, TK__STEP_CANCELLED) ||
+             is(s, TK__STEP_SKIPPED))
+      done++;
     else if ((is(s, TK__STEP_PENDING) || is(s, TK__STEP_WAITING)) && num(s, "parents_remaining") == 0) {
       if (num(s, "run_at") <= now) ready++;
       else if (is(s, TK__STEP_WAITING)) waiting++;
@@ -62,35 +69,88 @@ static json_t *waiting_until(int64_t at, int64_t now) {
   return json_string(text);
 }
 
+/* The steps of `steps` named in `names` (a JSON array) that hold a child
+ * back: not complete, resolved or skipped (a convergence step runs once
+ * every parent is one of those), as [{step, state}]. */
+static json_t *blocking_parents(json_t *steps, json_t *names) {
+  json_t *blocking = json_array();
+  size_t i, k;
+  json_t *d, *p;
+  json_array_foreach(names, i, d) {
+    json_array_foreach(steps, k, p) {
+      if (strcmp(json_string_value(json_object_get(p, "name")), json_string_value(d)) == 0 &&
+          !is(p, TK__STEP_COMPLETE) && !is(p, TK__STEP_RESOLVED) && !is(p, TK__STEP_SKIPPED))
+        json_array_append_new(blocking, json_pack("{s:O, s:O}", "step", json_object_get(p, "name"),
+                                                  "state", json_object_get(p, "state")));
+    }
+  }
+  return blocking;
+}
+
+/* "waiting for 3 of 10 instances (1 failed)": a mapped step's wait. */
+static json_t *instances_wait(json_t *instances) {
+  char text[160];
+  snprintf(text, sizeof text, "waiting for %lld of %lld instances (%lld failed)",
+           (long long)num(instances, "waiting"), (long long)num(instances, "total"),
+           (long long)num(instances, "failed"));
+  return json_string(text);
+}
+
+/* Why a step in error is there, and what an operator may do (DESIGN
+ * §17): a decision's message says what it chose that it may not, and
+ * resolving it chooses nothing; a map failed by its instances is retried
+ * through them. */
+static json_t *why_error(json_t *s) {
+  const char *last = json_string_value(json_object_get(s, "last_error"));
+  char text[TK_ERR_MSG_MAX + 160];
+  if (json_object_get(s, "decides") && last)
+    snprintf(text, sizeof text,
+             "the decision failed for good: %s; `tasker retry` it, or `tasker resolve` it "
+             "(which skips every branch)",
+             last);
+  else if (json_object_get(s, "map") && last)
+    snprintf(text, sizeof text,
+             "the map failed for good: %s; `tasker retry` its failed instances, or `tasker "
+             "resolve` it",
+             last);
+  else
+    snprintf(text, sizeof text, "the step failed for good; `tasker retry` or `tasker resolve` it");
+  return json_pack("{s:s, s:s}", "reason", "error", "detail", text);
+}
+
 /* Why a step is not running now, as {reason, until?, detail}. */
 static json_t *why_step(json_t *steps, json_t *s, int64_t now) {
   const char *state = json_string_value(json_object_get(s, "state"));
   if (is(s, TK__STEP_COMPLETE) || is(s, TK__STEP_RESOLVED))
     return json_pack("{s:s, s:s}", "reason", "done", "detail", "the step has finished");
+  if (is(s, TK__STEP_SKIPPED)) {
+    json_t *reason = json_object_get(s, "skipped_reason");
+    return json_pack("{s:s, s:o}", "reason", "skipped", "detail",
+                     json_is_string(reason) ? json_incref(reason)
+                                            : json_string("the step was skipped"));
+  }
+  if (is(s, TK__STEP_MAPPED)) {
+    json_t *instances = json_object_get(s, "instances");
+    return json_pack("{s:s, s:o}", "reason", "mapped", "detail",
+                     json_is_object(instances) ? instances_wait(instances)
+                                               : json_string("its instances are running"));
+  }
   if (is(s, TK__STEP_CANCELLED))
     return json_pack("{s:s, s:s}", "reason", "cancelled", "detail", "the task was cancelled");
-  if (is(s, TK__STEP_ERROR))
-    return json_pack("{s:s, s:s}", "reason", "error",
-                     "detail", "the step failed for good; `tasker retry` or `tasker resolve` it");
+  if (is(s, TK__STEP_ERROR)) return why_error(s);
   if (is(s, TK__STEP_IN_PROGRESS))
     return json_pack("{s:s, s:I, s:s}", "reason", "running", "until", num(s, "lease_expires_at"),
                      "detail", "an orchestrator holds the step's lease");
   if (num(s, "parents_remaining") > 0) {
-    json_t *blocking = json_array();
-    size_t i;
-    json_t *d;
-    json_array_foreach(json_object_get(s, "depends_on"), i, d) {
-      size_t k;
-      json_t *p;
-      json_array_foreach(steps, k, p) {
-        if (strcmp(json_string_value(json_object_get(p, "name")), json_string_value(d)) == 0 &&
-            !is(p, TK__STEP_COMPLETE) && !is(p, TK__STEP_RESOLVED))
-          json_array_append_new(blocking, json_pack("{s:O, s:O}", "step", json_object_get(p, "name"),
-                                                    "state", json_object_get(p, "state")));
-      }
-    }
-    return json_pack("{s:s, s:o, s:s}", "reason", "waiting_for_dependencies", "blocking", blocking,
-                     "detail", "steps it depends on have not completed");
+    json_t *deps = json_object_get(s, "depends_on");
+    json_t *blocking = blocking_parents(steps, deps);
+    char text[160];
+    snprintf(text, sizeof text,
+             "waiting for %zu of its %zu parents (a parent counts once complete, resolved or "
+             "skipped)",
+             json_array_size(blocking), json_array_size(deps));
+    return json_pack("{s:s, s:o, s:s}", "reason", "waiting_for_dependencies", "blocking",
+                     blocking, "detail", text);
   }
   if (num(s, "run_at") > now && strcmp(state, TK__STEP_WAITING) == 0)
     return json_pack("{s:s, s:I, s:s}", "reason", "waiting_for_retry", "until",
@@ -121,6 +181,63 @@ static json_t *attempt_json(const tk__attempt_rec *a) {
                    opt_int(a->due_at));
 }
 
+/* Why step s was skipped: the reason of its last transition into
+ * skipped ("not chosen by triage", "all parents skipped"), or NULL. */
+static const char *skipped_reason(const tk__task_report *r, const tk__step_rec *s) {
+  const char *reason = NULL;
+  for (int i = 0; i < r->ntransitions; i++) {
+    const tk__transition_rec *tr = &r->transitions[i];
+    if (tr->step_id == s->id && tr->to && strcmp(tr->to, TK__STEP_SKIPPED) == 0)
+      reason = tr->reason;
+  }
+  return reason;
+}
+
+/* The branches a decision step chose: the names its results give under
+ * its branches_key once complete (the engine checked them), none when an
+ * operator resolved it (which skips every branch), null before. */
+static json_t *chosen_branches(const tk__step_rec *s, json_t *def_step) {
+  if (strcmp(s->state, TK__STEP_RESOLVED) == 0) return json_array();
+  if (strcmp(s->state, TK__STEP_COMPLETE) != 0) return json_null();
+  json_t *key = json_object_get(def_step, "branches_key");
+  json_t *results = parsed(s->results);
+  json_t *named = json_object_get(results, json_is_string(key) ? json_string_value(key)
+                                                               : "branches");
+  json_t *chosen = json_array();
+  size_t i;
+  json_t *b;
+  json_array_foreach(named, i, b) if (json_is_string(b)) json_array_append(chosen, b);
+  json_decref(results);
+  return chosen;
+}
+
+/* A map step's instance counts, or null before it was mapped. */
+static json_t *instance_counts(const tk__step_rec *s) {
+  if (s->instances_total == TK__NONE) return json_null();
+  return json_pack("{s:I, s:I, s:I, s:I}", "total", (json_int_t)s->instances_total, "done",
+                   (json_int_t)s->instances_done, "failed", (json_int_t)s->instances_failed,
+                   "waiting", (json_int_t)s->instances_waiting);
+}
+
+/* The flow of a step (DESIGN §17) as the definition and the store say it:
+ * a skipped step's reason; a decision's branches and its choice; a map's
+ * spec and its instance counts. */
+static void flow_json(json_t *st, const tk__task_report *r, const tk__step_rec *s,
+                      json_t *def_step) {
+  if (strcmp(s->state, TK__STEP_SKIPPED) == 0)
+    json_object_set_new(st, "skipped_reason", opt_str(skipped_reason(r, s)));
+  json_t *decides = json_object_get(def_step, "decides");
+  if (json_is_array(decides)) {
+    json_object_set(st, "decides", decides);
+    json_object_set_new(st, "chosen", chosen_branches(s, def_step));
+  }
+  json_t *map = json_object_get(def_step, "map");
+  if (json_is_object(map)) {
+    json_object_set(st, "map", map);
+    json_object_set_new(st, "instances", instance_counts(s));
+  }
+}
+
 /* One step as `tasker show --json` prints it (before "why"). */
 static json_t *step_json(const tk__task_report *r, const tk__step_rec *s, json_t *def_step) {
   json_t *st = json_pack(
@@ -140,6 +257,7 @@ static json_t *step_json(const tk__task_report *r, const tk__step_rec *s, json_t
     if (r->attempts[i].step_id == s->id)
       json_array_append_new(history, attempt_json(&r->attempts[i]));
   json_object_set_new(st, "history", history);
+  flow_json(st, r, s, def_step);
   if (s->batch) {
     json_t *given_up = json_array();
     for (int i = 0; i < r->ngave_up; i++) {
@@ -181,12 +299,11 @@ static json_t *task_json(const tk__task_report *r) {
   json_t *transitions = json_array();
   for (int i = 0; i < r->ntransitions; i++) {
     const tk__transition_rec *tr = &r->transitions[i];
-    const tk__step_rec *s = NULL;
-    for (int k = 0; tr->step_id != TK__NONE && k < r->nsteps && s == NULL; k++)
-      if (r->steps[k].id == tr->step_id) s = &r->steps[k];
+    /* The store names the step: an instance is not among r->steps. */
     json_array_append_new(transitions,
                           json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "at", (json_int_t)tr->at,
-                                    "step", opt_str(s ? s->name : NULL), "from", opt_str(tr->from),
+                                    "step", opt_str(tr->step_id == TK__NONE ? NULL : tr->step),
+                                    "from", opt_str(tr->from),
                                     "to", opt_str(tr->to), "reason", opt_str(tr->reason),
                                     "attempt", opt_int(tr->attempt)));
   }
@@ -200,14 +317,72 @@ static int dump(json_t *v, char **out, tk_err *err) {
   return *out ? 0 : tk_err_set(err, TK_ENOMEM, "out of memory");
 }
 
+/* One instance of a map step as its pages list it, with why it is not
+ * running at `now` (as a step's: an instance has no parents). */
+static json_t *instance_json(const tk__step_rec *s, int64_t now) {
+  json_t *in = json_pack("{s:i, s:s, s:s, s:i, s:i, s:I, s:o, s:o, s:o, s:o, s:I}", "item_index",
+                         s->item_index, "name", s->name, "state", s->state, "attempts",
+                         s->attempts, "max_attempts", s->max_attempts, "run_at",
+                         (json_int_t)s->run_at, "lease_expires_at", opt_int(s->lease_expires_at),
+                         "last_error", opt_str(s->last_error), "item", parsed(s->item),
+                         "results", parsed(s->results), "id", (json_int_t)s->id);
+  if (in) json_object_set_new(in, "why", why_step(NULL, in, now));
+  return in;
+}
+
+/* Up to `limit` instances of map step map_idx after item_index `after`
+ * (-1: from the first) into *page as {"total", "instances",
+ * "next_after"}: next_after the last index shown when more follow, else
+ * null. One more row is read to know. */
+static int instance_page(tk_store *s, int64_t task_id, int map_idx, int after, int limit,
+                         int64_t now, json_t **page, tk_err *err) {
+  *page = NULL;
+  if (s->ops->instance_list == NULL)
+    return tk_err_set(err, TK_EUNSUPPORTED, "this store cannot list a map's instances");
+  tk__step_rec *rows = NULL;
+  int n = 0;
+  int64_t total = 0;
+  int rc = s->ops->instance_list(s, task_id, map_idx, after, limit + 1, &rows, &n, &total, err);
+  if (rc) return rc;
+  json_t *list = json_array();
+  for (int i = 0; i < n && i < limit; i++) json_array_append_new(list, instance_json(&rows[i], now));
+  *page = json_pack("{s:I, s:o, s:o}", "total", (json_int_t)total, "instances", list,
+                    "next_after", n > limit ? json_integer(rows[limit - 1].item_index)
+                                            : json_null());
+  tk__step_recs_free(rows, n);
+  return *page ? 0 : tk_err_set(err, TK_ENOMEM, "out of memory");
+}
+
+/* Each map step of a report with instances gets its first page of them
+ * (instances.first, instances.next_after); the rest is paged by
+ * tk_instances_json. */
+static int first_instances(tk_store *s, const tk__task_report *r, json_t *steps, int64_t now,
+                           tk_err *err) {
+  for (int i = 0; i < r->nsteps; i++) {
+    json_t *counts = json_object_get(json_array_get(steps, (size_t)i), "instances");
+    if (!json_is_object(counts) || num(counts, "total") <= 0) continue;
+    json_t *page;
+    int rc = instance_page(s, r->id, r->steps[i].idx, -1, TK__INSTANCES_SHOWN, now, &page, err);
+    if (rc) return rc;
+    json_object_set(counts, "first", json_object_get(page, "instances"));
+    json_object_set(counts, "next_after", json_object_get(page, "next_after"));
+    json_decref(page);
+  }
+  return 0;
+}
+
 int tk_engine_task_json(tk_store *s, int64_t task_id, int64_t now, char **out, tk_err *err) {
   tk__task_report r;
   int rc = s->ops->task_report(s, task_id, &r, err);
   if (rc) return rc;
   json_t *task = task_json(&r);
-  tk__task_report_free(&r);
-  if (task == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory");
   json_t *steps = json_object_get(task, "steps");
+  rc = task ? first_instances(s, &r, steps, now, err) : tk_err_set(err, TK_ENOMEM, "out of memory");
+  tk__task_report_free(&r);
+  if (rc) {
+    json_decref(task);
+    return rc;
+  }
   /* A cancelled task has nothing left to wait for; say so rather than
    * calling its unfinished steps complete. */
   const char *state = json_string_value(json_object_get(task, "state"));
@@ -266,4 +441,46 @@ int tk_template_list_json(tk_store *s, char **out, tk_err *err) {
   tk__template_recs_free(recs, n);
   free(recs);
   return dump(all, out, err);
+}
+
+int tk_instances_json(tk_store *s, int64_t task_id, const char *step, int after, int limit,
+                      int64_t now, char **out, tk_err *err) {
+  *out = NULL;
+  if (limit < 1 || limit > TK_PAGE_MAX)
+    return tk_err_set(err, TK_EINVAL, "limit %d: expected 1 to %d", limit, TK_PAGE_MAX);
+  if (after < -1)
+    return tk_err_set(err, TK_EINVAL,
+                      "after %d: expected an instance's item_index (0 or more; -1 or none: "
+                      "from the first)",
+                      after);
+  tk__task_report r;
+  int rc = s->ops->task_report(s, task_id, &r, err);
+  if (rc) return rc;
+  const tk__step_rec *found = NULL;
+  for (int i = 0; i < r.nsteps && found == NULL; i++)
+    if (strcmp(r.steps[i].name, step) == 0) found = &r.steps[i];
+  json_t *def = parsed(r.template_.definition);
+  json_t *def_step = found ? json_array_get(json_object_get(def, "steps"), (size_t)found->idx)
+                           : NULL;
+  json_t *page = NULL;
+  if (found == NULL)
+    rc = tk_err_set(err, TK_ENOENT, "task %lld has no step \"%s\"", (long long)task_id, step);
+  else if (!json_is_object(json_object_get(def_step, "map")))
+    rc = tk_err_set(err, TK_EINVAL,
+                    "step \"%s\" of task %lld is not a map step: only a map step has instances",
+                    step, (long long)task_id);
+  else
+    rc = instance_page(s, task_id, found->idx, after, limit, now, &page, err);
+  if (rc == 0)
+    rc = json_object_set_new(page, "task", json_integer(task_id)) ||
+                 json_object_set_new(page, "step", json_string(step))
+             ? tk_err_set(err, TK_ENOMEM, "out of memory")
+             : 0;
+  json_decref(def);
+  tk__task_report_free(&r);
+  if (rc) {
+    json_decref(page);
+    return rc;
+  }
+  return dump(page, out, err);
 }

@@ -9,6 +9,7 @@
 
 #include <tasker/duration.h>
 #include <tasker/metrics.h>
+#include <tasker/query.h>
 
 #include "store/store.h"
 
@@ -114,6 +115,28 @@ static void get_task(tk_server *s, const tk__route *r, tk__response *out) {
     tk__respond_json(out, 200, text);
 }
 
+/* GET /api/v1/tasks/ID/steps/STEP/instances: a page of a map step's
+ * instances (tk_instances_json), after and limit checked first. */
+static void get_instances(tk_server *s, const tk__route *r, const tk__query *q,
+                          tk__response *out) {
+  int64_t after, limit;
+  tk__api_error e;
+  if (tk__query_int(q, "after", 0, INT32_MAX - 1, -1, &after, &e) != 0 ||
+      tk__query_int(q, "limit", 1, TK_PAGE_MAX, 50, &limit, &e) != 0) {
+    tk__respond_error(out, &e);
+    return;
+  }
+  char *text;
+  tk_err err;
+  if (tk_instances_json(s->store, r->task, r->step, (int)after, (int)limit, now(s), &text,
+                        &err) != 0)
+    /* The task's absence names the id; the rest (no such step, not a
+     * map) the step. */
+    tk__respond_tk_error(s, out, &err, strncmp(err.msg, "no task", 7) == 0 ? "id" : "step");
+  else
+    tk__respond_json(out, 200, text);
+}
+
 /* GET /api/v1/templates: every stored template. */
 static void get_templates(tk_server *s, tk__response *out) {
   char *text;
@@ -197,6 +220,7 @@ void tk__api_handle(tk_server *s, const tk__route *r, const char *body, size_t l
   static const char *const none[] = {NULL};
   static const char *const version_only[] = {"version", NULL};
   static const char *const activity[] = {"window", "bucket", NULL};
+  static const char *const page[] = {"after", "limit", NULL};
   tk__query q = {0};
   /* The store was still unreachable after the last lost connection: open
    * it again first, so that the first request after the server is back
@@ -222,6 +246,9 @@ void tk__api_handle(tk_server *s, const tk__route *r, const char *body, size_t l
       break;
     case TK__R_ACTIVITY:
       if (read_query(r, activity, &q, out) == 0) get_activity(s, &q, out);
+      break;
+    case TK__R_INSTANCES:
+      if (read_query(r, page, &q, out) == 0) get_instances(s, r, &q, out);
       break;
     case TK__R_TEMPLATE:
       if (read_query(r, version_only, &q, out) == 0)

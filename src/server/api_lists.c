@@ -4,11 +4,10 @@
  * be the cursor. */
 #include "server/server_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
-static const char *const step_states[] = {"pending",  "in_progress", "waiting_for_retry",
-                                          "complete", "error",       "cancelled",
-                                          "resolved_manually", NULL};
+#include "store/list_sql.h"
 
 int tk__filter_resolve(tk__list_query *lq, int64_t now, const char *state_param,
                        tk__api_error *e) {
@@ -25,13 +24,18 @@ int tk__filter_resolve(tk__list_query *lq, int64_t now, const char *state_param,
   return 0;
 }
 
-/* The step state of a steps list: one of step_states. */
+/* The step state of a steps list: one of the store's (tk__step_states,
+ * the list tk_steps_json checks too). */
 static int step_state_check(const char *state, tk__api_error *e) {
-  if (tk__name_in(step_states, state)) return 0;
+  if (tk__name_in(tk__step_states, state)) return 0;
+  char states[256];
+  size_t len = 0;
+  states[0] = '\0';
+  for (int i = 0; tk__step_states[i] && len < sizeof states; i++)
+    len += (size_t)snprintf(states + len, sizeof states - len, "%s%s", i ? ", " : "",
+                            tk__step_states[i]);
   return tk__api_fail(e, 400, "bad_filter", "state",
-                      "state=\"%.100s\": expected a step state: pending, in_progress, "
-                      "waiting_for_retry, complete, error, cancelled or resolved_manually",
-                      state);
+                      "state=\"%.100s\": expected a step state: %s", state, states);
 }
 
 void tk__api_lists(tk_server *s, const tk__route *r, const tk__query *q, tk__response *out) {

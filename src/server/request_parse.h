@@ -50,6 +50,7 @@ typedef enum tk__route_id {
   TK__R_TASK,        /* GET /api/v1/tasks/ID */
   TK__R_TASK_CANCEL, /* POST /api/v1/tasks/ID/cancel */
   TK__R_STEP_ACTION, /* POST /api/v1/tasks/ID/steps/STEP/{retry,resolve} */
+  TK__R_INSTANCES,   /* GET /api/v1/tasks/ID/steps/STEP/instances */
   TK__R_BULK,        /* POST /api/v1/actions/ACTION */
   TK__R_STEPS,       /* GET /api/v1/steps */
   TK__R_TEMPLATES,   /* GET /api/v1/templates */
@@ -67,7 +68,7 @@ typedef struct tk__route {
   tk__route_id id;
   int post;                  /* the request is a POST (else a GET or HEAD) */
   int64_t task;              /* TK__R_TASK, _TASK_CANCEL, _STEP_ACTION */
-  char step[256];            /* TK__R_STEP_ACTION: the step's name, decoded */
+  char step[256];            /* TK__R_STEP_ACTION, _INSTANCES: the step's name, decoded */
   tk_operator_action action; /* TK__R_STEP_ACTION, TK__R_BULK */
   char name[512];            /* TK__R_TEMPLATE: the name, decoded */
   const char *path;          /* the path (into the request's URI), for assets */

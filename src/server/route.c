@@ -108,6 +108,10 @@ static int match_api(const segs *s, tk__route *r, int *methods, tk__api_error *e
       tk__action_parse(s->text[first + 4], &r->action);
       r->id = TK__R_STEP_ACTION;
       *methods = TK__M_POST;
+    } else if (k == 5 && is(s, first + 2, "steps") && s->len[first + 3] > 0 &&
+               s->len[first + 3] < sizeof r->step && is(s, first + 4, "instances")) {
+      memcpy(r->step, s->text[first + 3], s->len[first + 3] + 1);
+      r->id = TK__R_INSTANCES;
     } else {
       return tk__api_fail(e, 404, "not_found", NULL, "no such API path");
     }

@@ -17,7 +17,8 @@ const char *const tk__task_states[] = {TK__TASK_PENDING, TK__TASK_IN_PROGRESS, T
                                        TK__TASK_ERROR,   TK__TASK_CANCELLED,   NULL};
 const char *const tk__step_states[] = {
     TK__STEP_PENDING, TK__STEP_IN_PROGRESS, TK__STEP_WAITING,  TK__STEP_COMPLETE,
-    TK__STEP_ERROR,   TK__STEP_CANCELLED,   TK__STEP_RESOLVED, NULL};
+    TK__STEP_ERROR,   TK__STEP_CANCELLED,   TK__STEP_RESOLVED, TK__STEP_SKIPPED,
+    TK__STEP_MAPPED,  NULL};
 
 const char *tk__state_known(const char *const *states, const char *s) {
   for (int i = 0; s && states[i]; i++)

@@ -55,6 +55,7 @@ void tk__task_report_free(tk__task_report *r) {
     free(r->transitions[i].from);
     free(r->transitions[i].to);
     free(r->transitions[i].reason);
+    free(r->transitions[i].step);
   }
   free(r->transitions);
   for (int i = 0; i < r->ngave_up; i++) {

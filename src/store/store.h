@@ -326,6 +326,7 @@ typedef struct tk__transition_rec {
   int64_t step_id; /* TK__NONE: the task's own */
   char *from, *to, *reason;
   int64_t attempt; /* TK__NONE when not about an attempt */
+  char *step;      /* the step's name (an instance's "process[3]"); NULL: the task's */
 } tk__transition_rec;
 
 /* An item of a batch step that gave up: the first TK__GAVE_UP_SHOWN of
@@ -348,6 +349,8 @@ typedef struct tk__task_report {
   tk__template_rec template_; /* with its definition */
   tk__step_rec *steps;        /* in template order */
   int nsteps;
+  /* A map's instances are not in steps, attempts or transitions (a wide
+   * map's would be most of the report): instance_list pages them. */
   tk__attempt_rec *attempts; /* oldest first */
   int nattempts;
   tk__transition_rec *transitions; /* oldest first */

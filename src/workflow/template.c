@@ -290,6 +290,8 @@ int tk__template_from_toml(const tk_toml_doc *doc, const char *file, const tk_co
   return 0;
 fail:
   json_decref(def);
+  free(out->edges); /* the DAG was built when a later check refused */
+  memset(out, 0, sizeof *out);
   return rc;
 }
 

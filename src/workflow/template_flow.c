@@ -90,6 +90,16 @@ static int parent_ref(const char *text, json_t **parent, json_t *path, char *why
   return 0;
 }
 
+/* 0 when `parent` is one of step's depends_on; else refuse key = v. */
+static int need_parent(const tk__spec_where *w, const char *key, const tk_toml_value *v,
+                       json_t *step, const char *parent) {
+  json_t *deps = json_object_get(step, "depends_on");
+  if (holds(deps, parent)) return 0;
+  char have[256];
+  return refuse(w, key, v, "\"%s\" is not a parent of this step (depends_on: %s)", parent,
+                json_array_size(deps) ? listed(deps, have, sizeof have) : "none");
+}
+
 /* Step `where`'s map table mv into step's "map", normalized. */
 static int read_map(const tk__spec_where *at, const tk_config *cfg, const char *where,
                     const tk_toml_value *mv, json_t *step) {
@@ -153,14 +163,7 @@ static int read_map(const tk__spec_where *at, const tk_config *cfg, const char *
                 why[0] ? " (" : "", why, why[0] ? ")" : "");
     goto done;
   }
-  json_t *deps = json_object_get(step, "depends_on");
-  if (!holds(deps, json_string_value(parent))) {
-    char have[256];
-    rc = refuse(&w, name, ref_v, "\"%s\" is not a parent of this step (depends_on: %s)",
-                json_string_value(parent),
-                json_array_size(deps) ? listed(deps, have, sizeof have) : "none");
-    goto done;
-  }
+  if ((rc = need_parent(&w, name, ref_v, step, json_string_value(parent)))) goto done;
   int bad = json_object_set_new(map, "parent", parent) != 0;
   parent = NULL;
   bad |= json_object_set(map, "path", path) != 0;
@@ -311,6 +314,16 @@ static int check_choose(const tk__spec_where *at, const char *where, json_t *ste
     return refuse(&w, "value", tk_toml_get(hv, "value"),
                   "expected one placeholder such as \"{{parents.score.risk}}\"%s%s%s",
                   rc ? " (" : "", rc ? why : "", rc ? ")" : "");
+  /* A parent's value: the step must depend on it, or it is never there. */
+  json_t *parent = NULL, *segs = json_array();
+  if (segs == NULL) return no_memory(at);
+  rc = parent_ref(value, &parent, segs, why, sizeof why);
+  if (rc == 0) rc = need_parent(&w, "value", tk_toml_get(hv, "value"), step,
+                                json_string_value(parent));
+  json_decref(parent);
+  json_decref(segs);
+  if (rc == TK_ENOMEM) return no_memory(at);
+  if (rc == TK_ECONFIG) return rc; /* else 0, or TK_EINVAL: not a parent's value */
   const tk_toml_value *cv = tk_toml_get(hv, "cases");
   for (size_t i = 0; i < tk_toml_table_len(cv); i++) {
     const tk_toml_entry *e = tk_toml_table_at(cv, i);
@@ -320,7 +333,15 @@ static int check_choose(const tk__spec_where *at, const char *where, json_t *ste
     if ((rc = check_choice(&w, key, step, names, e->value))) return rc;
   }
   json_t *dflt = json_object_get(spec, "default");
-  return dflt ? check_choice(&w, "default", step, dflt, tk_toml_get(hv, "default")) : 0;
+  if (dflt && (rc = check_choice(&w, "default", step, dflt, tk_toml_get(hv, "default"))))
+    return rc;
+  /* The handler sees its spec only: a step's own branches_key goes there,
+   * so that choose answers under the key its decision is read from. */
+  json_t *key = json_object_get(step, "branches_key");
+  if (key && strcmp(json_string_value(key), "branches") != 0 &&
+      json_object_set(spec, "branches_key", key) != 0)
+    return no_memory(at);
+  return 0;
 }
 
 int tk__template_flow_check(const tk__spec_where *at, const tk_toml_value *steps_v,

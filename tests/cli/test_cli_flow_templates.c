@@ -138,6 +138,13 @@ static const bad_template bad_templates[] = {
      "steps[2].handler.value = \"high\": expected one placeholder such as "
      "\"{{parents.score.risk}}\""},
     {HEAD LIST STEP("triage") "depends_on = [\"list\"]\n"
+         "handler = { kind = \"builtin\", name = \"choose\", value = \"{{parents.lst.risk}}\", "
+         "cases = {} }\ndecides = [\"approve\"]\n" STEP("approve") "depends_on = [\"triage\"]\n"
+         NOOP,
+     "9:56",
+     "steps[2].handler.value = \"{{parents.lst.risk}}\": \"lst\" is not a parent of this step "
+     "(depends_on: list)"},
+    {HEAD LIST STEP("triage") "depends_on = [\"list\"]\n"
          "handler = { kind = \"builtin\", name = \"choose\", value = \"{{env.RISK}}\", cases = {} }\n"
          "decides = [\"approve\"]\n" STEP("approve") "depends_on = [\"triage\"]\n" NOOP,
      "9:56",
@@ -210,7 +217,7 @@ static void refusals_name_the_place_and_store_nothing(void **state) {
 
 /* The template the good cases add: a decision chosen by the choose
  * builtin, a decision by a command's results with its own key, a map
- * over a list and a chunked range. */
+ * over a list, a chunked range, and a map over a map's whole results. */
 static const char good[] =
     HEAD "[[steps]]\nname = \"score\"\n" NOOP
     "[[steps]]\nname = \"triage\"\ndepends_on = [\"score\"]\n"
@@ -229,7 +236,9 @@ static const char good[] =
     "map = { over = \"{{ parents.list.files }}\", max = 10000, max_failures = 3 }\n"
     "[[steps]]\nname = \"chunks\"\ndepends_on = [\"list\"]\n" NOOP
     "map = { range = \"{{parents.list.counts.0}}\", chunk = 1000 }\n"
-    "[[steps]]\nname = \"sum\"\ndepends_on = [\"process\", \"chunks\"]\n" NOOP;
+    "[[steps]]\nname = \"sum\"\ndepends_on = [\"process\", \"chunks\"]\n" NOOP
+    "[[steps]]\nname = \"again\"\ndepends_on = [\"process\"]\n" NOOP
+    "map = { over = \"{{parents.process}}\" }\n";
 
 /* The stored definition of template 1 read back as store/flow.c reads
  * it, with its edges from the store. */
@@ -278,7 +287,7 @@ static void a_good_template_is_stored_as_the_store_reads_it(void **state) {
   run_result r;
   CLI(c, &r, "template", "add", path);
   if (r.status != 0) fail_msg("template add: exit %d: %s", r.status, r.err);
-  assert_string_equal(r.err, "added default/flow version 1 (10 steps)\n");
+  assert_string_equal(r.err, "added default/flow version 1 (11 steps)\n");
   run_result_free(&r);
   /* The normalized JSON, member by member. */
   efx_sql_expect(c->db,
@@ -309,7 +318,7 @@ static void a_good_template_is_stored_as_the_store_reads_it(void **state) {
                  "NULL)");
   /* And as the store reads it. */
   tk__flow *f = stored_flow(c);
-  assert_int_equal(f->nsteps, 10);
+  assert_int_equal(f->nsteps, 11);
   assert_int_equal(f->special, 1);
   const tk__flow_step *triage = &f->steps[index_of(f, "triage")];
   assert_int_equal(triage->ndecides, 2);
@@ -338,8 +347,12 @@ static void a_good_template_is_stored_as_the_store_reads_it(void **state) {
   assert_int_equal(chunks->chunk, 1000);
   assert_int_equal(chunks->max, 100000);
   assert_int_equal(chunks->max_failures, 0);
+  const tk__flow_step *again = &f->steps[index_of(f, "again")];
+  assert_int_equal(again->map, 1);
+  assert_int_equal(again->map_parent, index_of(f, "process"));
+  assert_int_equal(json_array_size(again->map_path), 0);
   /* The decision the store makes from results follows the stored names. */
-  unsigned char chosen[10];
+  unsigned char chosen[11];
   char why[256];
   assert_int_equal(tk__flow_decide(f, index_of(f, "route"), "{\"go\":[\"ship\"]}", chosen, why,
                                    sizeof why),
@@ -419,6 +432,56 @@ static void the_ceiling_is_limits_map_max(void **state) {
   cli_store_close(c);
 }
 
+/* On PostgreSQL (TK_TEST_PG_URL's server): the same refusals store
+ * nothing, and the good template is stored as the same definition text as
+ * on SQLite, which the store reads back alike. */
+static void on_postgres_the_same(void **state) {
+  cli *c = *state;
+  const char *server = efx_pg_server(getenv("TK_TEST_PG_URL"));
+  cli pg = *c;
+  char name[64];
+  efx_pg_database(server, "tk_flow_templates", name, sizeof name, pg.url, sizeof pg.url);
+  pg.db[0] = '\0';
+  run_result r;
+  CLI(&pg, &r, "init");
+  if (r.status != 0) fail_msg("init: exit %d: %s", r.status, r.err);
+  run_result_free(&r);
+  cli_expect_template_refusals(&pg, bad_templates,
+                               sizeof bad_templates / sizeof bad_templates[0]);
+  char *count = efx_pg_text(pg.url, "SELECT (SELECT count(*) FROM templates) + "
+                                    "(SELECT count(*) FROM template_edges)");
+  assert_string_equal(count, "0");
+  free(count);
+  char path[400];
+  write_template(c, "good.toml", good, path, sizeof path);
+  CLI(&pg, &r, "template", "add", path);
+  if (r.status != 0) fail_msg("template add: exit %d: %s", r.status, r.err);
+  run_result_free(&r);
+  CLI(c, &r, "template", "add", path);
+  if (r.status != 0) fail_msg("template add: exit %d: %s", r.status, r.err);
+  run_result_free(&r);
+  char *on_pg = efx_pg_text(pg.url, "SELECT definition FROM templates");
+  char *on_sqlite = efx_sql_text(c->db, "SELECT definition FROM templates");
+  assert_string_equal(on_pg, on_sqlite);
+  char *edges = efx_pg_text(pg.url, "SELECT string_agg(parent_idx || ' ' || child_idx, ' ' "
+                                    "ORDER BY child_idx, parent_idx) FROM template_edges");
+  assert_string_equal(edges, "0 1 1 2 1 3 0 4 2 5 4 5 0 7 6 7 6 8 7 9 8 9 7 10");
+  tk__flow *f = NULL;
+  int pairs[24];
+  char *p = edges;
+  for (int i = 0; i < 24; i++) pairs[i] = (int)strtol(p, &p, 10);
+  tk_err err = {0};
+  if (tk__flow_read(1, on_pg, pairs, 12, &f, &err) != 0) fail_msg("tk__flow_read: %s", err.msg);
+  assert_int_equal(f->steps[1].ndecides, 2);
+  assert_int_equal(f->steps[7].map, 1);
+  assert_int_equal(f->steps[8].map, 2);
+  tk__flow_free(f);
+  free(edges);
+  free(on_pg);
+  free(on_sqlite);
+  efx_pg_drop(server, name);
+}
+
 #define TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void) {
@@ -427,6 +490,7 @@ int main(void) {
       TEST(a_good_template_is_stored_as_the_store_reads_it),
       TEST(a_template_without_decisions_or_maps_reads_as_plain),
       cmocka_unit_test(the_ceiling_is_limits_map_max),
+      TEST(on_postgres_the_same),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -128,6 +128,31 @@ static void map_instances_read_their_items(void **state) {
   json_decref(sum);
   json_decref(t);
   assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM steps WHERE map_idx IS NOT NULL"), 3);
+  /* Each instance's events name it. */
+  assert_int_equal(efx_events(f, "step.claimed", "each"), 0);
+  assert_int_equal(efx_events(f, "step.claimed", "each[1]"), 1);
+  assert_int_equal(efx_events(f, "step.completed", "each[2]"), 1);
+}
+
+/* The choose builtin answers under the step's branches_key. */
+static void choose_under_its_key(void **state) {
+  efx *f = *state;
+  efx_template(f, "name = \"keyed\"\nversion = \"1\"\n"
+                  "[[steps]]\nname = \"triage\"\n"
+                  "handler = { kind = \"builtin\", name = \"choose\", value = \"{{context.tier}}\","
+                  " cases = { gold = [\"fast\"] }, default = [\"slow\"] }\n"
+                  "decides = [\"fast\", \"slow\"]\nbranches_key = \"go\"\n"
+                  "[[steps]]\nname = \"fast\"\ndepends_on = [\"triage\"]\n"
+                  "handler = { kind = \"builtin\", name = \"noop\" }\n"
+                  "[[steps]]\nname = \"slow\"\ndepends_on = [\"triage\"]\n"
+                  "handler = { kind = \"builtin\", name = \"noop\" }\n");
+  int64_t gold = efx_submit(f, "keyed", "{\"tier\": \"gold\"}");
+  int64_t tin = efx_submit(f, "keyed", "{\"tier\": \"tin\"}");
+  efx_drive(f, 20);
+  efx_expect(f, gold, "complete", "triage", "complete", "fast", "complete", "slow", "skipped",
+             NULL);
+  efx_expect(f, tin, "complete", "triage", "complete", "fast", "skipped", "slow", "complete",
+             NULL);
 }
 
 int main(void) {
@@ -135,6 +160,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(command_decides, setup, efx_teardown),
       cmocka_unit_test_setup_teardown(bad_decisions_fail_for_good, setup, efx_teardown),
       cmocka_unit_test_setup_teardown(map_instances_read_their_items, setup, efx_teardown),
+      cmocka_unit_test_setup_teardown(choose_under_its_key, setup, efx_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

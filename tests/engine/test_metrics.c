@@ -335,6 +335,10 @@ static void test_engine_with_retries(void **state) {
   assert_true(value(p, "tasker_store_steps", "state=complete") == 2);
   assert_true(value(p, "tasker_store_steps", "state=error") == 1);
   assert_true(value(p, "tasker_store_steps", "state=waiting_for_retry") == 0);
+  /* Decisions' and maps' states (DESIGN §17) exist before any step is in
+   * them, as every state's series does. */
+  assert_true(value(p, "tasker_store_steps", "state=skipped") == 0);
+  assert_true(value(p, "tasker_store_steps", "state=mapped") == 0);
   assert_true(value(p, "tasker_store_steps_ready", "") == 0);
   assert_true(value(p, "tasker_store_fenced_writes_total", "") == 0);
   /* No orchestrator's name among the store's: nothing is summed twice. */

@@ -88,16 +88,23 @@ static tk__claimed claim_one(efx *f) {
   return c;
 }
 
-/* Record one outcome of claim c: COMPLETE with results, or ERROR. */
+/* The outcome of claim c, by owner "w" now: COMPLETE with results, or
+ * ERROR. */
+static tk__outcome outcome_of(efx *f, const tk__claimed *c, tk__next_state next,
+                              const char *results) {
+  return (tk__outcome){.step_id = c->step_id, .claim_id = c->claim_id, .task_id = c->task_id,
+                       .template_id = c->template_id, .idx = c->idx,
+                       .instance = c->item_index + 1, .owner = "w", .attempt = c->attempt,
+                       .now = f->clock.now_ms, .finished_at = f->clock.now_ms,
+                       .attempt_outcome = next == TK__NEXT_COMPLETE ? "success" : "failure",
+                       .next = next, .results = results,
+                       .error = next == TK__NEXT_ERROR ? "boom" : NULL};
+}
+
+/* Record outcome_of(c, next, results). */
 static tk__effects finish(efx *f, const tk__claimed *c, tk__next_state next,
                           const char *results) {
-  tk__outcome o = {.step_id = c->step_id, .claim_id = c->claim_id, .task_id = c->task_id,
-                   .template_id = c->template_id, .idx = c->idx, .item_index = c->item_index,
-                   .owner = "w", .attempt = c->attempt, .now = f->clock.now_ms,
-                   .finished_at = f->clock.now_ms,
-                   .attempt_outcome = next == TK__NEXT_COMPLETE ? "success" : "failure",
-                   .next = next, .results = results,
-                   .error = next == TK__NEXT_ERROR ? "boom" : NULL};
+  tk__outcome o = outcome_of(f, c, next, results);
   tk__effects fx;
   tk_err e, err;
   int rc = f->store->ops->record(f->store, &o, 1, &fx, &e, NULL, &err);
@@ -235,6 +242,39 @@ static void resolving_a_decision_skips_its_branches(void **state) {
                 "done=skipped");
 }
 
+/* A branch not chosen is skipped at once, though another of its parents
+ * is still running; that parent's completion then releases nothing, and
+ * the task completes without running it. start -> d (decides a, b), x;
+ * a depends on d and x; b on d. */
+static void a_branch_is_skipped_while_another_parent_runs(void **state) {
+  efx *f = *state;
+  static const char def[] =
+      "{\"name\":\"two\",\"steps\":[{\"name\":\"start\"},"
+      "{\"name\":\"d\",\"depends_on\":[\"start\"],\"decides\":[\"a\",\"b\"],"
+      "\"allow_none\":false,\"branches_key\":\"pick\"},"
+      "{\"name\":\"x\",\"depends_on\":[\"start\"]},"
+      "{\"name\":\"a\",\"depends_on\":[\"d\",\"x\"]},{\"name\":\"b\",\"depends_on\":[\"d\"]}]}";
+  static const int edges[] = {0, 1, 0, 2, 1, 3, 2, 3, 1, 4};
+  static const char *const names[] = {"start", "d", "x", "a", "b"};
+  static const int parents[] = {0, 1, 1, 2, 1};
+  int64_t task = submit(f, put_template(f, "two", def, edges, 5), names, parents, 5);
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{}");
+  tk__claimed c[2];
+  assert_int_equal(claim(f, c, 2), 2);
+  const tk__claimed *d = c[0].idx == 1 ? &c[0] : &c[1], *x = c[0].idx == 1 ? &c[1] : &c[0];
+  tk__effects fx = finish(f, d, TK__NEXT_COMPLETE, "{\"pick\":[\"b\"]}");
+  assert_int_equal(fx.children_released, 1);
+  expect_states(f, task, "in_progress",
+                "start=complete d=complete x=in_progress a=skipped b=pending");
+  fx = finish(f, x, TK__NEXT_COMPLETE, "{}");
+  assert_int_equal(fx.children_released, 0);
+  tk__claimed b = claim_one(f);
+  assert_int_equal(b.idx, 4);
+  fx = finish(f, &b, TK__NEXT_COMPLETE, "{}");
+  assert_string_equal(fx.task_state, "complete");
+  expect_states(f, task, "complete", "start=complete d=complete x=complete a=skipped b=complete");
+}
+
 /* ---- Map ---- */
 
 /* list -> process (map over parents.list.files, max 4, max_failures
@@ -261,9 +301,9 @@ static int64_t map_task(efx *f, int max_failures) {
 static void map_runs_one_instance_per_element(void **state) {
   efx *f = *state;
   int64_t task = map_task(f, 0);
-  tk__effects fx =
-      finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{\"files\":[\"a\",\"b\",{\"c\":3}]}");
-  assert_int_equal(fx.children_released, 1);
+  tk__effects fx = finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE,
+                          "{\"files\":[\"a\",\"b\",{\"c\":3}]}");
+  assert_int_equal(fx.children_released, 3); /* each instance a step made ready */
   expect_states(f, task, "in_progress", "list=complete process=mapped sum=pending");
   tk__claimed inst[4];
   assert_int_equal(claim(f, inst, 4), 3);
@@ -462,11 +502,192 @@ static void instance_list_pages(void **state) {
   tk__step_recs_free(rows, n);
 }
 
+/* Every instance's outcome in one group (one transaction), with an
+ * outcome of another task between them: the last settles the map and
+ * releases sum in the same transaction. */
+static void instances_recorded_in_one_group(void **state) {
+  efx *f = *state;
+  int64_t task = map_task(f, 0);
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{\"files\":[\"a\",\"b\",\"c\"]}");
+  int64_t other = map_task(f, 0);
+  tk__claimed c[4];
+  assert_int_equal(claim(f, c, 4), 4); /* 3 instances, then the other task's list */
+  tk__outcome o[4];
+  for (int i = 0; i < 4; i++) {
+    o[i] = outcome_of(f, &c[i], TK__NEXT_COMPLETE, "7");
+    if (c[i].task_id == other) o[i].results = "{\"files\":[]}";
+  }
+  tk__effects fx[4];
+  tk_err e[4], err;
+  must(f->store->ops->record(f->store, o, 4, fx, e, NULL, &err), &err, "record");
+  for (int i = 0; i < 4; i++) must(e[i].code, &e[i], "outcome");
+  expect_states(f, task, "in_progress", "list=complete process=complete sum=pending");
+  expect_states(f, other, "in_progress", "list=complete process=complete sum=pending");
+  tk__task_report r;
+  report(f, task, &r);
+  assert_string_equal(step_of(&r, "process")->results, "[7,7,7]");
+  tk__task_report_free(&r);
+  tk__claimed sums[2];
+  assert_int_equal(claim(f, sums, 2), 2);
+}
+
+/* A decision whose results the store cannot read fails that outcome alone
+ * (the engine refuses them before); the other outcome of the group is
+ * recorded, and the decision's step stays as it was. */
+static void a_bad_decision_fails_its_outcome_alone(void **state) {
+  efx *f = *state;
+  int64_t task = decision_task(f);
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{}");
+  int64_t other = map_task(f, 0);
+  tk__claimed c[2];
+  assert_int_equal(claim(f, c, 2), 2);
+  tk__outcome o[2] = {outcome_of(f, &c[0], TK__NEXT_COMPLETE, "{\"branches\":[\"ship\"]}"),
+                      outcome_of(f, &c[1], TK__NEXT_COMPLETE, "{\"files\":[]}")};
+  assert_int_equal(c[0].task_id, task);
+  tk__effects fx[2];
+  tk_err e[2], err;
+  must(f->store->ops->record(f->store, o, 2, fx, e, NULL, &err), &err, "record");
+  assert_int_equal(e[0].code, TK_ESTORE);
+  assert_non_null(strstr(e[0].msg, "\"ship\" is not one of the branches of triage"));
+  assert_int_equal(e[1].code, 0);
+  expect_states(f, task, "in_progress",
+                "score=complete triage=in_progress approve=pending review=pending done=pending");
+  expect_states(f, other, "in_progress", "list=complete process=complete sum=pending");
+}
+
+/* A lost lease of an instance: the reaper sees its map's idx and its
+ * element's position, and its retry stays an instance. */
+static void reaper_sees_the_instance(void **state) {
+  efx *f = *state;
+  map_task(f, 0);
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{\"files\":[\"a\",\"b\"]}");
+  tk__claimed c[2];
+  assert_int_equal(claim(f, c, 2), 2);
+  f->clock.now_ms += LEASE + 1;
+  tk__expired x[4];
+  int n;
+  tk_err err;
+  must(f->store->ops->expired(f->store, f->clock.now_ms, 4, x, &n, &err), &err, "expired");
+  assert_int_equal(n, 2);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(x[i].step.idx, 1);
+    assert_int_equal(x[i].step.item_index, x[i].step.step_id == c[0].step_id ? 0 : 1);
+  }
+}
+
+/* A map over a map's results: when the first completes, the second
+ * expands in the same transaction, one instance per result. */
+static void a_map_over_a_map(void **state) {
+  efx *f = *state;
+  static const char def[] =
+      "{\"name\":\"twice\",\"steps\":[{\"name\":\"list\"},"
+      "{\"name\":\"one\",\"depends_on\":[\"list\"],\"map\":{\"parent\":\"list\","
+      "\"path\":[\"files\"],\"max\":10,\"max_failures\":0}},"
+      "{\"name\":\"two\",\"depends_on\":[\"one\"],\"map\":{\"parent\":\"one\","
+      "\"path\":[],\"max\":10,\"max_failures\":0}}]}";
+  static const int edges[] = {0, 1, 1, 2};
+  static const char *const names[] = {"list", "one", "two"};
+  static const int parents[] = {0, 1, 1};
+  int64_t task = submit(f, put_template(f, "twice", def, edges, 2), names, parents, 3);
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{\"files\":[1,2]}");
+  tk__claimed c[4];
+  assert_int_equal(claim(f, c, 4), 2);
+  finish(f, &c[0], TK__NEXT_COMPLETE, "[\"x\"]");
+  finish(f, &c[1], TK__NEXT_COMPLETE, "[\"y\"]");
+  expect_states(f, task, "in_progress", "list=complete one=complete two=mapped");
+  assert_int_equal(claim(f, c, 4), 2);
+  assert_int_equal(c[0].idx, 2);
+  json_t *in;
+  tk_err err;
+  must(f->store->ops->inputs(f->store, &c[1].step_id, 1, &in, &err), &err, "inputs");
+  char *item = json_dumps(json_object_get(in, "item"), JSON_COMPACT | JSON_ENCODE_ANY);
+  assert_string_equal(item, c[1].item_index == 1 ? "[\"y\"]" : "[\"x\"]");
+  free(item);
+  json_decref(in);
+  finish(f, &c[0], TK__NEXT_COMPLETE, "1");
+  finish(f, &c[1], TK__NEXT_COMPLETE, "2");
+  expect_states(f, task, "complete", "list=complete one=complete two=complete");
+}
+
+/* Resolving the last unfinished instance (pending) settles the map; a
+ * resolved instance's place in the results is null. */
+static void resolving_an_instance_settles_the_map(void **state) {
+  efx *f = *state;
+  int64_t task = map_task(f, 0);
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{\"files\":[\"a\",\"b\"]}");
+  tk__claimed c;
+  assert_int_equal(claim(f, &c, 1), 1);
+  finish(f, &c, TK__NEXT_COMPLETE, "\"done\"");
+  operate(f, TK_OP_RESOLVE, task, "process[1]");
+  expect_states(f, task, "in_progress", "list=complete process=complete sum=pending");
+  tk__task_report r;
+  report(f, task, &r);
+  assert_string_equal(step_of(&r, "process")->results, "[\"done\",null]");
+  assert_int_equal(r.steps_done, 2);
+  tk__task_report_free(&r);
+}
+
+/* Resolving a failed map releases its children (it counts as complete). */
+static void resolving_a_failed_map_releases_its_children(void **state) {
+  efx *f = *state;
+  int64_t task = map_task(f, 0);
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{\"files\":\"not a list\"}");
+  expect_states(f, task, "error", "list=complete process=error sum=pending");
+  operate(f, TK_OP_RESOLVE, task, "process");
+  expect_states(f, task, "in_progress", "list=complete process=resolved_manually sum=pending");
+  tk__claimed sum = claim_one(f);
+  assert_int_equal(sum.idx, 2);
+}
+
+/* The status report counts steps in every state at once: the seven of
+ * DESIGN §3, skipped and mapped. */
+static void status_counts_every_step_state(void **state) {
+  efx *f = *state;
+  decision_task(f); /* score claimed then complete, triage: approve skipped */
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{}");
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{\"branches\":[\"review\"]}");
+  tk__claimed review = claim_one(f); /* in_progress */
+  assert_int_equal(review.idx, 3);
+  int64_t mapped = map_task(f, 0);
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{\"files\":[1,2]}");
+  tk__claimed inst[2];
+  assert_int_equal(claim(f, inst, 2), 2);
+  tk__outcome o = outcome_of(f, &inst[0], TK__NEXT_RETRY, NULL); /* waiting_for_retry */
+  o.error = "again";
+  o.delay_ms = 60000;
+  o.run_at = f->clock.now_ms + 60000;
+  tk__effects fx;
+  tk_err e, err;
+  must(f->store->ops->record(f->store, &o, 1, &fx, &e, NULL, &err), &err, "record");
+  must(e.code, &e, "retry");
+  finish(f, &inst[1], TK__NEXT_ERROR, NULL); /* error */
+  operate(f, TK_OP_RESOLVE, mapped, "process[1]"); /* resolved_manually */
+  int64_t gone = map_task(f, 0);
+  operate(f, TK_OP_CANCEL, gone, NULL); /* cancelled */
+  map_task(f, 0);
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_ERROR, NULL); /* error */
+  tk__status_report st;
+  must(f->store->ops->status(f->store, f->clock.now_ms, &st, &err), &err, "status");
+  static const char *const want[] = {"cancelled", "complete", "error", "in_progress", "mapped",
+                                     "pending", "resolved_manually", "skipped",
+                                     "waiting_for_retry"};
+  char got[512] = "";
+  size_t used = 0;
+  for (int i = 0; i < st.nsteps; i++)
+    used += (size_t)snprintf(got + used, sizeof got - used, "%s ", st.steps[i].state);
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (strcmp(st.steps[i < (size_t)st.nsteps ? i : 0].state, want[i]) != 0)
+      fail_msg("status steps: %s; expected %s at %zu", got, want[i], i);
+  assert_int_equal(st.nsteps, 9);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(decision_skips_the_branch_not_chosen, setup, teardown),
       cmocka_unit_test_setup_teardown(all_parents_skipped_skips_the_child, setup, teardown),
       cmocka_unit_test_setup_teardown(resolving_a_decision_skips_its_branches, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_branch_is_skipped_while_another_parent_runs, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(map_runs_one_instance_per_element, setup, teardown),
       cmocka_unit_test_setup_teardown(empty_map_completes_with_an_empty_array, setup, teardown),
       cmocka_unit_test_setup_teardown(map_over_max_fails, setup, teardown),
@@ -475,6 +696,14 @@ int main(void) {
       cmocka_unit_test_setup_teardown(tolerated_failures_leave_nulls, setup, teardown),
       cmocka_unit_test_setup_teardown(cancel_mid_map, setup, teardown),
       cmocka_unit_test_setup_teardown(instance_list_pages, setup, teardown),
+      cmocka_unit_test_setup_teardown(instances_recorded_in_one_group, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_bad_decision_fails_its_outcome_alone, setup, teardown),
+      cmocka_unit_test_setup_teardown(reaper_sees_the_instance, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_map_over_a_map, setup, teardown),
+      cmocka_unit_test_setup_teardown(resolving_an_instance_settles_the_map, setup, teardown),
+      cmocka_unit_test_setup_teardown(resolving_a_failed_map_releases_its_children, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(status_counts_every_step_state, setup, teardown),
   };
   return cmocka_run_group_tests_name("pg_flow", tests, NULL, NULL);
 }

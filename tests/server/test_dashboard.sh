@@ -5,6 +5,10 @@
 # error; one orchestrator run until idle; `tasker serve` on a free loopback
 # port; then the pages as Chromium renders them (the DOM after the scripts
 # ran): the task page, the failed list, the task list and the overview.
+# Decisions and map (issue 21): a task whose decision chose one branch
+# (the other skipped, and a step after it), and one whose map's instance
+# an operator retried (the map mapped again): the chosen path, the skipped
+# nodes, the map's node and its instances page by page.
 # Screenshots go to $BUILD/screenshots (or TK_SCREENSHOTS) for people.
 # Needs Debian's chromium: without it the test is skipped as requiring
 # chromium (a failure when TK_REQUIRE_CHROMIUM=1, as in CI).
@@ -80,6 +84,15 @@ FLAKY=$OUT
 setup "submit payment" t submit payment
 BROKEN=$OUT
 setup "run until idle" t run --until-idle --workers 2
+# The decision's and the map's templates are flow_views.sh's.
+. "$(dirname "$0")/../lib/flow_views.sh"
+fv_templates
+setup "template add order, files" t template add "$W/order.toml" "$W/files.toml"
+setup "submit order" t submit order
+ORDER=$OUT
+setup "submit files" t submit files
+FILES=$OUT
+setup "run the decision and the map" t run --until-idle --workers 2
 
 # serve on a port the kernel picks; its first stderr line names it. The
 # binary itself is the background job (not the function t, whose subshell
@@ -167,6 +180,53 @@ expect_count "task page: the DAG's two edges" 'class="edge"' 2
 expect_count "task page: no error shown" 'flash-error' 0
 expect_count "task page: a complete task offers no cancel" '>Cancel task</button>' 0
 
+chrome decision "/task/$ORDER"
+expect_count "decision: the chosen edge emphasized (triage -> review)" 'class="edge chosen"' 1
+expect_count "decision: the paths to the skipped steps dashed" 'class="edge not-chosen"' 2
+expect_count "decision: two skipped nodes" 'class="node st-skipped' 2
+has "decision: the skipped node says why" 'skipped · not chosen by triage'
+has "decision: the node after it too" 'skipped · all parents skipped'
+has "decision: the decision node says what it chose" 'complete · chose review'
+has "decision: the steps table too" '<span class="chosen-list">chose review</span>'
+has "decision: the convergence step waits for review" 'waiting for review (error)'
+has "decision: the legend has the chosen branch" '>chosen branch<'
+has "decision: and the skipped state" '<span class="swatch sw-st-skipped"></span>skipped'
+expect_count "decision: no error shown" 'flash-error' 0
+
+# The map in error (its instance f12 failed for good): Retry offered on
+# the instance, only Resolve on the map step (retried through its
+# instances).
+chrome map_failed "/task/$FILES?instances=process&after=9"
+has "map in error: the failed instance listed" '<td>process[12]</td><td><span class="badge st-error">error</span>'
+expect_count "map in error: Retry on the instance only" '>Retry</button>' 1
+expect_count "map in error: Resolve on the instance and the map step" '>Resolve</button>' 2
+setup "retry the map's failed instance" t retry "$FILES" 'process[12]'
+
+chrome map "/task/$FILES"
+has "map: the map node, mapped" 'class="node st-mapped map"'
+has "map: its instances on the node" '24/25 done'
+has "map: why in the steps table" 'waiting for 1 of 25 instances (0 failed)'
+has "map: the counts above the instances" '25 instances: 24 done, '
+expect_count "map: the first 10 instances listed" 'id="instance-process[' 10
+has "map: a link to the next page" "href=\"#/task/$FILES?instances=process&amp;after=9\""
+expect_count "map: no error shown" 'flash-error' 0
+
+# The pages after the first are read from GET .../instances, 50 at a time:
+# the 15 after #9 are the last.
+chrome map_page "/task/$FILES?instances=process&after=9"
+expect_count "map page 2: the 15 instances after #9" 'id="instance-process[' 15
+has "map page 2: starts at #10" 'id="instance-process[10]"'
+has "map page 2: ends at #24" 'id="instance-process[24]"'
+expect_count "map page 2: not the first page's" 'id="instance-process[9]"' 0
+has "map page 2: the retried instance waits for its run" '<td>process[12]</td><td><span class="badge st-waiting_for_retry">waiting for retry</span>'
+has "map page 2: the last page" '>last instances<'
+has "map page 2: back to the first" '⇤ First instances'
+
+chrome template_flow "/template/default/files?version=1"
+has "a map template: its map step drawn as a stack" 'class="node st-none map"'
+has "... marked map" '>map</text>'
+expect_count "a map template: no error shown" 'flash-error' 0
+
 chrome failed "/failed"
 has "failed: the failed step listed" "<strong>charge</strong>"
 has "failed: linked to its task" "href=\"#/task/$BROKEN\""
@@ -243,5 +303,5 @@ OUT=$(cat "$W/serve.out")
 ERR=$(cat "$W/serve.err")
 expect_rc "serve exits 0 on SIGTERM" 0
 
-echo "# screenshots: $SHOTS/{task,failed,tasks,broken,overview,backoff,templates,template}.png"
+echo "# screenshots: $SHOTS/{task,decision,map_failed,map,map_page,template_flow,failed,tasks,broken,overview,backoff,templates,template}.png"
 tap_done

@@ -3480,6 +3480,13 @@ static void map_runs_instances(world *w) {
   p = step_named(&r, "process");
   assert_string_equal(p->state, TK__STEP_COMPLETE);
   expect_json(p->results, "[{\"i\": 0}, null, {\"i\": 2}]");
+  /* The task's history is its template steps': instances are paged. */
+  for (int i = 0; i < r.ntransitions; i++)
+    if (r.transitions[i].step != NULL && strchr(r.transitions[i].step, '[') != NULL)
+      fail_msg("an instance's move in the task's history: %s", r.transitions[i].step);
+  for (int i = 0; i < r.nattempts; i++)
+    if (step_name_of(&r, r.attempts[i].step_id)[0] == '?')
+      fail_msg("an instance's attempt in the task's history");
   assert_int_equal(p->instances_done, 2);
   assert_int_equal(p->instances_failed, 1);
   assert_int_equal(r.steps_done, 2);
@@ -3629,6 +3636,13 @@ static void cancel_mid_map(world *w) {
   must(tk_task_operate(w->s, TK_OP_CANCEL, t, NULL, w->clock.now_ms, &ts, &err), &err, "cancel");
   expect_states(w, t, TK__TASK_CANCELLED, "process", TK__STEP_CANCELLED, "sum",
                 TK__STEP_CANCELLED, NULL);
+  tk__task_report r;
+  report_on(w->s, t, &r);
+  const tk__step_rec *p = step_named(&r, "process");
+  assert_int_equal(p->instances_total, 3);
+  assert_int_equal(p->instances_done, 1);
+  assert_int_equal(p->instances_waiting, 0); /* cancelled ones wait for nothing */
+  tk__task_report_free(&r);
   tk__step_rec *rows;
   int n;
   int64_t total;

@@ -41,10 +41,32 @@
 
   const clip = (t, n) => (t.length > n ? t.slice(0, n - 1) + '…' : t);
 
+  // The edge from parent p to st: chosen by a decision, or leading to a
+  // step that was skipped (a branch not chosen, or all parents skipped).
+  const edgeClass = (p, st) => {
+    if (p && Array.isArray(p.decides) && p.decides.includes(st.name) && Array.isArray(p.chosen) &&
+        p.chosen.includes(st.name)) return 'edge chosen';
+    return st.state === 'skipped' ? 'edge not-chosen' : 'edge';
+  };
+
+  // A map step's instances in a few words: "3/10 done · 1 failed" (the
+  // node's title has the waiting ones too).
+  TK.instancesText = (c) => `${c.done}/${c.total} done` + (c.failed ? ` · ${c.failed} failed` : '');
+
+  // The second line of a DAG node: its state (and attempts), or what it
+  // did in the flow: why it was skipped, what it chose, its instances.
+  function nodeSub(st) {
+    if (!st.state) return st.handler ? [st.handler.kind, st.handler.name || st.handler.method || ''].join(' ').trim() : '';
+    if (st.state === 'skipped') return 'skipped' + (st.skipped_reason ? ' · ' + st.skipped_reason : '');
+    if (st.instances && typeof st.instances === 'object') return TK.instancesText(st.instances);
+    if (Array.isArray(st.chosen)) return TK.stateLabel(st.state) + ' · chose ' + (st.chosen.join(', ') || 'none');
+    return TK.stateLabel(st.state) + (st.max_attempts ? ` · ${st.attempts}/${st.max_attempts}` : '');
+  }
+
   // The DAG, left to right; nodes coloured by state (neutral without one).
   TK.dagSvg = function (steps, onPick) {
     const layers = TK.layers(steps);
-    const NW = 168, NH = 46, GX = 64, GY = 16, P = 8;
+    const NW = 196, NH = 46, GX = 64, GY = 16, P = 8;
     const rows = Math.max(...layers.map((l) => l.length));
     const W = P * 2 + layers.length * NW + (layers.length - 1) * GX;
     const H = P * 2 + rows * NH + (rows - 1) * GY;
@@ -53,31 +75,54 @@
       const off = ((rows - layer.length) * (NH + GY)) / 2;
       layer.forEach((st, j) => at.set(st.name, { x: P + i * (NW + GX), y: P + off + j * (NH + GY) }));
     });
-    const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: 'dag', role: 'img', 'aria-label': 'steps and their dependencies' },
+    // Room above for a map's stack.
+    const svg = s('svg', { viewBox: `0 -6 ${W + 6} ${H + 6}`, width: W + 6, height: H + 6, class: 'dag', role: 'img', 'aria-label': 'steps and their dependencies' },
       s('defs', null, s('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' },
-        s('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrowhead' }))));
+        s('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrowhead' })),
+      s('marker', { id: 'arrow-chosen', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 6, markerHeight: 6, orient: 'auto-start-reverse' },
+        s('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrowhead chosen' }))));
+    const byName = new Map(steps.map((st) => [st.name, st]));
     for (const st of steps) {
       const b = at.get(st.name);
       for (const p of st.depends_on || []) {
         const a = at.get(p);
         if (!a) continue;
         const x1 = a.x + NW, y1 = a.y + NH / 2, x2 = b.x - 2, y2 = b.y + NH / 2, mx = (x1 + x2) / 2;
-        svg.appendChild(s('path', { class: 'edge', d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, 'marker-end': 'url(#arrow)' }));
+        const cls = edgeClass(byName.get(p), st);
+        svg.appendChild(s('path', { class: cls, d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`,
+          'marker-end': cls === 'edge chosen' ? 'url(#arrow-chosen)' : 'url(#arrow)' }));
       }
     }
     for (const st of steps) {
       const { x, y } = at.get(st.name);
       const state = st.state || 'none';
-      const sub = st.state
-        ? TK.stateLabel(st.state) + (st.max_attempts ? ` · ${st.attempts}/${st.max_attempts}` : '')
-        : st.handler ? [st.handler.kind, st.handler.name || st.handler.method || ''].join(' ').trim() : '';
-      const g = s('g', { class: 'node st-' + state.replace(/[^a-z_]/g, ''), transform: `translate(${x},${y})`,
-        onclick: onPick ? () => onPick(st.name) : null },
-      s('title', null, st.name + (st.state ? ': ' + TK.stateLabel(st.state) : '') + (st.last_error ? '\n' + st.last_error : '')),
-      s('rect', { width: NW, height: NH, rx: 7 }),
+      const sub = nodeSub(st);
+      const isMap = !!st.map;
+      const c = st.instances && typeof st.instances === 'object' ? st.instances : null;
+      const title = st.name + (st.state ? ': ' + TK.stateLabel(st.state) : '') +
+        (st.skipped_reason ? ' (' + st.skipped_reason + ')' : '') +
+        (Array.isArray(st.decides) ? '\ndecides between ' + st.decides.join(', ') : '') +
+        (c ? `\n${c.total} instances: ${c.done} done, ${c.failed} failed, ${c.waiting} waiting` : '') +
+        (st.last_error ? '\n' + st.last_error : '');
+      const g = s('g', { class: 'node st-' + state.replace(/[^a-z_]/g, '') + (isMap ? ' map' : '') + (st.decides ? ' decision' : ''),
+        transform: `translate(${x},${y})`, onclick: onPick ? () => onPick(st.name) : null },
+      s('title', null, title),
+      // A map is drawn as a stack: one node standing for its instances.
+      isMap ? s('rect', { class: 'stack', x: 6, y: -6, width: NW, height: NH, rx: 7 }) : null,
+      isMap ? s('rect', { class: 'stack', x: 3, y: -3, width: NW, height: NH, rx: 7 }) : null,
+      s('rect', { class: 'box', width: NW, height: NH, rx: 7 }),
       s('rect', { class: 'node-bar', width: 6, height: NH, rx: 3 }),
-      s('text', { x: 14, y: 19, class: 'node-name' }, clip(st.name, 20)),
-      s('text', { x: 14, y: 36, class: 'node-sub' }, clip(sub, 26)));
+      s('text', { x: 14, y: 19, class: 'node-name' }, clip(st.name, 22)),
+      st.decides ? s('text', { x: NW - 8, y: 17, class: 'decides-mark', 'text-anchor': 'end' }, 'decides') : null,
+      isMap && !c ? s('text', { x: NW - 8, y: 17, class: 'decides-mark', 'text-anchor': 'end' }, 'map') : null,
+      s('text', { x: 14, y: 36, class: 'node-sub' }, clip(sub, 32)));
+      if (c && c.total > 0) {
+        // Its instances as a bar: done, failed, the rest.
+        const bw = NW - 22, wd = (bw * c.done) / c.total, wf = (bw * c.failed) / c.total;
+        g.appendChild(s('rect', { class: 'map-rest', x: 14, y: NH - 6, width: bw, height: 3 }));
+        g.appendChild(s('rect', { class: 'map-done', x: 14, y: NH - 6, width: wd, height: 3 }));
+        g.appendChild(s('rect', { class: 'map-failed', x: 14 + wd, y: NH - 6, width: wf, height: 3 }));
+      }
       svg.appendChild(g);
     }
     return svg;
@@ -187,17 +232,38 @@
     }
   }
 
+  // Why a step is where it is; in words for what the flow did to it (a
+  // skipped step's reason, a map's wait, the parents a step waits for)
+  // and what a decision chose.
+  function whyCell(st) {
+    if (!st.why) return '';
+    const label = h('span', { title: st.why.detail || '' }, TK.stateLabel(st.why.reason));
+    if (st.state === 'skipped') return [label, ': ', h('span', { class: 'skip-reason' }, st.why.detail)];
+    if (st.state === 'mapped' || (st.why.reason === 'waiting_for_dependencies' && (st.why.blocking || []).length))
+      return [label, ': ', h('span', { class: 'muted' }, st.state === 'mapped' ? st.why.detail
+        : 'waiting for ' + st.why.blocking.map((b) => `${b.step} (${TK.stateLabel(b.state)})`).join(', '))];
+    if (Array.isArray(st.chosen))
+      return [label, ': ', h('span', { class: 'chosen-list' }, 'chose ' + (st.chosen.join(', ') || 'none'))];
+    return label;
+  }
+
   // The steps' rows, with Retry and Resolve for a step in error.
+  // Retry and Resolve of a step (or a map's instance) in error. A map
+  // step itself is retried through its failed instances, so it offers
+  // Resolve only.
+  function errorActions(task, st, msgEl, refresh) {
+    if (st.state !== 'error') return [];
+    const base = '/tasks/' + encodeURIComponent(task.id) + '/steps/' + encodeURIComponent(st.name);
+    return [
+      st.map ? null : h('button', { class: 'small', title: 'retry with fresh attempts',
+        onclick: () => act(msgEl, base + '/retry', `Retry of ${st.name}`, refresh) }, 'Retry'),
+      h('button', { class: 'small', title: 'mark as done by hand: its children may run',
+        onclick: () => act(msgEl, base + '/resolve', `Resolve of ${st.name}`, refresh) }, 'Resolve')];
+  }
+
   function stepRows(task, order, msgEl, refresh) {
-    const base = '/tasks/' + encodeURIComponent(task.id) + '/steps/';
     return order.map((st) => {
-      const actions = [];
-      if (st.state === 'error') {
-        actions.push(h('button', { class: 'small', title: 'retry with fresh attempts',
-          onclick: () => act(msgEl, base + encodeURIComponent(st.name) + '/retry', `Retry of ${st.name}`, refresh) }, 'Retry'));
-        actions.push(h('button', { class: 'small', title: 'mark as done by hand: its children may run',
-          onclick: () => act(msgEl, base + encodeURIComponent(st.name) + '/resolve', `Resolve of ${st.name}`, refresh) }, 'Resolve'));
-      }
+      const actions = errorActions(task, st, msgEl, refresh);
       // The latest retry's delay: a finished step's last attempt has none.
       const last = (st.history || []).filter((a) => a.delay_ms !== null && a.delay_ms !== undefined).pop();
       return h('tr', { id: 'step-' + st.name },
@@ -206,7 +272,7 @@
         h('td', { class: 'num' }, `${st.attempts}/${st.max_attempts}`),
         h('td', null, st.state === 'waiting_for_retry' || (st.state === 'pending' && !st.parents_remaining) ? TK.time(st.run_at) : h('span', { class: 'muted' }, '–')),
         h('td', null, last && last.delay_source ? h('span', { class: 'src-badge ' + sourceClass(last.delay_source) }, `${TK.fmtDur(last.delay_ms)} ${last.delay_source}`) : ''),
-        h('td', { class: 'why' }, st.why ? h('span', { title: st.why.detail || '' }, TK.stateLabel(st.why.reason)) : ''),
+        h('td', { class: 'why' }, whyCell(st)),
         h('td', { class: 'err' }, st.last_error ? h('span', { class: 'error-text', title: st.last_error }, st.last_error) : ''),
         h('td', { class: 'actions' }, actions));
     });
@@ -275,6 +341,33 @@
     return parts.length ? h('section', { class: 'card' }, h('h2', null, 'Batch items'), parts) : h('span');
   }
 
+  // One map step's instances: its counts, a page of them and the pager
+  // (#/task/ID?instances=STEP&after=N reads the page after N).
+  function instancesPart(task, st, page, after, msgEl, refresh) {
+    const c = st.instances;
+    const rows = (page.instances || []).map((i) => h('tr', { id: 'instance-' + i.name },
+      h('td', { class: 'num' }, String(i.item_index)),
+      h('td', null, i.name),
+      h('td', null, TK.badge(i.state)),
+      h('td', { class: 'num' }, `${i.attempts}/${i.max_attempts}`),
+      h('td', { class: 'mono' }, clip(JSON.stringify(i.item), 80)),
+      h('td', { class: 'err' }, i.last_error ? h('span', { class: 'error-text', title: i.last_error }, i.last_error) : ''),
+      h('td', { class: 'actions' }, errorActions(task, i, msgEl, refresh))));
+    const href = (cursor) => '#/task/' + encodeURIComponent(task.id) +
+      TK.qs(cursor === null ? {} : { instances: st.name, after: cursor });
+    return [h('h3', null, st.name),
+      h('p', { class: 'item-counts' }, `${c.total} instances: ${c.done} done, `,
+        h('span', { class: c.failed ? 'err-count' : null }, `${c.failed} failed`), `, ${c.waiting} waiting`,
+        st.map && st.map.max_failures ? h('span', { class: 'muted' }, ` (up to ${st.map.max_failures} may fail)`) : null),
+      h('table', { class: 'grid-table instances' }, TK.thead(['#', 'instance', 'state', 'attempts', 'item', 'last error', '']),
+        h('tbody', null, rows)),
+      h('div', { class: 'instances-pager' },
+        after !== null ? h('a', { class: 'button', href: href(null) }, '⇤ First instances') : null,
+        page.next_after !== null && page.next_after !== undefined
+          ? h('a', { class: 'button more', href: href(page.next_after) }, `More (after #${page.next_after}) →`)
+          : h('span', { class: 'muted' }, 'last instances'))];
+  }
+
   TK.views.task = function (params) {
     const id = params.parts[0];
     const msg = h('div', { class: 'msgs' });
@@ -285,13 +378,17 @@
     const attempts = h('div');
     const trans = h('div');
     const items = h('div');
+    const instances = h('div');
     const ctx = h('div');
+    // The page of one map's instances the URL asks for (the others: first).
+    const pageStep = params.q.get('instances'), pageAfter = params.q.get('after');
     const results = h('div');
     const el = h('div', { class: 'page' },
       h('div', { class: 'crumbs' }, h('a', { href: '#/tasks' }, 'Tasks'), ' / ', 'task ' + id),
       head, msg,
       h('section', { class: 'card' }, h('h2', null, 'Steps'), steps),
       h('section', { class: 'card' }, h('h2', null, 'Dependencies'), dag),
+      instances,
       h('section', { class: 'card' }, h('h2', null, 'Attempts over time'), TK.timelineLegend(), tl),
       h('section', { class: 'card' }, h('h2', null, 'Attempts'), attempts),
       items,
@@ -333,13 +430,31 @@
       TK.swap(steps, task.steps, () => h('table', { class: 'grid-table' },
         TK.thead(['step', 'state', 'attempts', 'next run', 'last delay', 'why', 'last error', '']),
         h('tbody', null, stepRows(task, order, msg, refresh))));
-      TK.swap(dag, task.steps.map((st) => [st.name, st.state, st.attempts, st.depends_on, st.last_error]), () =>
-        h('div', null, TK.dagSvg(order, pick), TK.legend(TK.STEP_STATES.map((st) => ['sw-st-' + st, TK.stateLabel(st)]))));
+      TK.swap(dag, task.steps.map((st) => [st.name, st.state, st.attempts, st.depends_on, st.last_error, st.chosen, st.instances]), () =>
+        h('div', null, TK.dagSvg(order, pick), TK.legend(TK.STEP_STATES.map((st) => ['sw-st-' + st, TK.stateLabel(st)])
+          .concat(task.steps.some((st) => st.decides)
+            ? [['sw-edge chosen', 'chosen branch', 'the decision chose this step'],
+              ['sw-edge not-chosen', 'skipped path', 'this step was skipped: not chosen, or all its parents were']]
+            : []))));
       const running = task.steps.some((st) => (st.history || []).some((a) => a.finished_at === null));
       TK.swap(tl, running ? [task.steps, TK.now()] : task.steps, () => TK.timelineSvg(task, order, tl.clientWidth));
       TK.swap(attempts, task.steps, () => attemptsTable(order));
       TK.swap(trans, task.transitions, () => transitionsTable(task));
       TK.swap(items, task.steps.map((st) => st.items || null), () => itemsTable(order));
+      const maps = order.filter((st) => st.instances && typeof st.instances === 'object' && st.instances.total > 0);
+      const pages = new Map();
+      for (const st of maps) {
+        if (st.name === pageStep && pageAfter !== null) {
+          pages.set(st.name, await TK.apiInto(instances, '/tasks/' + encodeURIComponent(task.id) + '/steps/' +
+            encodeURIComponent(st.name) + '/instances' + TK.qs({ after: pageAfter, limit: TK.PAGE })));
+        } else {
+          pages.set(st.name, { instances: st.instances.first || [], next_after: st.instances.next_after });
+        }
+      }
+      TK.swap(instances, maps.map((st) => [st.name, st.instances, pages.get(st.name)]), () => maps.length
+        ? h('section', { class: 'card', id: 'instances' }, h('h2', null, 'Map instances'),
+          maps.map((st) => instancesPart(task, st, pages.get(st.name), st.name === pageStep ? pageAfter : null, msg, refresh)))
+        : h('span'));
       TK.swap(results, task.steps.map((st) => st.results === undefined ? null : st.results), () => {
         const with_ = order.filter((st) => st.results !== null && st.results !== undefined);
         return with_.length

@@ -335,7 +335,8 @@ static int expand(tk__pg_flow_run *x, int m) {
   tk__pg_arg_text(&a, reason);
   rc = run1(x, PG_FLOW_EXPAND, EXPAND_SQL, &a, &r);
   free(text);
-  if (rc == 0 && tk__pg_i64(r, 0, 1) == 1) x->released++;
+  /* Every instance is a step made ready, as on every backend. */
+  if (rc == 0 && tk__pg_i64(r, 0, 1) == 1) x->released += (int)tk__pg_i64(r, 0, 0);
   return rc;
 }
 

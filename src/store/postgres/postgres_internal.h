@@ -16,6 +16,11 @@
  *   - an operator action locks the task (FOR UPDATE), then the steps;
  *   - a claim locks only ready steps, skipping locked ones, and the pending
  *     tasks it starts, also skipping locked ones: it never waits;
+ *   - the flow's work (postgres_flow.c: skips, releases, a map's
+ *     instances and its settling) runs inside an outcome's or an operator
+ *     action's transaction, under that task's lock, and touches only that
+ *     task's steps; a map step while mapped is in no readiness index, so
+ *     no claim locks it;
  *   - a heartbeat and an item checkpoint lock one step and nothing else;
  *   - the counter of refused writes, a row every orchestrator shares, is
  *     written last, right before COMMIT.
@@ -258,15 +263,15 @@ int tk__pg_activity(tk_store *s, int64_t since, int64_t bucket_ms, int n,
  * task's lock: every other writer of a waiting child's row (an outcome, an
  * operator) holds that lock too, and claims take only children with no
  * parents left, which this never touches. A child no longer pending (a
- * branch its decision skipped, DESIGN §17) is left alone. The children's positions come
- * from the template's edges first, then each row by its (task_id, idx)
- * key: never a walk over the task's other steps. */
+ * branch its decision skipped, DESIGN §17) is left alone. The children's
+ * positions come from the template's edges first, then each row by its
+ * (task_id, idx) key: never a walk over the task's other steps. */
 #define TK__PG_RELEASE(task, tpl, idx, now, cond)                                        \
   "UPDATE steps c SET parents_remaining = c.parents_remaining - 1,"                      \
   " run_at = CASE WHEN c.parents_remaining = 1 THEN " now " ELSE c.run_at END"           \
   " WHERE c.task_id = " task " AND c.idx = ANY (ARRAY(SELECT e.child_idx"                \
   " FROM template_edges e WHERE e.template_id = " tpl " AND e.parent_idx = " idx "))"    \
-  " AND c.parents_remaining > 0 AND c.state = " TK__PG_Q(TK__STEP_PENDING) " AND " cond       \
+  " AND c.parents_remaining > 0 AND c.state = " TK__PG_Q(TK__STEP_PENDING) " AND " cond   \
   " RETURNING c.parents_remaining, c.state"
 
 /* Of such RETURNING rows in `rel`: the children that became ready. */
@@ -338,7 +343,7 @@ typedef struct tk__pg_flow_run {
   const struct tk__flow *f;
   int64_t task_id, now;
   int done, errors; /* the task's counters: what the flow's moves add */
-  int released;     /* children made ready (a map expanded into instances counts once) */
+  int released;     /* steps made ready: children, and each instance of a map expanded */
   tk_err *err;
 } tk__pg_flow_run;
 

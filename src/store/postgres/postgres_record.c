@@ -48,33 +48,33 @@
  * $17 fenced-out text, $18 steps done +, $19 steps in error +, $20 release
  * the children. */
 #define OUTCOME_WITH                                                                            \
-    "WITH upd AS (UPDATE steps SET state = $3::text, results = $4::text, last_error = $5::text,"    \
-    " run_at = COALESCE($6::bigint, run_at), last_delay_ms = COALESCE($7::bigint, last_delay_ms),"  \
-    " lease_owner = NULL, lease_expires_at = NULL, claim_id = NULL"                                 \
-    " WHERE id = $1::bigint AND state = " Q(TK__STEP_IN_PROGRESS) " AND claim_id = $2::bigint"      \
-    " AND ($8::bigint IS NULL OR lease_expires_at <= $8) RETURNING id),"                            \
-    " fin AS (UPDATE attempts a SET"                                                                \
-    " finished_at = CASE WHEN u.ok THEN $9::bigint ELSE $12::bigint END,"                           \
-    " outcome = CASE WHEN u.ok THEN $10::text ELSE 'fenced_out' END,"                               \
-    " error = CASE WHEN u.ok THEN $5 ELSE $17::text END,"                                           \
-    " delay_ms = CASE WHEN u.ok THEN $7 END,"                                                       \
-    " delay_source = CASE WHEN u.ok THEN $11::text END,"                                            \
-    " next_run_at = CASE WHEN u.ok THEN $6 END"                                                     \
-    " FROM (SELECT EXISTS (SELECT 1 FROM upd) AS ok) u"                                             \
-    " WHERE a.id = $2 AND (u.ok OR (a.outcome IS NULL AND $17::text IS NOT NULL))"                  \
-    " RETURNING a.started_at, a.owner, a.outcome),"                                                 \
-    /* The finished attempt in the per-minute counts (migration 0006). */                           \
-    " act AS (INSERT INTO activity_minutes (minute, orchestrator, succeeded, failed)"               \
-    " SELECT started_at - started_at % 60000, owner, (outcome = 'success')::int,"                   \
-    " (outcome <> 'success')::int FROM fin"                                                         \
-    " ON CONFLICT (minute, orchestrator) DO UPDATE SET"                                             \
-    " succeeded = activity_minutes.succeeded + EXCLUDED.succeeded,"                                 \
-    " failed = activity_minutes.failed + EXCLUDED.failed),"                                         \
-    " trans AS (INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason,"       \
-    " attempt) SELECT $13::bigint, id, " Q(TK__STEP_IN_PROGRESS) ", $3, $12, $10, $16::int"         \
-    " FROM upd),"                                                                                   \
-    " rel AS (" TK__PG_RELEASE("$13", "$14::bigint", "$15::int", "$12",                             \
-                               "$20::boolean AND EXISTS (SELECT 1 FROM upd)") "),"                  \
+    "WITH upd AS (UPDATE steps SET state = $3::text, results = $4::text, last_error = $5::text,"   \
+    " run_at = COALESCE($6::bigint, run_at), last_delay_ms = COALESCE($7::bigint, last_delay_ms)," \
+    " lease_owner = NULL, lease_expires_at = NULL, claim_id = NULL"                                \
+    " WHERE id = $1::bigint AND state = " Q(TK__STEP_IN_PROGRESS) " AND claim_id = $2::bigint"     \
+    " AND ($8::bigint IS NULL OR lease_expires_at <= $8) RETURNING id),"                           \
+    " fin AS (UPDATE attempts a SET"                                                               \
+    " finished_at = CASE WHEN u.ok THEN $9::bigint ELSE $12::bigint END,"                          \
+    " outcome = CASE WHEN u.ok THEN $10::text ELSE 'fenced_out' END,"                              \
+    " error = CASE WHEN u.ok THEN $5 ELSE $17::text END,"                                          \
+    " delay_ms = CASE WHEN u.ok THEN $7 END,"                                                      \
+    " delay_source = CASE WHEN u.ok THEN $11::text END,"                                           \
+    " next_run_at = CASE WHEN u.ok THEN $6 END"                                                    \
+    " FROM (SELECT EXISTS (SELECT 1 FROM upd) AS ok) u"                                            \
+    " WHERE a.id = $2 AND (u.ok OR (a.outcome IS NULL AND $17::text IS NOT NULL))"                 \
+    " RETURNING a.started_at, a.owner, a.outcome),"                                                \
+    /* The finished attempt in the per-minute counts (migration 0006). */                          \
+    " act AS (INSERT INTO activity_minutes (minute, orchestrator, succeeded, failed)"              \
+    " SELECT started_at - started_at % 60000, owner, (outcome = 'success')::int,"                  \
+    " (outcome <> 'success')::int FROM fin"                                                        \
+    " ON CONFLICT (minute, orchestrator) DO UPDATE SET"                                            \
+    " succeeded = activity_minutes.succeeded + EXCLUDED.succeeded,"                                \
+    " failed = activity_minutes.failed + EXCLUDED.failed),"                                        \
+    " trans AS (INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason,"      \
+    " attempt) SELECT $13::bigint, id, " Q(TK__STEP_IN_PROGRESS) ", $3, $12, $10, $16::int"        \
+    " FROM upd),"                                                                                  \
+    " rel AS (" TK__PG_RELEASE("$13", "$14::bigint", "$15::int", "$12",                            \
+                               "$20::boolean AND EXISTS (SELECT 1 FROM upd)") "),"                 \
     " tsk AS (SELECT state, steps_done + $18::int AS steps_done, steps_total,"                   \
     " steps_error + $19::int AS steps_error FROM tasks"                                         \
     " WHERE id = $13 AND $18::int + $19::int > 0 AND EXISTS (SELECT 1 FROM upd))"
@@ -245,7 +245,7 @@ static int queue_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r) {
   /* An instance counts in no task counter and releases nothing itself.
    * A claim hands an instance out as its map's idx, and never the map
    * step itself (it is mapped, never ready): an outcome of a map's idx is
-   * an instance's, whatever item_index says. */
+   * an instance's, whatever o->instance says. */
   int instance = r->instance = tk__flow_is_map(r->flow, o->idx);
   r->flow_work = flow_release(r->flow, o) ? FLOW_FINISHED : FLOW_NONE;
   a.n = 0;
@@ -502,9 +502,14 @@ static int write_group(tk__pg *pg, const tk__outcome *o, int n, rec *recs, tk__e
   int rc = tk__pg_pipe_begin(pg, &p, n == 0 ? "claim" : "record outcome", err);
   if (rc) return rc;
   int notify = 0;
-  /* Each template's flow, read on the connection's first outcome of it. */
+  /* Each template's flow, read on the connection's first outcome of it
+   * (an outcome naming no stored template is written as before, with no
+   * flow: its own statement says what became of it). */
   for (int k = 0; k < n && rc == 0; k++)
-    rc = tk__pg_flow_get(&p, o[recs[k].i].template_id, &recs[k].flow, err);
+    if ((rc = tk__pg_flow_get(&p, o[recs[k].i].template_id, &recs[k].flow, err)) == TK_ENOENT) {
+      rc = 0;
+      tk_err_clear(err);
+    }
   tk__pg_pipe_reset(&p);
   if (rc) {
     rc = p.broken ? rc : 1;

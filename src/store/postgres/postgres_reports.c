@@ -26,11 +26,13 @@ static const char REPORT_TASK_SQL[] =
 static const char REPORT_STEPS_SQL[] =
     "SELECT " STEP_COLUMNS ", b.step_id IS NOT NULL,"
     " COALESCE(ic.pending, 0), COALESCE(ic.acked, 0), COALESCE(ic.gave_up, 0),"
-    " mc.total, mc.done, mc.failed, -1, NULL"
+    " mc.total, mc.done, mc.failed, -1, NULL, mc.waiting"
     " FROM steps s LEFT JOIN batch_steps b ON b.step_id = s.id"
     " CROSS JOIN LATERAL (SELECT count(*) AS total,"
     " count(*) FILTER (WHERE i.state IN (" Q(TK__STEP_COMPLETE) ", " Q(TK__STEP_RESOLVED) "))"
-    " AS done, count(*) FILTER (WHERE i.state = " Q(TK__STEP_ERROR) ") AS failed"
+    " AS done, count(*) FILTER (WHERE i.state = " Q(TK__STEP_ERROR) ") AS failed,"
+    " count(*) FILTER (WHERE i.state IN (" Q(TK__STEP_PENDING) ", " Q(TK__STEP_IN_PROGRESS)
+    ", " Q(TK__STEP_WAITING) ")) AS waiting"
     " FROM steps i WHERE i.task_id = s.task_id AND i.map_idx = s.idx) mc"
     " LEFT JOIN LATERAL (SELECT"
     " count(*) FILTER (WHERE i.state = " Q(TK__ITEM_PENDING) ") AS pending,"
@@ -53,11 +55,12 @@ static const char REPORT_ATTEMPTS_SQL[] =
     "SELECT a.step_id, a.attempt, a.owner, a.started_at, a.finished_at, a.delay_ms,"
     " a.next_run_at, a.outcome, a.error, a.delay_source, a.due_at"
     " FROM steps s JOIN attempts a ON a.step_id = s.id WHERE s.task_id = $1::bigint"
-    " ORDER BY a.id";
+    " AND s.map_idx IS NULL ORDER BY a.id";
 
 static const char REPORT_TRANSITIONS_SQL[] =
-    "SELECT at, step_id, from_state, to_state, reason, attempt FROM transitions"
-    " WHERE task_id = $1::bigint ORDER BY id";
+    "SELECT t.at, t.step_id, t.from_state, t.to_state, t.reason, t.attempt, s.name"
+    " FROM transitions t LEFT JOIN steps s ON s.id = t.step_id"
+    " WHERE t.task_id = $1::bigint AND s.map_idx IS NULL ORDER BY t.id";
 
 /* The first TK__GAVE_UP_SHOWN items that gave up, per batch step. */
 #define STR_(x) #x
@@ -128,7 +131,7 @@ static void fill_step(tk__step_rec *s, const PGresult *r, int i, int *oom) {
     s->instances_total = total;
     s->instances_done = tk__pg_i64(r, i, 20);
     s->instances_failed = tk__pg_i64(r, i, 21);
-    s->instances_waiting = total - s->instances_done - s->instances_failed;
+    s->instances_waiting = tk__pg_i64(r, i, 24);
   }
   s->item_index = (int)tk__pg_i64(r, i, 22);
   s->item = tk__dup(tk__pg_text(r, i, 23), oom);
@@ -184,6 +187,7 @@ static void fill_transitions(tk__task_report *out, const PGresult *r, int *oom) 
     t->to = tk__dup(tk__pg_text(r, i, 3), oom);
     t->reason = tk__dup(tk__pg_text(r, i, 4), oom);
     t->attempt = tk__pg_i64(r, i, 5);
+    t->step = tk__dup(tk__pg_text(r, i, 6), oom);
   }
 }
 

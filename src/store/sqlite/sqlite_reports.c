@@ -316,7 +316,8 @@ static int report_steps(tk__sqlite *q, int64_t task_id, tk__task_report *r, int 
   if (rc) return rc;
   st = task_query(q, "show instances",
                   "SELECT map_idx, count(*), sum(state IN ('complete', 'resolved_manually')),"
-                  " sum(state = 'error') FROM steps WHERE task_id = ?1 AND map_idx IS NOT NULL"
+                  " sum(state = 'error'), sum(state IN ('pending', 'in_progress',"
+                  " 'waiting_for_retry')) FROM steps WHERE task_id = ?1 AND map_idx IS NOT NULL"
                   " GROUP BY map_idx",
                   task_id, err);
   if (st == NULL) return TK_ESTORE;
@@ -328,7 +329,7 @@ static int report_steps(tk__sqlite *q, int64_t task_id, tk__task_report *r, int 
       s->instances_total = sqlite3_column_int64(st, 1);
       s->instances_done = sqlite3_column_int64(st, 2);
       s->instances_failed = sqlite3_column_int64(st, 3);
-      s->instances_waiting = s->instances_total - s->instances_done - s->instances_failed;
+      s->instances_waiting = sqlite3_column_int64(st, 4);
     }
   }
   rc = tk__sq_rows_end(q, rc, "show instances", err);
@@ -377,7 +378,7 @@ static int report_attempts(tk__sqlite *q, int64_t task_id, tk__task_report *r, i
                                 "SELECT a.step_id, a.attempt, a.owner, a.started_at,"
                                 " a.finished_at, a.delay_ms, a.next_run_at, a.outcome, a.error,"
                                 " a.delay_source, a.due_at FROM attempts a JOIN steps s ON s.id = a.step_id"
-                                " WHERE s.task_id = ?1 ORDER BY a.id",
+                                " WHERE s.task_id = ?1 AND s.map_idx IS NULL ORDER BY a.id",
                                 task_id, err);
   if (st == NULL) return TK_ESTORE;
   int rc, cap = 0;
@@ -410,8 +411,10 @@ static int report_attempts(tk__sqlite *q, int64_t task_id, tk__task_report *r, i
 static int report_transitions(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *oom,
                               tk_err *err) {
   sqlite3_stmt *st = task_query(q, "transitions",
-                                "SELECT at, step_id, from_state, to_state, reason, attempt"
-                                " FROM transitions WHERE task_id = ?1 ORDER BY id",
+                                "SELECT t.at, t.step_id, t.from_state, t.to_state, t.reason,"
+                                " t.attempt, s.name FROM transitions t"
+                                " LEFT JOIN steps s ON s.id = t.step_id"
+                                " WHERE t.task_id = ?1 AND s.map_idx IS NULL ORDER BY t.id",
                                 task_id, err);
   if (st == NULL) return TK_ESTORE;
   int rc, cap = 0;
@@ -427,6 +430,7 @@ static int report_transitions(tk__sqlite *q, int64_t task_id, tk__task_report *r
     t->to = tk__sq_col_dup(st, 3, oom);
     t->reason = tk__sq_col_dup(st, 4, oom);
     t->attempt = tk__sq_col_i64(st, 5);
+    t->step = tk__sq_col_dup(st, 6, oom);
   }
   if (*oom) rc = SQLITE_DONE;
   rc = tk__sq_rows_end(q, rc, "transitions", err);
