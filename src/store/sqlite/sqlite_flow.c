@@ -26,14 +26,13 @@ static int release(flow_run *r, int child, int live);
 static int skip(flow_run *r, int idx, const char *reason);
 static int release_children(flow_run *r, int idx, const unsigned char *chosen);
 
-/* Prepare sql with ?1 = the task and ?2 = a step position, as many of
- * them as it uses. NULL (r->err set) on failure. */
-static sqlite3_stmt *prepare(flow_run *r, const char *sql, int idx) {
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(r->q->db, sql, -1, &st, NULL) != SQLITE_OK) {
-    tk__sq_fail(r->q, "flow", r->err);
-    return NULL;
-  }
+/* The cached statement `id` of sql with ?1 = the task and ?2 = a step
+ * position, as many of them as it uses. NULL (r->err set) on failure.
+ * An instance's outcome comes here once per instance: preparing anew
+ * each time was most of a map's cost. */
+static sqlite3_stmt *prepare(flow_run *r, int id, const char *sql, int idx) {
+  sqlite3_stmt *st = tk__sq_stmt(r->q, id, sql, r->err);
+  if (st == NULL) return NULL;
   sqlite3_bind_int64(st, 1, r->task_id);
   if (sqlite3_bind_parameter_count(st) >= 2) sqlite3_bind_int(st, 2, idx);
   return st;
@@ -43,12 +42,12 @@ static sqlite3_stmt *prepare(flow_run *r, const char *sql, int idx) {
 static int run(flow_run *r, sqlite3_stmt *st) {
   if (st == NULL) return TK_ESTORE;
   int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
+  sqlite3_reset(st);
   return rc == SQLITE_DONE ? 0 : tk__sq_fail(r->q, "flow", r->err);
 }
 
 /* Step st for its first row: *found 1 and the row left for the caller to
- * read (then sqlite3_finalize), or *found 0 and st finalized. */
+ * read (then sqlite3_reset), or *found 0 and st reset. */
 static int first_row(flow_run *r, sqlite3_stmt *st, int *found) {
   *found = 0;
   if (st == NULL) return TK_ESTORE;
@@ -57,7 +56,7 @@ static int first_row(flow_run *r, sqlite3_stmt *st, int *found) {
     *found = 1;
     return 0;
   }
-  sqlite3_finalize(st);
+  sqlite3_reset(st);
   return rc == SQLITE_DONE ? 0 : tk__sq_fail(r->q, "flow", r->err);
 }
 
@@ -67,6 +66,7 @@ static int first_row(flow_run *r, sqlite3_stmt *st, int *found) {
 static int move(flow_run *r, int idx, const char *from, const char *to, const char *results,
                 const char *error, const char *reason, int *moved) {
   sqlite3_stmt *st = prepare(r,
+                             SQ_FLOW_MOVE,
                              "UPDATE steps SET state = ?3, results = COALESCE(?4, results),"
                              " last_error = CASE WHEN ?6 THEN ?5 ELSE last_error END,"
                              " lease_owner = NULL, lease_expires_at = NULL"
@@ -84,20 +84,21 @@ static int move(flow_run *r, int idx, const char *from, const char *to, const ch
   if (moved) *moved = found;
   if (!found) return 0;
   int64_t step_id = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
+  sqlite3_reset(st);
   return tk__sq_transition(r->q, r->task_id, step_id, from, to, r->now, reason, 0, r->err);
 }
 
 /* The results of step idx (malloc'd text) into *out, NULL for none. */
 static int results_of(flow_run *r, int idx, char **out) {
   *out = NULL;
-  sqlite3_stmt *st = prepare(r, "SELECT results FROM steps WHERE task_id = ?1 AND idx = ?2", idx);
+  sqlite3_stmt *st = prepare(r, SQ_FLOW_RESULTS,
+      "SELECT results FROM steps WHERE task_id = ?1 AND idx = ?2", idx);
   int found, rc = first_row(r, st, &found);
   if (rc || !found) return rc;
   const char *text = tk__sq_text(st, 0);
   if (text && (*out = strdup(text)) == NULL)
     rc = tk_err_set(r->err, TK_ENOMEM, "out of memory reading results");
-  sqlite3_finalize(st);
+  sqlite3_reset(st);
   return rc;
 }
 
@@ -137,7 +138,7 @@ static int expand(flow_run *r, int m) {
    * each element is written back as JSON by its type. Instances take idx
    * values past every step of the task. */
   sqlite3_stmt *st = prepare(
-      r,
+      r, SQ_FLOW_EXPAND,
       "INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable, backoff,"
       " parents_remaining, run_at, map_idx, item_index, item)"
       " SELECT ?1, b.top + 1 + j.key, m.name || '[' || j.key || ']', 'pending', m.max_attempts,"
@@ -159,7 +160,8 @@ static int expand(flow_run *r, int m) {
   if ((size_t)made != n)
     return tk_err_set(r->err, TK_ESTORE, "map %s: %d of %zu instances created", fs->name, made, n);
   r->released += made;
-  st = prepare(r, "UPDATE steps SET parents_remaining = ?3 WHERE task_id = ?1 AND idx = ?2", m);
+  st = prepare(r, SQ_FLOW_MAP_LEFT,
+      "UPDATE steps SET parents_remaining = ?3 WHERE task_id = ?1 AND idx = ?2", m);
   if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 3, (sqlite3_int64)n);
   if ((rc = run(r, st))) return rc;
@@ -172,12 +174,13 @@ static int live_parent(flow_run *r, int c, int *yes) {
   const tk__flow_step *fs = &r->f->steps[c];
   for (int i = 0; i < fs->nparents && !*yes; i++) {
     sqlite3_stmt *st = prepare(r,
+                               SQ_FLOW_LIVE_PARENT,
                                "SELECT 1 FROM steps WHERE task_id = ?1 AND idx = ?2"
                                " AND state IN ('complete', 'resolved_manually')",
                                fs->parents[i]);
     int rc = first_row(r, st, yes);
     if (rc) return rc;
-    if (*yes) sqlite3_finalize(st);
+    if (*yes) sqlite3_reset(st);
   }
   return 0;
 }
@@ -187,6 +190,7 @@ static int live_parent(flow_run *r, int c, int *yes) {
  * (a map then expands), and skips it when none was. */
 static int release(flow_run *r, int child, int live) {
   sqlite3_stmt *st = prepare(r,
+                             SQ_FLOW_RELEASE,
                              "UPDATE steps SET parents_remaining = parents_remaining - 1"
                              " WHERE task_id = ?1 AND idx = ?2 AND state = 'pending'"
                              " AND parents_remaining > 0 RETURNING parents_remaining",
@@ -194,11 +198,12 @@ static int release(flow_run *r, int child, int live) {
   int found, rc = first_row(r, st, &found);
   if (rc || !found) return rc;
   int left = sqlite3_column_int(st, 0);
-  sqlite3_finalize(st);
+  sqlite3_reset(st);
   if (left > 0) return 0;
   if (!live && (rc = live_parent(r, child, &live))) return rc;
   if (!live) return skip(r, child, TK__REASON_ALL_SKIPPED);
-  st = prepare(r, "UPDATE steps SET run_at = ?3 WHERE task_id = ?1 AND idx = ?2", child);
+  st = prepare(r, SQ_FLOW_RUN_AT,
+      "UPDATE steps SET run_at = ?3 WHERE task_id = ?1 AND idx = ?2", child);
   if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 3, r->now);
   if ((rc = run(r, st))) return rc;
@@ -236,15 +241,17 @@ static int release_children(flow_run *r, int idx, const unsigned char *chosen) {
 
 /* Settle map step m from its instances' states (flow.h). */
 static int map_settle(flow_run *r, int m) {
-  sqlite3_stmt *st = prepare(r, "SELECT state FROM steps WHERE task_id = ?1 AND idx = ?2", m);
+  sqlite3_stmt *st = prepare(r, SQ_FLOW_MAP_STATE,
+      "SELECT state FROM steps WHERE task_id = ?1 AND idx = ?2", m);
   int found, rc = first_row(r, st, &found);
   if (rc || !found) return rc ? rc : tk_err_set(r->err, TK_ESTORE, "no map step %d", m);
   char state[TK__STATE_MAX];
   snprintf(state, sizeof state, "%s", tk__sq_text(st, 0));
-  sqlite3_finalize(st);
+  sqlite3_reset(st);
   int mapped = strcmp(state, TK__STEP_MAPPED) == 0, failed_map = strcmp(state, TK__STEP_ERROR) == 0;
   if (!mapped && !failed_map) return 0;
   st = prepare(r,
+               SQ_FLOW_MAP_COUNT,
                "SELECT count(*), COALESCE(sum(state IN ('pending', 'in_progress',"
                " 'waiting_for_retry')), 0), COALESCE(sum(state = 'error'), 0)"
                " FROM steps WHERE task_id = ?1 AND map_idx = ?2",
@@ -252,9 +259,10 @@ static int map_settle(flow_run *r, int m) {
   if ((rc = first_row(r, st, &found))) return rc;
   int64_t total = sqlite3_column_int64(st, 0), open = sqlite3_column_int64(st, 1),
           failed = sqlite3_column_int64(st, 2);
-  sqlite3_finalize(st);
+  sqlite3_reset(st);
   if (total == 0) return 0; /* failed before it had instances: stays so */
-  st = prepare(r, "UPDATE steps SET parents_remaining = ?3 WHERE task_id = ?1 AND idx = ?2", m);
+  st = prepare(r, SQ_FLOW_MAP_LEFT,
+      "UPDATE steps SET parents_remaining = ?3 WHERE task_id = ?1 AND idx = ?2", m);
   if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 3, open);
   if ((rc = run(r, st))) return rc;
@@ -271,12 +279,13 @@ static int map_settle(flow_run *r, int m) {
   }
   /* The instances' results in element order, null for one without. */
   st = prepare(r,
+               SQ_FLOW_MAP_RESULTS,
                "SELECT json_group_array(json(COALESCE(results, 'null'))) FROM (SELECT results"
                " FROM steps WHERE task_id = ?1 AND map_idx = ?2 ORDER BY item_index)",
                m);
   if ((rc = first_row(r, st, &found))) return rc;
   char *results = strdup(tk__sq_text(st, 0) ? tk__sq_text(st, 0) : "[]");
-  sqlite3_finalize(st);
+  sqlite3_reset(st);
   if (results == NULL) return tk_err_set(r->err, TK_ENOMEM, "out of memory gathering a map");
   if (failed_map) r->errors--;
   r->done++;
@@ -289,6 +298,7 @@ static int map_settle(flow_run *r, int m) {
 static int counters(flow_run *r) {
   if (r->done == 0 && r->errors == 0) return 0;
   sqlite3_stmt *st = prepare(r,
+                             SQ_FLOW_COUNTERS,
                              "UPDATE tasks SET steps_done = steps_done + ?3,"
                              " steps_error = steps_error + ?4, updated_at = ?5 WHERE id = ?1",
                              0);
@@ -324,15 +334,20 @@ int tk__sq_flow_instance_done(tk__sqlite *q, const tk__flow *f, int64_t task_id,
                               int64_t now, int *released, int *settle, tk_err *err) {
   flow_run r = {.q = q, .f = f, .task_id = task_id, .now = now, .err = err};
   *settle = 0;
-  sqlite3_stmt *st = prepare(&r,
+  /* An UPDATE, then a SELECT when it changed the row: RETURNING costs
+   * SQLite an ephemeral table per call, and this runs per instance. */
+  sqlite3_stmt *st = prepare(&r, SQ_FLOW_INSTANCE_DONE,
                              "UPDATE steps SET parents_remaining = parents_remaining - 1"
                              " WHERE task_id = ?1 AND idx = ?2 AND state = 'mapped'"
-                             " AND parents_remaining > 0 RETURNING parents_remaining",
+                             " AND parents_remaining > 0",
                              map_idx);
-  int found, rc = first_row(&r, st, &found);
-  if (rc || !found) return rc;
+  int rc = run(&r, st), found;
+  if (rc || sqlite3_changes(q->db) == 0) return rc;
+  st = prepare(&r, SQ_FLOW_INSTANCE_LEFT,
+               "SELECT parents_remaining FROM steps WHERE task_id = ?1 AND idx = ?2", map_idx);
+  if ((rc = first_row(&r, st, &found)) || !found) return rc;
   int left = sqlite3_column_int(st, 0);
-  sqlite3_finalize(st);
+  sqlite3_reset(st);
   if (left > 0) return 0;
   if ((rc = map_settle(&r, map_idx)) == 0) rc = counters(&r);
   if (released) *released = r.released;

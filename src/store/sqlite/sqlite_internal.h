@@ -20,6 +20,9 @@ enum {
   SQ_STEP_INPUT,
   SQ_DELAYED_DUE, SQ_DELAYED_RELEASE, SQ_DELAYED_CLEAR, SQ_NEXT_DELAYED, SQ_DELAYED_SET,
   SQ_RETRY_EARLIER_STEP, SQ_RETRY_EARLIER_ATTEMPT, SQ_ACTIVITY_MINUTE,
+  SQ_FLOW_MOVE, SQ_FLOW_RESULTS, SQ_FLOW_EXPAND, SQ_FLOW_LIVE_PARENT, SQ_FLOW_RELEASE,
+  SQ_FLOW_RUN_AT, SQ_FLOW_MAP_STATE, SQ_FLOW_MAP_COUNT, SQ_FLOW_MAP_LEFT, SQ_FLOW_MAP_RESULTS,
+  SQ_FLOW_COUNTERS, SQ_FLOW_INSTANCE_DONE, SQ_FLOW_INSTANCE_LEFT,
   SQ__COUNT
 };
 
@@ -161,6 +164,10 @@ int tk__sq_flow_map_settle(tk__sqlite *q, const struct tk__flow *f, int64_t task
 int tk__sq_children(tk__sqlite *q, int64_t template_id, int idx, const int **children, int *n,
                     tk_err *err);
 void tk__sq_edges_free(tk__sqlite *q);
+/* tk__sq_children, and the template's flow with them (one look). */
+struct tk__flow;
+int tk__sq_children_flow(tk__sqlite *q, int64_t template_id, int idx, const int **children,
+                         int *n, const struct tk__flow **flow, tk_err *err);
 
 /* Per-minute activity counts (sqlite_activity.c), inside the caller's
  * transaction: add to the row of started_at's minute and owner (written

@@ -325,13 +325,11 @@ int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id,
                             const char *results, int resolving, int64_t now, int *released,
                             tk_err *err) {
   const tk__flow *flow;
-  int rc = tk__sq_flow(q, template_id, &flow, err);
-  if (rc) return rc;
-  if (flow->special)
-    return tk__sq_flow_release(q, flow, task_id, idx, results, resolving, now, released, err);
   const int *children;
   int n, total = 0;
-  rc = tk__sq_children(q, template_id, idx, &children, &n, err);
+  int rc = tk__sq_children_flow(q, template_id, idx, &children, &n, &flow, err);
+  if (rc == 0 && flow->special)
+    return tk__sq_flow_release(q, flow, task_id, idx, results, resolving, now, released, err);
   for (int i = 0; i < n && rc == 0; i++) {
     int ready = 0;
     rc = release_child(q, task_id, children[i], now, &ready, err);
