@@ -35,6 +35,7 @@ typedef struct step_def {
   json_t *batch;    /* the step's batch table, or NULL: not a batch step */
   const char *budget; /* the retry budget it names (its own or the
                          template's retry table), or NULL */
+  const struct tk__flow *decision; /* a decision step: its template's flow; else NULL */
 } step_def;
 
 typedef struct template_entry {
@@ -225,6 +226,7 @@ typedef struct tk__finish {
   int reaped; /* the reaper's: refused if the lease was renewed after it looked */
   int64_t run_ns; /* how long the handler ran (monotonic); 0 when it was not called */
   const char *budget; /* the retry budget the step names (step_def.budget), or NULL */
+  const struct tk__flow *decision; /* step_def.decision: its success is checked */
 } tk__finish;
 
 /* Retry budgets (DESIGN §14, budgets.c). The name of the budget step

@@ -40,7 +40,7 @@ static int complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
   for (job *j = list; j && items; j = j->next, i++)
     items[i] = (tk__finish){&j->claim,  j->name,      e->id,        job_outcome(j),
                             &j->result, j->batch,     j->started_at, j->finished_at, 0,
-                            j->run_ns,  j->def->budget};
+                            j->run_ns,  j->def->budget, j->def->decision};
   int rc = 0;
   if (items) rc = tk__engine_finish(e, items, n, next, &e->disconnected);
   else tk__engine_log(e, TK_LOG_ERROR, "out of memory recording %d outcomes", n);

@@ -21,18 +21,15 @@ const tk_backoff_policy *tk__engine_policy(tk_engine *e, const char *profile) {
   return tk_config_profile(e->config, "default");
 }
 
-/* Whether the results of a decision step name no choice it may make
- * (DESIGN §17): then why says so, and the step fails for good. A store
- * that cannot give the template leaves the check to the store. */
-static int decision_refused(tk_engine *e, const tk__claimed *c, const char *results, char *why,
+/* Whether the results of decision step idx of flow name no choice it may
+ * make (DESIGN §17): then why says so, and the step fails for good. Only
+ * a decision step's success comes here (tk__finish.decision), so other
+ * outcomes pay nothing. Out of memory leaves the check to the store. */
+static int decision_refused(const tk__flow *flow, int idx, const char *results, char *why,
                             size_t whylen) {
-  if (c->item_index >= 0) return 0;
-  tk_err err;
-  const template_entry *te = tk__engine_template(e, c->template_id, &err);
-  if (te == NULL || !tk__flow_is_decision(te->flow, c->idx)) return 0;
-  unsigned char *chosen = calloc((size_t)te->flow->nsteps + 1, 1);
+  unsigned char *chosen = calloc((size_t)flow->nsteps + 1, 1);
   if (chosen == NULL) return 0;
-  int refused = tk__flow_decide(te->flow, c->idx, results, chosen, why, whylen) != 0;
+  int refused = tk__flow_decide(flow, idx, results, chosen, why, whylen) != 0;
   free(chosen);
   return refused;
 }
@@ -61,7 +58,7 @@ static void decide(tk_engine *e, const tk__finish *f, int64_t now, tk__outcome *
   o->fence_lease = f->reaped;
   *exhausted = 0;
   if (r->status == TK_HANDLER_SUCCESS) {
-    if (decision_refused(e, c, r->results, why, whylen)) {
+    if (f->decision && decision_refused(f->decision, c->idx, r->results, why, whylen)) {
       o->next = TK__NEXT_ERROR;
       o->attempt_outcome = "failure";
       o->error = why;

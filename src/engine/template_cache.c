@@ -65,6 +65,7 @@ const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err)
     d->timeout_ms = json_is_integer(t_ms) ? json_integer_value(t_ms) : 0;
     d->batch = json_object_get(st, "batch");
     d->budget = tk__step_budget(te->definition, st);
+    d->decision = tk__flow_is_decision(te->flow, k) ? te->flow : NULL;
   }
   e->ntemplates++;
   return te;
