@@ -83,22 +83,32 @@ int tk__flow_read(int64_t template_id, const char *definition, const int *edges,
     f->steps[i].name = json_string_value(json_object_get(json_array_get(steps, i), "name"));
     if (f->steps[i].name == NULL) f->steps[i].name = "";
   }
-  int bad = 0;
+  int bad = 0, bad_step = -1;
   for (int e = 0; e < nedges && !bad; e++) {
     int p = edges[2 * e], c = edges[2 * e + 1];
     if (p < 0 || c < 0 || p >= f->nsteps || c >= f->nsteps) {
-      bad = 1;
-      break;
+      tk__flow_free(f);
+      return tk_err_set(err, TK_EINVAL, "template %lld: edge %d (%d -> %d) names no step of its %d",
+                        (long long)template_id, e, p, c, (int)n);
     }
     bad = push(&f->steps[p].children, &f->steps[p].nchildren, c) ||
           push(&f->steps[c].parents, &f->steps[c].nparents, p);
   }
-  for (int i = 0; i < f->nsteps && !bad; i++)
-    bad = read_step(f, i, json_array_get(steps, i)) != 0;
   if (bad) {
     tk__flow_free(f);
-    return tk_err_set(err, TK_EINVAL, "template %lld: its steps' decisions or maps do not read",
-                      (long long)template_id);
+    return no_memory(err);
+  }
+  for (int i = 0; i < f->nsteps && bad_step < 0; i++)
+    if (read_step(f, i, json_array_get(steps, i)) != 0) bad_step = i;
+  if (bad_step >= 0) {
+    /* read_step fails on memory too, but a damaged definition is the
+     * likelier cause: name the step to look at. */
+    tk_err_set(err, TK_EINVAL,
+               "template %lld: step %s: its decides or map names no step of the template, "
+               "or its map has no parent, path or chunk >= 1",
+               (long long)template_id, f->steps[bad_step].name);
+    tk__flow_free(f);
+    return TK_EINVAL;
   }
   *out = f;
   return 0;

@@ -77,12 +77,14 @@ static void a_definition_that_does_not_read_is_refused(void **state) {
                                  0, &f, &err),
                    TK_EINVAL);
   assert_null(f);
-  assert_string_equal(err.msg, "template 4: its steps' decisions or maps do not read");
+  assert_string_equal(err.msg, "template 4: step a: its decides or map names no step of the "
+                               "template, or its map has no parent, path or chunk >= 1");
   /* An edge out of range. */
   assert_int_equal(tk__flow_read(5, "{\"steps\":[{\"name\":\"a\"}]}", (const int[]){0, 1}, 1, &f,
                                  &err),
                    TK_EINVAL);
   assert_null(f);
+  assert_string_equal(err.msg, "template 5: edge 0 (0 -> 1) names no step of its 1");
   /* A map whose chunk is not >= 1. */
   assert_int_equal(tk__flow_read(6,
                                  "{\"steps\":[{\"name\":\"a\"},{\"name\":\"b\",\"map\":{\"parent\":"
