@@ -34,6 +34,7 @@
 
 #include "common/engine_fixture.h"
 #include "common/skip_missing.h"
+#include "store/flow.h"
 #include "store/migration.h"
 #include "store/rules.h"
 #include "store/store.h"
@@ -3590,6 +3591,7 @@ static void map_empty_and_too_wide(world *w) {
   report_on(w->s, t, &r);
   assert_string_equal(step_named(&r, "process")->state, TK__STEP_ERROR);
   expect_contains(step_named(&r, "process")->last_error, "5 elements, more than max 4");
+  assert_string_equal(reason_into(&r, "process", TK__STEP_ERROR), TK__REASON_MAP_TOO_WIDE);
   tk__task_report_free(&r);
   tk__claimed none;
   assert_int_equal(claim(w->s, "A", 1, &none), 0);
@@ -3599,6 +3601,7 @@ static void map_empty_and_too_wide(world *w) {
   complete_next(w, "{\"files\": \"a.txt\"}");
   report_on(w->s, t, &r);
   expect_contains(step_named(&r, "process")->last_error, "expected a list, got \"a.txt\"");
+  assert_string_equal(reason_into(&r, "process", TK__STEP_ERROR), TK__REASON_MAP_BAD_VALUE);
   tk__task_report_free(&r);
 }
 

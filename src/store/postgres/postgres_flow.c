@@ -308,7 +308,7 @@ static int expand(tk__pg_flow_run *x, int m) {
   int moved;
   if (rc) {
     rc = map_end(x, m, TK__STEP_PENDING, TK__STEP_ERROR, NULL, why,
-                 rc == TK_ERANGE ? TK__REASON_MAP_TOO_WIDE : why, &moved);
+                 rc == TK_ERANGE ? TK__REASON_MAP_TOO_WIDE : TK__REASON_MAP_BAD_VALUE, &moved);
     if (rc == 0 && moved) x->errors++;
     return rc;
   }

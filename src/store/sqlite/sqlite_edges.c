@@ -120,12 +120,7 @@ int tk__sq_flow(tk__sqlite *q, int64_t template_id, const tk__flow **flow, tk_er
 }
 
 int tk__sq_children(tk__sqlite *q, int64_t template_id, int idx, const int **children, int *n,
-                    tk_err *err) {
-  return tk__sq_children_flow(q, template_id, idx, children, n, NULL, err);
-}
-
-int tk__sq_children_flow(tk__sqlite *q, int64_t template_id, int idx, const int **children,
-                         int *n, const struct tk__flow **flow, tk_err *err) {
+                    const struct tk__flow **flow, tk_err *err) {
   *children = NULL;
   *n = 0;
   tk__sq_dag *d;

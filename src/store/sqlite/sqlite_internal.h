@@ -159,15 +159,13 @@ int tk__sq_flow_map_settle(tk__sqlite *q, const struct tk__flow *f, int64_t task
                            int64_t now, int *released, tk_err *err);
 
 /* The children of step idx of template_id (*n of them at *children, valid
- * until the connection closes), from memory after the template's first
- * look; and the release of that memory. */
-int tk__sq_children(tk__sqlite *q, int64_t template_id, int idx, const int **children, int *n,
-                    tk_err *err);
-void tk__sq_edges_free(tk__sqlite *q);
-/* tk__sq_children, and the template's flow with them (one look). */
+ * until the connection closes) and the template's flow (*flow, when flow
+ * is not NULL), from memory after the template's first look; and the
+ * release of that memory. */
 struct tk__flow;
-int tk__sq_children_flow(tk__sqlite *q, int64_t template_id, int idx, const int **children,
-                         int *n, const struct tk__flow **flow, tk_err *err);
+int tk__sq_children(tk__sqlite *q, int64_t template_id, int idx, const int **children, int *n,
+                    const struct tk__flow **flow, tk_err *err);
+void tk__sq_edges_free(tk__sqlite *q);
 
 /* Per-minute activity counts (sqlite_activity.c), inside the caller's
  * transaction: add to the row of started_at's minute and owner (written

@@ -327,7 +327,7 @@ int tk__sq_release_children(tk__sqlite *q, int64_t task_id, int64_t template_id,
   const tk__flow *flow;
   const int *children;
   int n, total = 0;
-  int rc = tk__sq_children_flow(q, template_id, idx, &children, &n, &flow, err);
+  int rc = tk__sq_children(q, template_id, idx, &children, &n, &flow, err);
   if (rc == 0 && flow->special)
     return tk__sq_flow_release(q, flow, task_id, idx, results, resolving, now, released, err);
   for (int i = 0; i < n && rc == 0; i++) {
