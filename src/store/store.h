@@ -295,6 +295,7 @@ typedef struct tk__step_rec {
   int idx;
   char *name;
   char state[TK__STATE_MAX];
+  /* parents_remaining: of a mapped step, its unfinished instances. */
   int attempts, max_attempts, retryable, parents_remaining;
   char *backoff;
   int64_t run_at, lease_expires_at, last_delay_ms;

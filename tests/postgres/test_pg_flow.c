@@ -354,6 +354,55 @@ static void map_runs_one_instance_per_element(void **state) {
   expect_states(f, task, "complete", "list=complete process=complete sum=complete");
 }
 
+/* A map's countdown of unfinished instances lives in map_countdowns
+ * (0008): a report still says the mapped step waits for them, and a store
+ * written before 0008 mid-map (the count in the map's parents_remaining,
+ * no table: made here by undoing 0008 on such a task) upgrades and
+ * finishes the map once its last instance finishes, not before. */
+static void map_countdown_survives_the_upgrade(void **state) {
+  efx *f = *state;
+  int64_t task = map_task(f, 0);
+  finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_COMPLETE, "{\"files\":[1,2,3,4]}");
+  tk__claimed inst[4];
+  assert_int_equal(claim(f, inst, 4), 4);
+  finish(f, &inst[0], TK__NEXT_COMPLETE, "0");
+  tk__task_report r;
+  report(f, task, &r);
+  assert_int_equal(step_of(&r, "process")->parents_remaining, 3);
+  tk__task_report_free(&r);
+  char sql[512];
+  snprintf(sql, sizeof sql, "SELECT remaining FROM map_countdowns WHERE task_id = %lld",
+           (long long)task);
+  char *left = efx_pg_text(f->url, sql);
+  assert_string_equal(left, "3");
+  free(left);
+  /* Back to 0007's shape, as an older tasker left it. */
+  free(efx_pg_text(f->url,
+                   "UPDATE steps s SET parents_remaining = c.remaining FROM map_countdowns c"
+                   " WHERE s.task_id = c.task_id AND s.idx = c.idx; DROP TABLE map_countdowns;"
+                   " DELETE FROM schema_migrations WHERE name = 'map_countdowns'; SELECT 1"));
+  tk_err err;
+  int applied = 0;
+  must(tk_store_migrate(f->store, &applied, NULL, &err), &err, "migrate");
+  assert_int_equal(applied, 1);
+  left = efx_pg_text(f->url, sql);
+  assert_string_equal(left, "3");
+  free(left);
+  finish(f, &inst[3], TK__NEXT_COMPLETE, "3");
+  finish(f, &inst[1], TK__NEXT_COMPLETE, "1");
+  expect_states(f, task, "in_progress", "list=complete process=mapped sum=pending");
+  tk__effects fx = finish(f, &inst[2], TK__NEXT_COMPLETE, "2");
+  assert_int_equal(fx.children_released, 1);
+  report(f, task, &r);
+  assert_string_equal(step_of(&r, "process")->results, "[0,1,2,3]");
+  assert_int_equal(step_of(&r, "process")->parents_remaining, 0);
+  tk__task_report_free(&r);
+  /* The finished map's countdown is gone. */
+  left = efx_pg_text(f->url, "SELECT count(*) FROM map_countdowns");
+  assert_string_equal(left, "0");
+  free(left);
+}
+
 /* An empty list completes the map with [] at once; sum is ready. */
 static void empty_map_completes_with_an_empty_array(void **state) {
   efx *f = *state;
@@ -469,6 +518,18 @@ static void cancel_mid_map(void **state) {
   tk__step_recs_free(rows, n);
   tk__claimed none;
   assert_int_equal(claim(f, &none, 1), 0);
+  /* The cancelled map's countdown (0008) goes when its task is pruned. */
+  char *left = efx_pg_text(f->url, "SELECT count(*) FROM map_countdowns");
+  assert_string_equal(left, "1");
+  free(left);
+  tk__prune_request pr = {.limit = 10};
+  for (int i = 0; i < TK__PRUNE_STATES; i++) pr.before[i] = f->clock.now_ms + 1;
+  tk__prune_counts pc;
+  must(f->store->ops->prune(f->store, &pr, &pc, &err), &err, "prune");
+  assert_int_equal(pc.tasks, 1);
+  left = efx_pg_text(f->url, "SELECT count(*) FROM map_countdowns");
+  assert_string_equal(left, "0");
+  free(left);
 }
 
 /* instance_list pages through a map's instances in element order. */
@@ -689,6 +750,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(a_branch_is_skipped_while_another_parent_runs, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(map_runs_one_instance_per_element, setup, teardown),
+      cmocka_unit_test_setup_teardown(map_countdown_survives_the_upgrade, setup, teardown),
       cmocka_unit_test_setup_teardown(empty_map_completes_with_an_empty_array, setup, teardown),
       cmocka_unit_test_setup_teardown(map_over_max_fails, setup, teardown),
       cmocka_unit_test_setup_teardown(retrying_a_failed_instance_reopens_the_map, setup,

@@ -120,13 +120,23 @@ static const char RELEASE_SQL[] =
 static const char RESULTS_SQL[] =
     "SELECT results FROM steps WHERE task_id = $1::bigint AND idx = $2::int";
 
+/* A mapped step's countdown of unfinished instances (its own table,
+ * 0008_map_countdowns.sql): set to n where `moved` (its expansion, or an
+ * operator's action that leaves instances unfinished again), and dropped
+ * when the map ends. Each the statement of a CTE. */
+#define COUNTDOWN_SET(task, idx, n, moved)                                                 \
+  "INSERT INTO map_countdowns (task_id, idx, remaining) SELECT " task ", " idx ", " n      \
+  " WHERE " moved " ON CONFLICT (task_id, idx) DO UPDATE SET remaining = EXCLUDED.remaining"
+#define COUNTDOWN_DROP(task, idx, moved)                                                   \
+  "DELETE FROM map_countdowns WHERE task_id = " task " AND idx = " idx " AND " moved
+
 /* A pending map step's instances, one per element of $5 (a JSON array),
  * in one statement: each a ready pending row with the map's retry
  * settings, idx past every step of the task, name NAME[i] (as
  * tk__flow_instance_name writes it), its element's position and text;
- * the map row moves to mapped with $6 instances unfinished. $1 task, $2
- * the map's idx, $3 its name, $4 now, $5 elements, $6 their count, $7
- * the reason. */
+ * the map row moves to mapped and its countdown starts at $6 instances
+ * unfinished (0008_map_countdowns.sql). $1 task, $2 the map's idx, $3 its
+ * name, $4 now, $5 elements, $6 their count, $7 the reason. */
 static const char EXPAND_SQL[] =
     "WITH m AS (SELECT id, max_attempts, retryable, backoff FROM steps"
     " WHERE task_id = $1::bigint AND idx = $2::int AND state = " Q(TK__STEP_PENDING) "),"
@@ -137,8 +147,9 @@ static const char EXPAND_SQL[] =
     ", m.max_attempts, m.retryable, m.backoff, 0, $4::bigint, $2, e.ord - 1, e.value::text"
     " FROM m, top, json_array_elements($5::json) WITH ORDINALITY AS e(value, ord)"
     " RETURNING 1),"
-    " upd AS (UPDATE steps s SET state = " Q(TK__STEP_MAPPED) ", parents_remaining = $6::int"
+    " upd AS (UPDATE steps s SET state = " Q(TK__STEP_MAPPED) ", parents_remaining = 0"
     " FROM m WHERE s.id = m.id RETURNING s.id),"
+    " cd AS (" COUNTDOWN_SET("$1", "$2", "$6::int", "EXISTS (SELECT 1 FROM upd)") "),"
     " tr AS (INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason)"
     " SELECT $1, id, " Q(TK__STEP_PENDING) ", " Q(TK__STEP_MAPPED) ", $4, $7::text FROM upd)"
     " SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM upd)";
@@ -152,7 +163,8 @@ static const char MAP_END_SQL[] =
     " parents_remaining = 0 WHERE task_id = $1::bigint AND idx = $2::int AND state = $8::text"
     " RETURNING id),"
     " tr AS (INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason)"
-    " SELECT $1, id, $8, $3, $6::bigint, $7::text FROM u WHERE $8 <> $3)"
+    " SELECT $1, id, $8, $3, $6::bigint, $7::text FROM u WHERE $8 <> $3),"
+    " cd AS (" COUNTDOWN_DROP("$1", "$2", "EXISTS (SELECT 1 FROM u)") ")"
     " SELECT id FROM u";
 
 /* The map row's state and its instances by state: unfinished, in error,
@@ -172,20 +184,22 @@ static const char MAP_DONE_SQL[] =
     " WHERE task_id = $1::bigint AND map_idx = $2::int),"
     " u AS (UPDATE steps s SET state = " Q(TK__STEP_COMPLETE) ", results = r.results,"
     " last_error = NULL, parents_remaining = 0 FROM r"
-    " WHERE s.task_id = $1 AND s.idx = $2 AND s.state = $5::text RETURNING s.id)"
+    " WHERE s.task_id = $1 AND s.idx = $2 AND s.state = $5::text RETURNING s.id),"
+    " cd AS (" COUNTDOWN_DROP("$1", "$2", "EXISTS (SELECT 1 FROM u)") ")"
     " INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason)"
     " SELECT $1, id, $5, " Q(TK__STEP_COMPLETE) ", $3::bigint, $4::text FROM u"
     " RETURNING step_id";
 
 /* A map with instances unfinished again: mapped (from error: reopened,
- * with its transition), waiting for $3 of them. $1 task, $2 idx, $4 now,
- * $5 reason. Returns a row when it was reopened. */
+ * with its transition), its countdown at $3 of them. $1 task, $2 idx, $4
+ * now, $5 reason. Returns a row when it was reopened. */
 static const char MAP_REOPEN_SQL[] =
     "WITH old AS (SELECT id, state FROM steps WHERE task_id = $1::bigint AND idx = $2::int"
     " AND state IN (" Q(TK__STEP_MAPPED) ", " Q(TK__STEP_ERROR) ")),"
-    " u AS (UPDATE steps s SET state = " Q(TK__STEP_MAPPED) ", parents_remaining = $3::int,"
+    " u AS (UPDATE steps s SET state = " Q(TK__STEP_MAPPED) ", parents_remaining = 0,"
     " last_error = CASE WHEN old.state = " Q(TK__STEP_ERROR) " THEN NULL ELSE s.last_error END"
-    " FROM old WHERE s.id = old.id RETURNING s.id, old.state)"
+    " FROM old WHERE s.id = old.id RETURNING s.id, old.state),"
+    " cd AS (" COUNTDOWN_SET("$1", "$2", "$3::int", "EXISTS (SELECT 1 FROM u)") ")"
     " INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason)"
     " SELECT $1, id, state, " Q(TK__STEP_MAPPED) ", $4::bigint, $5::text FROM u"
     " WHERE state <> " Q(TK__STEP_MAPPED) " RETURNING step_id";

@@ -31,6 +31,7 @@ static const char PRUNE_SQL[] =
     " dr AS (DELETE FROM transitions WHERE task_id IN (SELECT id FROM t) RETURNING 1),"
     " ds AS (DELETE FROM steps WHERE id IN (SELECT id FROM s) RETURNING 1),"
     " dt AS (DELETE FROM tasks WHERE id IN (SELECT id FROM t) RETURNING 1),"
+    " dc AS (DELETE FROM map_countdowns WHERE task_id IN (SELECT id FROM t)),"
     /* The per-minute counts of the minutes before the earliest cutoff. */
     " dm AS (DELETE FROM activity_minutes WHERE minute < $6::bigint)"
     " SELECT (SELECT count(*) FROM dt), (SELECT count(*) FROM ds), (SELECT count(*) FROM da),"

@@ -90,16 +90,17 @@ static const char OUTCOME_SQL[] = OUTCOME_WITH OUTCOME_COLUMNS OUTCOME_FROM;
 /* The outcome of an instance of a map step (DESIGN §17): OUTCOME_SQL with
  * no counters of the task ($18, $19: 0) and no children released ($20:
  * false; $15 is the map's idx), and one more write when it finishes the
- * instance (complete or error): its map's row waits for one instance
- * fewer (it is mapped, with parents_remaining its unfinished instances).
- * The last column is what it still waits for: at 0, the map is settled
- * (postgres_flow.c) in the same transaction. */
+ * instance (complete or error): its map waits for one instance fewer, in
+ * its countdown row (0008_map_countdowns.sql: a HOT update, where one of
+ * the map's steps row was not). The last column is what it still waits
+ * for: at 0, the map is settled (postgres_flow.c) in the same
+ * transaction, which recounts its instances and checks it is mapped. */
 static const char INSTANCE_SQL[] =
-    OUTCOME_WITH ", mp AS (UPDATE steps m SET parents_remaining = m.parents_remaining - 1"
-    " WHERE m.task_id = $13 AND m.idx = $15 AND m.state = " Q(TK__STEP_MAPPED)
-    " AND $3 IN (" Q(TK__STEP_COMPLETE) ", " Q(TK__STEP_ERROR) ") AND m.parents_remaining > 0"
-    " AND EXISTS (SELECT 1 FROM upd) RETURNING m.parents_remaining)"
-    OUTCOME_COLUMNS ", (SELECT parents_remaining FROM mp)" OUTCOME_FROM;
+    OUTCOME_WITH ", mp AS (UPDATE map_countdowns m SET remaining = m.remaining - 1"
+    " WHERE m.task_id = $13 AND m.idx = $15"
+    " AND $3 IN (" Q(TK__STEP_COMPLETE) ", " Q(TK__STEP_ERROR) ") AND m.remaining > 0"
+    " AND EXISTS (SELECT 1 FROM upd) RETURNING m.remaining)"
+    OUTCOME_COLUMNS ", (SELECT remaining FROM mp)" OUTCOME_FROM;
 
 /* A batch step's item results, written with its outcome or at a
  * checkpoint, only while the claim holds the step (the caller holds a lock

@@ -133,6 +133,11 @@ static void fill_step(tk__step_rec *s, const PGresult *r, int i, int *oom) {
     s->instances_failed = tk__pg_i64(r, i, 21);
     s->instances_waiting = tk__pg_i64(r, i, 24);
   }
+  /* A mapped step waits for its unfinished instances (the store's
+   * contract, as SQLite's column holds it); here its countdown has a
+   * table of its own (0008_map_countdowns.sql) and the row says 0. */
+  if (strcmp(s->state, TK__STEP_MAPPED) == 0 && s->instances_waiting != TK__NONE)
+    s->parents_remaining = (int)s->instances_waiting;
   s->item_index = (int)tk__pg_i64(r, i, 22);
   s->item = tk__dup(tk__pg_text(r, i, 23), oom);
 }
