@@ -570,6 +570,13 @@ static const char *at_text(char buf[32], int64_t v) {
   return buf;
 }
 
+/* A number that may be NULL (TK__NONE) as text. */
+static const char *num_text(char buf[32], int64_t v) {
+  if (v == TK__NONE) return "null";
+  snprintf(buf, 32, "%lld", (long long)v);
+  return buf;
+}
+
 #define STR(p) ((p) ? (p) : "null")
 
 /* Everything a task report says, one line per row, except the attempt row
@@ -600,17 +607,18 @@ static char *report_text(const tk__task_report *r, int64_t skip_step, int skip_a
   for (int i = 0; i < r->nattempts; i++) {
     const tk__attempt_rec *x = &r->attempts[i];
     if (x->step_id == skip_step && x->attempt == skip_attempt) continue;
-    add(&t, "attempt %s#%d by %s started=%s finished=%s outcome=%s error=%s delay=%lld(%s)"
+    char d[32];
+    add(&t, "attempt %s#%d by %s started=%s finished=%s outcome=%s error=%s delay=%s(%s)"
             " next=%s\n",
         step_name_of(r, x->step_id), x->attempt, STR(x->owner), at_text(a, x->started_at),
-        at_text(b, x->finished_at), STR(x->outcome), STR(x->error), (long long)x->delay_ms,
+        at_text(b, x->finished_at), STR(x->outcome), STR(x->error), num_text(d, x->delay_ms),
         STR(x->delay_source), at_text(c, x->next_run_at));
   }
   for (int i = 0; i < r->ntransitions; i++) {
     const tk__transition_rec *x = &r->transitions[i];
-    add(&t, "transition %s %s %s -> %s (%s) attempt=%lld\n", at_text(a, x->at),
+    add(&t, "transition %s %s %s -> %s (%s) attempt=%s\n", at_text(a, x->at),
         step_name_of(r, x->step_id), STR(x->from), STR(x->to), STR(x->reason),
-        (long long)x->attempt);
+        num_text(b, x->attempt));
   }
   for (int i = 0; i < r->ngave_up; i++)
     add(&t, "gave up %s %s after %d: %s\n", step_name_of(r, r->gave_up[i].step_id),
@@ -3661,6 +3669,257 @@ static void cancel_mid_map(world *w) {
   assert_int_equal(record1(w->s, &o, &(tk__effects){0}, &err), TK_EFENCED);
 }
 
+/* ------------------------------------------------------------------ */
+/* History: every kind of move, the same on every backend              */
+/* ------------------------------------------------------------------ */
+
+/* Step `name`'s instances (instance_list) as lines of report_text's kind. */
+static void add_instances(text *t, world *w, int64_t task, int map_idx) {
+  tk__step_rec *rows;
+  int n;
+  int64_t total;
+  tk_err err;
+  must(w->s->ops->instance_list(w->s, task, map_idx, -1, 100, &rows, &n, &total, &err), &err,
+       "instances");
+  for (int i = 0; i < n; i++)
+    add(t, "instance %s %s attempts=%d/%d item=%s error=%s results=%s\n", rows[i].name,
+        rows[i].state, rows[i].attempts, rows[i].max_attempts, STR(rows[i].item),
+        STR(rows[i].last_error), STR(rows[i].results));
+  tk__step_recs_free(rows, n);
+}
+
+/* The whole history of each task, as report_text and its instances say. */
+static char *histories(world *w, const int64_t *tasks, int n, int map_task, int map_idx) {
+  text t = {0};
+  for (int i = 0; i < n; i++) {
+    char *one = task_text(w, tasks[i]);
+    add(&t, "%s", one);
+    free(one);
+    if (tasks[i] == map_task) add_instances(&t, w, tasks[i], map_idx);
+  }
+  return t.s;
+}
+
+/* Operator action on step of task at the world's clock, which must be taken. */
+static void operate_ok(world *w, tk_operator_action action, int64_t task, const char *step) {
+  const char *ts = NULL;
+  tk_err err;
+  must(tk_task_operate(w->s, action, task, step, w->clock.now_ms, &ts, &err), &err, "operate");
+}
+
+/* The history that history_of_every_move writes, on every backend. */
+static const char history_of_every_move_text[] =
+    "task 1 complete identity=null created=T+0 updated=T+16000 finished=T+16000 steps=2/2/0 "
+        "context={} template=1 default/chain@1\n"
+    "step 0 a complete attempts=3/5 retryable=1 parents=0 backoff=default run_at=T+12000 "
+        "lease=null@null delay=1000 error=null results={\"a\":3}\n"
+    "step 1 b resolved_manually attempts=1/5 retryable=1 parents=0 backoff=default "
+        "run_at=T+14000 lease=null@null delay=0 error=it broke for good results=null\n"
+    "attempt a#1 by A started=T+0 finished=T+10 outcome=failure error=it broke "
+        "delay=990(computed) next=T+1000\n"
+    "attempt a#2 by B started=T+1000 finished=T+11000 outcome=lease_expired error=lease expired "
+        "delay=1000(computed) next=T+12000\n"
+    "attempt a#3 by A started=T+12000 finished=T+12000 outcome=success error=null "
+        "delay=null(null) next=null\n"
+    "attempt b#1 by A started=T+13000 finished=T+13000 outcome=failure error=it broke for good "
+        "delay=null(null) next=null\n"
+    "attempt b#1 by A started=T+14000 finished=T+15000 outcome=failure error=it broke for good "
+        "delay=null(null) next=null\n"
+    "transition T+0 (task) null -> pending (created) attempt=null\n"
+    "transition T+0 a pending -> in_progress (claimed) attempt=1\n"
+    "transition T+0 (task) pending -> in_progress (first step claimed) attempt=null\n"
+    "transition T+10 a in_progress -> waiting_for_retry (failure) attempt=1\n"
+    "transition T+1000 a waiting_for_retry -> in_progress (claimed) attempt=2\n"
+    "transition T+11000 a in_progress -> waiting_for_retry (lease_expired) attempt=2\n"
+    "transition T+12000 a waiting_for_retry -> in_progress (claimed) attempt=3\n"
+    "transition T+12000 a in_progress -> complete (success) attempt=3\n"
+    "transition T+13000 b pending -> in_progress (claimed) attempt=1\n"
+    "transition T+13000 b in_progress -> error (failure) attempt=1\n"
+    "transition T+13000 (task) in_progress -> error (a step failed and nothing else can "
+        "progress) attempt=null\n"
+    "transition T+14000 b error -> waiting_for_retry (operator retry) attempt=null\n"
+    "transition T+14000 (task) error -> in_progress (a failed step was retried or resolved) "
+        "attempt=null\n"
+    "transition T+14000 b waiting_for_retry -> in_progress (claimed) attempt=1\n"
+    "transition T+15000 b in_progress -> error (failure) attempt=1\n"
+    "transition T+15000 (task) in_progress -> error (a step failed and nothing else can "
+        "progress) attempt=null\n"
+    "transition T+16000 b error -> resolved_manually (operator resolve) attempt=null\n"
+    "transition T+16000 (task) error -> complete (all steps complete) attempt=null\n"
+    "task 2 cancelled identity=null created=T+17000 updated=T+17100 finished=T+17100 steps=1/0/0 "
+        "context={} template=2 default/one@1\n"
+    "step 0 s cancelled attempts=1/5 retryable=1 parents=0 backoff=default run_at=T+17000 "
+        "lease=null@null delay=0 error=null results=null\n"
+    "attempt s#1 by A started=T+17000 finished=T+17200 outcome=fenced_out error=success refused: "
+        "the step was no longer held by this claim delay=null(null) next=null\n"
+    "transition T+17000 (task) null -> pending (created) attempt=null\n"
+    "transition T+17000 s pending -> in_progress (claimed) attempt=1\n"
+    "transition T+17000 (task) pending -> in_progress (first step claimed) attempt=null\n"
+    "transition T+17100 s in_progress -> cancelled (task cancelled) attempt=null\n"
+    "transition T+17100 (task) in_progress -> cancelled (operator cancel) attempt=null\n"
+    "task 3 complete identity=null created=T+18000 updated=T+18000 finished=T+18000 steps=5/5/0 "
+        "context={} template=3 default/order@1\n"
+    "step 0 score complete attempts=1/5 retryable=1 parents=0 backoff=default run_at=T+18000 "
+        "lease=null@null delay=0 error=null results={\"risk\":\"high\"}\n"
+    "step 1 triage complete attempts=1/5 retryable=1 parents=0 backoff=default run_at=T+18000 "
+        "lease=null@null delay=0 error=null results={\"branches\":[\"review\"]}\n"
+    "step 2 approve skipped attempts=0/5 retryable=1 parents=1 backoff=default run_at=T+18000 "
+        "lease=null@null delay=0 error=null results=null\n"
+    "step 3 review complete attempts=1/5 retryable=1 parents=0 backoff=default run_at=T+18000 "
+        "lease=null@null delay=0 error=null results={\"reviewed\":true}\n"
+    "step 4 notify complete attempts=1/5 retryable=1 parents=0 backoff=default run_at=T+18000 "
+        "lease=null@null delay=0 error=null results={}\n"
+    "attempt score#1 by A started=T+18000 finished=T+18000 outcome=success error=null "
+        "delay=null(null) next=null\n"
+    "attempt triage#1 by A started=T+18000 finished=T+18000 outcome=success error=null "
+        "delay=null(null) next=null\n"
+    "attempt review#1 by A started=T+18000 finished=T+18000 outcome=success error=null "
+        "delay=null(null) next=null\n"
+    "attempt notify#1 by A started=T+18000 finished=T+18000 outcome=success error=null "
+        "delay=null(null) next=null\n"
+    "transition T+18000 (task) null -> pending (created) attempt=null\n"
+    "transition T+18000 score pending -> in_progress (claimed) attempt=1\n"
+    "transition T+18000 (task) pending -> in_progress (first step claimed) attempt=null\n"
+    "transition T+18000 score in_progress -> complete (success) attempt=1\n"
+    "transition T+18000 triage pending -> in_progress (claimed) attempt=1\n"
+    "transition T+18000 triage in_progress -> complete (success) attempt=1\n"
+    "transition T+18000 approve pending -> skipped (not chosen by triage) attempt=null\n"
+    "transition T+18000 review pending -> in_progress (claimed) attempt=1\n"
+    "transition T+18000 review in_progress -> complete (success) attempt=1\n"
+    "transition T+18000 notify pending -> in_progress (claimed) attempt=1\n"
+    "transition T+18000 notify in_progress -> complete (success) attempt=1\n"
+    "transition T+18000 (task) in_progress -> complete (all steps complete) attempt=null\n"
+    "task 4 complete identity=null created=T+19000 updated=T+19300 finished=T+19300 steps=3/3/0 "
+        "context={} template=4 default/fanout@1\n"
+    "step 0 list complete attempts=1/5 retryable=1 parents=0 backoff=default run_at=T+19000 "
+        "lease=null@null delay=0 error=null results={\"files\":[\"x\",\"y\",\"z\"]}\n"
+    "step 1 process complete attempts=0/5 retryable=1 parents=0 backoff=default run_at=T+19000 "
+        "lease=null@null delay=0 error=null results=[{\"ok\":true},{\"n\":1},null]\n"
+    "step 2 sum complete attempts=1/5 retryable=1 parents=0 backoff=default run_at=T+19300 "
+        "lease=null@null delay=0 error=null results={\"sum\":3}\n"
+    "attempt list#1 by A started=T+19000 finished=T+19000 outcome=success error=null "
+        "delay=null(null) next=null\n"
+    "attempt sum#1 by A started=T+19300 finished=T+19300 outcome=success error=null "
+        "delay=null(null) next=null\n"
+    "transition T+19000 (task) null -> pending (created) attempt=null\n"
+    "transition T+19000 list pending -> in_progress (claimed) attempt=1\n"
+    "transition T+19000 (task) pending -> in_progress (first step claimed) attempt=null\n"
+    "transition T+19000 list in_progress -> complete (success) attempt=1\n"
+    "transition T+19000 process pending -> mapped (mapped into 3 instances) attempt=null\n"
+    "transition T+19100 process mapped -> error (too many instances failed) attempt=null\n"
+    "transition T+19100 (task) in_progress -> error (a step failed and nothing else can "
+        "progress) attempt=null\n"
+    "transition T+19200 process error -> mapped (operator retry) attempt=null\n"
+    "transition T+19200 (task) error -> in_progress (a failed step was retried or resolved) "
+        "attempt=null\n"
+    "transition T+19300 process mapped -> complete (all instances finished) attempt=null\n"
+    "transition T+19300 sum pending -> in_progress (claimed) attempt=1\n"
+    "transition T+19300 sum in_progress -> complete (success) attempt=1\n"
+    "transition T+19300 (task) in_progress -> complete (all steps complete) attempt=null\n"
+    "instance process[0] complete attempts=1/5 item=\"x\" error=null results={\"ok\":true}\n"
+    "instance process[1] complete attempts=1/5 item=\"y\" error=null results={\"n\":1}\n"
+    "instance process[2] error attempts=1/5 item=\"z\" error=it broke for good results=null\n";
+
+/* One task through every kind of move a step makes (a retry, a lease that
+ * expires and its late owner fenced, an error, an operator's retry and
+ * resolve), one cancelled mid-attempt with its owner's outcome fenced out,
+ * a decision with a skipped branch and convergence, and a map failed by
+ * its instances and reopened by a retry of one: the whole history (tasks, steps, attempts,
+ * transitions, instances) is the text below on every backend. Written to
+ * hold a history fixed while the rows that record it change (issue 22). */
+static void history_of_every_move(world *w) {
+  add_template(w, chain_toml);
+  add_template(w, one_toml);
+  add_template(w, order_toml);
+  add_template(w, fanout_toml);
+  int64_t tasks[4];
+  tk__claimed c;
+  tk__outcome o;
+  tk_err err;
+  tk__effects fx;
+
+  /* chain: a fails once, its next attempt's lease expires and its owner
+   * writes late, the third succeeds; b fails for good, is retried by an
+   * operator, fails again and is resolved. */
+  tasks[0] = submit(w, "chain");
+  c = claim_one(w->s, "A");
+  w->clock.now_ms = T(10);
+  o = retry_of(&c, "A", T(10), T(1000));
+  record_ok(w->s, &o);
+  w->clock.now_ms = T(1000);
+  tk__claimed late = claim_one(w->s, "B");
+  tk__expired x[2];
+  assert_int_equal(expired_at(w->s, T(1000 + LEASE_MS), x, 2), 1);
+  w->clock.now_ms = T(1000 + LEASE_MS);
+  o = reaped_of(&x[0], T(1000 + LEASE_MS), T(2000 + LEASE_MS));
+  record_ok(w->s, &o);
+  w->clock.now_ms = T(1500 + LEASE_MS);
+  o = success_of(&late, "B", T(1500 + LEASE_MS));
+  assert_int_equal(record1(w->s, &o, &fx, &err), TK_EFENCED);
+  w->clock.now_ms = T(2000 + LEASE_MS);
+  complete_next(w, "{\"a\":3}");
+  w->clock.now_ms = T(3000 + LEASE_MS);
+  c = claim_one(w->s, "A");
+  o = error_of(&c, "A", T(3000 + LEASE_MS));
+  record_ok(w->s, &o);
+  w->clock.now_ms = T(4000 + LEASE_MS);
+  operate_ok(w, TK_OP_RETRY, tasks[0], "b");
+  c = claim_one(w->s, "A");
+  w->clock.now_ms = T(5000 + LEASE_MS);
+  o = error_of(&c, "A", T(5000 + LEASE_MS));
+  record_ok(w->s, &o);
+  w->clock.now_ms = T(6000 + LEASE_MS);
+  operate_ok(w, TK_OP_RESOLVE, tasks[0], "b");
+
+  /* one: cancelled while its step runs; the owner's outcome is fenced out. */
+  w->clock.now_ms = T(7000 + LEASE_MS);
+  tasks[1] = submit(w, "one");
+  c = claim_one(w->s, "A");
+  w->clock.now_ms = T(7100 + LEASE_MS);
+  operate_ok(w, TK_OP_CANCEL, tasks[1], NULL);
+  w->clock.now_ms = T(7200 + LEASE_MS);
+  o = success_of(&c, "A", T(7200 + LEASE_MS));
+  assert_int_equal(record1(w->s, &o, &fx, &err), TK_EFENCED);
+
+  /* order: triage chooses review; approve is skipped, notify converges. */
+  w->clock.now_ms = T(8000 + LEASE_MS);
+  tasks[2] = submit(w, "order");
+  complete_next(w, "{\"risk\":\"high\"}");
+  complete_next(w, "{\"branches\":[\"review\"]}");
+  complete_next(w, "{\"reviewed\":true}");
+  complete_next(w, "{}");
+
+  /* fanout: three instances, two fail (one more than allowed), the map
+   * fails; an operator's retry of one reopens it and it completes. */
+  w->clock.now_ms = T(9000 + LEASE_MS);
+  tasks[3] = submit(w, "fanout");
+  complete_next(w, "{\"files\":[\"x\",\"y\",\"z\"]}");
+  tk__claimed in[3];
+  assert_int_equal(claim(w->s, "A", 3, in), 3);
+  w->clock.now_ms = T(9100 + LEASE_MS);
+  o = success_of(&in[0], "A", w->clock.now_ms);
+  record_ok(w->s, &o);
+  o = error_of(&in[1], "A", w->clock.now_ms);
+  record_ok(w->s, &o);
+  o = error_of(&in[2], "A", w->clock.now_ms);
+  record_ok(w->s, &o);
+  w->clock.now_ms = T(9200 + LEASE_MS);
+  operate_ok(w, TK_OP_RETRY, tasks[3], "process[1]");
+  w->clock.now_ms = T(9300 + LEASE_MS);
+  complete_next(w, "{\"n\":1}");
+  complete_next(w, "{\"sum\":3}");
+
+  char *got = histories(w, tasks, 4, tasks[3], 1);
+  if (strcmp(got, history_of_every_move_text) != 0) {
+    print_error("the history:\n");
+    for (char *line = strtok(got, "\n"); line; line = strtok(NULL, "\n"))
+      print_error("%s\n", line);
+    free(got);
+    fail_msg("the history differs from the one every backend must write (above)");
+  }
+  free(got);
+}
+
 static const conformance_case cases[] = {
     {"claim order: due retries by run_at, then pending work", due_retries_first_then_pending, 0},
     {"claim order: the oldest task's steps first", oldest_task_first, 0},
@@ -3717,6 +3976,7 @@ static const conformance_case cases[] = {
     {"flow: an empty map, one over max, one over no list", map_empty_and_too_wide, 0},
     {"flow: a range in chunks", map_range_chunks, 0},
     {"flow: cancel mid-map", cancel_mid_map, 0},
+    {"history: every kind of move, the same on every backend", history_of_every_move, 0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
