@@ -207,6 +207,9 @@ int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
  * identity existed, nothing written). */
 int tk__sq_task_insert(tk__sqlite *q, const tk__new_task *t, int64_t *task_id, int *existed,
                        tk_err *err);
+/* Bulk submit (sqlite_tasks.c). */
+int tk__sq_submit_many(tk_store *s, const tk__new_task *t, int n, int64_t *task_ids,
+                       int *existed, tk_err *err);
 /* Schedules (sqlite_schedules.c). */
 int tk__sq_schedule_put(tk_store *s, const tk__schedule_rec *rows, int n,
                         const char *replace_source, tk_err *err);

@@ -373,4 +373,5 @@ const tk__store_ops tk__sqlite_store_ops = {
     .durability = tk__sq_durability,
     .retry_earlier = tk__sq_retry_earlier,
     .instance_list = tk__sq_instance_list,
+    .submit_many = tk__sq_submit_many,
 };
