@@ -137,8 +137,10 @@ end:
  * task, per step, per batch step and per item, each tied to its task by
  * the task's position (ord, from 1) in the chunk. The ids are drawn from
  * the tasks' sequence in that order first, so that the answer maps every
- * position to its id; a task whose identity exists is not inserted (ON
- * CONFLICT), and nothing of it is written. Steps go in by task and
+ * position to its id; a task whose identity exists draws none (a file
+ * submitted again leaves no gap in the ids) and is not inserted, nor is
+ * one whose identity another session inserts meanwhile (ON CONFLICT):
+ * nothing of it is written. Steps go in by task and
  * position, so their ids increase as a single submit's do.
  * $1 now; $2-$6 tasks' template, identity, context, steps, start time;
  * $7-$13 steps' ord, idx, name, max_attempts, retryable, backoff,
@@ -146,13 +148,16 @@ end:
  * ord, step idx, seq, key, data; $24 the first transition's reason.
  * Answer: each task's ord, id and whether it was created. */
 static const char CREATE_MANY_SQL[] =
-    "WITH u AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence('tasks', 'id')) AS id, v.*"
+    "WITH u AS MATERIALIZED (SELECT CASE WHEN v.identity IS NULL OR NOT EXISTS (SELECT 1"
+    " FROM tasks x WHERE x.identity = v.identity) THEN"
+    " nextval(pg_get_serial_sequence('tasks', 'id')) END AS id, v.*"
     " FROM (SELECT * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::int[],"
     " $6::bigint[]) WITH ORDINALITY AS v(template_id, identity, context, nsteps, start_at, ord)"
     " ORDER BY ord) v),"
     " t AS (INSERT INTO tasks (id, template_id, identity, context, state, steps_total,"
     " created_at, updated_at) SELECT id, template_id, identity, context, " Q(TK__TASK_PENDING)
-    ", nsteps, $1::bigint, $1 FROM u ORDER BY ord ON CONFLICT (identity) DO NOTHING RETURNING id),"
+    ", nsteps, $1::bigint, $1 FROM u WHERE id IS NOT NULL ORDER BY ord"
+    " ON CONFLICT (identity) DO NOTHING RETURNING id),"
     " s AS (INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable, backoff,"
     " parents_remaining, run_at)"
     " SELECT t.id, v.idx, v.name, " Q(TK__STEP_PENDING) ", v.max_attempts, v.retryable,"
