@@ -150,7 +150,7 @@ end:
 static const char CREATE_MANY_SQL[] =
     "WITH u AS MATERIALIZED (SELECT CASE WHEN v.identity IS NULL OR NOT EXISTS (SELECT 1"
     " FROM tasks x WHERE x.identity = v.identity) THEN"
-    " nextval(pg_get_serial_sequence('tasks', 'id')) END AS id, v.*"
+    " nextval((SELECT pg_get_serial_sequence('tasks', 'id')::regclass)) END AS id, v.*"
     " FROM (SELECT * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::int[],"
     " $6::bigint[]) WITH ORDINALITY AS v(template_id, identity, context, nsteps, start_at, ord)"
     " ORDER BY ord) v),"
