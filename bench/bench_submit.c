@@ -3,7 +3,9 @@
  * beside tk_task_submit (one transaction per task), at the default
  * durability (full: every commit synced). Each row is timed around the
  * C API calls alone (the contexts' text is made before), on a fresh store,
- * best and median of BENCH_REPEAT runs (3):
+ * best and median of BENCH_REPEAT runs (3), and the median of this
+ * process's CPU per task (on PostgreSQL the client's alone, so that the
+ * rest of the time is the server's):
  *   bulk 1 step          100,000 single-step tasks in one call
  *   bulk 1 step, 1,000   the same in calls of 1,000 (a transaction each)
  *   bulk 1 step, ids     100,000 in one call, each with an identity
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +43,14 @@ static double mono(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* This process's CPU seconds so far (user and system). */
+static double cpu(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec / 1e6 +
+         (double)u.ru_stime.tv_sec + (double)u.ru_stime.tv_usec / 1e6;
 }
 
 static int64_t store_now(tk_store *s) {
@@ -95,9 +106,10 @@ typedef struct row {
   int identities;
 } row;
 
-/* Seconds for one run of r on a fresh store at url. */
+/* Seconds for one run of r on a fresh store at url; *cpu_s this
+ * process's CPU seconds in it. */
 static double run_once(const char *url, const row *r, tk_config *cfg, char **contexts,
-                       char **identities) {
+                       char **identities, double *cpu_s) {
   tk_store *s = fresh_store(url, r->steps, cfg);
   tk_submit_request *reqs = calloc((size_t)r->tasks, sizeof *reqs);
   int64_t *ids = calloc((size_t)r->tasks, sizeof *ids);
@@ -108,7 +120,7 @@ static double run_once(const char *url, const row *r, tk_config *cfg, char **con
                                   .identity = r->identities ? identities[i] : NULL};
   tk_err err;
   int failed;
-  double t0 = mono();
+  double t0 = mono(), c0 = cpu();
   for (int done = 0; done < r->tasks;) {
     int n = r->per_call ? r->per_call : 1;
     if (n > r->tasks - done) n = r->tasks - done;
@@ -121,6 +133,7 @@ static double run_once(const char *url, const row *r, tk_config *cfg, char **con
     done += n;
   }
   double secs = mono() - t0;
+  *cpu_s = cpu() - c0;
   if (ids[r->tasks - 1] - ids[0] != r->tasks - 1) die("the tasks' ids are not consecutive", NULL);
   free(reqs);
   free(ids);
@@ -133,12 +146,13 @@ static void backend(const char *name, const char *url, const row *rows, int nrow
                     tk_config *cfg, char **contexts, char **identities) {
   for (int k = 0; k < nrows; k++) {
     const row *r = &rows[k];
-    double secs[16];
-    for (int i = 0; i < repeat; i++) secs[i] = run_once(url, r, cfg, contexts, identities);
+    double secs[16], cpus[16];
+    for (int i = 0; i < repeat; i++) secs[i] = run_once(url, r, cfg, contexts, identities, &cpus[i]);
     qsort(secs, (size_t)repeat, sizeof *secs, cmp_double);
-    printf("%-11s %-26s %8d %10.0f %10.0f %12.0f\n", name, r->label, r->tasks,
+    qsort(cpus, (size_t)repeat, sizeof *cpus, cmp_double);
+    printf("%-11s %-26s %8d %10.0f %10.0f %12.0f %10.1f\n", name, r->label, r->tasks,
            r->tasks / secs[0], r->tasks / secs[repeat / 2],
-           (double)r->tasks * r->steps / secs[repeat / 2]);
+           (double)r->tasks * r->steps / secs[repeat / 2], cpus[repeat / 2] * 1e6 / r->tasks);
     fflush(stdout);
   }
 }
@@ -175,8 +189,8 @@ int main(void) {
   snprintf(url, sizeof url, "sqlite:%s/store.db", dir);
   printf("tasks submitted per second, durability full, best and median of %d runs "
          "(a busy machine: compare rows of one run)\n", repeat);
-  printf("%-11s %-26s %8s %10s %10s %12s\n", "backend", "mode", "tasks", "best/s", "median/s",
-         "steps/s(med)");
+  printf("%-11s %-26s %8s %10s %10s %12s %10s\n", "backend", "mode", "tasks", "best/s", "median/s",
+         "steps/s(med)", "cpu us/task");
   backend("sqlite", url, rows, nrows, repeat, cfg, contexts, identities);
   if (pg_url) backend("postgresql", pg_url, rows, nrows, repeat, cfg, contexts, identities);
   else printf("(postgresql: set BENCH_PG_URL, or run sh bench/bench_pg.sh submit)\n");

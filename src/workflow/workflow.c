@@ -114,9 +114,12 @@ static int context_parse(const char *text, json_t **out, tk_err *err) {
 }
 
 /* The rest of a build once b has its context and its template's
- * definition: each step's settings and batch items, and b->t. */
+ * definition: each step's settings and batch items, and b->t. With
+ * `like` (a task built from the same definition), the settings are
+ * copied from its steps and only batch items are read again: a bulk
+ * submit reads the definition once per run of one template. */
 static int steps_resolve(const tk_config *cfg, const tk_submit_request *req, int64_t now,
-                         tk__built_task *b, tk_err *err) {
+                         const tk__built_task *like, tk__built_task *b, tk_err *err) {
   int rc = 0;
   json_t *def = b->def;
   json_t *steps = json_object_get(def, "steps");
@@ -132,6 +135,17 @@ static int steps_resolve(const tk_config *cfg, const tk_submit_request *req, int
   for (size_t i = 0; i < n; i++) {
     json_t *step = json_array_get(steps, i);
     json_t *v;
+    if (like) {
+      ns[i] = like->steps[i];
+      /* Its items are like's own: read this task's from its context. */
+      ns[i].items = NULL;
+      ns[i].nitems = 0;
+      ns[i].batch = 0;
+      if (like->steps[i].batch && (rc = tk__batch_step_resolve(step, b->ctx, cfg, &ns[i], err)))
+        goto done;
+      batch |= ns[i].batch;
+      continue;
+    }
     ns[i].name = json_string_value(json_object_get(step, "name"));
     ns[i].nparents = (int)json_array_size(json_object_get(step, "depends_on"));
     v = retry_setting(def, step, "max_attempts");
@@ -174,7 +188,7 @@ int tk__task_build(tk_store *s, const tk_config *cfg, const tk_submit_request *r
   }
   b->have_tmpl = 1;
   b->def = json_loads(b->tmpl.definition, 0, NULL);
-  return steps_resolve(cfg, req, now, b, err);
+  return steps_resolve(cfg, req, now, NULL, b, err);
 }
 
 int tk__task_build_like(const tk__built_task *like, const tk_config *cfg,
@@ -185,7 +199,7 @@ int tk__task_build_like(const tk__built_task *like, const tk_config *cfg,
   if (rc) return rc;
   b->tmpl.id = like->tmpl.id;
   b->def = json_incref(like->def);
-  return steps_resolve(cfg, req, now, b, err);
+  return steps_resolve(cfg, req, now, like, b, err);
 }
 
 void tk__built_task_free(tk__built_task *b) {
