@@ -156,6 +156,31 @@ sm_api() {
   fv_serve_stop
 }
 
+# sm_race: 4 bulk submits of the same 300 identities at once (each its own
+# process and connection): every one succeeds and prints the same ids, and
+# the store holds each identity's task once (on PostgreSQL a submit whose
+# identity another session took meanwhile tries again and finds it).
+sm_race() {
+  i=0
+  while [ "$i" -lt 300 ]; do
+    printf '{"context": {"i": %d}, "identity": "race-%d"}\n' "$i" "$i"
+    i=$((i + 1))
+  done >"$W/race.jsonl"
+  for k in 1 2 3 4; do
+    t submit order --contexts "$W/race.jsonl" >"$W/race$k.out" 2>"$W/race$k.err" &
+    eval "race_pid$k=\$!"
+  done
+  for k in 1 2 3 4; do
+    eval "wait \$race_pid$k"
+    RC=$?; OUT=""; ERR=$(tail -n 3 "$W/race$k.err")
+    expect_rc "concurrent bulk submit $k" 0
+  done
+  expect_eq "the same ids for all four" "$(cat "$W/race1.out" "$W/race2.out" "$W/race3.out" "$W/race4.out" | sort | uniq -c | awk '{print $1}' | sort -u)" 4
+  expect_eq "300 distinct ids" "$(sort -u "$W/race1.out" | wc -l | tr -d ' ')" 300
+  expect_eq "each identity stored once" \
+    "$(t tasks --json --limit 1000 | jq '[.tasks[] | select(.identity != null and (.identity | startswith("race-")))] | length')" 300
+}
+
 sm_run() {
   sm_templates
   run t init
@@ -164,8 +189,9 @@ sm_run() {
   expect_rc "template add" 0
   sm_cli
   sm_api
+  sm_race
   run t run --until-idle --workers 0
   expect_rc "run until idle" 0
   expect_eq "the order tasks ran; the delayed mail tasks wait" \
-    "$(t status --json | jq -c .tasks)" '{"complete":7,"pending":2}'
+    "$(t status --json | jq -c .tasks)" '{"complete":307,"pending":2}'
 }
