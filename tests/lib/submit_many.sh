@@ -190,8 +190,13 @@ sm_run() {
   sm_cli
   sm_api
   sm_race
+  # Tasks without batch steps go in by groups of rows on SQLite: delayed too.
+  printf '{}\n{"context": {"late": true}}\n' | t submit order --contexts - --in 1h >"$W/late.out"
+  expect_eq "delayed order tasks submitted" "$(wc -l <"$W/late.out" | tr -d ' ')" 2
   run t run --until-idle --workers 0
   expect_rc "run until idle" 0
-  expect_eq "the order tasks ran; the delayed mail tasks wait" \
-    "$(t status --json | jq -c .tasks)" '{"complete":307,"pending":2}'
+  expect_eq "the order tasks ran; the delayed ones wait" \
+    "$(t status --json | jq -c .tasks)" '{"complete":307,"pending":4}'
+  expect_eq "a delayed task's first step is scheduled" \
+    "$(t show "$(tail -n 1 "$W/late.out")" --json | jq -r '.steps[0].why.reason')" scheduled
 }
