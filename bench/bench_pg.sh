@@ -39,8 +39,13 @@
 #               with 10^6 steps stored, half of them instances, beside
 #               today's shape (goal: within 2x); BENCH_MAP="create claims"
 #               (bench_map's section names) runs only those
+#   submit      bulk submit (issue 22; bench_submit, on the cluster): tasks/s
+#               of tk_task_submit_many (100,000 single-step tasks in one
+#               call, in calls of 1,000, with identities; 25,000 4-step
+#               chains) beside tk_task_submit, on SQLite and on the cluster
+#               (goals: >= 50,000/s on SQLite, >= 20,000/s on PostgreSQL)
 # Usage: sh bench/bench_pg.sh [throughput|jobs|peers|latency|precision|split|scale|where|
-#                              durability|delayed|search|map]...
+#                              durability|delayed|search|map|submit]...
 # (default all but where). BENCH_QUICK=1 runs a tenth of the sizes. Every
 # tool a section runs is built first (make, in $BUILD).
 set -eu
@@ -52,13 +57,15 @@ SUBMIT_PACED=$TOP/$BUILD/bench/submit_paced
 LIFECYCLE=$TOP/$BUILD/bench/bench_lifecycle
 SEARCH=$TOP/$BUILD/bench/bench_search
 MAP=$TOP/$BUILD/bench/bench_map
+SUBMIT=$TOP/$BUILD/bench/bench_submit
 # Build what the sections run (make does nothing when it is up to date), so
 # that a fresh clone needs no make target first; build-asan is MODE=asan's.
 MODE=release
 [ "$BUILD" = build-asan ] && MODE=asan
 make -C "$TOP" --no-print-directory MODE=$MODE BUILD="$BUILD" \
   "$BUILD/bin/tasker" "$BUILD/bench/claim_timer" "$BUILD/bench/submit_paced" \
-  "$BUILD/bench/bench_lifecycle" "$BUILD/bench/bench_search" "$BUILD/bench/bench_map" >&2 ||
+  "$BUILD/bench/bench_lifecycle" "$BUILD/bench/bench_search" "$BUILD/bench/bench_map" \
+  "$BUILD/bench/bench_submit" >&2 ||
   { echo "bench_pg.sh: building the benchmark tools failed (try: make bench)" >&2; exit 1; }
 Q=${BENCH_QUICK:-0}
 div() { if [ "$Q" = 1 ]; then echo $(($1 / 10)); else echo "$1"; fi; }
@@ -357,5 +364,10 @@ map() {
   BENCH_PG_URL=$(fresh_db) BENCH_QUICK=$Q "$MAP" ${BENCH_MAP:-}
 }
 
-what=${*:-throughput jobs peers latency precision split scale durability delayed search map}
+# Bulk submit (bench_submit): its table, SQLite's rows and the cluster's.
+submit() {
+  BENCH_PG_URL=$(fresh_db) BENCH_QUICK=$Q "$SUBMIT"
+}
+
+what=${*:-throughput jobs peers latency precision split scale durability delayed search map submit}
 for w in $what; do "$w"; done

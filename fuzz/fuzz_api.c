@@ -64,6 +64,16 @@ static void bodies(const char *body, size_t len) {
     if (sb.template_name == NULL || sb.template_name[0] == '\0') abort();
     tk__submit_body_free(&sb);
   }
+  /* A bulk submit: every element a checked submission. */
+  tk__submit_list sl;
+  if (tk__submit_list_parse(body, len, &sl, &e) != 0) {
+    check_error(&e);
+  } else {
+    if (sl.n == 0 || sl.n > TK__SUBMIT_LIST_MAX) abort();
+    for (size_t k = 0; k < sl.n; k++)
+      if (sl.items[k].template_name == NULL || sl.items[k].template_name[0] == '\0') abort();
+    tk__submit_list_free(&sl);
+  }
   static const tk_operator_action actions[] = {TK_OP_RETRY, TK_OP_RESOLVE, TK_OP_CANCEL};
   for (int i = 0; i < 3; i++) {
     tk__bulk_body bb;

@@ -64,6 +64,24 @@ typedef struct tk_submit_request {
 int tk_task_submit(tk_store *s, const tk_config *cfg, const tk_submit_request *req, int64_t now,
                    int64_t *task_id, int *existed, tk_err *err);
 
+/* Submit n tasks at once (bulk submit): reqs[i] as tk_task_submit takes
+ * one, all at `now`, stored in one transaction. Every submission is
+ * checked first (its context, its template and version, its batch items);
+ * the first bad one refuses the call with its message, *failed (may be
+ * NULL; else -1) its index, and nothing is stored. The same holds when the
+ * store fails: all of the tasks or none.
+ *
+ * task_ids[i] gets submission i's task. Identities follow tk_task_submit's
+ * rule, as if the submissions were made one after another in order: one
+ * whose identity names an existing task, or the task of an earlier
+ * submission in this call, creates nothing; existed[i] (existed may be
+ * NULL) is then 1 and task_ids[i] that task. New tasks' ids increase with
+ * i. After the commit, task.created goes to each created task's
+ * reqs[i].observer as tk_task_submit sends it, in order. n <= 0 does
+ * nothing. */
+int tk_task_submit_many(tk_store *s, const tk_config *cfg, const tk_submit_request *reqs, int n,
+                        int64_t now, int64_t *task_ids, int *existed, int *failed, tk_err *err);
+
 /* JSON text (malloc'd) of every stored template: an array of
  * {id, namespace, name, version, created_at, steps, description}. */
 int tk_template_list_json(tk_store *s, char **json, tk_err *err);

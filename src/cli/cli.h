@@ -123,6 +123,15 @@ struct tk_backoff_policy;
 int cli_config_profile(const char *cmd, const struct tk_config *cfg, const char *name,
                        const struct tk_backoff_policy **out);
 
+/* tasker submit --contexts PATH ("-": stdin): a task per line, each a
+ * submission like `like` with the line's context and identity, in one
+ * transaction (cmd_submit_many.c). Prints the ids or the error; returns
+ * the exit status. */
+struct tk_store;
+struct tk_submit_request;
+int cli_submit_contexts(struct tk_store *s, const struct tk_config *cfg,
+                        const struct tk_submit_request *like, const char *path);
+
 /* Subcommands: each returns the process exit status; each has a usage
  * text that `tasker CMD --help` prints. */
 int cmd_backoff(cli_globals *g, int argc, char **argv);

@@ -16,6 +16,8 @@
 const char cmd_submit_usage[] =
     "usage: tasker submit NAME [--version V] [--context JSON|@FILE] [--identity KEY]\n"
     "                          [--count N] [--events FILE] [--at TIME | --in DURATION]\n"
+    "       tasker submit NAME --contexts FILE [--version V] [--events FILE]\n"
+    "                          [--at TIME | --in DURATION]\n"
     "\n"
     "Create a task from template NAME (or NAMESPACE/NAME), newest version unless\n"
     "--version is given, and print its id on stdout. With --identity, submitting\n"
@@ -23,7 +25,14 @@ const char cmd_submit_usage[] =
     "stderr). --count N submits N tasks with that context (one transaction\n"
     "each; their ids one per line). --events FILE appends a task.created event\n"
     "(JSON line) per task to FILE. --at TIME (RFC 3339, e.g. 2026-11-25T09:00:00Z)\n"
-    "or --in DURATION (e.g. 3h) delays the task's start: its first steps run then.\n";
+    "or --in DURATION (e.g. 3h) delays the task's start: its first steps run then.\n"
+    "\n"
+    "--contexts FILE (- for stdin) submits one task per line of FILE, all in one\n"
+    "transaction: each line a JSON object {\"context\": {...}, \"identity\": \"KEY\"}\n"
+    "(both optional). A bad line is named with its number and nothing is\n"
+    "submitted. The ids go to stdout one per line, in the lines' order; an\n"
+    "identity that exists (or an earlier line's) prints its task's id, as\n"
+    "--identity does. On a terminal, progress goes to stderr.\n";
 
 /* The start time of --at TIME (RFC 3339 only: tk_time_arg_parse would take
  * a bare duration as "that long ago") or --in DURATION (from now); 0 for
@@ -92,11 +101,11 @@ static void append_line(const char *line, void *ud) {
 }
 
 int cmd_submit(cli_globals *g, int argc, char **argv) {
-  enum { O_VERSION, O_CONTEXT, O_IDENTITY, O_COUNT, O_EVENTS, O_AT, O_IN, O_N };
+  enum { O_VERSION, O_CONTEXT, O_IDENTITY, O_COUNT, O_EVENTS, O_AT, O_IN, O_CONTEXTS, O_N };
   cli_opt o[O_N] = {{"version", "V", NULL, 0},     {"context", "JSON", NULL, 0},
                     {"identity", "KEY", NULL, 0},  {"count", "N", NULL, 0},
                     {"events", "FILE", NULL, 0},   {"at", "TIME", NULL, 0},
-                    {"in", "DURATION", NULL, 0}};
+                    {"in", "DURATION", NULL, 0},   {"contexts", "FILE", NULL, 0}};
   const char *pos[1];
   int npos, rc = cli_parse("submit", o, O_N, argc, argv, pos, &npos, 1);
   if (rc) return rc;
@@ -111,6 +120,12 @@ int cmd_submit(cli_globals *g, int argc, char **argv) {
               (long long)count);
     return CLI_EXIT_USAGE;
   }
+  for (int k = O_CONTEXT; k <= O_COUNT && o[O_CONTEXTS].seen; k++)
+    if (o[k].seen) {
+      cli_error("submit", "--contexts with --%s: each line gives its task's context and "
+                "identity", o[k].name);
+      return CLI_EXIT_USAGE;
+    }
   char *context = NULL;
   if (o[O_CONTEXT].seen && o[O_CONTEXT].value[0] == '@') {
     context = read_file(o[O_CONTEXT].value + 1);
@@ -146,6 +161,13 @@ int cmd_submit(cli_globals *g, int argc, char **argv) {
   /* The start is fixed once, from the store's clock: --count N tasks start
    * together. */
   if ((rc = start_time(&o[O_AT], &o[O_IN], tk_clock_now(&clock), &req.start_at))) count = 0;
+  if (rc == 0 && o[O_CONTEXTS].seen) {
+    count = 0;
+    rc = cli_submit_contexts(s, cfg, &req, o[O_CONTEXTS].value);
+    if (rc == 0 && created.failed)
+      fprintf(stderr, "tasker submit: --events: cannot append to \"%s\" (the tasks were "
+              "created)\n", o[O_EVENTS].value);
+  }
   for (int64_t k = 0; k < count && rc == 0; k++) {
     int64_t id = 0, now = tk_clock_now(&clock);
     int existed = 0;

@@ -13,10 +13,61 @@
 
 static int64_t now(const tk_server *s) { return tk_clock_now(&s->clock); }
 
+/* POST /api/v1/tasks with an array (bulk submit, tk_task_submit_many):
+ * all of the tasks in one transaction or none; {"tasks": [{"id",
+ * "existed"}, ...]} in the body's order, 201 when any task was created,
+ * else 200. A refusal names the element at fault. */
+static void submit_list(tk_server *s, const char *body, size_t len, tk__response *out) {
+  tk__submit_list l;
+  tk__api_error e;
+  if (tk__submit_list_parse(body, len, &l, &e) != 0) {
+    tk__respond_error(out, &e);
+    return;
+  }
+  tk_submit_request *reqs = calloc(l.n, sizeof *reqs);
+  int64_t *ids = calloc(l.n, sizeof *ids);
+  int *existed = calloc(l.n, sizeof *existed);
+  tk_err err;
+  int failed = -1, rc;
+  if (!reqs || !ids || !existed) {
+    rc = tk_err_set(&err, TK_ENOMEM, "out of memory submitting %zu tasks", l.n);
+  } else {
+    for (size_t i = 0; i < l.n; i++)
+      reqs[i] = (tk_submit_request){.template_name = l.items[i].template_name,
+                                    .version = l.items[i].version,
+                                    .context_json = l.items[i].context,
+                                    .identity = l.items[i].identity};
+    rc = tk_task_submit_many(s->store, s->config, reqs, (int)l.n, now(s), ids, existed, &failed,
+                             &err);
+  }
+  if (rc != 0) {
+    tk_err at = err;
+    if (failed >= 0) tk_err_set(&at, err.code, "body[%d]: %.480s", failed, err.msg);
+    tk__respond_tk_error(s, out, &at, err.code == TK_ENOENT ? "template" : NULL);
+  } else {
+    json_t *tasks = json_array();
+    int created = 0;
+    for (size_t i = 0; tasks && i < l.n; i++) {
+      created |= !existed[i];
+      json_array_append_new(tasks, json_pack("{s:I, s:b}", "id", (json_int_t)ids[i], "existed",
+                                             existed[i]));
+    }
+    tk__respond_json_value(out, created ? 201 : 200, json_pack("{s:o?}", "tasks", tasks));
+  }
+  free(reqs);
+  free(ids);
+  free(existed);
+  tk__submit_list_free(&l);
+}
+
 /* POST /api/v1/tasks: 201 for a new task, 200 when its identity existed. */
 static void submit(tk_server *s, const char *body, size_t len, tk__response *out) {
   tk__submit_body b;
   tk__api_error e;
+  if (tk__submit_is_list(body, len)) {
+    submit_list(s, body, len, out);
+    return;
+  }
   if (tk__submit_body_parse(body, len, &b, &e) != 0) {
     tk__respond_error(out, &e);
     return;

@@ -77,34 +77,91 @@ void tk__submit_body_free(tk__submit_body *b) {
   memset(b, 0, sizeof *b);
 }
 
-int tk__submit_body_parse(const char *body, size_t len, tk__submit_body *out, tk__api_error *e) {
+/* One submission, the object obj (`where` names it in messages), into
+ * *out, whose strings borrow from obj. */
+static int submit_object(json_t *obj, const char *where, tk__submit_body *out,
+                         tk__api_error *e) {
   static const char *const members[] = {"template", "version", "context", "identity", NULL};
+  json_t *ctx = json_object_get(obj, "context");
+  if (only(obj, where, members, "template, version, context or identity", e) != 0 ||
+      string_member(obj, "template", "bad_request", &out->template_name, e) != 0 ||
+      string_member(obj, "version", "bad_request", &out->version, e) != 0 ||
+      string_member(obj, "identity", "bad_request", &out->identity, e) != 0)
+    return -1;
+  if (out->template_name == NULL)
+    return tk__api_fail(e, 400, "bad_request", "template",
+                        "template is missing: expected the template's name (\"name\" or "
+                        "\"namespace/name\")");
+  if (ctx != NULL && !json_is_object(ctx))
+    return tk__api_fail(e, 400, "bad_request", "context", "context: %s: expected a JSON object",
+                        type_name(ctx));
+  if (ctx != NULL && (out->context = json_dumps(ctx, JSON_COMPACT | JSON_PRESERVE_ORDER)) == NULL)
+    return tk__api_fail(e, 500, "internal", NULL, "out of memory");
+  return 0;
+}
+
+int tk__submit_body_parse(const char *body, size_t len, tk__submit_body *out, tk__api_error *e) {
   memset(out, 0, sizeof *out);
   if (load_object(body, len, &out->root, e) != 0) return -1;
-  json_t *ctx = json_object_get(out->root, "context");
-  if (only(out->root, "body", members, "template, version, context or identity", e) != 0 ||
-      string_member(out->root, "template", "bad_request", &out->template_name, e) != 0 ||
-      string_member(out->root, "version", "bad_request", &out->version, e) != 0 ||
-      string_member(out->root, "identity", "bad_request", &out->identity, e) != 0)
-    goto fail;
-  if (out->template_name == NULL) {
-    tk__api_fail(e, 400, "bad_request", "template",
-                 "template is missing: expected the template's name (\"name\" or "
-                 "\"namespace/name\")");
+  if (submit_object(out->root, "body", out, e) == 0) return 0;
+  tk__submit_body_free(out);
+  return -1;
+}
+
+int tk__submit_is_list(const char *body, size_t len) {
+  size_t i = 0;
+  while (i < len && strchr(" \t\r\n", body[i]) != NULL) i++;
+  return i < len && body[i] == '[';
+}
+
+void tk__submit_list_free(tk__submit_list *l) {
+  for (size_t i = 0; l->items && i < l->n; i++) free(l->items[i].context);
+  free(l->items);
+  json_decref(l->root);
+  memset(l, 0, sizeof *l);
+}
+
+int tk__submit_list_parse(const char *body, size_t len, tk__submit_list *out, tk__api_error *e) {
+  json_error_t je;
+  memset(out, 0, sizeof *out);
+  json_t *j = out->root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+  if (j == NULL)
+    return tk__api_fail(e, 400, "bad_request", NULL,
+                        "the body is not valid JSON: %s at line %d, column %d", je.text,
+                        je.line, je.column);
+  size_t n = json_array_size(j);
+  if (!json_is_array(j) || n == 0 || n > TK__SUBMIT_LIST_MAX) {
+    tk__api_fail(e, 400, "bad_request", NULL,
+                 "the body is %s of %zu tasks: expected from 1 to %d submissions",
+                 json_is_array(j) ? "an array" : type_name(j), n, TK__SUBMIT_LIST_MAX);
     goto fail;
   }
-  if (ctx != NULL && !json_is_object(ctx)) {
-    tk__api_fail(e, 400, "bad_request", "context", "context: %s: expected a JSON object",
-                 type_name(ctx));
-    goto fail;
-  }
-  if (ctx != NULL && (out->context = json_dumps(ctx, JSON_COMPACT | JSON_PRESERVE_ORDER)) == NULL) {
+  if ((out->items = calloc(n, sizeof *out->items)) == NULL) {
     tk__api_fail(e, 500, "internal", NULL, "out of memory");
     goto fail;
   }
+  for (out->n = 0; out->n < n; out->n++) {
+    char where[32];
+    snprintf(where, sizeof where, "body[%zu]", out->n);
+    json_t *v = json_array_get(j, out->n);
+    if (!json_is_object(v)) {
+      tk__api_fail(e, 400, "bad_request", NULL, "%s: %s: expected an object {\"template\", "
+                   "\"version\"?, \"context\"?, \"identity\"?}", where, type_name(v));
+      goto fail;
+    }
+    if (submit_object(v, where, &out->items[out->n], e) != 0) {
+      out->n++; /* its context, if any, is freed with the rest */
+      if (strncmp(e->message, where, strlen(where)) != 0) {
+        char msg[sizeof e->message];
+        snprintf(msg, sizeof msg, "%s: %.470s", where, e->message);
+        memcpy(e->message, msg, sizeof msg);
+      }
+      goto fail;
+    }
+  }
   return 0;
 fail:
-  tk__submit_body_free(out);
+  tk__submit_list_free(out);
   return -1;
 }
 

@@ -148,6 +148,27 @@ typedef struct tk__submit_body {
 int tk__submit_body_parse(const char *body, size_t len, tk__submit_body *out, tk__api_error *e);
 void tk__submit_body_free(tk__submit_body *b);
 
+/* Most submissions one POST /api/v1/tasks array may hold (the body's
+ * size bounds it too). */
+#define TK__SUBMIT_LIST_MAX 10000
+
+/* Whether a POST /api/v1/tasks body is an array (bulk submit): its first
+ * byte after white space is '['. */
+int tk__submit_is_list(const char *body, size_t len);
+
+/* A bulk submit: [{"template", "version"?, "context"?, "identity"?}, ...]
+ * with 1 to TK__SUBMIT_LIST_MAX elements, each checked as a single
+ * submit's body; a refusal names the element ("body[3]: ..."). items[i]
+ * borrow from root, but their contexts. */
+typedef struct tk__submit_list {
+  json_t *root;
+  tk__submit_body *items;
+  size_t n;
+} tk__submit_list;
+
+int tk__submit_list_parse(const char *body, size_t len, tk__submit_list *out, tk__api_error *e);
+void tk__submit_list_free(tk__submit_list *l);
+
 typedef enum tk__bulk_kind { TK__BULK_TASKS = 1, TK__BULK_STEPS, TK__BULK_FILTER } tk__bulk_kind;
 
 typedef struct tk__bulk_step {

@@ -37,8 +37,9 @@
  * include/tasker/schedule.h); also retention (prune, size) and delayed
  * starts (tk__new_task.start_at); 8: open takes tk_store_open_options
  * (create or not); 9: decisions and map (DESIGN §17): item_index in claims
- * and outcomes, map counts in step records, instance_list. */
-#define TK__STORE_OPS_VERSION 9
+ * and outcomes, map counts in step records, instance_list; 10: submit_many
+ * (bulk submit, at the end). */
+#define TK__STORE_OPS_VERSION 10
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 #define TK__STATE_MAX 24
@@ -662,6 +663,15 @@ typedef struct tk__store_ops {
    * task. */
   int (*instance_list)(tk_store *s, int64_t task_id, int map_idx, int after, int limit,
                        tk__step_rec **out, int *n, int64_t *total, tk_err *err);
+
+  /* Bulk submit (10). Create the n tasks t[] (n >= 1) in one transaction,
+   * as task_create creates one: all of them or none. Their identities are
+   * distinct (the caller folds repeats: tk_task_submit_many); one that
+   * already exists writes nothing and gives existed[i] = 1 and its task's
+   * id in task_ids[i], also when another connection creates it at the
+   * same moment. New tasks' ids increase with i. */
+  int (*submit_many)(tk_store *s, const tk__new_task *t, int n, int64_t *task_ids, int *existed,
+                     tk_err *err);
 } tk__store_ops;
 
 /* Every backend's store struct starts with this. */

@@ -25,6 +25,16 @@ typedef struct tk__built_task {
  * (done already when this fails). */
 int tk__task_build(tk_store *s, const tk_config *cfg, const tk_submit_request *req, int64_t now,
                    tk__built_task *b, tk_err *err);
+/* tk__task_build for a submission of the template `like` was built from
+ * (the same name and version): its template is not looked up again and
+ * its definition is shared. */
+int tk__task_build_like(const tk__built_task *like, const tk_config *cfg,
+                        const tk_submit_request *req, int64_t now, tk__built_task *b,
+                        tk_err *err);
 void tk__built_task_free(tk__built_task *b);
+
+/* task.created for the task req created, to req->observer when its
+ * interest has it (after the commit, on the caller's thread). */
+void tk__task_created_emit(const tk_submit_request *req, int64_t now, int64_t task_id);
 
 #endif

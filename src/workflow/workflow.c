@@ -89,14 +89,12 @@ static json_t *retry_setting(json_t *def, json_t *step, const char *key) {
   return v ? v : json_object_get(json_object_get(def, "retry"), key);
 }
 
-int tk__task_build(tk_store *s, const tk_config *cfg, const tk_submit_request *req, int64_t now,
-                   tk__built_task *b, tk_err *err) {
-  memset(b, 0, sizeof *b);
+/* The submission's context (NULL: {}) as a JSON object into *out. */
+static int context_parse(const char *text, json_t **out, tk_err *err) {
   json_error_t jerr;
-  const char *ctx_text = req->context_json ? req->context_json : "{}";
   /* Any JSON value parses, so that a valid non-object gets the clear
    * "expected a JSON object" message. */
-  json_t *ctx = json_loads(ctx_text, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+  json_t *ctx = json_loads(text ? text : "{}", JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
   if (ctx == NULL)
     return tk_err_set(err, TK_EINVAL, "context: invalid JSON at line %d, column %d: %s",
                       jerr.line, jerr.column, jerr.text);
@@ -111,27 +109,43 @@ int tk__task_build(tk_store *s, const tk_config *cfg, const tk_submit_request *r
     return tk_err_set(err, TK_EINVAL, "context: expected a JSON object such as {\"order\": 42}, "
                       "got %s", kind);
   }
-  b->ctx = ctx;
-  int rc = tk__template_lookup(s, req->template_name, req->version, &b->tmpl, err);
-  if (rc) {
-    json_decref(ctx);
-    b->ctx = NULL;
-    return rc;
-  }
-  b->have_tmpl = 1;
-  json_t *def = b->def = json_loads(b->tmpl.definition, 0, NULL);
+  *out = ctx;
+  return 0;
+}
+
+/* The rest of a build once b has its context and its template's
+ * definition: each step's settings and batch items, and b->t. With
+ * `like` (a task built from the same definition), the settings are
+ * copied from its steps and only batch items are read again: a bulk
+ * submit reads the definition once per run of one template. */
+static int steps_resolve(const tk_config *cfg, const tk_submit_request *req, int64_t now,
+                         const tk__built_task *like, tk__built_task *b, tk_err *err) {
+  int rc = 0;
+  json_t *def = b->def;
   json_t *steps = json_object_get(def, "steps");
   size_t n = b->n = json_array_size(steps);
   tk__new_step *ns = b->steps = calloc(n ? n : 1, sizeof *ns);
-  char *canonical = b->canonical = json_dumps(ctx, JSON_COMPACT);
+  char *canonical = b->canonical = json_dumps(b->ctx, JSON_COMPACT);
   if (ns == NULL || canonical == NULL) {
     rc = tk_err_set(err, TK_ENOMEM, "out of memory submitting %s", req->template_name);
     goto done;
   }
   const tk_engine_settings *engine = tk_config_engine(cfg);
+  int batch = 0;
   for (size_t i = 0; i < n; i++) {
     json_t *step = json_array_get(steps, i);
     json_t *v;
+    if (like) {
+      ns[i] = like->steps[i];
+      /* Its items are like's own: read this task's from its context. */
+      ns[i].items = NULL;
+      ns[i].nitems = 0;
+      ns[i].batch = 0;
+      if (like->steps[i].batch && (rc = tk__batch_step_resolve(step, b->ctx, cfg, &ns[i], err)))
+        goto done;
+      batch |= ns[i].batch;
+      continue;
+    }
     ns[i].name = json_string_value(json_object_get(step, "name"));
     ns[i].nparents = (int)json_array_size(json_object_get(step, "depends_on"));
     v = retry_setting(def, step, "max_attempts");
@@ -140,7 +154,14 @@ int tk__task_build(tk_store *s, const tk_config *cfg, const tk_submit_request *r
     ns[i].retryable = v ? json_is_true(v) : 1;
     v = retry_setting(def, step, "backoff");
     ns[i].backoff = v ? json_string_value(v) : "default";
-    if ((rc = tk__batch_step_resolve(step, ctx, cfg, &ns[i], err))) goto done;
+    if ((rc = tk__batch_step_resolve(step, b->ctx, cfg, &ns[i], err))) goto done;
+    batch |= ns[i].batch;
+  }
+  /* Only batch items borrow from the context: a bulk submit holds many
+   * built tasks at once, so the parsed context goes as soon as it can. */
+  if (!batch) {
+    json_decref(b->ctx);
+    b->ctx = NULL;
   }
   b->t = (tk__new_task){
       .template_id = b->tmpl.id,
@@ -154,6 +175,31 @@ int tk__task_build(tk_store *s, const tk_config *cfg, const tk_submit_request *r
 done:
   if (rc) tk__built_task_free(b);
   return rc;
+}
+
+int tk__task_build(tk_store *s, const tk_config *cfg, const tk_submit_request *req, int64_t now,
+                   tk__built_task *b, tk_err *err) {
+  memset(b, 0, sizeof *b);
+  int rc = context_parse(req->context_json, &b->ctx, err);
+  if (rc) return rc;
+  if ((rc = tk__template_lookup(s, req->template_name, req->version, &b->tmpl, err))) {
+    tk__built_task_free(b);
+    return rc;
+  }
+  b->have_tmpl = 1;
+  b->def = json_loads(b->tmpl.definition, 0, NULL);
+  return steps_resolve(cfg, req, now, NULL, b, err);
+}
+
+int tk__task_build_like(const tk__built_task *like, const tk_config *cfg,
+                        const tk_submit_request *req, int64_t now, tk__built_task *b,
+                        tk_err *err) {
+  memset(b, 0, sizeof *b);
+  int rc = context_parse(req->context_json, &b->ctx, err);
+  if (rc) return rc;
+  b->tmpl.id = like->tmpl.id;
+  b->def = json_incref(like->def);
+  return steps_resolve(cfg, req, now, like, b, err);
 }
 
 void tk__built_task_free(tk__built_task *b) {
@@ -172,16 +218,20 @@ int tk_task_submit(tk_store *s, const tk_config *cfg, const tk_submit_request *r
   int rc = tk__task_build(s, cfg, req, now, &b, err);
   if (rc) return rc;
   rc = s->ops->task_create(s, &b.t, task_id, existed, err);
-  if (rc == 0 && !(existed && *existed) && req->observer && req->observer->on_event &&
-      (req->observer->interest & TK_EV_BIT(TK_EV_TASK_CREATED))) {
-    tk_event ev = {.type = TK_EV_TASK_CREATED, .at = now, .task = *task_id};
-    ev.u.created.template_name = req->template_name;
-    ev.u.created.version = req->version;
-    ev.u.created.identity = req->identity;
-    req->observer->on_event(&ev, req->observer_ud);
-  }
+  if (rc == 0 && !(existed && *existed)) tk__task_created_emit(req, now, *task_id);
   tk__built_task_free(&b);
   return rc;
+}
+
+void tk__task_created_emit(const tk_submit_request *req, int64_t now, int64_t task_id) {
+  if (!req->observer || !req->observer->on_event ||
+      !(req->observer->interest & TK_EV_BIT(TK_EV_TASK_CREATED)))
+    return;
+  tk_event ev = {.type = TK_EV_TASK_CREATED, .at = now, .task = task_id};
+  ev.u.created.template_name = req->template_name;
+  ev.u.created.version = req->version;
+  ev.u.created.identity = req->identity;
+  req->observer->on_event(&ev, req->observer_ud);
 }
 
 int tk_task_operate(tk_store *s, tk_operator_action action, int64_t task_id, const char *step,

@@ -403,8 +403,10 @@ static void bad_bodies(void **state) {
   world *w = *state;
   refused(w, "POST", "/api/v1/tasks", "{\"template\": \"etl\"", post_h, 400, "bad_request", NULL,
           "not valid JSON");
+  /* An array is a bulk submit (tests/cli/submit_many.sh): its elements
+   * must be submissions. */
   refused(w, "POST", "/api/v1/tasks", "[1]", post_h, 400, "bad_request", NULL,
-          "the body is an array: expected a JSON object");
+          "body[0]: an integer: expected an object {\"template\"");
   refused(w, "POST", "/api/v1/tasks", "", post_h, 400, "bad_request", NULL, "no body");
   refused(w, "POST", "/api/v1/tasks", "{\"template\": \"nosuch\"}", post_h, 404, "not_found",
           "template", "nosuch");

@@ -219,6 +219,8 @@ int tk__pg_schedule_remove(tk_store *s, const char *name, tk_err *err);
 int tk__pg_schedule_fire(tk_store *s, tk__schedule_step *step, tk_err *err);
 int tk__pg_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
                        tk_err *err);
+int tk__pg_submit_many(tk_store *s, const tk__new_task *t, int n, int64_t *task_ids,
+                       int *existed, tk_err *err);
 int tk__pg_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_err *errs,
                   tk__claim_request *next, tk_err *err);
 int tk__pg_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,

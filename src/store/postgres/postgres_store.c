@@ -356,4 +356,5 @@ const tk__store_ops tk__postgres_store_ops = {
     .durability = tk__pg_durability,
     .retry_earlier = tk__pg_retry_earlier,
     .instance_list = tk__pg_instance_list,
+    .submit_many = tk__pg_submit_many,
 };

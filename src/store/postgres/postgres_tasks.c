@@ -132,3 +132,217 @@ end:
   for (int k = 0; k < A_COUNT; k++) tk__buf_free(&b[k]);
   return rc;
 }
+
+/* Bulk submit, in two round trips of one transaction. First each task's
+ * id: the existing task of its identity, else one drawn from the tasks'
+ * sequence (none for an existing identity: a file submitted again leaves
+ * no gap). Then the rows, by plain INSERTs from arrays (one element per
+ * task, per step, per batch step, per item) that need no join but the
+ * batch steps' to their step: every id and value is known beforehand.
+ * Another session inserting one of the identities in between makes the
+ * task INSERT fail on the unique identity: the whole call is then tried
+ * again, and finds that task in its first round trip. */
+static const char IDS_SQL[] =
+    "SELECT v.ord, t.id, CASE WHEN t.id IS NULL THEN"
+    " nextval((SELECT pg_get_serial_sequence('tasks', 'id')::regclass)) END"
+    " FROM unnest($1::text[]) WITH ORDINALITY AS v(identity, ord)"
+    " LEFT JOIN tasks t ON t.identity = v.identity";
+
+static const char TASKS_SQL[] =
+    "INSERT INTO tasks (id, template_id, identity, context, state, steps_total, created_at,"
+    " updated_at) SELECT v.id, v.template_id, v.identity, v.context, " Q(TK__TASK_PENDING) ","
+    " v.nsteps, $1::bigint, $1 FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[],"
+    " $6::int[]) AS v(id, template_id, identity, context, nsteps)";
+
+/* Steps in task and position order, so that their ids increase as a
+ * single submit's do; a delayed root step's parents_remaining and run_at
+ * come computed (TK__DELAYED, the start time). */
+static const char STEPS_SQL[] =
+    "INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable, backoff,"
+    " parents_remaining, run_at) SELECT v.task_id, v.idx, v.name, " Q(TK__STEP_PENDING) ","
+    " v.max_attempts, v.retryable, v.backoff, v.parents, v.run_at FROM unnest($1::bigint[],"
+    " $2::int[], $3::text[], $4::int[], $5::boolean[], $6::text[], $7::int[], $8::bigint[])"
+    " AS v(task_id, idx, name, max_attempts, retryable, backoff, parents, run_at)";
+
+static const char CREATED_SQL[] =
+    "INSERT INTO transitions (task_id, to_state, at, reason)"
+    " SELECT id, " Q(TK__TASK_PENDING) ", $1::bigint, $2::text FROM unnest($3::bigint[]) AS v(id)";
+
+static const char BATCH_SQL[] =
+    "INSERT INTO batch_steps (step_id, max_in_call_retries, max_item_attempts,"
+    " fail_if_any_gave_up) SELECT s.id, v.mic, v.mia, v.fail FROM unnest($1::bigint[],"
+    " $2::int[], $3::int[], $4::int[], $5::boolean[]) AS v(task_id, idx, mic, mia, fail)"
+    " JOIN steps s ON s.task_id = v.task_id AND s.idx = v.idx";
+
+static const char ITEMS_SQL[] =
+    "INSERT INTO items (step_id, seq, key, data) SELECT s.id, v.seq, v.key, v.data"
+    " FROM unnest($1::bigint[], $2::int[], $3::int[], $4::text[], $5::text[])"
+    " AS v(task_id, idx, seq, key, data) JOIN steps s ON s.task_id = v.task_id AND s.idx = v.idx";
+
+/* The arrays of one chunk's statements. */
+enum { M_ID, M_TEMPLATE, M_IDENTITY, M_CONTEXT, M_NSTEPS,
+       M_STASK, M_SIDX, M_NAME, M_MAX, M_RETRYABLE, M_BACKOFF, M_PARENTS, M_RUNAT,
+       M_BTASK, M_BIDX, M_MIC, M_MIA, M_FAIL,
+       M_ITASK, M_IIDX, M_SEQ, M_KEY, M_DATA, M_COUNT };
+
+/* Tasks per chunk of statements: large enough that a round trip and a
+ * plan are little beside the rows, small enough that the arrays stay a
+ * few MB. */
+#define CHUNK 5000
+
+/* The arrays of the tasks t[0..n) that are to be created (existed[i] 0),
+ * into m[]; *created how many, *batch whether any has a batch step. */
+static int chunk_arrays(const tk__new_task *t, int n, const int64_t *ids, const int *existed,
+                        tk__buf *m, const char **v, int *created, int *batch) {
+  for (int k = 0; k < M_COUNT; k++) tk__pg_array_open(&m[k]);
+  *created = *batch = 0;
+  for (int i = 0; i < n; i++) {
+    if (existed[i]) continue;
+    const tk__new_task *k = &t[i];
+    (*created)++;
+    tk__pg_array_i64(&m[M_ID], ids[i]);
+    tk__pg_array_i64(&m[M_TEMPLATE], k->template_id);
+    tk__pg_array_text(&m[M_IDENTITY], k->identity);
+    tk__pg_array_text(&m[M_CONTEXT], k->context);
+    tk__pg_array_i64(&m[M_NSTEPS], k->nsteps);
+    for (int j = 0; j < k->nsteps; j++) {
+      const tk__new_step *ns = &k->steps[j];
+      int delayed = k->start_at > k->now && ns->nparents == 0;
+      tk__pg_array_i64(&m[M_STASK], ids[i]);
+      tk__pg_array_i64(&m[M_SIDX], j);
+      tk__pg_array_text(&m[M_NAME], ns->name);
+      tk__pg_array_i64(&m[M_MAX], ns->max_attempts);
+      tk__pg_array_bool(&m[M_RETRYABLE], ns->retryable);
+      tk__pg_array_text(&m[M_BACKOFF], ns->backoff);
+      tk__pg_array_i64(&m[M_PARENTS], delayed ? TK__DELAYED : ns->nparents);
+      tk__pg_array_i64(&m[M_RUNAT], delayed ? k->start_at : k->now);
+      if (!ns->batch) continue;
+      *batch = 1;
+      tk__pg_array_i64(&m[M_BTASK], ids[i]);
+      tk__pg_array_i64(&m[M_BIDX], j);
+      tk__pg_array_i64(&m[M_MIC], ns->max_in_call_retries);
+      tk__pg_array_i64(&m[M_MIA], ns->max_item_attempts);
+      tk__pg_array_bool(&m[M_FAIL], ns->fail_if_any_gave_up);
+      for (int e = 0; e < ns->nitems; e++) {
+        tk__pg_array_i64(&m[M_ITASK], ids[i]);
+        tk__pg_array_i64(&m[M_IIDX], j);
+        tk__pg_array_i64(&m[M_SEQ], e);
+        tk__pg_array_text(&m[M_KEY], ns->items[e].key);
+        tk__pg_array_text(&m[M_DATA], ns->items[e].data);
+      }
+    }
+  }
+  int ok = 1;
+  for (int k = 0; k < M_COUNT; k++) ok &= (v[k] = tk__pg_array_close(&m[k])) != NULL;
+  return ok;
+}
+
+/* Queue the statements of one chunk (arrays in m[], which must live until
+ * the pipeline runs). */
+static int queue_chunk(tk__pg_pipe *p, const tk__new_task *t, int n, const int64_t *ids,
+                       const int *existed, tk__buf *m, tk_err *err) {
+  const char *v[M_COUNT];
+  int created, batch;
+  if (!chunk_arrays(t, n, ids, existed, m, v, &created, &batch))
+    return tk__pg_oom(err, "submit tasks");
+  if (created == 0) return 0;
+  tk__pg_args a = {0};
+  tk__pg_arg_i64(&a, t[0].now);
+  for (int k = M_ID; k <= M_NSTEPS; k++) tk__pg_arg_text(&a, v[k]);
+  tk__pg_pipe_stmt(p, -1, TASKS_SQL, a.n, a.v);
+  tk__pg_pipe_stmt(p, -1, STEPS_SQL, M_RUNAT - M_STASK + 1, v + M_STASK);
+  a.n = 0;
+  tk__pg_arg_i64(&a, t[0].now);
+  tk__pg_arg_text(&a, TK__REASON_CREATED);
+  tk__pg_arg_text(&a, v[M_ID]);
+  tk__pg_pipe_stmt(p, -1, CREATED_SQL, a.n, a.v);
+  if (batch) {
+    tk__pg_pipe_stmt(p, -1, BATCH_SQL, M_FAIL - M_BTASK + 1, v + M_BTASK);
+    tk__pg_pipe_stmt(p, -1, ITEMS_SQL, M_DATA - M_ITASK + 1, v + M_ITASK);
+  }
+  return 0;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The first round trip: BEGIN, and each task's id into task_ids[] (with
+ * existed[]); drawn ids go to the new tasks in order. */
+static int ids_read(tk__pg_pipe *p, const tk__new_task *t, int n, int64_t *task_ids,
+                    int *existed, tk_err *err) {
+  tk__buf b = {0};
+  tk__pg_array_open(&b);
+  for (int i = 0; i < n; i++) tk__pg_array_text(&b, t[i].identity);
+  const char *v = tk__pg_array_close(&b);
+  if (v == NULL) {
+    tk__buf_free(&b);
+    return tk__pg_oom(err, "submit tasks");
+  }
+  tk__pg_begin(p);
+  int slot = tk__pg_pipe_stmt(p, -1, IDS_SQL, 1, &v);
+  int rc = tk__pg_pipe_run(p, "submit tasks", err);
+  tk__buf_free(&b);
+  if (rc) return rc;
+  PGresult *r = tk__pg_result(p, slot);
+  int64_t *drawn = malloc(((size_t)n + 1) * sizeof *drawn);
+  if (drawn == NULL) return tk__pg_oom(err, "submit tasks");
+  int ndrawn = 0;
+  for (int i = 0; i < n; i++) existed[i] = -1;
+  for (int row = 0; r && row < PQntuples(r); row++) {
+    int i = (int)tk__pg_i64(r, row, 0) - 1;
+    if (i < 0 || i >= n) continue;
+    existed[i] = !PQgetisnull(r, row, 1);
+    if (existed[i]) task_ids[i] = tk__pg_i64(r, row, 1);
+    else drawn[ndrawn++] = tk__pg_i64(r, row, 2);
+  }
+  qsort(drawn, (size_t)ndrawn, sizeof *drawn, cmp_i64);
+  for (int i = 0, k = 0; i < n; i++)
+    if (existed[i] == 0) task_ids[i] = k < ndrawn ? drawn[k++] : 0;
+  free(drawn);
+  for (int i = 0; i < n; i++)
+    if (existed[i] < 0 || task_ids[i] <= 0)
+      return tk_err_set(err, TK_ESTORE, "postgres: submit tasks: no id for task %d of %d", i + 1,
+                        n);
+  tk__pg_pipe_reset(p);
+  return 0;
+}
+
+/* One try of the whole call; *conflict when another session took one of
+ * the identities meanwhile (then nothing was stored). */
+static int submit_once(tk_store *s, const tk__new_task *t, int n, int64_t *task_ids,
+                       int *existed, int *conflict, tk_err *err) {
+  int chunks = (n + CHUNK - 1) / CHUNK;
+  tk__buf *m = calloc((size_t)chunks * M_COUNT, sizeof *m);
+  if (m == NULL) return tk__pg_oom(err, "submit tasks");
+  *conflict = 0;
+  tk__pg_pipe p;
+  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, "submit tasks", err);
+  if (rc == 0) rc = ids_read(&p, t, n, task_ids, existed, err);
+  int any = 0;
+  for (int i = 0; rc == 0 && i < n; i++) any |= !existed[i];
+  for (int c = 0; rc == 0 && c < chunks; c++) {
+    int first = c * CHUNK, len = n - first < CHUNK ? n - first : CHUNK;
+    rc = queue_chunk(&p, t + first, len, task_ids + first, existed + first, m + c * M_COUNT, err);
+  }
+  if (rc == 0) {
+    if (any) tk__pg_notify(&p);
+    tk__pg_commit(&p);
+    rc = tk__pg_pipe_run(&p, "submit tasks", err);
+    *conflict = rc == TK_ESTORE && strcmp(p.sqlstate, "23505") == 0;
+  }
+  tk__pg_pipe_end(&p);
+  for (int k = 0; k < chunks * M_COUNT; k++) tk__buf_free(&m[k]);
+  free(m);
+  return rc;
+}
+
+int tk__pg_submit_many(tk_store *s, const tk__new_task *t, int n, int64_t *task_ids,
+                       int *existed, tk_err *err) {
+  int conflict, rc;
+  for (int tries = 0;; tries++) {
+    rc = submit_once(s, t, n, task_ids, existed, &conflict, err);
+    if (rc == 0 || !conflict || tries == 3) return rc;
+  }
+}

@@ -23,6 +23,7 @@ enum {
   SQ_FLOW_MOVE, SQ_FLOW_RESULTS, SQ_FLOW_EXPAND, SQ_FLOW_LIVE_PARENT, SQ_FLOW_RELEASE,
   SQ_FLOW_RUN_AT, SQ_FLOW_MAP_STATE, SQ_FLOW_MAP_COUNT, SQ_FLOW_MAP_LEFT, SQ_FLOW_MAP_RESULTS,
   SQ_FLOW_COUNTERS, SQ_FLOW_INSTANCE_DONE, SQ_FLOW_INSTANCE_LEFT,
+  SQ_BULK_NEXT_ID, SQ_BULK_TASK, SQ_BULK_TASKS, SQ_BULK_STEP, SQ_BULK_STEPS,
   SQ__COUNT
 };
 
@@ -207,6 +208,9 @@ int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
  * identity existed, nothing written). */
 int tk__sq_task_insert(tk__sqlite *q, const tk__new_task *t, int64_t *task_id, int *existed,
                        tk_err *err);
+/* Bulk submit (sqlite_tasks.c). */
+int tk__sq_submit_many(tk_store *s, const tk__new_task *t, int n, int64_t *task_ids,
+                       int *existed, tk_err *err);
 /* Schedules (sqlite_schedules.c). */
 int tk__sq_schedule_put(tk_store *s, const tk__schedule_rec *rows, int n,
                         const char *replace_source, tk_err *err);

@@ -37,10 +37,10 @@ sqlite3_stmt *tk__sq_stmt(tk__sqlite *q, int id, const char *sql, tk_err *err) {
 sqlite3_stmt *tk__sq_insert_rows(tk__sqlite *q, int one_id, int many_id, const char *head,
                                  int columns, int rows, tk_err *err) {
   assert(rows == 1 || rows == TK__SQ_ROWS_PER_INSERT);
-  assert(columns > 0 && columns <= 8);
+  assert(columns > 0 && columns <= 10);
   int id = rows == 1 ? one_id : many_id;
   if (q->stmts[id] != NULL) return tk__sq_stmt(q, id, NULL, err);
-  char sql[256 + TK__SQ_ROWS_PER_INSERT * 20];
+  char sql[256 + TK__SQ_ROWS_PER_INSERT * 24];
   size_t len = (size_t)snprintf(sql, sizeof sql, "%s VALUES ", head);
   assert(len < 256);
   for (int i = 0; i < rows; i++) {
@@ -373,4 +373,5 @@ const tk__store_ops tk__sqlite_store_ops = {
     .durability = tk__sq_durability,
     .retry_earlier = tk__sq_retry_earlier,
     .instance_list = tk__sq_instance_list,
+    .submit_many = tk__sq_submit_many,
 };
