@@ -108,11 +108,24 @@ template() {
 }
 NOOP='{ kind = "builtin", name = "noop" }'
 
+# settle URL: wait (5 s at most) until no other session is on URL's
+# database, so that the CPU of the server processes that served it is in the
+# postmaster's reaped-children total when server_ticks reads it (read while
+# one is exiting, it could be missed).
+settle() {
+  n=0
+  while [ "$n" -lt 50 ] && [ "$(sql "$1" "SELECT count(*) FROM pg_stat_activity
+      WHERE datname = current_database() AND pid <> pg_backend_pid()")" != 0 ]; do
+    sleep 0.1; n=$((n + 1))
+  done
+  sleep 0.1
+}
 # prepare URL TEMPLATE_FILE TASKS: init, add, submit.
 prepare() {
   "$TASKER" --config "$W/tasker.toml" --db "$1" init >/dev/null 2>&1
   "$TASKER" --config "$W/tasker.toml" --db "$1" template add "$2" >/dev/null 2>&1
   "$TASKER" --config "$W/tasker.toml" --db "$1" submit "$(basename "$2" .toml)" --count "$3" >/dev/null
+  settle "$1"
 }
 # drain URL PROCS: seconds (3 decimals) for PROCS orchestrators to finish,
 # at engine.durability $DURABILITY (docs/durability.md).
@@ -128,6 +141,7 @@ drain() {
   done
   for pid in $pids; do wait "$pid" || true; done
   t1=$(now_ms)
+  settle "$1"
   echo "$t0 $t1" | awk '{ printf "%.3f", ($2 - $1) / 1000 }'
 }
 
