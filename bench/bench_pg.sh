@@ -113,10 +113,10 @@ NOOP='{ kind = "builtin", name = "noop" }'
 # postmaster's reaped-children total when server_ticks reads it (read while
 # one is exiting, it could be missed).
 settle() {
-  n=0
-  while [ "$n" -lt 50 ] && [ "$(sql "$1" "SELECT count(*) FROM pg_stat_activity
+  settle_tries=0 # (a name of its own: sh functions share their callers' variables)
+  while [ "$settle_tries" -lt 50 ] && [ "$(sql "$1" "SELECT count(*) FROM pg_stat_activity
       WHERE datname = current_database() AND pid <> pg_backend_pid()")" != 0 ]; do
-    sleep 0.1; n=$((n + 1))
+    sleep 0.1; settle_tries=$((settle_tries + 1))
   done
   sleep 0.1
 }
