@@ -7,9 +7,16 @@
 #               (what a job queue does). Tasks are submitted first; the
 #               time is from the orchestrators' start until the last exits
 #               (tasker run --until-idle).
-#   peers       graphile-worker and pg-boss on the same cluster in the same
-#               run (../shared/peers/run-peers.sh, when present), and the
-#               ratio of tasker's best single-step figure to the best peer's
+#   peers       ONE table: tasker beside graphile-worker and pg-boss (each
+#               mode: bench/peers/run-peers.sh) and DBOS Transact
+#               (bench/peers/dbos/run-dbos.sh) on the same cluster in the
+#               same run: single-step tasks/s, 4-step chains' steps/s, their
+#               latency p50/p99, retry lateness p99, server CPU and WAL per
+#               single-step task (the drain only), and tasker/peer ratios.
+#               tasker's figures are those of jobs, latency and precision
+#               (run first when not asked for) and 10,000 chains of 4 at 1,
+#               2 and 4 orchestrators. The peers install from the npm
+#               registry into /tmp (PEERS_WORK, DBOS_WORK) on first use.
 #   latency     a linear 4-step noop task, submit to complete, p50/p99 (200
 #               tasks submitted 20 ms apart from one connection, as an
 #               embedding application does, to one running orchestrator)
@@ -44,7 +51,7 @@
 #               call, in calls of 1,000, with identities; 25,000 4-step
 #               chains) beside tk_task_submit, on SQLite and on the cluster
 #               (goals: >= 50,000/s on SQLite, >= 20,000/s on PostgreSQL)
-# Usage: sh bench/bench_pg.sh [throughput|jobs|peers|latency|precision|split|scale|where|
+# Usage: sh bench/bench_pg.sh [throughput|jobs|latency|precision|peers|split|scale|where|
 #                              durability|delayed|search|map|submit]...
 # (default all but where). BENCH_QUICK=1 runs a tenth of the sizes. Every
 # tool a section runs is built first (make, in $BUILD).
@@ -108,11 +115,24 @@ template() {
 }
 NOOP='{ kind = "builtin", name = "noop" }'
 
+# settle URL: wait (5 s at most) until no other session is on URL's
+# database, so that the CPU of the server processes that served it is in the
+# postmaster's reaped-children total when server_ticks reads it (read while
+# one is exiting, it could be missed).
+settle() {
+  settle_tries=0 # (a name of its own: sh functions share their callers' variables)
+  while [ "$settle_tries" -lt 50 ] && [ "$(sql "$1" "SELECT count(*) FROM pg_stat_activity
+      WHERE datname = current_database() AND pid <> pg_backend_pid()")" != 0 ]; do
+    sleep 0.1; settle_tries=$((settle_tries + 1))
+  done
+  sleep 0.1
+}
 # prepare URL TEMPLATE_FILE TASKS: init, add, submit.
 prepare() {
   "$TASKER" --config "$W/tasker.toml" --db "$1" init >/dev/null 2>&1
   "$TASKER" --config "$W/tasker.toml" --db "$1" template add "$2" >/dev/null 2>&1
   "$TASKER" --config "$W/tasker.toml" --db "$1" submit "$(basename "$2" .toml)" --count "$3" >/dev/null
+  settle "$1"
 }
 # drain URL PROCS: seconds (3 decimals) for PROCS orchestrators to finish,
 # at engine.durability $DURABILITY (docs/durability.md).
@@ -128,13 +148,34 @@ drain() {
   done
   for pid in $pids; do wait "$pid" || true; done
   t1=$(now_ms)
+  settle "$1"
   echo "$t0 $t1" | awk '{ printf "%.3f", ($2 - $1) / 1000 }'
 }
 
+# server_ticks: the cluster's CPU ticks so far: the postmaster with the
+# children it has reaped, and its live children.
+server_ticks() {
+  pm=$(head -n 1 "$W/pg/data/postmaster.pid")
+  for pid in $pm $(ps -o pid= --ppid "$pm"); do
+    cat "/proc/$pid/stat" 2>/dev/null | sed 's/.*) //'
+  done | awk '{ t += $12 + $13 } NR == 1 { t += $14 + $15 } END { print t }'
+}
+# meter: server CPU ticks and the WAL position in bytes, for meter_cost.
+meter() { echo "$(server_ticks) $(sql "$BASE_URL" "SELECT pg_current_wal_lsn() - '0/0'")"; }
+# meter_cost BEFORE AFTER STEPS: "server_us wal_bytes" per step.
+meter_cost() {
+  echo "$1 $2" | awk -v n="$3" -v hz="$(getconf CLK_TCK)" \
+    '{ printf "%.0f %.0f", ($3 - $1) * 1e6 / hz / n, ($4 - $2) / n }'
+}
+
+# throughput_row: one row; sets LAST_RATE (steps/s), LAST_COST (meter_cost
+# of the drain).
 throughput_row() { # LABEL TEMPLATE_FILE TASKS STEPS_PER_TASK PROCS
   url=$(fresh_db)
   prepare "$url" "$2" "$3"
+  m0=$(meter)
   secs=$(drain "$url" "$5")
+  LAST_COST=$(meter_cost "$m0" "$(meter)" $(($3 * $4)))
   left=$(sql "$url" "SELECT count(*) FROM steps WHERE state <> 'complete'")
   steps=$(($3 * $4))
   printf '%-12s %8d %8d %6d %10s %10.0f %s\n' "$1" "$3" "$steps" "$5" "$secs" \
@@ -150,45 +191,99 @@ throughput() {
   for p in 1 2 4; do throughput_row chain "$chain" "$(div 10000)" 10 "$p"; done
 }
 
-BEST_JOBS=0
+BEST_JOBS=0 BEST_JOBS_COST=
 jobs() {
   one=$(template single 1 0 "$NOOP")
   printf '\n%-12s %8s %8s %6s %10s %10s\n' "job queue" tasks steps procs seconds steps/s
   for p in 1 2 4; do
     throughput_row single "$one" "$(div 50000)" 1 "$p"
-    if [ "$LAST_RATE" -gt "$BEST_JOBS" ]; then BEST_JOBS=$LAST_RATE; fi
+    if [ "$LAST_RATE" -gt "$BEST_JOBS" ]; then BEST_JOBS=$LAST_RATE BEST_JOBS_COST=$LAST_COST; fi
   done
 }
 
+# jfield LINE KEY: the value of KEY in a JSON line (a number or a string).
+jfield() { printf '%s' "$1" | sed -n "s/.*\"$2\":\"\{0,1\}\([^\",}]*\).*/\1/p"; }
+# kv KEY=VALUE LINE: VALUE from a DBOS result line.
+kv() { printf '%s' "$2" | sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
+
+# peers: ONE table of tasker and each peer mode, measured on this cluster in
+# this run; rows are collected as "row<TAB>column<TAB>value" in $W/peers.tab.
 peers() {
-  script=$TOP/../shared/peers/run-peers.sh
-  printf '\n%-34s %10s\n' "peers (same cluster, same run)" "jobs/s"
-  if [ ! -x "$script" ] && [ ! -f "$script" ]; then
-    echo "  (no $script: peers not run)"
-    return
-  fi
+  dir=$TOP/bench/peers
   [ "$BEST_JOBS" -gt 0 ] || jobs >/dev/null
+  [ -n "$LATENCY" ] || latency >/dev/null
+  [ -n "$RETRY_P99" ] || precision >/dev/null
+  chain4=$(template chain4 4 1 "$NOOP")
+  best_chain=0
+  for p in 1 2 4; do
+    throughput_row chain4 "$chain4" "$(div 10000)" 4 "$p" >/dev/null
+    if [ "$LAST_RATE" -gt "$best_chain" ]; then best_chain=$LAST_RATE; fi
+  done
+  t="$W/peers.tab"
+  set -- $LATENCY $BEST_JOBS_COST
+  printf 'tasker\t%s\t%s\n' single "$BEST_JOBS" chain "$best_chain" p50 "$1" p99 "$2" \
+    retry "$RETRY_P99" srv "$3" wal "$4" >"$t"
+  # graphile-worker and pg-boss, each mode single then chain4.
   sql "$BASE_URL" "CREATE DATABASE peers" >/dev/null
   purl=$(printf '%s' "$BASE_URL" | sed "s|:///[^?]*|:///peers|")
-  best_peer=0
-  PEERS_PG=$purl bash "$script" "$(div 50000)" >"$W/peers.out" 2>"$W/peers.err" || true
+  { PEERS_PG=$purl PGDATA_DIR=$W/pg/data bash "$dir/run-peers.sh" single "$(div 50000)"
+    PEERS_PG=$purl PGDATA_DIR=$W/pg/data LAT_N=$(div 200) bash "$dir/run-peers.sh" chain4 "$(div 10000)"
+  } >"$W/peers.out" 2>"$W/peers.err" || true
   while IFS= read -r line; do
-    peer=$(printf '%s' "$line" | sed -n 's/.*"peer":"\([^"]*\)".*/\1/p')
-    mode=$(printf '%s' "$line" | sed -n 's/.*"mode":"\([^"]*\)".*/\1/p')
-    batch=$(printf '%s' "$line" | sed -n 's/.*"batchSize":\([0-9]*\).*/\1/p')
-    name="$peer ${mode:-batch $batch}"
-    rate=$(printf '%s' "$line" | sed -n 's/.*"jobs_per_s":\([0-9.]*\).*/\1/p')
-    [ -n "$rate" ] || continue
-    printf '%-34s %10.0f\n' "$name" "$rate"
-    r=$(printf '%.0f' "$rate")
-    if [ "$r" -gt "$best_peer" ]; then best_peer=$r; fi
-  done <"$W/peers.out"
-  if [ "$best_peer" -eq 0 ]; then
-    echo "  (peers printed no figures; stderr:)"; sed 's/^/    /' "$W/peers.err" | tail -n 5
-    return
+    row="$(jfield "$line" peer) $(jfield "$line" mode)"
+    case $(jfield "$line" shape) in
+    single) printf "$row\t%s\t%s\n" single "$(jfield "$line" jobs_per_s)" \
+      srv "$(jfield "$line" server_us_per_step)" wal "$(jfield "$line" wal_bytes_per_step)" ;;
+    chain4) printf "$row\t%s\t%s\n" chain "$(jfield "$line" steps_per_s)" \
+      p50 "$(jfield "$line" p50_ms)" p99 "$(jfield "$line" p99_ms)" ;;
+    esac
+  done <"$W/peers.out" >>"$t"
+  # DBOS Transact: single, chain4 (then chains one at a time), retries with
+  # 100 in flight; its server CPU and WAL are those of the single run.
+  PGHOST=$W/pg PGPORT=$(cat "$W/pg/port") PGDATA_DIR=$W/pg/data LAT_N=$(div 200) \
+    bash "$dir/dbos/run-dbos.sh" "$(div 20000)" "$(div 5000)" "$(div 1000)" 0 \
+    >"$W/dbos.out" 2>>"$W/peers.err" || true
+  while IFS= read -r line; do
+    case $line in
+    "single "*) printf 'DBOS Transact\tsingle\t%s\n' "$(kv workflows_per_s "$line")" ;;
+    "# single "*) printf 'DBOS Transact\t%s\t%s\n' \
+      srv "$(kv pg_cpu_ms_per_wf "$line" | awk '{ print $1 * 1000 }')" \
+      wal "$(kv wal_bytes_per_wf "$line")" ;;
+    "chain4 "*) printf 'DBOS Transact\t%s\t%s\n' chain "$(kv steps_per_s "$line")" \
+      p50 "$(kv p50_ms "$line")" p99 "$(kv p99_ms "$line")" ;;
+    "retry "*) printf 'DBOS Transact\tretry\t%s\n' "$(kv lateness_p99_ms "$line")" ;;
+    esac
+  done <"$W/dbos.out" >>"$t"
+  printf '\n%-24s %8s %8s %13s %7s %7s %7s %13s\n' "peers: one cluster," single chain4 \
+    "chain4 ms" "retry" server WAL "tasker/peer"
+  printf '%-24s %8s %8s %6s %6s %7s %7s %7s %6s %6s\n' "one run" tasks/s steps/s p50 p99 \
+    "p99 ms" us/step B/step single chain4
+  awk -F'\t' '
+    $3 != "" { if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 }; v[$1, $2] = $3 }
+    function f(x, fmt) { return x == "" ? "-" : sprintf(fmt, x) }
+    function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "-" : sprintf("%.2fx", a / b) }
+    END {
+      for (i = 1; i <= n; i++) {
+        r = order[i]
+        printf "%-24s %8s %8s %6s %6s %7s %7s %7s", r, f(v[r, "single"], "%.0f"),
+          f(v[r, "chain"], "%.0f"), f(v[r, "p50"], "%.1f"), f(v[r, "p99"], "%.1f"),
+          f(v[r, "retry"], "%.1f"), f(v[r, "srv"], "%.0f"), f(v[r, "wal"], "%.0f")
+        if (r != "tasker")
+          printf " %6s %6s", ratio(v["tasker", "single"], v[r, "single"]), ratio(v["tasker", "chain"], v[r, "chain"])
+        printf "\n"
+      }
+    }' "$t"
+  if ! grep -q . "$W/peers.out" || ! grep -q '^single ' "$W/dbos.out"; then
+    echo "  (a peer printed no figures; its stderr:)"; tail -n 5 "$W/peers.err" | sed 's/^/    /'
   fi
-  printf '%-34s %10d\n' "tasker, best single-step row" "$BEST_JOBS"
-  echo "$BEST_JOBS $best_peer" | awk '{ printf "%-34s %10.2fx\n", "tasker / best peer", $1 / $2 }'
+  printf '%s\n' \
+    "single: $(div 50000) noop one-step tasks (jobs) stored first, then drained; tasker best of 1/2/4" \
+    "  orchestrators; DBOS $(div 20000) one-step workflows, 100 in flight. chain4: $(div 10000) chains of 4 noop" \
+    "  steps (each peer handler adds the next job; DBOS $(div 5000) 4-step workflows). chain4 ms: $(div 200) chains" \
+    "  submitted 20 ms apart, submit to done (graphile-worker, pg-boss: the 4th handler's return;" \
+    "  DBOS: one at a time). retry: how late a retry at 50 ms started (tasker $(div 10000) at once; DBOS" \
+    "  $(div 1000), 100 in flight; graphile-worker and pg-boss retry after whole seconds only)." \
+    "  server/WAL: the cluster's CPU and WAL per single-step job while the drain ran (DBOS: its run)."
 }
 
 latency() {
@@ -205,11 +300,13 @@ latency() {
   done
   kill -INT "$pid"; wait "$pid" || true
   printf '\n%-12s %8s %10s %10s %10s\n' latency tasks "p50 ms" "p99 ms" "max ms"
-  sql "$url" "SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY finished_at - created_at),
+  r=$(sql "$url" "SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY finished_at - created_at),
               percentile_cont(0.99) WITHIN GROUP (ORDER BY finished_at - created_at),
-              max(finished_at - created_at) FROM tasks" |
-    awk -F'|' '{ printf "%-12s %8d %10.1f %10.1f %10d\n", "linear 4", $1, $2, $3, $4 }'
+              max(finished_at - created_at) FROM tasks")
+  echo "$r" | awk -F'|' '{ printf "%-12s %8d %10.1f %10.1f %10d\n", "linear 4", $1, $2, $3, $4 }'
+  LATENCY=$(echo "$r" | awk -F'|' '{ print $2, $3 }')
 }
+LATENCY= RETRY_P99=
 
 precision() {
   url=$(fresh_db)
@@ -222,10 +319,12 @@ precision() {
   "$TASKER" --config "$W/tasker.toml" --db "$url" run --until-idle --id prec \
     --events "$W/prec.jsonl" 2>>"$W/run.log"
   printf '\n%-12s %8s %10s %10s %10s\n' precision retries "p50 ms" "p99 ms" "max ms"
-  grep '"type":"step.completed"' "$W/prec.jsonl" | grep '"attempt":2' |
+  r=$(grep '"type":"step.completed"' "$W/prec.jsonl" | grep '"attempt":2' |
     sed -n 's/.*"late_ms":\(-\{0,1\}[0-9]*\).*/\1/p' | sort -n |
     awk '{ a[NR] = $1 } END { p99 = int(NR * 0.99) + 1; if (p99 > NR) p99 = NR
-      printf "%-12s %8d %10d %10d %10d\n", "50 ms once", NR, a[int(NR * 0.5) + 1], a[p99], a[NR] }'
+      printf "%-12s %8d %10d %10d %10d\n", "50 ms once", NR, a[int(NR * 0.5) + 1], a[p99], a[NR] }')
+  echo "$r"
+  RETRY_P99=$(echo "$r" | awk '{ print $6 }')
 }
 
 split() {
@@ -264,10 +363,7 @@ scale() {
 # children it has reaped), all CPU ticks busy, then the cluster's
 # transactions, rows inserted, updated, deleted, WAL records, WAL bytes.
 snapshot() {
-  pm=$(head -n 1 "$W/pg/data/postmaster.pid")
-  srv=$(for pid in $pm $(ps -o pid= --ppid "$pm"); do
-    cat "/proc/$pid/stat" 2>/dev/null | sed 's/.*) //'
-  done | awk -v pm="$pm" '{ t += $12 + $13 } NR == 1 { t += $14 + $15 } END { print t }')
+  srv=$(server_ticks)
   busy=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat)
   db=$(sql "$BASE_URL" "SELECT sum(xact_commit + xact_rollback), sum(tup_inserted),
          sum(tup_updated), sum(tup_deleted), (SELECT wal_records FROM pg_stat_wal),
@@ -312,12 +408,12 @@ where() {
   where_row "tasker, 4 procs (run only)" "$n" "$(cat "$W/secs")" "$a" "$b"
   # Each peer mode, between the lines it prints (its insert, drain and
   # clean-up: the same whole life).
-  script=$TOP/../shared/peers/run-peers.sh
+  script=$TOP/bench/peers/run-peers.sh
   if [ -f "$script" ]; then
     sql "$BASE_URL" "CREATE DATABASE peers_where" >/dev/null 2>&1 || true
     purl=$(printf '%s' "$BASE_URL" | sed "s|:///[^?]*|:///peers_where|")
     a=$(snapshot)
-    PEERS_PG=$purl bash "$script" "$n" 2>"$W/peers.err" | while IFS= read -r line; do
+    PEERS_PG=$purl bash "$script" single "$n" 2>"$W/peers.err" | while IFS= read -r line; do
       b=$(snapshot)
       peer=$(printf '%s' "$line" | sed -n 's/.*"peer":"\([^"]*\)".*/\1/p')
       mode=$(printf '%s' "$line" | sed -n 's/.*"mode":"\([^"]*\)".*/\1/p')
@@ -369,5 +465,5 @@ submit() {
   BENCH_PG_URL=$(fresh_db) BENCH_QUICK=$Q "$SUBMIT"
 }
 
-what=${*:-throughput jobs peers latency precision split scale durability delayed search map submit}
+what=${*:-throughput jobs latency precision peers split scale durability delayed search map submit}
 for w in $what; do "$w"; done
