@@ -1,7 +1,7 @@
 #!/bin/sh
 # Lost connections on PostgreSQL (issue 22, must not regress): 8 `tasker
-# run` processes drain diamond tasks (a command step, a step failing its
-# first attempt and retrying, a noop, a command step converging both)
+# run` processes drain diamond tasks (a noop, a step failing its first
+# attempt and retrying, a noop, a command step converging both)
 # while another connection ends their server backends at random moments
 # with pg_terminate_backend, many times, each time preferring
 # a backend in the middle of something (active, or idle in a
@@ -13,7 +13,7 @@
 # as often as its backend was ended at least once, claimed second-batch
 # work, and exits 0 on SIGTERM; every task complete, every step complete
 # with exactly one successful attempt, no attempt left open, each step's
-# attempts equal to its attempt rows; no attempt of a command step ran
+# attempts equal to its attempt rows; no attempt of the command step ran
 # twice (its own log of runs: task, step, attempt), and each successful
 # attempt of one ran. A terminated claim or outcome whose COMMIT the
 # client never heard of is what this guards: a step lost (claimed and
@@ -40,17 +40,17 @@ max_attempts = 25
 lease = "2s"
 heartbeat = "400ms"
 claim_batch = 16
-workers = 4
+workers = 2
 db = "$PG_DB_URL"
 TOML
-# Each run of a command step appends "TASK STEP ATTEMPT" to runs.log (one
+# Each run of the command step appends "TASK STEP ATTEMPT" to runs.log (one
 # short write: whole even with many at once).
 cat >"$W/term.toml" <<TOML
 name = "term"
 version = "1"
 [[steps]]
 name = "fetch"
-handler = { kind = "command", argv = ["sh", "-c", "echo \"\$TASKER_TASK_ID fetch \$TASKER_ATTEMPT\" >>$W/runs.log; echo '{\"rows\": 3}'"], timeout = "20s" }
+handler = { kind = "builtin", name = "noop" }
 [[steps]]
 name = "flaky"
 depends_on = ["fetch"]
@@ -180,16 +180,16 @@ expect_eq "every step has exactly one successful attempt" \
 expect_attempts_consistent
 expect_eq "every flaky step failed once, then succeeded" \
   "$(pg_sql "SELECT count(*) FROM steps WHERE name = 'flaky' AND attempts < 2")" 0
-expect_eq "no attempt of a command step ran twice" \
+expect_eq "no attempt of the command step ran twice" \
   "$(sort "$W/runs.log" | uniq -d | head -n 3)" ""
-# Each successful attempt of a command step is a run in its log.
+# Each successful attempt of the command step is a run in its log.
 pg_sql "SELECT s.task_id || ' ' || s.name || ' ' || a.attempt FROM attempts a
         JOIN steps s ON s.id = a.step_id
-        WHERE a.outcome = 'success' AND s.name IN ('fetch', 'publish')" | sort >"$W/succeeded"
+        WHERE a.outcome = 'success' AND s.name = 'publish'" | sort >"$W/succeeded"
 sort -u "$W/runs.log" >"$W/ran"
-expect_eq "each successful command attempt ran (its line in runs.log)" \
+expect_eq "each successful attempt of the command step ran (its line in runs.log)" \
   "$(comm -23 "$W/succeeded" "$W/ran" | head -n 3)" ""
-expect_eq "the command steps' successes" "$(wc -l <"$W/succeeded")" "$((2 * ALL))"
+expect_eq "the command step's successes" "$(wc -l <"$W/succeeded")" "$ALL"
 echo "# attempts: $(pg_sql "SELECT string_agg(outcome || ' ' || n, ', ') FROM
        (SELECT outcome, count(*) n FROM attempts GROUP BY outcome ORDER BY outcome) x")"
 tap_done
