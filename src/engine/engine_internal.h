@@ -110,6 +110,11 @@ struct tk_engine {
 
   template_entry *templates;
   int ntemplates;
+  /* The template steps of those whose handlers take no input, sorted
+   * tk__step_key: a claim builds no input for them (claim requests'
+   * no_input). */
+  int64_t *no_input;
+  int nno_input;
   tk__fn_table fns; /* in-process handlers (tk_engine_register) */
 
   int64_t reap_at;     /* earliest lease expiry known to this engine */

@@ -99,7 +99,12 @@ static job *new_job(tk_engine *e, const tk__claimed *c, int64_t now) {
     return NULL;
   }
   j->claim = *c;
+  j->claim.input = NULL; /* j->input owns it */
   j->def = &t->steps[c->idx];
+  /* Built by the claim (issue 22), unless the template was new to this
+   * engine and the handler takes none. */
+  if (j->def->kind->takes_input) j->input = c->input;
+  else free(c->input);
   j->name = tk__claim_step_name(c, j->def->name, j->instance_name, sizeof j->instance_name);
   j->engine = e;
   /* Inline (no workers) every attempt runs to its end on this thread. */
@@ -111,20 +116,24 @@ static job *new_job(tk_engine *e, const tk__claimed *c, int64_t now) {
   return j;
 }
 
-/* Read the inputs of the jobs whose handlers take one (kind->takes_input)
- * in one store call; a job whose input cannot be read is freed and its
- * slot set to NULL: it is not started blind. */
+/* Whether job j's handler takes an input the claim did not bring. */
+static int lacks_input(const job *j) { return j && j->def->kind->takes_input && !j->input; }
+
+/* Read the inputs the claim did not bring (its backend could not build
+ * one) of the jobs whose handlers take one (kind->takes_input) in one
+ * store call; a job whose input cannot be read is freed and its slot set
+ * to NULL: it is not started blind. */
 static void read_inputs(tk_engine *e, job **jobs, int n) {
   int m = 0;
   for (int i = 0; i < n; i++)
-    if (jobs[i] && jobs[i]->def->kind->takes_input) e->input_ids[m++] = jobs[i]->claim.step_id;
+    if (lacks_input(jobs[i])) e->input_ids[m++] = jobs[i]->claim.step_id;
   if (m == 0) return;
   tk_err err;
   int ok = e->store->ops->inputs(e->store, e->input_ids, m, e->inputs, &err) == 0;
   /* inputs[] is in the order of input_ids[], which is the order of jobs[]. */
   for (int k = 0, i = 0; i < n; i++) {
     job *j = jobs[i];
-    if (j == NULL || !j->def->kind->takes_input) continue;
+    if (!lacks_input(j)) continue;
     json_t *input = ok ? e->inputs[k++] : NULL;
     if (input != NULL) j->input = json_dumps(input, JSON_COMPACT);
     json_decref(input);
@@ -148,6 +157,8 @@ void tk__engine_start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us
   int nasync = 0;
   for (int i = 0; i < n; i++) {
     jobs[i] = new_job(e, &e->claims[i], now);
+    if (jobs[i] == NULL) free(e->claims[i].input);
+    e->claims[i].input = NULL; /* the job's now, or freed */
     nasync += jobs[i] && jobs[i]->async;
   }
   if (n > 0 && e->workers > 0)

@@ -201,7 +201,8 @@ static int record_and_claim(tk_engine *e, int rounds, int *claimed, tk_err *err)
     tk__claim_request next = {.owner = e->id, .lease_ms = e->lease_ms, .limit = limit,
                               .fresh_limit = fresh_budget(e, now, limit),
                               .retry_ahead_ms = retry_ahead_ms(e), .out = e->claims,
-                              .next_retry_at = INT64_MIN};
+                              .next_retry_at = INT64_MIN, .want_inputs = 1,
+                              .no_input = e->no_input, .nno_input = e->nno_input};
     int64_t t0 = tk_monotonic_ns();
     if (done != NULL) {
       recorded = complete_jobs(e, done, &next);

@@ -16,6 +16,21 @@ static void **kind_slot(tk_engine *e, const tk__handler_kind *k) {
   return &e->kind_state[e->nkind_state++].shared;
 }
 
+/* Add template te's steps whose handlers take no input to e->no_input, so
+ * that claims build none for them. Out of memory leaves the list as it
+ * was: claims then build inputs no handler reads, nothing worse. */
+static void note_no_input(tk_engine *e, const template_entry *te) {
+  int add = 0;
+  for (int k = 0; k < te->nsteps; k++) add += !te->steps[k].kind->takes_input;
+  if (add == 0) return;
+  int64_t *keys = realloc(e->no_input, ((size_t)e->nno_input + (size_t)add) * sizeof *keys);
+  if (keys == NULL) return;
+  e->no_input = keys;
+  for (int k = 0; k < te->nsteps; k++)
+    if (!te->steps[k].kind->takes_input) keys[e->nno_input++] = tk__step_key(te->id, k);
+  qsort(keys, (size_t)e->nno_input, sizeof *keys, tk__step_key_cmp);
+}
+
 const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err) {
   for (int i = 0; i < e->ntemplates; i++)
     if (e->templates[i].id == id) return &e->templates[i];
@@ -68,6 +83,7 @@ const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err)
     d->decision = tk__flow_is_decision(te->flow, k) ? te->flow : NULL;
   }
   e->ntemplates++;
+  note_no_input(e, te);
   return te;
 }
 
@@ -83,4 +99,5 @@ void tk__engine_templates_free(tk_engine *e) {
     free(e->templates[i].steps);
   }
   free(e->templates);
+  free(e->no_input);
 }

@@ -25,6 +25,32 @@ int tk__input_item(json_t *input, int64_t item_index, const char *item) {
   return json_object_set_new(input, "item_index", json_integer(item_index)) == 0 ? 0 : TK_ENOMEM;
 }
 
+char *tk__input_text(const char *built) {
+  json_t *input = built ? json_loads(built, JSON_DECODE_ANY, NULL) : NULL;
+  char *text = json_is_object(input) ? json_dumps(input, JSON_COMPACT) : NULL;
+  json_decref(input);
+  return text;
+}
+
+int tk__step_key_cmp(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+int tk__claim_wants_input(const tk__claim_request *r, int64_t template_id, int idx) {
+  if (!r->want_inputs) return 0;
+  int64_t key = tk__step_key(template_id, idx);
+  return r->nno_input <= 0 ||
+         bsearch(&key, r->no_input, (size_t)r->nno_input, sizeof key, tk__step_key_cmp) == NULL;
+}
+
+void tk__claimed_inputs_free(tk__claimed *c, int n) {
+  for (int i = 0; i < n; i++) {
+    free(c[i].input);
+    c[i].input = NULL;
+  }
+}
+
 void tk__step_recs_free(tk__step_rec *r, int n) {
   for (int i = 0; r && i < n; i++) {
     free(r[i].name);

@@ -176,6 +176,12 @@ typedef struct tk__claimed {
   char backoff[TK__PROFILE_MAX];
   char prev_state[24]; /* pending or waiting_for_retry, for the transition */
   int task_was_pending;
+  /* Its handler input as the `inputs` op builds it, JSON text (compact),
+   * built by the claim itself when the request asked for inputs and its
+   * template step is not among the request's no_input; malloc'd, the
+   * caller's to free (tk__claimed_inputs_free). NULL: not built (not
+   * asked for, or it could not be: the caller reads it with `inputs`). */
+  char *input;
 } tk__claimed;
 
 /* A claim to make in the same transaction as recording outcomes. */
@@ -192,7 +198,37 @@ typedef struct tk__claim_request {
                        a retry that came due meanwhile is found) */
   int64_t next_retry_at; /* out: the earliest run_at of a step waiting for a
                             retry after the claim; INT64_MAX: none */
+  /* Inputs with the claim (issue 22): with want_inputs, each step claimed
+   * comes with its input (tk__claimed.input) built in the claim's own
+   * statement or transaction, but for the template steps whose handlers
+   * take none: no_input[0..nno_input), sorted keys of tk__step_key. A step
+   * of a template the caller does not know yet gets its input. */
+  int want_inputs;
+  const int64_t *no_input;
+  int nno_input;
 } tk__claim_request;
+
+/* The key of template step idx of template template_id in a claim
+ * request's no_input. */
+static inline int64_t tk__step_key(int64_t template_id, int idx) {
+  return template_id * ((int64_t)1 << 32) + idx;
+}
+
+/* qsort/bsearch order of tk__step_key values. */
+int tk__step_key_cmp(const void *a, const void *b);
+
+/* Whether request r wants the input of a step of template step (template_id,
+ * idx) built with the claim. */
+int tk__claim_wants_input(const tk__claim_request *r, int64_t template_id, int idx);
+
+/* A handler input that a backend's SQL wrote out as JSON text (built),
+ * as the engine hands it over: compact, keys in the order written, as
+ * json_dumps makes tk__input_add's; NULL when built is NULL or not a JSON
+ * object. malloc'd. */
+char *tk__input_text(const char *built);
+
+/* Free the inputs of claims c[0..n) and set them NULL. */
+void tk__claimed_inputs_free(tk__claimed *c, int n);
 
 /* What the engine decided for a claimed attempt. */
 typedef enum tk__next_state {

@@ -3433,14 +3433,103 @@ static void resolve_decision_skips_branches(world *w) {
   tk__task_report_free(&r);
 }
 
-/* The input of claimed step c. */
-static char *input_of(world *w, const tk__claimed *c) {
+/* The input of claimed step c as the `inputs` op reads it, dumped with
+ * jansson's flags. */
+static char *input_dumped(world *w, const tk__claimed *c, size_t flags) {
   json_t *in;
   tk_err err;
   must(w->s->ops->inputs(w->s, &c->step_id, 1, &in, &err), &err, "inputs");
-  char *text = json_dumps(in, JSON_SORT_KEYS);
+  char *text = json_dumps(in, flags);
   json_decref(in);
   return text;
+}
+
+/* The input of claimed step c. */
+static char *input_of(world *w, const tk__claimed *c) { return input_dumped(w, c, JSON_SORT_KEYS); }
+
+/* a -> (b, c) -> d: a step with one parent and one with two. */
+static const char diamond_toml[] = "name = \"diamond\"\nversion = \"1\"\n" STEP("a")
+    AFTER("b", "a") AFTER("c", "a") STEP("d") "depends_on = [\"b\", \"c\"]\n";
+
+/* Claim up to limit steps as "A" with their inputs, but for the template
+ * steps in no_input (sorted tk__step_key values). */
+static int claim_with_inputs(world *w, int limit, const int64_t *no_input, int nno_input,
+                             tk__claimed *out) {
+  tk__claim_request r = {.owner = "A", .lease_ms = LEASE_MS, .limit = limit,
+                         .fresh_limit = limit, .out = out, .want_inputs = 1,
+                         .no_input = no_input, .nno_input = nno_input};
+  tk_err err;
+  must(w->s->ops->record(w->s, NULL, 0, NULL, NULL, &r, &err), &err, "claim with inputs");
+  return r.n;
+}
+
+/* The input of step c as the `inputs` op reads it, as the engine hands it
+ * to a handler (compact JSON text). */
+static char *input_text_of(world *w, const tk__claimed *c) {
+  return input_dumped(w, c, JSON_COMPACT);
+}
+
+/* Issue 22: a claim brings each step's handler input, the very text the
+ * `inputs` op reads for it: the context, the parents' results (one
+ * parent, two, a map's results in element order) and a map instance's
+ * element; none for the template steps the claim is told take none, nor
+ * when it is not asked for inputs. */
+static void claim_brings_inputs(world *w) {
+  add_template(w, diamond_toml);
+  add_template(w, fanout_toml);
+  int existed;
+  submit_on(w, w->s, "diamond", "{\"order\": 42, \"who\": \"caf\\u00e9 \\\"q\\\"\", \"l\": [1, 2.5, null]}",
+            NULL, T(0), &existed);
+  submit_on(w, w->s, "fanout", "{\"n\": 1}", NULL, T(0), &existed);
+  int checked = 0, items = 0, two_parents = 0;
+  int64_t diamond = 0;
+  tk__claimed c[8];
+  for (int round = 0, n; round < 20 && (n = claim_with_inputs(w, 8, NULL, 0, c)) > 0; round++) {
+    for (int i = 0; i < n; i++) {
+      if (c[i].input == NULL) fail_msg("step %lld claimed without its input", (long long)c[i].step_id);
+      char *want = input_text_of(w, &c[i]);
+      assert_string_equal(c[i].input, want);
+      json_t *in = json_loads(want, 0, NULL);
+      items += json_object_get(in, "item") != NULL;
+      two_parents += json_object_size(json_object_get(in, "parents")) == 2;
+      int of_diamond = json_object_get(json_object_get(in, "context"), "order") != NULL;
+      if (of_diamond) diamond = c[i].template_id;
+      json_decref(in);
+      free(want);
+      checked++;
+      tk__outcome o = success_of(&c[i], "A", w->clock.now_ms);
+      char results[160];
+      snprintf(results, sizeof results,
+               c[i].idx == 0 && !of_diamond
+                   ? "{\"files\": [\"a.txt\", {\"n\": 2}, 3]}"
+                   : "{\"step\": %lld, \"\\u00fc\": \"\\\"x\\\\y\", \"r\": 1.5, \"i\": %d}",
+               (long long)c[i].step_id, c[i].item_index);
+      o.results = results;
+      record_ok(w->s, &o);
+    }
+    tk__claimed_inputs_free(c, n);
+  }
+  /* diamond: a, b, c, d; fanout: list, 3 instances, sum */
+  assert_int_equal(checked, 9);
+  assert_int_equal(items, 3);
+  assert_int_equal(two_parents, 1);
+
+  /* Told that diamond's "a" takes none: no input for it, but for its
+   * children; and none at all when not asked for. */
+  submit_on(w, w->s, "diamond", "{\"order\": 7}", NULL, T(0), &existed);
+  int64_t no_a = tk__step_key(diamond, 0);
+  assert_int_equal(claim_with_inputs(w, 8, &no_a, 1, c), 1);
+  assert_null(c[0].input);
+  tk__outcome o = success_of(&c[0], "A", w->clock.now_ms);
+  record_ok(w->s, &o);
+  assert_int_equal(claim_with_inputs(w, 1, &no_a, 1, c), 1);
+  char *want = input_text_of(w, &c[0]);
+  assert_non_null(c[0].input);
+  assert_string_equal(c[0].input, want);
+  free(want);
+  tk__claimed_inputs_free(c, 1);
+  tk__claimed plain = claim_one(w->s, "A");
+  assert_null(plain.input);
 }
 
 /* A map: one instance per element, each a step of its own that sees its
@@ -3929,6 +4018,7 @@ static const conformance_case cases[] = {
      0},
     {"claim order: two connections never share a step", two_connections_never_share_a_step, 0},
     {"handler inputs", handler_inputs, 0},
+    {"a claim brings each step's input, as the inputs op reads it", claim_brings_inputs, 0},
     {"fencing: a stale claim changes only the counter", stale_claim_changes_only_the_counter, 0},
     {"fencing: an outcome after cancel is fenced_out", outcome_after_cancel_is_fenced_out, 0},
     {"fencing: a group commits around a fenced outcome", group_commits_around_a_fenced_outcome,

@@ -29,7 +29,9 @@
  * its generic plan for this prepared statement, whose estimate of the
  * LIMIT (a parameter) would otherwise make it hash whole tables.
  * $1 owner, $2 now, $3 lease expiry, $4 retries due until, $5 limit,
- * $6 fresh limit, $7 and $8 the reasons of the step and task transitions.
+ * $6 fresh limit, $7 and $8 the reasons of the step and task transitions,
+ * $9 the tk__step_key of the template steps that take no input (NULL: no
+ * inputs at all; tk__claim_request.no_input).
  * An instance of a map step (DESIGN §17) is claimed as any ready row and
  * handed out as its map's template step (idx) with its element's
  * position (item_index; -1 for any other step). */
@@ -58,7 +60,7 @@ static const char CLAIM_SQL[] =
     " claim_id = (SELECT att.id FROM att WHERE att.step_id = s.id)"
     " WHERE s.id = ANY (ARRAY(SELECT step_id FROM att))"
     " RETURNING s.id, s.task_id, COALESCE(s.map_idx, s.idx) AS idx, s.attempts, s.max_attempts,"
-    " s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.claim_id, s.item_index),"
+    " s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.claim_id, s.item_index, s.item),"
     " started AS (UPDATE tasks t SET state = " Q(TK__TASK_IN_PROGRESS) ", updated_at = $2"
     " WHERE t.id = ANY (ARRAY(SELECT id FROM tasks"
     " WHERE id = ANY (ARRAY(SELECT task_id FROM picked)) AND state = " Q(TK__TASK_PENDING)
@@ -82,10 +84,23 @@ static const char CLAIM_SQL[] =
     " lateness_n = activity_minutes.lateness_n + EXCLUDED.lateness_n,"
     " lateness_sum_ms = activity_minutes.lateness_sum_ms + EXCLUDED.lateness_sum_ms,"
     " lateness_max_ms = GREATEST(activity_minutes.lateness_max_ms, EXCLUDED.lateness_max_ms))"
-    " SELECT m.id, m.task_id, (SELECT t.template_id FROM tasks t WHERE t.id = m.task_id),"
+    " SELECT m.id, m.task_id, t.template_id,"
     " m.idx, m.attempts, m.max_attempts, m.retryable, m.run_at, m.last_delay_ms, m.backoff,"
-    " m.claim_id, p.kind, m.task_id IN (SELECT id FROM started), COALESCE(m.item_index, -1)"
+    " m.claim_id, p.kind, m.task_id IN (SELECT id FROM started), COALESCE(m.item_index, -1),"
+    /* The handler input (issue 22), as INPUTS_SQL's rows make it, but
+     * written out as JSON text here: the server only concatenates the
+     * stored JSON texts, parsing none of them. */
+    " CASE WHEN $9::bigint[] IS NOT NULL"
+    " AND NOT (t.template_id * 4294967296 + m.idx = ANY ($9::bigint[])) THEN"
+    " '{\"context\":' || t.context || ',\"parents\":{' || COALESCE((SELECT"
+    " string_agg(to_json(q.name)::text || ':' || COALESCE(q.results, 'null'), ','"
+    " ORDER BY e.parent_idx) FROM template_edges e"
+    " JOIN steps q ON q.task_id = m.task_id AND q.idx = e.parent_idx"
+    " WHERE e.template_id = t.template_id AND e.child_idx = m.idx), '') || '}'"
+    " || CASE WHEN m.item_index IS NULL THEN '' ELSE ',\"item\":' || COALESCE(m.item, 'null')"
+    " || ',\"item_index\":' || m.item_index END || '}' END"
     " FROM moved m JOIN picked p ON p.id = m.id"
+    " CROSS JOIN LATERAL (SELECT template_id, context FROM tasks WHERE id = m.task_id) t"
     " ORDER BY p.kind, CASE WHEN p.kind < 2 THEN p.run_at END,"
     " CASE p.kind WHEN 2 THEN p.task_id END, p.id";
 
@@ -111,7 +126,15 @@ int tk__pg_claim_queue(tk__pg_pipe *p, tk__claim_request *r, int *claim_slot, in
     tk__pg_arg_i64(&a, fresh > 0 ? fresh : 0);
     tk__pg_arg_text(&a, TK__REASON_CLAIMED);
     tk__pg_arg_text(&a, TK__REASON_FIRST_CLAIM);
+    tk__buf keys = {0};
+    if (r->want_inputs) {
+      tk__pg_array_open(&keys);
+      for (int i = 0; i < r->nno_input; i++) tk__pg_array_i64(&keys, r->no_input[i]);
+    }
+    /* Out of memory for the keys: no inputs (the caller reads them). */
+    tk__pg_arg_text(&a, r->want_inputs ? tk__pg_array_close(&keys) : NULL);
     *claim_slot = tk__pg_pipe_stmt(p, PG_CLAIM, CLAIM_SQL, a.n, a.v);
+    tk__buf_free(&keys);
     if (*claim_slot < 0) return -1;
   }
   *retry_slot = tk__pg_pipe_stmt(p, PG_NEXT_RETRY, NEXT_RETRY_SQL, 0, NULL);
@@ -147,6 +170,7 @@ int tk__pg_claim_read(tk__pg_pipe *p, tk__claim_request *r, int claim_slot, int 
     c->task_was_pending = tk__pg_bool(res, i, 12);
     c->item_index = (int)tk__pg_i64(res, i, 13);
     c->lease_expires_at = r->now + r->lease_ms;
+    c->input = tk__input_text(tk__pg_text(res, i, 14));
   }
   r->n = rows;
   r->next_retry_at = or_never(tk__pg_i64(tk__pg_result(p, retry_slot), 0, 0));

@@ -155,7 +155,14 @@ int tk__pg_pipe_run(tk__pg_pipe *p, const char *what, tk_err *err) {
   }
   if (!p->broken) {
     PGresult *r = PQgetResult(conn);
-    if (r == NULL || PQresultStatus(r) != PGRES_PIPELINE_SYNC) p->broken = 1;
+    if (r == NULL || PQresultStatus(r) != PGRES_PIPELINE_SYNC) {
+      p->broken = 1;
+      /* The server's last word in place of the sync: the FATAL error of a
+       * session ended after every statement ran, COMMIT perhaps included
+       * (57P01: pg_terminate_backend). Its SQLSTATE says the session is
+       * gone, which libpq does not know until it reads the end. */
+      if (r != NULL && p->failed == -1) note_failure(p, p->n - 1, r);
+    }
     PQclear(r);
   }
   if (p->broken) {
@@ -171,7 +178,9 @@ int tk__pg_pipe_run(tk__pg_pipe *p, const char *what, tk_err *err) {
   }
   p->ran = p->n;
   if (p->failed == -1) return 0;
-  if (session_lost(p->sqlstate) || PQstatus(conn) != CONNECTION_OK) {
+  /* A broken pipeline left the session's protocol state unknown: only a
+   * new session (the caller's reconnect) is safe to use. */
+  if (p->broken || session_lost(p->sqlstate) || PQstatus(conn) != CONNECTION_OK) {
     p->broken = 1;
     return tk_err_set(err, TK_EDISCONNECTED, "postgres: %s: connection lost: %s", what,
                       p->error);

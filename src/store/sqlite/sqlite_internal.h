@@ -244,6 +244,10 @@ int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
 int tk__sq_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *err);
 int tk__sq_has_work(tk_store *s, int *yes, tk_err *err);
 int tk__sq_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_err *err);
+/* The inputs of the n steps claimed into c[] for request r, in the claim's
+ * transaction (tk__claim_request.want_inputs): c[i].input, or NULL for a
+ * step whose handler takes none or whose input could not be read. */
+void tk__sq_claim_inputs(tk__sqlite *q, tk__claim_request *r, tk__claimed *c, int n);
 int tk__sq_operator(tk_store *s, tk__operator_action action, int64_t task_id, const char *step,
                     int64_t now, tk__effects *fx, tk_err *err);
 int tk__sq_task_report(tk_store *s, int64_t task_id, tk__task_report *out, tk_err *err);

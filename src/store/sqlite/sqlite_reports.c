@@ -7,50 +7,59 @@
 
 #include "store/flow.h"
 
+/* The input of one step into *out (NULL when there is no such step). */
+static int step_input(tk__sqlite *q, int64_t step_id, json_t **out, tk_err *err) {
+  sqlite3_stmt *st = tk__sq_stmt(
+      q, SQ_STEP_INPUT,
+      "SELECT t.context, p.name, p.results, s.item_index, s.item FROM steps s"
+      " JOIN tasks t ON t.id = s.task_id"
+      /* An instance of a map has its map step's parents. */
+      " LEFT JOIN template_edges e ON e.template_id = t.template_id"
+      " AND e.child_idx = COALESCE(s.map_idx, s.idx)"
+      " LEFT JOIN steps p ON p.task_id = s.task_id AND p.idx = e.parent_idx"
+      " WHERE s.id = ?",
+      err);
+  if (st == NULL) return TK_ESTORE;
+  sqlite3_bind_int64(st, 1, step_id);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+    if (tk__input_add(out, tk__sq_text(st, 0), tk__sq_text(st, 1), tk__sq_text(st, 2)) ||
+        (sqlite3_column_type(st, 3) != SQLITE_NULL &&
+         tk__input_item(*out, sqlite3_column_int64(st, 3), tk__sq_text(st, 4)))) {
+      sqlite3_reset(st);
+      return tk_err_set(err, TK_ENOMEM, "out of memory reading step inputs");
+    }
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? 0 : tk__sq_fail(q, "step input", err);
+}
+
 int tk__sq_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   for (int i = 0; i < n; i++) out[i] = NULL;
   /* One cached statement run per step: SQLite reads are calls into the
    * library, not round trips, so a batch gains nothing by one query. */
-  for (int i = 0; i < n; i++) {
-    sqlite3_stmt *st = tk__sq_stmt(
-        q, SQ_STEP_INPUT,
-        "SELECT t.context, p.name, p.results, s.item_index, s.item FROM steps s"
-        " JOIN tasks t ON t.id = s.task_id"
-        /* An instance of a map has its map step's parents. */
-        " LEFT JOIN template_edges e ON e.template_id = t.template_id"
-        " AND e.child_idx = COALESCE(s.map_idx, s.idx)"
-        " LEFT JOIN steps p ON p.task_id = s.task_id AND p.idx = e.parent_idx"
-        " WHERE s.id = ?",
-        err);
-    if (st == NULL) goto fail;
-    sqlite3_bind_int64(st, 1, step_ids[i]);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-      if (tk__input_add(&out[i], tk__sq_text(st, 0), tk__sq_text(st, 1), tk__sq_text(st, 2)) ||
-          (sqlite3_column_type(st, 3) != SQLITE_NULL &&
-           tk__input_item(out[i], sqlite3_column_int64(st, 3), tk__sq_text(st, 4)))) {
-        sqlite3_reset(st);
-        tk_err_set(err, TK_ENOMEM, "out of memory reading step inputs");
-        goto fail;
-      }
-    sqlite3_reset(st);
-    if (rc != SQLITE_DONE) {
-      tk__sq_fail(q, "step input", err);
-      goto fail;
+  int rc = 0;
+  for (int i = 0; i < n && rc == 0; i++)
+    if ((rc = step_input(q, step_ids[i], &out[i], err)) == 0 && out[i] == NULL)
+      rc = tk_err_set(err, TK_ENOENT, "no step with id %lld", (long long)step_ids[i]);
+  if (rc)
+    for (int i = 0; i < n; i++) {
+      json_decref(out[i]);
+      out[i] = NULL;
     }
-    if (out[i] == NULL) {
-      tk_err_set(err, TK_ENOENT, "no step with id %lld", (long long)step_ids[i]);
-      goto fail;
-    }
-  }
-  return 0;
-fail:
+  return rc;
+}
+
+void tk__sq_claim_inputs(tk__sqlite *q, tk__claim_request *r, tk__claimed *c, int n) {
   for (int i = 0; i < n; i++) {
-    json_decref(out[i]);
-    out[i] = NULL;
+    c[i].input = NULL;
+    if (!tk__claim_wants_input(r, c[i].template_id, c[i].idx)) continue;
+    json_t *input = NULL;
+    tk_err ignored; /* the caller reads the input again, and says why it failed */
+    if (step_input(q, c[i].step_id, &input, &ignored) == 0 && input != NULL)
+      c[i].input = json_dumps(input, JSON_COMPACT);
+    json_decref(input);
   }
-  return err ? err->code : TK_ESTORE;
 }
 
 /* Find the task's state and, for step actions, the step by name. */

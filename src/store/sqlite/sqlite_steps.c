@@ -282,6 +282,7 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
         return rc;
     }
   }
+  tk__sq_claim_inputs(q, r, r->out, count);
   r->n = count;
   return 0;
 }
@@ -557,6 +558,7 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_
         (rc = next_retry(q, &next->next_retry_at, &one)) != 0) {
       if (n == 0) { /* a claim alone: its failure is the call's */
         tk__sq_rollback(q);
+        tk__claimed_inputs_free(next->out, next->n);
         next->n = 0;
         if (err) *err = one;
         return rc;
@@ -567,6 +569,7 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_
   if (failed < 0 && tk__sq_minutes_flush(q, &one) == 0 && tk__sq_commit(q, &one) == 0) return 0;
   tk__sq_rollback(q);
   if (next) {
+    tk__claimed_inputs_free(next->out, next->n);
     next->n = 0;
     next->next_retry_at = INT64_MIN; /* unknown: look again soon */
   }
