@@ -2,21 +2,31 @@
  * claim in the same transaction (group commit).
  *
  * Round trips, for a group of n outcomes and a claim:
- *   1. BEGIN, then per outcome SAVEPOINT, its task's lock and one
- *      statement that writes the step, its attempt row, its transition and
- *      its children and returns what settling the task needs;
- *   2. one write per task (its counters and the moves tk__settle chose),
+ *   1. BEGIN, one statement that locks every task of the group (ascending
+ *      id), and one statement (postgres_record_set.c) that writes the
+ *      ordinary outcomes: steps, attempt rows, transitions, activity and
+ *      children, and returns what settling their tasks needs. Outcomes
+ *      that need the flow (a decision, a step with a map child), outcomes
+ *      of a map's instances and outcomes with batch items take the
+ *      per-outcome path instead, with every other outcome of their task:
+ *      per outcome a SAVEPOINT and one statement (OUTCOME_SQL or
+ *      INSTANCE_SQL), in the same round trip when there are no ordinary
+ *      ones, else in one more;
+ *   2. when settling needs to know whether tasks can still progress (a
+ *      step in error), one statement per such task, in one round trip;
+ *   3. one write per task (its counters and the moves tk__settle chose),
  *      the claim (under a savepoint of its own), the fenced-writes
  *      counter, NOTIFY and COMMIT.
  * A claim alone is one round trip. More than GROUP_MAX outcomes take one
  * such transaction per GROUP_MAX, the claim going with the last. An
- * outcome that fails (a store error) is rolled back to its savepoint (one
- * more round trip) and the rest of the group goes on; a failure later in
- * the transaction rolls it all back and each outcome is then recorded in a
- * transaction of its own, so that only a failing one is lost (its lease
- * expires and the reaper fails it). A lost connection is TK_EDISCONNECTED
- * for the whole call: the caller records everything again once it has
- * reconnected. */
+ * outcome of the per-outcome path that fails (a store error) is rolled
+ * back to its savepoint (one more round trip) and the rest of the group
+ * goes on; a failure of the set statement, or later in the transaction,
+ * rolls it all back and each outcome is then recorded in a transaction of
+ * its own on the per-outcome path, so that only a failing one is lost (its
+ * lease expires and the reaper fails it). A lost connection is
+ * TK_EDISCONNECTED for the whole call: the caller records everything
+ * again once it has reconnected. */
 #include "store/postgres/postgres_internal.h"
 
 #include <stdlib.h>
@@ -126,10 +136,10 @@ static const char COUNT_SQL[] =
 
 enum { PENDING, RECORDED, FENCED, FAILED };
 
-/* Outcomes per transaction at most. Each has a savepoint, and a
- * transaction with more than 64 subtransactions that wrote overflows the
- * server's per-backend cache of them, which slows every other session's
- * snapshots while it lasts. */
+/* Outcomes per transaction at most. Each on the per-outcome path has a
+ * savepoint, and a transaction with more than 64 subtransactions that
+ * wrote overflows the server's per-backend cache of them, which slows
+ * every other session's snapshots while it lasts. */
 #define GROUP_MAX 48
 
 /* One outcome of the group, in the order they are written. */
