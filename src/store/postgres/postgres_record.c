@@ -419,12 +419,11 @@ static void read_set_row(const tk__outcome *x, rec *r, const tk__pg_outcome_row 
  * the group locked (ascending id, one statement), then the set
  * statement, one round trip. 0, or a failure of the whole (the caller
  * rolls back and records each outcome alone). */
-static int write_set(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, int nset,
-                     tk__effects *fx, tk_err *errs, tk_err *err) {
+static int write_set(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, tk__effects *fx,
+                     tk_err *errs, tk_err *err) {
   int64_t tasks[GROUP_MAX];
   const tk__outcome *set[GROUP_MAX];
-  int ntasks = 0;
-  nset = 0;
+  int ntasks = 0, nset = 0;
   for (int k = 0; k < n; k++) {
     const tk__outcome *x = &o[recs[k].i];
     if (ntasks == 0 || tasks[ntasks - 1] != x->task_id) tasks[ntasks++] = x->task_id;
@@ -662,7 +661,7 @@ static int write_group(tk__pg *pg, const tk__outcome *o, int n, rec *recs, tk__e
   tk__pg_begin(&p);
   if (n > 0) {
     int nset = set_based ? choose_set(o, n, recs) : 0;
-    if (nset > 0) rc = write_set(&p, o, n, recs, nset, fx, errs, err);
+    if (nset > 0) rc = write_set(&p, o, n, recs, fx, errs, err);
     if (rc == 0) rc = write_outcomes(&p, o, n, recs, fx, errs, nset > 0, err);
     if (rc == 0) rc = flow_outcomes(&p, o, n, recs, fx, err);
     if (rc == 0 && nset > 0) rc = set_progress(&p, o, n, recs, err);
