@@ -148,6 +148,9 @@ static void expect_task_moves(efx *f, int64_t t, const char *want) {
              (long long)t);
 }
 
+/* A task's moves until its first claim. */
+#define CLAIMED_MOVES "->pending:" TK__REASON_CREATED " pending>in_progress:" TK__REASON_FIRST_CLAIM
+
 /* Task t's row: state, steps done, in error, finished_at (relative). */
 static void expect_task(efx *f, int64_t t, const char *want) {
   expect_sql(f, want,
@@ -272,21 +275,21 @@ static void a_mixed_group_writes_every_row(void **state) {
   expect_attempts(f, K, "s", "1,w,success,1500,-,-,-,-");
   expect_step_moves(f, K, "s:in_progress>complete:success:1@1500");
   expect_task(f, K, "complete|1|0|1500");
-  expect_task_moves(f, K, "->pending:" TK__REASON_CREATED " pending>in_progress:" TK__REASON_FIRST_CLAIM " in_progress>complete:" TK__REASON_ALL_COMPLETE);
+  expect_task_moves(f, K, CLAIMED_MOVES " in_progress>complete:" TK__REASON_ALL_COMPLETE);
 
   /* E: error, and the task with it. */
   expect_step(f, E, "s", "error|NULL|it broke for good|0|0|NULL|f|0");
   expect_attempts(f, E, "s", "1,w,failure,1500,it broke for good,-,-,-");
   expect_step_moves(f, E, "s:in_progress>error:failure:1@1500");
   expect_task(f, E, "error|0|1|1500");
-  expect_task_moves(f, E, "->pending:" TK__REASON_CREATED " pending>in_progress:" TK__REASON_FIRST_CLAIM " in_progress>error:" TK__REASON_TASK_FAILED);
+  expect_task_moves(f, E, CLAIMED_MOVES " in_progress>error:" TK__REASON_TASK_FAILED);
 
   /* R: retried; its task untouched. */
   expect_step(f, R, "s", "waiting_for_retry|NULL|it broke|6500|5000|NULL|f|0");
   expect_attempts(f, R, "s", "1,w,failure,1500,it broke,5000,computed,6500");
   expect_step_moves(f, R, "s:in_progress>waiting_for_retry:failure:1@1500");
   expect_task(f, R, "in_progress|0|0|NULL");
-  expect_task_moves(f, R, "->pending:" TK__REASON_CREATED " pending>in_progress:" TK__REASON_FIRST_CLAIM);
+  expect_task_moves(f, R, CLAIMED_MOVES);
 
   /* X: reaped. */
   expect_step(f, X, "s", "waiting_for_retry|NULL|lease expired|4500|3000|NULL|f|0");
@@ -333,7 +336,7 @@ static void a_mixed_group_writes_every_row(void **state) {
   expect_step_moves(f, P,
                     "x:in_progress>error:failure:1@1500 y:in_progress>complete:success:1@1500");
   expect_task(f, P, "in_progress|1|1|NULL");
-  expect_task_moves(f, P, "->pending:" TK__REASON_CREATED " pending>in_progress:" TK__REASON_FIRST_CLAIM);
+  expect_task_moves(f, P, CLAIMED_MOVES);
 
   /* The counters: C, H and U's owner refused; X and U reaped. */
   assert_int_equal(counter(f, "fenced_writes") - fenced, 3);
