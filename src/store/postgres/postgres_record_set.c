@@ -46,7 +46,10 @@ int tk__pg_tasks_lock_queue(tk__pg_pipe *p, const int64_t *ids, int n) {
  * outcomes had been written one after another). Each row returned, in
  * ord order: whether it was recorded, the children it released, and its
  * task's stored state and counters (written once per transaction, after
- * settling: postgres_record.c). */
+ * settling: postgres_record.c). Every row is reached by its key whatever
+ * the generic plan (postgres_internal.h, Plans): steps, attempts and tasks
+ * by = ANY of the arrays, a parent's edges by a subquery on the template's
+ * index, each child by its (task_id, idx) and then its id. */
 static const char SET_SQL[] =
     "WITH o AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],"
     " $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[],"
