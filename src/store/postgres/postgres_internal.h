@@ -349,6 +349,23 @@ typedef struct tk__pg_task_move {
 int tk__pg_task_write_queue(tk__pg_pipe *p, int64_t task_id, int done, int errors, int64_t now,
                             const tk__pg_task_move *moves, int nmoves);
 
+/* What one transaction adds to a task: its counters, updated_at = now,
+ * and the state of its last move (NULL: no move). */
+typedef struct tk__pg_task_sum {
+  int64_t task_id;
+  int done, errors;
+  int64_t now;
+  const char *state;
+} tk__pg_task_sum;
+
+/* Queue the writes of tasks t[0..n) (distinct; locked by the caller) in
+ * one statement, as tk__pg_task_write_queue writes one, with every move
+ * of them (moves[j] of task move_task[j], each task's in order). -1 when
+ * memory ran out. */
+int tk__pg_tasks_write_queue(tk__pg_pipe *p, const tk__pg_task_sum *t, int n,
+                             const tk__pg_task_move *moves, const int64_t *move_task,
+                             int nmoves);
+
 /* ---- Decisions and map (postgres_flow.c; DESIGN §17) ---- */
 
 struct tk__flow;

@@ -14,9 +14,9 @@
  *      ones, else in one more;
  *   2. when settling needs to know whether tasks can still progress (a
  *      step in error), one statement per such task, in one round trip;
- *   3. one write per task (its counters and the moves tk__settle chose),
- *      the claim (under a savepoint of its own), the fenced-writes
- *      counter, NOTIFY and COMMIT.
+ *   3. one statement that writes every task (its counters and the moves
+ *      tk__settle chose), the claim (under a savepoint of its own), the
+ *      fenced-writes counter, NOTIFY and COMMIT.
  * A claim alone is one round trip. More than GROUP_MAX outcomes take one
  * such transaction per GROUP_MAX, the claim going with the last. An
  * outcome of the per-outcome path that fails (a store error) is rolled
@@ -561,29 +561,34 @@ static int settle_tasks(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, 
   return 0;
 }
 
-/* Queue the one write of each task of the group: the sum of its recorded
- * outcomes' counts and the moves settling chose, in write order. A task
- * whose outcomes were all retries (nothing counted, no move) is not
- * written. 0, or -1 when memory ran out. */
+/* Queue the one write of each task of the group, all in one statement:
+ * the sum of its recorded outcomes' counts and the moves settling chose,
+ * in write order. A task whose outcomes were all retries (nothing
+ * counted, no move) is not written. 0, or -1 when memory ran out. */
 static int write_tasks(tk__pg_pipe *p, const tk__outcome *o, int n, const rec *recs) {
+  tk__pg_task_sum tasks[GROUP_MAX];
   tk__pg_task_move moves[GROUP_MAX];
+  int64_t move_task[GROUP_MAX];
+  int ntasks = 0, nmoves = 0;
   for (int k = 0; k < n;) {
-    int64_t task = o[recs[k].i].task_id, now = 0;
-    int done = 0, errors = 0, nmoves = 0;
-    for (; k < n && o[recs[k].i].task_id == task; k++) {
+    tk__pg_task_sum t = {.task_id = o[recs[k].i].task_id};
+    int first_move = nmoves;
+    for (; k < n && o[recs[k].i].task_id == t.task_id; k++) {
       const rec *r = &recs[k];
       if (r->status != RECORDED) continue;
-      done += r->done;
-      errors += r->errors;
-      now = o[r->i].now;
-      if (r->to != NULL)
+      t.done += r->done;
+      t.errors += r->errors;
+      t.now = o[r->i].now;
+      if (r->to != NULL) {
+        move_task[nmoves] = t.task_id;
         moves[nmoves++] = (tk__pg_task_move){r->counts.state, r->to, r->reason, o[r->i].now};
+      }
     }
-    if ((done > 0 || errors > 0 || nmoves > 0) &&
-        tk__pg_task_write_queue(p, task, done, errors, now, moves, nmoves) < 0)
-      return -1;
+    if (nmoves > first_move) t.state = moves[nmoves - 1].to;
+    if (t.done > 0 || t.errors > 0 || nmoves > first_move) tasks[ntasks++] = t;
   }
-  return 0;
+  if (ntasks == 0) return 0;
+  return tk__pg_tasks_write_queue(p, tasks, ntasks, moves, move_task, nmoves) < 0 ? -1 : 0;
 }
 
 /* Phase 2: the tasks' writes, the claim, the counter, NOTIFY, COMMIT. The
