@@ -50,6 +50,7 @@ enum {
   PG_BEGIN, PG_COMMIT, PG_ROLLBACK, PG_SAVEPOINT, PG_ROLLBACK_SAVEPOINT, PG_NOTIFY,
   PG_BEGIN_SNAPSHOT, PG_SEQSCAN_ON, PG_SERVER_TIME,
   PG_TASK_LOCK, PG_OUTCOME, PG_OUTCOME_ITEMS, PG_CAN_PROGRESS, PG_TASK_WRITE, PG_COUNT,
+  PG_TASKS_LOCK, PG_OUTCOMES,
   PG_CLAIM, PG_NEXT_RETRY, PG_HEARTBEAT, PG_EXPIRED, PG_NEXT_DUE, PG_HAS_WORK,
   PG_TASK_CREATE, PG_TASK_BY_IDENTITY,
   PG_TEMPLATE_INSERT, PG_TEMPLATE_DIGEST, PG_ANALYZE_EDGES, PG_TEMPLATE_FIND, PG_TEMPLATE_BY_ID,
@@ -311,6 +312,32 @@ int tk__pg_can_progress_queue(tk__pg_pipe *p, int64_t task_id);
 int tk__pg_items_queue(tk__pg_pipe *p, int64_t step_id, int64_t claim_id,
                        const tk__item_result *r, int n);
 
+/* ---- Set-based recording (postgres_record_set.c) ---- */
+
+/* Queue the locks of tasks ids[0..n) (ascending, distinct) in one
+ * statement, in ascending id order. */
+int tk__pg_tasks_lock_queue(tk__pg_pipe *p, const int64_t *ids, int n);
+
+/* Queue the one statement that writes outcomes o[0..n) (in write order;
+ * distinct steps and claims; none with batch items, none of a map's
+ * instance, none whose children the flow releases), each fenced by its
+ * claim: the step, its attempt row, its transition, the activity counts
+ * and the completed steps' children. The caller holds their tasks'
+ * locks; the tasks' rows are not written (counters and moves: one write
+ * per task afterwards). Its slot, or -1 when it could not be queued. */
+int tk__pg_outcomes_queue(tk__pg_pipe *p, const tk__outcome *const *o, int n);
+
+/* Row i of that statement's result: outcome o[i]. */
+typedef struct tk__pg_outcome_row {
+  int recorded; /* 0: refused (fenced) */
+  int released; /* children it made ready */
+  /* Its task's stored state and counters, without this transaction's
+   * outcomes. */
+  char task_state[TK__STATE_MAX];
+  int done, total, errors;
+} tk__pg_outcome_row;
+void tk__pg_outcomes_row(const PGresult *res, int i, tk__pg_outcome_row *out);
+
 /* A move of a task that tk__settle chose, at time `at`. */
 typedef struct tk__pg_task_move {
   const char *from, *to, *reason;
@@ -323,6 +350,23 @@ typedef struct tk__pg_task_move {
  * ran out. */
 int tk__pg_task_write_queue(tk__pg_pipe *p, int64_t task_id, int done, int errors, int64_t now,
                             const tk__pg_task_move *moves, int nmoves);
+
+/* What one transaction adds to a task: its counters, updated_at = now,
+ * and the state of its last move (NULL: no move). */
+typedef struct tk__pg_task_sum {
+  int64_t task_id;
+  int done, errors;
+  int64_t now;
+  const char *state;
+} tk__pg_task_sum;
+
+/* Queue the writes of tasks t[0..n) (distinct; locked by the caller) in
+ * one statement, as tk__pg_task_write_queue writes one, with every move
+ * of them (moves[j] of task move_task[j], each task's in order). -1 when
+ * memory ran out. */
+int tk__pg_tasks_write_queue(tk__pg_pipe *p, const tk__pg_task_sum *t, int n,
+                             const tk__pg_task_move *moves, const int64_t *move_task,
+                             int nmoves);
 
 /* ---- Decisions and map (postgres_flow.c; DESIGN §17) ---- */
 

@@ -2,21 +2,31 @@
  * claim in the same transaction (group commit).
  *
  * Round trips, for a group of n outcomes and a claim:
- *   1. BEGIN, then per outcome SAVEPOINT, its task's lock and one
- *      statement that writes the step, its attempt row, its transition and
- *      its children and returns what settling the task needs;
- *   2. one write per task (its counters and the moves tk__settle chose),
- *      the claim (under a savepoint of its own), the fenced-writes
- *      counter, NOTIFY and COMMIT.
+ *   1. BEGIN, one statement that locks every task of the group (ascending
+ *      id), and one statement (postgres_record_set.c) that writes the
+ *      ordinary outcomes: steps, attempt rows, transitions, activity and
+ *      children, and returns what settling their tasks needs. Outcomes
+ *      that need the flow (a decision, a step with a map child), outcomes
+ *      of a map's instances and outcomes with batch items take the
+ *      per-outcome path instead, with every other outcome of their task:
+ *      per outcome a SAVEPOINT and one statement (OUTCOME_SQL or
+ *      INSTANCE_SQL), in the same round trip when there are no ordinary
+ *      ones, else in one more;
+ *   2. when settling needs to know whether tasks can still progress (a
+ *      step in error), one statement per such task, in one round trip;
+ *   3. one statement that writes every task (its counters and the moves
+ *      tk__settle chose), the claim (under a savepoint of its own), the
+ *      fenced-writes counter, NOTIFY and COMMIT.
  * A claim alone is one round trip. More than GROUP_MAX outcomes take one
  * such transaction per GROUP_MAX, the claim going with the last. An
- * outcome that fails (a store error) is rolled back to its savepoint (one
- * more round trip) and the rest of the group goes on; a failure later in
- * the transaction rolls it all back and each outcome is then recorded in a
- * transaction of its own, so that only a failing one is lost (its lease
- * expires and the reaper fails it). A lost connection is TK_EDISCONNECTED
- * for the whole call: the caller records everything again once it has
- * reconnected. */
+ * outcome of the per-outcome path that fails (a store error) is rolled
+ * back to its savepoint (one more round trip) and the rest of the group
+ * goes on; a failure of the set statement, or later in the transaction,
+ * rolls it all back and each outcome is then recorded in a transaction of
+ * its own on the per-outcome path, so that only a failing one is lost (its
+ * lease expires and the reaper fails it). A lost connection is
+ * TK_EDISCONNECTED for the whole call: the caller records everything
+ * again once it has reconnected. */
 #include "store/postgres/postgres_internal.h"
 
 #include <stdlib.h>
@@ -127,10 +137,10 @@ static const char COUNT_SQL[] =
 
 enum { PENDING, RECORDED, FENCED, FAILED };
 
-/* Outcomes per transaction at most. Each has a savepoint, and a
- * transaction with more than 64 subtransactions that wrote overflows the
- * server's per-backend cache of them, which slows every other session's
- * snapshots while it lasts. */
+/* Outcomes per transaction at most. Each on the per-outcome path has a
+ * savepoint, and a transaction with more than 64 subtransactions that
+ * wrote overflows the server's per-backend cache of them, which slows
+ * every other session's snapshots while it lasts. */
 #define GROUP_MAX 48
 
 /* One outcome of the group, in the order they are written. */
@@ -151,6 +161,7 @@ typedef struct rec {
   const tk__flow *flow;
   int flow_work;
   int instance; /* an outcome of an instance of a map step */
+  int set;      /* written by the set statement (postgres_record_set.c) */
 } rec;
 
 /* The flow's work after an outcome: none; the step completed and its
@@ -224,15 +235,16 @@ int tk__pg_items_queue(tk__pg_pipe *p, int64_t step_id, int64_t claim_id,
   return slot;
 }
 
-/* Queue outcome o's commands: its savepoint, its task's lock, its items,
- * and the outcome statement. */
-static int queue_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r) {
+/* Queue outcome o's commands: its savepoint, its task's lock (unless the
+ * group's tasks were locked together: locked), its items, and the outcome
+ * statement. */
+static int queue_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r, int locked) {
   r->savepoint = savepoint(p);
   tk__pg_args a = {0};
   tk__pg_arg_i64(&a, o->task_id);
-  if (tk__pg_pipe_stmt(p, PG_TASK_LOCK,
-                       "SELECT 1 FROM tasks WHERE id = $1::bigint FOR NO KEY UPDATE", a.n,
-                       a.v) < 0)
+  if (!locked && tk__pg_pipe_stmt(p, PG_TASK_LOCK,
+                                  "SELECT 1 FROM tasks WHERE id = $1::bigint FOR NO KEY UPDATE",
+                                  a.n, a.v) < 0)
     return -1;
   if (o->nitems > 0 && tk__pg_items_queue(p, o->step_id, o->claim_id, o->items, o->nitems) < 0)
     return -1;
@@ -310,20 +322,26 @@ static int transient(const tk__pg_pipe *p) {
   return strcmp(p->sqlstate, "40P01") == 0 || strcmp(p->sqlstate, "40001") == 0;
 }
 
-/* Phase 1: every outcome from recs[0], each in its savepoint. A failed
- * outcome is rolled back to its savepoint and the rest goes on. 0, or a
- * failure that leaves the transaction unusable (rolled back by the
- * caller). */
+/* Phase 1: every outcome from recs[0] that the set statement does not
+ * write, each in its savepoint (locked: the group's tasks are locked
+ * already). A failed outcome is rolled back to its savepoint and the rest
+ * goes on. 0, or a failure that leaves the transaction unusable (rolled
+ * back by the caller). */
 static int write_outcomes(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs,
-                          tk__effects *fx, tk_err *errs, tk_err *err) {
+                          tk__effects *fx, tk_err *errs, int locked, tk_err *err) {
   int k = 0;
-  while (k < n) {
+  for (;;) {
+    while (k < n && recs[k].set) k++;
+    if (k >= n) return 0;
     for (int j = k; j < n; j++)
-      if (queue_outcome(p, &o[recs[j].i], &recs[j]) != 0) break;
+      if (!recs[j].set && queue_outcome(p, &o[recs[j].i], &recs[j], locked) != 0) break;
     int rc = tk__pg_pipe_run(p, "record outcome", err);
     int failed = rc ? p->failed : -1, j = k;
-    for (; j < n && (failed < 0 || recs[j].result < failed); j++)
+    for (; j < n; j++) {
+      if (recs[j].set) continue;
+      if (failed >= 0 && recs[j].result >= failed) break;
       read_outcome(p, &o[recs[j].i], &recs[j], &fx[recs[j].i], &errs[recs[j].i]);
+    }
     if (rc == 0) return 0;
     if (p->broken || j >= n || failed <= recs[j].savepoint) return rc;
     /* Outcome j failed after its savepoint: undo it alone. */
@@ -342,7 +360,131 @@ static int write_outcomes(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs
     }
     k = j;
   }
-  return 0;
+}
+
+/* Whether the set statement may write recs[k]'s outcome: no batch items,
+ * not an instance of a map, no flow work after it, and no other outcome
+ * of the group for its step or its claim (those are written one after
+ * the other, the later one then fenced). */
+static int ordinary(const tk__outcome *o, int n, const rec *recs, int k) {
+  const tk__outcome *x = &o[recs[k].i];
+  if (x->nitems > 0 || x->instance > 0 || tk__flow_is_map(recs[k].flow, x->idx) ||
+      flow_release(recs[k].flow, x))
+    return 0;
+  for (int j = 0; j < n; j++) {
+    const tk__outcome *y = &o[recs[j].i];
+    if (j != k && (y->step_id == x->step_id || y->claim_id == x->claim_id)) return 0;
+  }
+  return 1;
+}
+
+/* Mark (rec.set) the outcomes the set statement writes: those of each
+ * task whose outcomes in the group are all ordinary. A task's outcomes all
+ * go one way, so that its history keeps the order the caller gave. How
+ * many were marked. */
+static int choose_set(const tk__outcome *o, int n, rec *recs) {
+  int nset = 0;
+  for (int k = 0; k < n;) {
+    int end = k, all = 1;
+    for (; end < n && o[recs[end].i].task_id == o[recs[k].i].task_id; end++)
+      all &= ordinary(o, n, recs, end);
+    for (int j = k; j < end; j++) recs[j].set = all;
+    nset += all ? end - k : 0;
+    k = end;
+  }
+  return nset;
+}
+
+/* recs[k]'s outcome as the set statement's row says: refused (fenced), or
+ * recorded with what settling needs (its task's stored counts plus its
+ * own; a retry settles nothing). */
+static void read_set_row(const tk__outcome *x, rec *r, const tk__pg_outcome_row *row,
+                         tk__effects *fx, tk_err *e) {
+  if (!row->recorded) {
+    r->status = FENCED;
+    tk__fenced_error(e, x);
+    return;
+  }
+  r->status = RECORDED;
+  r->done = x->next == TK__NEXT_COMPLETE;
+  r->errors = x->next == TK__NEXT_ERROR;
+  fx->children_released = row->released;
+  r->can_progress = -1;
+  if (!r->done && !r->errors) return;
+  memcpy(r->state, row->task_state, sizeof r->state);
+  r->counts = (tk__task_counts){.state = r->state, .done = row->done + r->done,
+                                .total = row->total, .errors = row->errors + r->errors};
+}
+
+/* The set-based part of the group (rec.set), after BEGIN: every task of
+ * the group locked (ascending id, one statement), then the set
+ * statement, one round trip. 0, or a failure of the whole (the caller
+ * rolls back and records each outcome alone). */
+static int write_set(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, tk__effects *fx,
+                     tk_err *errs, tk_err *err) {
+  int64_t tasks[GROUP_MAX];
+  const tk__outcome *set[GROUP_MAX];
+  int ntasks = 0, nset = 0;
+  for (int k = 0; k < n; k++) {
+    const tk__outcome *x = &o[recs[k].i];
+    if (ntasks == 0 || tasks[ntasks - 1] != x->task_id) tasks[ntasks++] = x->task_id;
+    if (recs[k].set) set[nset++] = x;
+  }
+  int slot = -1, rc;
+  if (tk__pg_tasks_lock_queue(p, tasks, ntasks) < 0 ||
+      (slot = tk__pg_outcomes_queue(p, set, nset)) < 0)
+    rc = p->broken ? tk_err_set(err, TK_EDISCONNECTED, "postgres: record outcomes: connection lost")
+                   : tk__pg_oom(err, "record outcomes");
+  else
+    rc = tk__pg_pipe_run(p, "record outcomes", err);
+  if (rc == 0 && PQntuples(tk__pg_result(p, slot)) != nset)
+    rc = tk_err_set(err, TK_ESTORE, "postgres: record outcomes: %d rows for %d outcomes",
+                    PQntuples(tk__pg_result(p, slot)), nset);
+  for (int k = 0, row = 0; rc == 0 && k < n; k++) {
+    if (!recs[k].set) continue;
+    tk__pg_outcome_row r;
+    tk__pg_outcomes_row(tk__pg_result(p, slot), row++, &r);
+    read_set_row(&o[recs[k].i], &recs[k], &r, &fx[recs[k].i], &errs[recs[k].i]);
+  }
+  if (rc == 0) tk__pg_pipe_reset(p);
+  return rc;
+}
+
+/* Whether the tasks of the set statement's outcomes can still progress,
+ * as each outcome would have seen it written one after another: an
+ * outcome followed by another recorded one of its task can (that step is
+ * still in progress then); a task's last one sees the group's end state,
+ * asked (one statement per task, all in one round trip) only when
+ * settling needs it (tk__settle_needs_scan, with all the task's outcomes
+ * counted). 0, or a failure of the whole. */
+static int set_progress(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, tk_err *err) {
+  int scan_rec[GROUP_MAX], scan_slot[GROUP_MAX], nscans = 0;
+  for (int k = 0; k < n;) {
+    int end = k, last = -1, done = 0, errors = 0;
+    for (; end < n && o[recs[end].i].task_id == o[recs[k].i].task_id; end++) {
+      if (!recs[end].set || recs[end].status != RECORDED) continue;
+      if (last >= 0) recs[last].can_progress = 1;
+      last = end;
+      done += recs[end].done;
+      errors += recs[end].errors;
+    }
+    if (last >= 0 && recs[last].counts.state != NULL) {
+      tk__task_counts c = recs[last].counts;
+      c.done += done - recs[last].done;
+      c.errors += errors - recs[last].errors;
+      if (tk__settle_needs_scan(&c)) {
+        if (nscans == 0) tk__pg_pipe_reset(p);
+        scan_rec[nscans] = last;
+        scan_slot[nscans++] = tk__pg_can_progress_queue(p, o[recs[last].i].task_id);
+      }
+    }
+    k = end;
+  }
+  if (nscans == 0) return 0;
+  int rc = tk__pg_pipe_run(p, "settle task", err);
+  for (int j = 0; rc == 0 && j < nscans; j++)
+    recs[scan_rec[j]].can_progress = tk__pg_bool(tk__pg_result(p, scan_slot[j]), 0, 0);
+  return rc;
 }
 
 /* The flow's work of the recorded outcomes that need it (rec.flow_work),
@@ -420,29 +562,34 @@ static int settle_tasks(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, 
   return 0;
 }
 
-/* Queue the one write of each task of the group: the sum of its recorded
- * outcomes' counts and the moves settling chose, in write order. A task
- * whose outcomes were all retries (nothing counted, no move) is not
- * written. 0, or -1 when memory ran out. */
+/* Queue the one write of each task of the group, all in one statement:
+ * the sum of its recorded outcomes' counts and the moves settling chose,
+ * in write order. A task whose outcomes were all retries (nothing
+ * counted, no move) is not written. 0, or -1 when memory ran out. */
 static int write_tasks(tk__pg_pipe *p, const tk__outcome *o, int n, const rec *recs) {
+  tk__pg_task_sum tasks[GROUP_MAX];
   tk__pg_task_move moves[GROUP_MAX];
+  int64_t move_task[GROUP_MAX];
+  int ntasks = 0, nmoves = 0;
   for (int k = 0; k < n;) {
-    int64_t task = o[recs[k].i].task_id, now = 0;
-    int done = 0, errors = 0, nmoves = 0;
-    for (; k < n && o[recs[k].i].task_id == task; k++) {
+    tk__pg_task_sum t = {.task_id = o[recs[k].i].task_id};
+    int first_move = nmoves;
+    for (; k < n && o[recs[k].i].task_id == t.task_id; k++) {
       const rec *r = &recs[k];
       if (r->status != RECORDED) continue;
-      done += r->done;
-      errors += r->errors;
-      now = o[r->i].now;
-      if (r->to != NULL)
+      t.done += r->done;
+      t.errors += r->errors;
+      t.now = o[r->i].now;
+      if (r->to != NULL) {
+        move_task[nmoves] = t.task_id;
         moves[nmoves++] = (tk__pg_task_move){r->counts.state, r->to, r->reason, o[r->i].now};
+      }
     }
-    if ((done > 0 || errors > 0 || nmoves > 0) &&
-        tk__pg_task_write_queue(p, task, done, errors, now, moves, nmoves) < 0)
-      return -1;
+    if (nmoves > first_move) t.state = moves[nmoves - 1].to;
+    if (t.done > 0 || t.errors > 0 || nmoves > first_move) tasks[ntasks++] = t;
   }
-  return 0;
+  if (ntasks == 0) return 0;
+  return tk__pg_tasks_write_queue(p, tasks, ntasks, moves, move_task, nmoves) < 0 ? -1 : 0;
 }
 
 /* Phase 2: the tasks' writes, the claim, the counter, NOTIFY, COMMIT. The
@@ -498,7 +645,7 @@ static int commit_group(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, 
  * 1: the transaction failed as a whole (nothing of it kept); TK_*: a
  * claim alone failed, or the connection is unusable. */
 static int write_group(tk__pg *pg, const tk__outcome *o, int n, rec *recs, tk__effects *fx,
-                       tk_err *errs, tk__claim_request *next, tk_err *err) {
+                       tk_err *errs, tk__claim_request *next, int set_based, tk_err *err) {
   tk__pg_pipe p;
   int rc = tk__pg_pipe_begin(pg, &p, n == 0 ? "claim" : "record outcome", err);
   if (rc) return rc;
@@ -519,8 +666,11 @@ static int write_group(tk__pg *pg, const tk__outcome *o, int n, rec *recs, tk__e
   }
   tk__pg_begin(&p);
   if (n > 0) {
-    rc = write_outcomes(&p, o, n, recs, fx, errs, err);
+    int nset = set_based ? choose_set(o, n, recs) : 0;
+    if (nset > 0) rc = write_set(&p, o, n, recs, fx, errs, err);
+    if (rc == 0) rc = write_outcomes(&p, o, n, recs, fx, errs, nset > 0, err);
     if (rc == 0) rc = flow_outcomes(&p, o, n, recs, fx, err);
+    if (rc == 0 && nset > 0) rc = set_progress(&p, o, n, recs, err);
     if (rc == 0) rc = settle_tasks(&p, o, n, recs, fx, &notify, err);
     if (rc) rc = p.broken ? rc : 1;
   }
@@ -540,7 +690,7 @@ static int write_alone(tk__pg *pg, const tk__outcome *o, int n, rec *recs, tk__e
     rec one = {.i = 0};
     tk_err_clear(&errs[i]);
     memset(&fx[i], 0, sizeof fx[i]);
-    int rc = write_group(pg, &o[i], 1, &one, &fx[i], &errs[i], NULL, &errs[i]);
+    int rc = write_group(pg, &o[i], 1, &one, &fx[i], &errs[i], NULL, 0, &errs[i]);
     if (rc == 0 && (errs[i].code == 0 || errs[i].code == TK_EFENCED)) {
       recorded++; /* a fenced one too: its refusal was counted */
       continue;
@@ -563,7 +713,7 @@ static int write_alone(tk__pg *pg, const tk__outcome *o, int n, rec *recs, tk__e
     return err->code ? err->code : TK_ESTORE;
   }
   tk_err ignored;
-  if (next) write_group(pg, o, 0, recs, fx, errs, next, &ignored);
+  if (next) write_group(pg, o, 0, recs, fx, errs, next, 0, &ignored);
   return 0;
 }
 
@@ -580,7 +730,7 @@ int tk__pg_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_
   }
   if (n <= 0) {
     rec none;
-    return next ? write_group(pg, o, 0, &none, fx, errs, next, err) : 0;
+    return next ? write_group(pg, o, 0, &none, fx, errs, next, 0, err) : 0;
   }
   rec *recs = calloc((size_t)n, sizeof *recs);
   const tk__outcome **order = malloc((size_t)n * sizeof *order);
@@ -598,7 +748,7 @@ int tk__pg_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_
   for (int start = 0; start < n; start += GROUP_MAX) {
     int m = n - start < GROUP_MAX ? n - start : GROUP_MAX;
     tk__claim_request *claim = start + m >= n ? next : NULL;
-    rc = write_group(pg, o, m, recs + start, fx, errs, claim, err);
+    rc = write_group(pg, o, m, recs + start, fx, errs, claim, 1, err);
     if (rc == 1) {
       /* The group's transaction failed as a whole: one transaction per
        * outcome now, so that only a failing one is lost. */

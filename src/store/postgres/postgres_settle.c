@@ -4,6 +4,8 @@
  * caller's transaction, which holds the task's row lock. */
 #include "store/postgres/postgres_internal.h"
 
+#include <stdlib.h>
+
 #include "store/rules.h"
 
 #define Q TK__PG_Q
@@ -35,50 +37,63 @@ int tk__pg_can_progress_queue(tk__pg_pipe *p, int64_t task_id) {
                           a.n, a.v);
 }
 
-/* One write of a task per transaction: its counters (steps done and in
- * error, added to what is stored) and its moves, the last one its new
- * state, each with its transition in order. No move: the state and
- * finished_at stay. $1 task, $2 done +, $3 in error +, $4 now, $5 the last
- * move's state, $6 whether that is terminal, then the moves as arrays of
- * from, to, reason and time. */
-static const char TASK_WRITE_SQL[] =
-    "WITH w AS (UPDATE tasks SET steps_done = steps_done + $2::int,"
-    " steps_error = steps_error + $3::int, updated_at = $4::bigint,"
-    " state = COALESCE($5::text, state),"
-    " finished_at = CASE WHEN $5 IS NULL THEN finished_at WHEN $6::boolean THEN $4 END"
-    " WHERE id = $1::bigint RETURNING id)"
+/* The writes of tasks in one statement, one of each per transaction: its
+ * counters (steps done and in error, added to what is stored), updated_at,
+ * and its moves, the last one its new state, each with its transition in
+ * order. No move: the state and finished_at stay. $1 tasks, $2 done +, $3
+ * in error +, $4 now, $5 the last move's state (NULL: none), $6 whether
+ * that is terminal; then every move, in order, as arrays of task, from,
+ * to, reason and time. */
+static const char TASKS_WRITE_SQL[] =
+    "WITH w AS (UPDATE tasks t SET steps_done = t.steps_done + u.done,"
+    " steps_error = t.steps_error + u.errors, updated_at = u.now,"
+    " state = COALESCE(u.state, t.state),"
+    " finished_at = CASE WHEN u.state IS NULL THEN t.finished_at WHEN u.terminal THEN u.now END"
+    " FROM unnest($1::bigint[], $2::int[], $3::int[], $4::bigint[], $5::text[], $6::boolean[])"
+    " AS u(id, done, errors, now, state, terminal)"
+    " WHERE t.id = ANY ($1) AND t.id = u.id RETURNING t.id)"
     " INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason)"
-    " SELECT w.id, NULL, m.f, m.t, m.at, m.r FROM w,"
-    " unnest($7::text[], $8::text[], $9::text[], $10::bigint[]) WITH ORDINALITY"
-    " AS m(f, t, r, at, o) ORDER BY m.o";
+    " SELECT m.task, NULL, m.f, m.t, m.at, m.r FROM unnest($7::bigint[], $8::text[],"
+    " $9::text[], $10::text[], $11::bigint[]) WITH ORDINALITY AS m(task, f, t, r, at, o)"
+    " WHERE m.task IN (SELECT id FROM w) ORDER BY m.o";
+
+int tk__pg_tasks_write_queue(tk__pg_pipe *p, const tk__pg_task_sum *t, int n,
+                             const tk__pg_task_move *moves, const int64_t *move_task,
+                             int nmoves) {
+  enum { NA = 11 };
+  tk__buf b[NA] = {{0}};
+  const char *v[NA];
+  for (int k = 0; k < NA; k++) tk__pg_array_open(&b[k]);
+  for (int j = 0; j < n; j++) {
+    tk__pg_array_i64(&b[0], t[j].task_id);
+    tk__pg_array_i64(&b[1], t[j].done);
+    tk__pg_array_i64(&b[2], t[j].errors);
+    tk__pg_array_i64(&b[3], t[j].now);
+    tk__pg_array_text(&b[4], t[j].state);
+    tk__pg_array_bool(&b[5], t[j].state != NULL && tk__task_state_terminal(t[j].state));
+  }
+  for (int j = 0; j < nmoves; j++) {
+    tk__pg_array_i64(&b[6], move_task[j]);
+    tk__pg_array_text(&b[7], moves[j].from);
+    tk__pg_array_text(&b[8], moves[j].to);
+    tk__pg_array_text(&b[9], moves[j].reason);
+    tk__pg_array_i64(&b[10], moves[j].at);
+  }
+  int ok = 1;
+  for (int k = 0; k < NA; k++) ok &= (v[k] = tk__pg_array_close(&b[k])) != NULL;
+  int slot = ok ? tk__pg_pipe_stmt(p, PG_TASK_WRITE, TASKS_WRITE_SQL, NA, v) : -1;
+  for (int k = 0; k < NA; k++) tk__buf_free(&b[k]);
+  return slot;
+}
 
 int tk__pg_task_write_queue(tk__pg_pipe *p, int64_t task_id, int done, int errors, int64_t now,
                             const tk__pg_task_move *moves, int nmoves) {
-  tk__buf b[4] = {{0}};
-  const char *v[4];
-  for (int k = 0; k < 4; k++) tk__pg_array_open(&b[k]);
-  for (int j = 0; j < nmoves; j++) {
-    tk__pg_array_text(&b[0], moves[j].from);
-    tk__pg_array_text(&b[1], moves[j].to);
-    tk__pg_array_text(&b[2], moves[j].reason);
-    tk__pg_array_i64(&b[3], moves[j].at);
-  }
-  int ok = 1;
-  for (int k = 0; k < 4; k++) ok &= (v[k] = tk__pg_array_close(&b[k])) != NULL;
-  int slot = -1;
-  if (ok) {
-    const char *last = nmoves > 0 ? moves[nmoves - 1].to : NULL;
-    tk__pg_args a = {0};
-    tk__pg_arg_i64(&a, task_id);
-    tk__pg_arg_i64(&a, done);
-    tk__pg_arg_i64(&a, errors);
-    tk__pg_arg_i64(&a, now);
-    tk__pg_arg_text(&a, last);
-    tk__pg_arg_bool(&a, last != NULL && tk__task_state_terminal(last));
-    for (int k = 0; k < 4; k++) tk__pg_arg_text(&a, v[k]);
-    slot = tk__pg_pipe_stmt(p, PG_TASK_WRITE, TASK_WRITE_SQL, a.n, a.v);
-  }
-  for (int k = 0; k < 4; k++) tk__buf_free(&b[k]);
+  tk__pg_task_sum t = {task_id, done, errors, now, nmoves > 0 ? moves[nmoves - 1].to : NULL};
+  int64_t *move_task = malloc((size_t)(nmoves > 0 ? nmoves : 1) * sizeof *move_task);
+  if (move_task == NULL) return -1;
+  for (int j = 0; j < nmoves; j++) move_task[j] = task_id;
+  int slot = tk__pg_tasks_write_queue(p, &t, 1, moves, move_task, nmoves);
+  free(move_task);
   return slot;
 }
 

@@ -1,0 +1,151 @@
+/* Set-based recording (DESIGN §5): the ordinary outcomes of a group (no
+ * flow work, no map instance, no batch items) written by one statement
+ * whatever their count, arrays in, each row fenced by its own claim as
+ * OUTCOME_SQL (postgres_record.c) fences one. postgres_record.c decides
+ * which outcomes come here, locks their tasks first (tk__pg_tasks_lock_queue)
+ * and settles the tasks from what the statement returns. */
+#include "store/postgres/postgres_internal.h"
+
+#include <stdlib.h>
+
+#include "store/rules.h"
+
+#define Q TK__PG_Q
+
+/* The tasks' locks, one statement, in ascending id: the order every
+ * writer of a task takes (postgres_internal.h), so that orchestrators
+ * recording outcomes of the same tasks queue instead of deadlocking.
+ * LockRows runs above the sort, so rows are locked in ORDER BY order. */
+static const char TASKS_LOCK_SQL[] =
+    "SELECT id FROM tasks WHERE id = ANY ($1::bigint[]) ORDER BY id FOR NO KEY UPDATE";
+
+int tk__pg_tasks_lock_queue(tk__pg_pipe *p, const int64_t *ids, int n) {
+  tk__buf b = {0};
+  tk__pg_array_open(&b);
+  for (int k = 0; k < n; k++) tk__pg_array_i64(&b, ids[k]);
+  const char *v = tk__pg_array_close(&b);
+  int slot = v ? tk__pg_pipe_stmt(p, PG_TASKS_LOCK, TASKS_LOCK_SQL, 1, &v) : -1;
+  tk__buf_free(&b);
+  return slot;
+}
+
+/* The outcomes, one row each (o: arrays in, in write order, numbered by
+ * ord), after their tasks' locks are held, so that no other outcome or
+ * operator action of those tasks runs meanwhile and the snapshot sees all
+ * they committed. The step is written only where its claim still holds it
+ * (state in_progress, claim_id; a reaper's outcome, reap not NULL, only
+ * while the lease still ends by reap), checked on the newest row version
+ * after any concurrent heartbeat. Refused, the claim's attempt row is
+ * finished as fenced_out if nothing finished it (fenced: its text; NULL
+ * for a reaper, whose claim is alive). Each finished attempt counts in
+ * activity_minutes, summed per (minute, orchestrator) since one statement
+ * may not upsert a row twice. The children of completed steps (release)
+ * wait for as many parents fewer as completed here (TK__PG_RELEASE, per
+ * child); one left with none waits no more from the time of its last
+ * parent's outcome, which gets the credit for releasing it (as if the
+ * outcomes had been written one after another). Each row returned, in
+ * ord order: whether it was recorded, the children it released, and its
+ * task's stored state and counters (written once per transaction, after
+ * settling: postgres_record.c). Every row is reached by its key whatever
+ * the generic plan (postgres_internal.h, Plans): steps, attempts and tasks
+ * by = ANY of the arrays, a parent's edges by a subquery on the template's
+ * index, each child by its (task_id, idx) and then its id. */
+static const char SET_SQL[] =
+    "WITH o AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],"
+    " $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[],"
+    " $11::text[], $12::bigint[], $13::bigint[], $14::bigint[], $15::int[], $16::int[],"
+    " $17::text[], $18::boolean[]) WITH ORDINALITY AS o(step, claim, state, results, error,"
+    " run_at, delay, reap, finished_at, outcome, source, now, task, template, idx, attempt,"
+    " fenced, release, ord)),"
+    " upd AS (UPDATE steps s SET state = o.state, results = o.results, last_error = o.error,"
+    " run_at = COALESCE(o.run_at, s.run_at), last_delay_ms = COALESCE(o.delay, s.last_delay_ms),"
+    " lease_owner = NULL, lease_expires_at = NULL, claim_id = NULL FROM o"
+    " WHERE s.id = ANY ($1) AND s.id = o.step AND s.state = " Q(TK__STEP_IN_PROGRESS) " AND"
+    " s.claim_id = o.claim AND (o.reap IS NULL OR s.lease_expires_at <= o.reap) RETURNING o.ord),"
+    " f AS (SELECT o.*, u.ord IS NOT NULL AS ok FROM o LEFT JOIN upd u ON u.ord = o.ord),"
+    " fin AS (UPDATE attempts a SET"
+    " finished_at = CASE WHEN f.ok THEN f.finished_at ELSE f.now END,"
+    " outcome = CASE WHEN f.ok THEN f.outcome ELSE 'fenced_out' END,"
+    " error = CASE WHEN f.ok THEN f.error ELSE f.fenced END,"
+    " delay_ms = CASE WHEN f.ok THEN f.delay END,"
+    " delay_source = CASE WHEN f.ok THEN f.source END,"
+    " next_run_at = CASE WHEN f.ok THEN f.run_at END FROM f"
+    " WHERE a.id = ANY ($2) AND a.id = f.claim"
+    " AND (f.ok OR (a.outcome IS NULL AND f.fenced IS NOT NULL))"
+    " RETURNING a.started_at, a.owner, a.outcome),"
+    " act AS (INSERT INTO activity_minutes (minute, orchestrator, succeeded, failed)"
+    " SELECT started_at - started_at % 60000, owner, count(*) FILTER (WHERE outcome = 'success'),"
+    " count(*) FILTER (WHERE outcome <> 'success') FROM fin GROUP BY 1, 2 ORDER BY 1, 2"
+    " ON CONFLICT (minute, orchestrator) DO UPDATE SET"
+    " succeeded = activity_minutes.succeeded + EXCLUDED.succeeded,"
+    " failed = activity_minutes.failed + EXCLUDED.failed),"
+    " trans AS (INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason,"
+    " attempt) SELECT f.task, f.step, " Q(TK__STEP_IN_PROGRESS) ", f.state, f.now, f.outcome,"
+    " f.attempt FROM f WHERE f.ok ORDER BY f.ord),"
+    " kids AS (SELECT (SELECT x.id FROM steps x WHERE x.task_id = f.task"
+    " AND x.idx = e.child_idx) AS id, count(*)::int AS k, max(f.ord) AS last,"
+    " (array_agg(f.now ORDER BY f.ord DESC))[1] AS now FROM f, unnest(ARRAY(SELECT e.child_idx"
+    " FROM template_edges e WHERE e.template_id = f.template AND e.parent_idx = f.idx))"
+    " AS e(child_idx) WHERE f.ok AND f.release GROUP BY f.task, e.child_idx),"
+    " rel AS (UPDATE steps c SET parents_remaining = GREATEST(c.parents_remaining - k.k, 0),"
+    " run_at = CASE WHEN c.parents_remaining <= k.k THEN k.now ELSE c.run_at END FROM kids k"
+    " WHERE c.id = ANY (ARRAY(SELECT id FROM kids)) AND c.id = k.id"
+    " AND c.parents_remaining > 0 AND c.state = " Q(TK__STEP_PENDING) " RETURNING k.last,"
+    " c.parents_remaining, c.state)"
+    " SELECT f.ok, COALESCE(r.n, 0), t.state, t.steps_done, t.steps_total, t.steps_error"
+    " FROM f LEFT JOIN (SELECT last, count(*) AS n FROM rel WHERE parents_remaining = 0"
+    " AND state = " Q(TK__STEP_PENDING) " GROUP BY last) r ON r.last = f.ord"
+    " LEFT JOIN tasks t ON t.id = ANY ($13) AND t.id = f.task ORDER BY f.ord";
+
+enum { NARRAYS = 18 };
+
+/* Outcome x's elements of SET_SQL's arrays. */
+static void add_row(tk__buf b[NARRAYS], const tk__outcome *x) {
+  int retry = x->next == TK__NEXT_RETRY;
+  /* A reaper's outcome leaves a refused claim's attempt row alone; an
+   * owner's finishes it with this text. */
+  char fenced[256];
+  if (!x->fence_lease) tk__fenced_attempt_text(fenced, sizeof fenced, x);
+  char *err_tmp;
+  tk__pg_array_i64(&b[0], x->step_id);
+  tk__pg_array_i64(&b[1], x->claim_id);
+  tk__pg_array_text(&b[2], tk__next_state_name(x->next));
+  tk__pg_array_text(&b[3], x->results);
+  tk__pg_array_text(&b[4], tk__pg_utf8(x->error, &err_tmp));
+  free(err_tmp);
+  if (retry) tk__pg_array_i64(&b[5], x->run_at), tk__pg_array_i64(&b[6], x->delay_ms);
+  else tk__pg_array_text(&b[5], NULL), tk__pg_array_text(&b[6], NULL);
+  if (x->fence_lease) tk__pg_array_i64(&b[7], x->now);
+  else tk__pg_array_text(&b[7], NULL);
+  tk__pg_array_i64(&b[8], x->finished_at);
+  tk__pg_array_text(&b[9], x->attempt_outcome);
+  tk__pg_array_text(&b[10], retry ? tk_delay_source_name(x->source) : NULL);
+  tk__pg_array_i64(&b[11], x->now);
+  tk__pg_array_i64(&b[12], x->task_id);
+  tk__pg_array_i64(&b[13], x->template_id);
+  tk__pg_array_i64(&b[14], x->idx);
+  tk__pg_array_i64(&b[15], x->attempt);
+  tk__pg_array_text(&b[16], x->fence_lease ? NULL : fenced);
+  tk__pg_array_bool(&b[17], x->next == TK__NEXT_COMPLETE);
+}
+
+int tk__pg_outcomes_queue(tk__pg_pipe *p, const tk__outcome *const *o, int n) {
+  tk__buf b[NARRAYS] = {{0}};
+  const char *v[NARRAYS];
+  for (int k = 0; k < NARRAYS; k++) tk__pg_array_open(&b[k]);
+  for (int i = 0; i < n; i++) add_row(b, o[i]);
+  int ok = 1;
+  for (int k = 0; k < NARRAYS; k++) ok &= (v[k] = tk__pg_array_close(&b[k])) != NULL;
+  int slot = ok ? tk__pg_pipe_stmt(p, PG_OUTCOMES, SET_SQL, NARRAYS, v) : -1;
+  for (int k = 0; k < NARRAYS; k++) tk__buf_free(&b[k]);
+  return slot;
+}
+
+void tk__pg_outcomes_row(const PGresult *res, int i, tk__pg_outcome_row *out) {
+  out->recorded = tk__pg_bool(res, i, 0);
+  out->released = (int)tk__pg_i64(res, i, 1);
+  tk__pg_copy(out->task_state, sizeof out->task_state, res, i, 2);
+  out->done = (int)tk__pg_i64(res, i, 3);
+  out->total = (int)tk__pg_i64(res, i, 4);
+  out->errors = (int)tk__pg_i64(res, i, 5);
+}
