@@ -48,7 +48,7 @@
 /* Prepared statements, by id (their SQL lives next to the code using it). */
 enum {
   PG_BEGIN, PG_COMMIT, PG_ROLLBACK, PG_SAVEPOINT, PG_ROLLBACK_SAVEPOINT, PG_NOTIFY,
-  PG_BEGIN_SNAPSHOT, PG_SEQSCAN_ON, PG_SERVER_TIME,
+  PG_BEGIN_SNAPSHOT, PG_SEQSCAN_ON, PG_GENERIC_PLANS, PG_SERVER_TIME,
   PG_TASK_LOCK, PG_OUTCOME, PG_OUTCOME_ITEMS, PG_CAN_PROGRESS, PG_TASK_WRITE, PG_COUNT,
   PG_TASKS_LOCK, PG_OUTCOMES,
   PG_CLAIM, PG_NEXT_RETRY, PG_HEARTBEAT, PG_EXPIRED, PG_NEXT_DUE, PG_HAS_WORK,
@@ -145,6 +145,9 @@ int tk__pg_notify(tk__pg_pipe *p);
 /* BEGIN of a read-only transaction whose statements all see one snapshot
  * (REPEATABLE READ). */
 int tk__pg_begin_snapshot(tk__pg_pipe *p);
+/* BEGIN of a transaction whose statements all run their generic plans
+ * (the orchestrator's outcomes and claims, postgres_util.c says why). */
+int tk__pg_begin_generic(tk__pg_pipe *p);
 
 /* A parameter list: values as text, numbers written into own buffers. */
 #define TK__PG_MAX_PARAMS 24

@@ -664,7 +664,7 @@ static int write_group(tk__pg *pg, const tk__outcome *o, int n, rec *recs, tk__e
     tk__pg_pipe_end(&p);
     return rc;
   }
-  tk__pg_begin(&p);
+  tk__pg_begin_generic(&p);
   if (n > 0) {
     int nset = set_based ? choose_set(o, n, recs) : 0;
     if (nset > 0) rc = write_set(&p, o, n, recs, fx, errs, err);
