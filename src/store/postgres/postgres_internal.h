@@ -328,7 +328,12 @@ int tk__pg_tasks_lock_queue(tk__pg_pipe *p, const int64_t *ids, int n);
  * and the completed steps' children. The caller holds their tasks'
  * locks; the tasks' rows are not written (counters and moves: one write
  * per task afterwards). Its slot, or -1 when it could not be queued. */
-int tk__pg_outcomes_queue(tk__pg_pipe *p, const tk__outcome *const *o, int n);
+/* What the set statement needs to know of an outcome's step besides the
+ * outcome: whether it is an instance of a map, whether it has children
+ * (a leaf's release is not looked up among the template's edges). */
+enum { TK__PG_SET_INSTANCE = 1, TK__PG_SET_PARENT = 2 };
+int tk__pg_outcomes_queue(tk__pg_pipe *p, const tk__outcome *const *o, const unsigned char *kind,
+                          int n);
 
 /* Row i of that statement's result: outcome o[i]. */
 typedef struct tk__pg_outcome_row {
@@ -338,6 +343,7 @@ typedef struct tk__pg_outcome_row {
    * outcomes. */
   char task_state[TK__STATE_MAX];
   int done, total, errors;
+  int map_left; /* an instance's map: instances it still waits for; -1: not counted */
 } tk__pg_outcome_row;
 void tk__pg_outcomes_row(const PGresult *res, int i, tk__pg_outcome_row *out);
 

@@ -368,9 +368,7 @@ static int write_outcomes(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs
  * the other, the later one then fenced). */
 static int ordinary(const tk__outcome *o, int n, const rec *recs, int k) {
   const tk__outcome *x = &o[recs[k].i];
-  if (x->nitems > 0 || x->instance > 0 || tk__flow_is_map(recs[k].flow, x->idx) ||
-      flow_release(recs[k].flow, x))
-    return 0;
+  if (x->nitems > 0 || flow_release(recs[k].flow, x)) return 0;
   for (int j = 0; j < n; j++) {
     const tk__outcome *y = &o[recs[j].i];
     if (j != k && (y->step_id == x->step_id || y->claim_id == x->claim_id)) return 0;
@@ -406,10 +404,13 @@ static void read_set_row(const tk__outcome *x, rec *r, const tk__pg_outcome_row 
     return;
   }
   r->status = RECORDED;
-  r->done = x->next == TK__NEXT_COMPLETE;
-  r->errors = x->next == TK__NEXT_ERROR;
+  /* An instance counts in no task counter; the last of its map to finish
+   * settles the map (flow_outcomes). */
+  r->done = x->next == TK__NEXT_COMPLETE && !r->instance;
+  r->errors = x->next == TK__NEXT_ERROR && !r->instance;
   fx->children_released = row->released;
   r->can_progress = -1;
+  if (r->instance && row->map_left == 0) r->flow_work = FLOW_MAP_SETTLE;
   if (!r->done && !r->errors) return;
   memcpy(r->state, row->task_state, sizeof r->state);
   r->counts = (tk__task_counts){.state = r->state, .done = row->done + r->done,
@@ -424,15 +425,23 @@ static int write_set(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, tk_
                      tk_err *errs, tk_err *err) {
   int64_t tasks[GROUP_MAX];
   const tk__outcome *set[GROUP_MAX];
+  unsigned char kind[GROUP_MAX];
   int ntasks = 0, nset = 0;
   for (int k = 0; k < n; k++) {
     const tk__outcome *x = &o[recs[k].i];
     if (ntasks == 0 || tasks[ntasks - 1] != x->task_id) tasks[ntasks++] = x->task_id;
-    if (recs[k].set) set[nset++] = x;
+    if (!recs[k].set) continue;
+    /* A claim hands an instance out as its map's idx (never the map). */
+    const tk__flow *f = recs[k].flow;
+    recs[k].instance = tk__flow_is_map(f, x->idx);
+    int leaf = f != NULL && x->idx >= 0 && x->idx < f->nsteps && f->steps[x->idx].nchildren == 0;
+    kind[nset] = (unsigned char)((recs[k].instance ? TK__PG_SET_INSTANCE : 0) |
+                                 (recs[k].instance || leaf ? 0 : TK__PG_SET_PARENT));
+    set[nset++] = x;
   }
   int slot = -1, rc;
   if (tk__pg_tasks_lock_queue(p, tasks, ntasks) < 0 ||
-      (slot = tk__pg_outcomes_queue(p, set, nset)) < 0)
+      (slot = tk__pg_outcomes_queue(p, set, kind, nset)) < 0)
     rc = p->broken ? tk_err_set(err, TK_EDISCONNECTED, "postgres: record outcomes: connection lost")
                    : tk__pg_oom(err, "record outcomes");
   else

@@ -1,5 +1,5 @@
 /* Set-based recording (DESIGN §5): the ordinary outcomes of a group (no
- * flow work, no map instance, no batch items) written by one statement
+ * flow work after them, no batch items; a map's instances too) written by one statement
  * whatever their count, arrays in, each row fenced by its own claim as
  * OUTCOME_SQL (postgres_record.c) fences one. postgres_record.c decides
  * which outcomes come here, locks their tasks first (tk__pg_tasks_lock_queue)
@@ -54,9 +54,9 @@ static const char SET_SQL[] =
     "WITH o AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],"
     " $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[],"
     " $11::text[], $12::bigint[], $13::bigint[], $14::bigint[], $15::int[], $16::int[],"
-    " $17::text[], $18::boolean[]) WITH ORDINALITY AS o(step, claim, state, results, error,"
-    " run_at, delay, reap, finished_at, outcome, source, now, task, template, idx, attempt,"
-    " fenced, release, ord)),"
+    " $17::text[], $18::boolean[], $19::boolean[]) WITH ORDINALITY AS o(step, claim, state,"
+    " results, error, run_at, delay, reap, finished_at, outcome, source, now, task, template,"
+    " idx, attempt, fenced, release, inst, ord)),"
     " upd AS (UPDATE steps s SET state = o.state, results = o.results, last_error = o.error,"
     " run_at = COALESCE(o.run_at, s.run_at), last_delay_ms = COALESCE(o.delay, s.last_delay_ms),"
     " lease_owner = NULL, lease_expires_at = NULL, claim_id = NULL FROM o"
@@ -91,16 +91,27 @@ static const char SET_SQL[] =
     " run_at = CASE WHEN c.parents_remaining <= k.k THEN k.now ELSE c.run_at END FROM kids k"
     " WHERE c.id = ANY (ARRAY(SELECT id FROM kids)) AND c.id = k.id"
     " AND c.parents_remaining > 0 AND c.state = " Q(TK__STEP_PENDING) " RETURNING k.last,"
-    " c.parents_remaining, c.state)"
-    " SELECT f.ok, COALESCE(r.n, 0), t.state, t.steps_done, t.steps_total, t.steps_error"
+    " c.parents_remaining, c.state),"
+    /* Instances of a map that finished count its map down (its own row,
+     * 0008_map_countdowns.sql), once per map for the group; the count left
+     * goes to its last finished instance, which settles the map at 0. */
+    " cnt AS (SELECT f.task, f.idx, count(*)::int AS k, max(f.ord) AS last FROM f"
+    " WHERE f.ok AND f.inst AND f.state IN (" Q(TK__STEP_COMPLETE) ", " Q(TK__STEP_ERROR) ")"
+    " GROUP BY f.task, f.idx),"
+    " mp AS (UPDATE map_countdowns m SET remaining = GREATEST(m.remaining - c.k, 0) FROM cnt c"
+    " WHERE m.task_id = c.task AND m.idx = c.idx AND m.remaining > 0"
+    " RETURNING c.last, m.remaining)"
+    " SELECT f.ok, COALESCE(r.n, 0), t.state, t.steps_done, t.steps_total, t.steps_error,"
+    " mp.remaining"
     " FROM f LEFT JOIN (SELECT last, count(*) AS n FROM rel WHERE parents_remaining = 0"
     " AND state = " Q(TK__STEP_PENDING) " GROUP BY last) r ON r.last = f.ord"
-    " LEFT JOIN tasks t ON t.id = ANY ($13) AND t.id = f.task ORDER BY f.ord";
+    " LEFT JOIN tasks t ON t.id = ANY ($13) AND t.id = f.task"
+    " LEFT JOIN mp ON mp.last = f.ord ORDER BY f.ord";
 
-enum { NARRAYS = 18 };
+enum { NARRAYS = 19 };
 
-/* Outcome x's elements of SET_SQL's arrays. */
-static void add_row(tk__buf b[NARRAYS], const tk__outcome *x) {
+/* Outcome x's elements of SET_SQL's arrays (kind: TK__PG_SET_*). */
+static void add_row(tk__buf b[NARRAYS], const tk__outcome *x, int kind) {
   int retry = x->next == TK__NEXT_RETRY;
   /* A reaper's outcome leaves a refused claim's attempt row alone; an
    * owner's finishes it with this text. */
@@ -126,14 +137,16 @@ static void add_row(tk__buf b[NARRAYS], const tk__outcome *x) {
   tk__pg_array_i64(&b[14], x->idx);
   tk__pg_array_i64(&b[15], x->attempt);
   tk__pg_array_text(&b[16], x->fence_lease ? NULL : fenced);
-  tk__pg_array_bool(&b[17], x->next == TK__NEXT_COMPLETE);
+  tk__pg_array_bool(&b[17], x->next == TK__NEXT_COMPLETE && (kind & TK__PG_SET_PARENT));
+  tk__pg_array_bool(&b[18], (kind & TK__PG_SET_INSTANCE) != 0);
 }
 
-int tk__pg_outcomes_queue(tk__pg_pipe *p, const tk__outcome *const *o, int n) {
+int tk__pg_outcomes_queue(tk__pg_pipe *p, const tk__outcome *const *o, const unsigned char *kind,
+                          int n) {
   tk__buf b[NARRAYS] = {{0}};
   const char *v[NARRAYS];
   for (int k = 0; k < NARRAYS; k++) tk__pg_array_open(&b[k]);
-  for (int i = 0; i < n; i++) add_row(b, o[i]);
+  for (int i = 0; i < n; i++) add_row(b, o[i], kind[i]);
   int ok = 1;
   for (int k = 0; k < NARRAYS; k++) ok &= (v[k] = tk__pg_array_close(&b[k])) != NULL;
   int slot = ok ? tk__pg_pipe_stmt(p, PG_OUTCOMES, SET_SQL, NARRAYS, v) : -1;
@@ -148,4 +161,5 @@ void tk__pg_outcomes_row(const PGresult *res, int i, tk__pg_outcome_row *out) {
   out->done = (int)tk__pg_i64(res, i, 3);
   out->total = (int)tk__pg_i64(res, i, 4);
   out->errors = (int)tk__pg_i64(res, i, 5);
+  out->map_left = PQgetisnull(res, i, 6) ? -1 : (int)tk__pg_i64(res, i, 6);
 }
