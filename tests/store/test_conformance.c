@@ -3758,6 +3758,45 @@ static void cancel_mid_map(world *w) {
   assert_int_equal(record1(w->s, &o, &(tk__effects){0}, &err), TK_EFENCED);
 }
 
+/* Bulk submit (submit_many): ids in order, an identity that exists and
+ * one repeated in the call create nothing, every new task is claimable;
+ * a bad submission refuses the whole call and stores nothing. */
+static void submit_many_all_or_none(world *w) {
+  add_template(w, one_toml);
+  int64_t old = submit_on(w, w->s, "one", NULL, "kept", T(0), &(int){0});
+  tk_submit_request r[4] = {{.template_name = "one", .identity = "a"},
+                            {.template_name = "one", .identity = "kept"},
+                            {.template_name = "one", .context_json = "{\"n\":2}"},
+                            {.template_name = "one", .identity = "a"}};
+  int64_t ids[4];
+  int existed[4], failed = 7;
+  tk_err err;
+  must(tk_task_submit_many(w->s, w->cfg, r, 4, T(0), ids, existed, &failed, &err), &err,
+       "submit many");
+  assert_int_equal(failed, -1);
+  assert_int_equal(existed[0], 0);
+  assert_int_equal(existed[1], 1);
+  assert_int_equal(ids[1], old);
+  assert_int_equal(existed[2], 0);
+  assert_true(ids[2] > ids[0] && ids[0] > old);
+  assert_int_equal(existed[3], 1);
+  assert_int_equal(ids[3], ids[0]);
+  tk__claimed c[4];
+  assert_int_equal(claim(w->s, "A", 4, c), 3); /* old, a and the third */
+  tk__task_report rep;
+  report_on(w->s, ids[2], &rep);
+  expect_contains(rep.context, "\"n\"");
+  tk__task_report_free(&rep);
+  /* A bad context in the middle: nothing stored. */
+  tk_submit_request bad[2] = {{.template_name = "one", .identity = "b"},
+                              {.template_name = "one", .context_json = "[1"}};
+  int rc = tk_task_submit_many(w->s, w->cfg, bad, 2, T(0), ids, existed, &failed, &err);
+  assert_int_not_equal(rc, 0);
+  assert_int_equal(failed, 1);
+  assert_true(err.msg[0] != '\0');
+  assert_int_equal(tasks_in(w, TK__TASK_PENDING) + tasks_in(w, TK__TASK_IN_PROGRESS), 3);
+}
+
 /* ------------------------------------------------------------------ */
 /* History: every kind of move, the same on every backend              */
 /* ------------------------------------------------------------------ */
@@ -4066,6 +4105,7 @@ static const conformance_case cases[] = {
     {"flow: an empty map, one over max, one over no list", map_empty_and_too_wide, 0},
     {"flow: a range in chunks", map_range_chunks, 0},
     {"flow: cancel mid-map", cancel_mid_map, 0},
+    {"bulk submit: identities, order, all or none", submit_many_all_or_none, 0},
     {"history: every kind of move, the same on every backend", history_of_every_move, 0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
