@@ -84,6 +84,15 @@ int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *t
       return tk_err_set(err, TK_ESTATE,
                         "step \"%s\" of task %lld is %s: only a step in error can be retried",
                         step, (long long)task_id, step_state);
+    /* A finished map has handed its results, null for this instance, to its
+     * children: a new run could change nothing they saw. */
+    if (kind->instance && kind->map_state &&
+        (eq(kind->map_state, TK__STEP_COMPLETE) || eq(kind->map_state, TK__STEP_RESOLVED)))
+      return tk_err_set(err, TK_ESTATE,
+                        "step \"%s\" of task %lld is an instance of a map that is already %s: "
+                        "its children have the map's results (null for this instance); resolve "
+                        "it instead",
+                        step, (long long)task_id, kind->map_state);
     plan->step_to = TK__STEP_WAITING;
     plan->reset_attempts = 1;
     plan->steps_error_delta = kind->instance ? 0 : -1;

@@ -84,6 +84,7 @@ typedef struct tk__op_step_kind {
   int decision; /* a decision step */
   int map;      /* a map step (the template step, not an instance) */
   int instance; /* an instance of a map step */
+  const char *map_state; /* an instance's map step's state; NULL: not an instance */
 } tk__op_step_kind;
 
 /* The plan for `action` on task task_id (in task_state) and, for retry and

@@ -3651,7 +3651,12 @@ static void map_failures_and_retry(world *w) {
   assert_string_equal(step_named(&r, "process")->state, TK__STEP_COMPLETE);
   assert_int_equal(r.steps_error, 0);
   tk__task_report_free(&r);
-  /* Resolving the other failed one is no change to a complete map. */
+  /* The other failed one cannot run again: its children have the map's
+   * results, null at its position. Resolving it is no change to the map. */
+  expect_refused(w, TK_OP_RETRY, t, "process[1]", TK_ESTATE,
+                 "step \"process[1]\" of task 1 is an instance of a map that is already "
+                 "complete: its children have the map's results (null for this instance); "
+                 "resolve it instead");
   must(tk_task_operate(w->s, TK_OP_RESOLVE, t, "process[1]", w->clock.now_ms, &ts, &err), &err,
        "resolve an instance");
   complete_next(w, "{}");

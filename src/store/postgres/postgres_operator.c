@@ -18,8 +18,9 @@ static const char TASK_SQL[] =
 /* FOR UPDATE too: claims move a ready step without the task's lock, so the
  * step's state is read from its newest version, locked. */
 static const char STEP_SQL[] =
-    "SELECT id, state, idx, map_idx FROM steps WHERE task_id = $1::bigint AND name = $2::text"
-    " FOR UPDATE";
+    "SELECT s.id, s.state, s.idx, s.map_idx, (SELECT m.state FROM steps m"
+    " WHERE m.task_id = s.task_id AND m.idx = s.map_idx) FROM steps s"
+    " WHERE s.task_id = $1::bigint AND s.name = $2::text FOR UPDATE OF s";
 
 /* $1 step, $2 new state, $3 reset the attempts (due now, $4), */
 static const char STEP_SET_SQL[] =
@@ -66,6 +67,7 @@ typedef struct target {
   int64_t template_id, step_id;
   int idx;
   int map_idx; /* an instance's map step; -1 for a template step */
+  char map_state[TK__STATE_MAX]; /* an instance's map step's state */
 } target;
 
 /* Lock and read the task and (step not NULL) its step. */
@@ -91,6 +93,7 @@ static int find(tk__pg_pipe *p, int64_t task_id, const char *step, target *t, tk
   t->idx = (int)tk__pg_i64(r, 0, 2);
   int64_t map_idx = tk__pg_i64(r, 0, 3);
   t->map_idx = map_idx == TK__NONE ? -1 : (int)map_idx;
+  tk__pg_copy(t->map_state, sizeof t->map_state, r, 0, 4);
   return 0;
 }
 
@@ -98,6 +101,7 @@ static int find(tk__pg_pipe *p, int64_t task_id, const char *step, target *t, tk
 static tk__op_step_kind kind_of(const tk__flow *f, const target *t) {
   tk__op_step_kind k = {0};
   k.instance = t->map_idx >= 0;
+  k.map_state = k.instance ? t->map_state : NULL;
   k.decision = !k.instance && tk__flow_is_decision(f, t->idx);
   k.map = !k.instance && tk__flow_is_map(f, t->idx);
   return k;

@@ -65,7 +65,7 @@ void tk__sq_claim_inputs(tk__sqlite *q, tk__claim_request *r, tk__claimed *c, in
 /* Find the task's state and, for step actions, the step by name. */
 static int find_step(tk__sqlite *q, int64_t task_id, const char *step, char *task_state,
                      int64_t *step_id, char *step_state, int64_t *template_id, int *idx,
-                     int *map_idx, tk_err *err) {
+                     int *map_idx, char *map_state, tk_err *err) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(q->db, "SELECT state, template_id FROM tasks WHERE id = ?", -1, &st,
                          NULL))
@@ -81,8 +81,9 @@ static int find_step(tk__sqlite *q, int64_t task_id, const char *step, char *tas
   if (!found) return tk_err_set(err, TK_ENOENT, "no task %lld", (long long)task_id);
   if (step == NULL) return 0;
   if (sqlite3_prepare_v2(q->db,
-                         "SELECT id, state, idx, COALESCE(map_idx, -1) FROM steps"
-                         " WHERE task_id = ? AND name = ?",
+                         "SELECT s.id, s.state, s.idx, COALESCE(s.map_idx, -1),"
+                         " (SELECT m.state FROM steps m WHERE m.task_id = s.task_id"
+                         " AND m.idx = s.map_idx) FROM steps s WHERE s.task_id = ? AND s.name = ?",
                          -1, &st, NULL))
     return tk__sq_fail(q, "find step", err);
   sqlite3_bind_int64(st, 1, task_id);
@@ -93,6 +94,7 @@ static int find_step(tk__sqlite *q, int64_t task_id, const char *step, char *tas
     snprintf(step_state, 24, "%s", tk__sq_text(st, 1));
     *idx = sqlite3_column_int(st, 2);
     *map_idx = sqlite3_column_int(st, 3);
+    snprintf(map_state, 24, "%s", tk__sq_text(st, 4));
   }
   sqlite3_finalize(st);
   if (rc) return rc;
@@ -194,18 +196,19 @@ int tk__sq_operator(tk_store *s, tk__operator_action action, int64_t task_id, co
                     int64_t now, tk__effects *fx, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   memset(fx, 0, sizeof *fx);
-  char task_state[TK__STATE_MAX], step_state[TK__STATE_MAX] = "";
+  char task_state[TK__STATE_MAX], step_state[TK__STATE_MAX] = "", map_state[TK__STATE_MAX] = "";
   int64_t step_id = 0, template_id = 0;
   int idx = 0, map_idx = -1, rc;
   tk__op_plan plan;
   const tk__flow *flow = NULL;
   if ((rc = tk__sq_begin(q, err))) return rc;
   rc = find_step(q, task_id, action == TK__OP_CANCEL ? NULL : step, task_state, &step_id,
-                 step_state, &template_id, &idx, &map_idx, err);
+                 step_state, &template_id, &idx, &map_idx, map_state, err);
   if (!rc && step != NULL && action != TK__OP_CANCEL) rc = tk__sq_flow(q, template_id, &flow, err);
   tk__op_step_kind kind = {.decision = tk__flow_is_decision(flow, idx),
                            .map = tk__flow_is_map(flow, idx),
-                           .instance = map_idx >= 0};
+                           .instance = map_idx >= 0,
+                           .map_state = map_idx >= 0 ? map_state : NULL};
   if (!rc)
     rc = tk__operator_plan(action, task_id, task_state, step, step_state, &kind, &plan, err);
   if (!rc) rc = apply_plan(q, &plan, task_id, template_id, step_id, idx, map_idx, step_state,
