@@ -23,6 +23,7 @@
 #include <tasker/workflow.h>
 
 #include "common/engine_fixture.h"
+#include "common/outcomes.h"
 #include "store/rules.h"
 #include "store/store.h"
 
@@ -79,43 +80,6 @@ static const tk__claimed *claimed(const tk__claimed *out, int n, int64_t task, i
     if (out[i].task_id == task && out[i].idx == idx) return &out[i];
   fail_msg("task %lld step %d was not claimed", (long long)task, idx);
   return NULL;
-}
-
-static tk__outcome success_of(const tk__claimed *c, const char *owner, int64_t now) {
-  return (tk__outcome){.step_id = c->step_id, .claim_id = c->claim_id, .task_id = c->task_id,
-                       .template_id = c->template_id, .idx = c->idx,
-                       .instance = c->item_index + 1, .owner = owner, .attempt = c->attempt,
-                       .now = now, .finished_at = now, .attempt_outcome = "success",
-                       .next = TK__NEXT_COMPLETE, .results = "{\"ok\":true}"};
-}
-
-static tk__outcome error_of(const tk__claimed *c, const char *owner, int64_t now) {
-  tk__outcome o = success_of(c, owner, now);
-  o.attempt_outcome = "failure";
-  o.next = TK__NEXT_ERROR;
-  o.results = NULL;
-  o.error = "it broke for good";
-  return o;
-}
-
-static tk__outcome retry_of(const tk__claimed *c, const char *owner, int64_t now,
-                            int64_t run_at) {
-  tk__outcome o = error_of(c, owner, now);
-  o.next = TK__NEXT_RETRY;
-  o.error = "it broke";
-  o.delay_ms = run_at - now;
-  o.source = TK_DELAY_COMPUTED;
-  o.run_at = run_at;
-  return o;
-}
-
-static tk__outcome reaped_of(const tk__claimed *c, const char *owner, int64_t now,
-                             int64_t run_at) {
-  tk__outcome o = retry_of(c, owner, now, run_at);
-  o.attempt_outcome = "lease_expired";
-  o.error = "lease expired";
-  o.fence_lease = 1;
-  return o;
 }
 
 static const char one_toml[] = "name = \"one\"\nversion = \"1\"\n" EFX_STEP("s") EFX_NOOP;

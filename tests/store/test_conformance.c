@@ -33,6 +33,7 @@
 #include <tasker/workflow.h>
 
 #include "common/engine_fixture.h"
+#include "common/outcomes.h"
 #include "common/skip_missing.h"
 #include "store/flow.h"
 #include "store/migration.h"
@@ -399,48 +400,9 @@ static tk__claimed claim_one(tk_store *s, const char *owner) {
   return c;
 }
 
-/* The outcome of claim c, written by owner at now: a success. */
-static tk__outcome success_of(const tk__claimed *c, const char *owner, int64_t now) {
-  return (tk__outcome){.step_id = c->step_id, .claim_id = c->claim_id, .task_id = c->task_id,
-                       .instance = c->item_index + 1,
-                       .template_id = c->template_id, .idx = c->idx, .owner = owner,
-                       .attempt = c->attempt, .now = now, .finished_at = now,
-                       .attempt_outcome = "success", .next = TK__NEXT_COMPLETE,
-                       .results = "{\"ok\":true}"};
-}
-
-/* A retryable failure, due again at run_at. */
-static tk__outcome retry_of(const tk__claimed *c, const char *owner, int64_t now,
-                            int64_t run_at) {
-  tk__outcome o = success_of(c, owner, now);
-  o.attempt_outcome = "failure";
-  o.next = TK__NEXT_RETRY;
-  o.results = NULL;
-  o.error = "it broke";
-  o.delay_ms = run_at - now;
-  o.source = TK_DELAY_COMPUTED;
-  o.run_at = run_at;
-  return o;
-}
-
-/* A failure that ends the step in error. */
-static tk__outcome error_of(const tk__claimed *c, const char *owner, int64_t now) {
-  tk__outcome o = success_of(c, owner, now);
-  o.attempt_outcome = "failure";
-  o.next = TK__NEXT_ERROR;
-  o.results = NULL;
-  o.error = "it broke for good";
-  return o;
-}
-
-/* The reaper's outcome for expired lease x: lease_expired, fenced on the
- * lease still being expired, due again at run_at. */
-static tk__outcome reaped_of(const tk__expired *x, int64_t now, int64_t run_at) {
-  tk__outcome o = retry_of(&x->step, x->owner, now, run_at);
-  o.attempt_outcome = "lease_expired";
-  o.error = "lease expired";
-  o.fence_lease = 1;
-  return o;
+/* The reaper's outcome for expired lease x (common/outcomes.h). */
+static tk__outcome expired_of(const tk__expired *x, int64_t now, int64_t run_at) {
+  return reaped_of(&x->step, x->owner, now, run_at);
 }
 
 /* Record one outcome on s: the outcome's own code (0, TK_EFENCED, ...). */
@@ -1249,7 +1211,7 @@ static void reaper_wins_an_expired_lease(world *w) {
   assert_string_equal(x[0].owner, "A");
 
   w->clock.now_ms = T(LEASE_MS);
-  tk__outcome o = reaped_of(&x[0], T(LEASE_MS), T(LEASE_MS + 3000));
+  tk__outcome o = expired_of(&x[0], T(LEASE_MS), T(LEASE_MS + 3000));
   assert_int_equal(counter(w, "lease_expired"), 0);
   record_ok(w->s, &o);
   /* Counted store-wide in the reaper's transaction. */
@@ -1294,7 +1256,7 @@ static void heartbeat_before_the_reaper_keeps_the_claim(world *w) {
   must(w->s->ops->heartbeat(w->s, c.step_id, c.claim_id, T(2 * LEASE_MS), &err), &err,
        "heartbeat");
   int64_t fenced = counter(w, "fenced_writes");
-  tk__outcome o = reaped_of(&x[0], T(LEASE_MS), T(LEASE_MS + 3000));
+  tk__outcome o = expired_of(&x[0], T(LEASE_MS), T(LEASE_MS + 3000));
   tk__effects fx;
   assert_int_equal(record1(w->s, &o, &fx, &err), TK_EFENCED);
   assert_int_equal(counter(w, "fenced_writes"), fenced + 1);
@@ -1330,8 +1292,8 @@ static void reaper_against_reaper(world *w) {
   assert_int_equal(x1[0].step.claim_id, c.claim_id);
   assert_int_equal(x2[0].step.claim_id, c.claim_id);
   w->clock.now_ms = T(LEASE_MS);
-  tk__outcome o2 = reaped_of(&x2[0], T(LEASE_MS), T(LEASE_MS + 1000));
-  tk__outcome o1 = reaped_of(&x1[0], T(LEASE_MS), T(LEASE_MS + 2000));
+  tk__outcome o2 = expired_of(&x2[0], T(LEASE_MS), T(LEASE_MS + 1000));
+  tk__outcome o1 = expired_of(&x1[0], T(LEASE_MS), T(LEASE_MS + 2000));
   record_ok(s2, &o2);
   tk__effects fx;
   tk_err err;
@@ -1372,7 +1334,7 @@ static void *reap_until_none(void *arg) {
     if (!k->error[0] && k->s->ops->expired(k->s, k->now, 4, x, &n, &err) != 0)
       snprintf(k->error, sizeof k->error, "expired: %s", err.msg);
     for (int i = 0; i < n && !k->error[0]; i++) {
-      tk__outcome o = reaped_of(&x[i], k->now, k->now + 5000);
+      tk__outcome o = expired_of(&x[i], k->now, k->now + 5000);
       tk__effects fx;
       int rc = record1(k->s, &o, &fx, &err);
       if (rc == 0) {
@@ -2455,7 +2417,7 @@ static void activity_minutes_match_attempts(world *w) {
   tk__expired x[2];
   w->clock.now_ms = T(2 * M + 10000 + LEASE_MS);
   assert_int_equal(expired_at(w->s, w->clock.now_ms, x, 2), 1);
-  o = reaped_of(&x[0], w->clock.now_ms, T(9 * M));
+  o = expired_of(&x[0], w->clock.now_ms, T(9 * M));
   record_ok(w->s, &o);
   w->clock.now_ms = T(3 * M + 5000); /* minute 3: d, cancelled while it runs: fenced out */
   tk__claimed cd = claim_one(w->s, "A");
@@ -3984,7 +3946,7 @@ static void history_of_every_move(world *w) {
   tk__expired x[2];
   assert_int_equal(expired_at(w->s, T(1000 + LEASE_MS), x, 2), 1);
   w->clock.now_ms = T(1000 + LEASE_MS);
-  o = reaped_of(&x[0], T(1000 + LEASE_MS), T(2000 + LEASE_MS));
+  o = expired_of(&x[0], T(1000 + LEASE_MS), T(2000 + LEASE_MS));
   record_ok(w->s, &o);
   w->clock.now_ms = T(1500 + LEASE_MS);
   o = success_of(&late, "B", T(1500 + LEASE_MS));
