@@ -43,9 +43,10 @@ EXAMPLE_SRC := examples/embed.c
 SQLITE_MIGRATIONS := $(sort $(wildcard src/store/sqlite/migrations/*.sql))
 PG_MIGRATIONS := $(sort $(wildcard src/store/postgres/migrations/*.sql))
 ASSETS    := $(shell find src/server/assets -type f | sort)
+API_DOCS  := $(shell find src/server/api_docs -type f | sort)
 GEN_SRC   := $(BUILD)/gen/sqlite_migrations.c
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/sqlite_migrations.o \
-             $(BUILD)/obj/gen/assets.o
+             $(BUILD)/obj/gen/assets.o $(BUILD)/obj/gen/api_docs.o
 ifeq ($(PG_BACKEND),1)
 LIB_OBJ   += $(BUILD)/obj/gen/postgres_migrations.o
 endif
@@ -94,6 +95,12 @@ $(BUILD)/gen/postgres_migrations.c: $(PG_MIGRATIONS) scripts/embed-sql
 $(BUILD)/gen/assets.c: $(ASSETS) src/server/assets scripts/embed-assets
 	@mkdir -p $(@D)
 	scripts/embed-assets src/server/assets $(ASSETS) > $@
+
+# The API's OpenAPI document (docs/api.md "The OpenAPI document"), served
+# at /api/v1/openapi.json.
+$(BUILD)/gen/api_docs.c: $(API_DOCS) src/server/api_docs scripts/embed-assets
+	@mkdir -p $(@D)
+	scripts/embed-assets --name tk__api_doc src/server/api_docs $(API_DOCS) > $@
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(@D)
