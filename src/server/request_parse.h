@@ -59,7 +59,8 @@ typedef enum tk__route_id {
   TK__R_BACKOFF,     /* GET /api/v1/backoff */
   TK__R_OPENAPI,     /* GET /api/v1/openapi.json: the document of all of these */
   TK__R_METRICS,     /* GET /metrics */
-  TK__R_ASSET        /* GET anything else outside /api/: the dashboard */
+  TK__R_ASSET        /* GET anything else outside /api/: the dashboard (last: tests
+                      * iterate the routes up to it) */
 } tk__route_id;
 
 /* What route `id` serves, as its comment above says it ("GET
