@@ -71,11 +71,15 @@ deps:
 # build: a PostgreSQL server (a private cluster each time), libfaketime,
 # Debian's chromium, in which the dashboard's test loads the page, mandoc
 # and man-db, with which tests/man lints and renders the man pages, jq and
-# curl, with which tests/server/api_pg.sh reads the API, and clang with its
-# libFuzzer runtime, with which `make tests` builds the fuzz targets.
-SERVER_DEPS := postgresql faketime chromium mandoc man-db jq curl clang libclang-rt-14-dev
+# curl, with which tests/server/api_pg.sh reads the API, clang with its
+# libFuzzer runtime, with which `make tests` builds the fuzz targets, and
+# nodejs and npm, with which tests/server/openapi.sh installs (npm ci) and
+# runs the OpenAPI validator. npm only when there is none: a nodejs that
+# bundles its own npm (not Debian's) conflicts with Debian's npm package.
+SERVER_DEPS := postgresql faketime chromium mandoc man-db jq curl clang libclang-rt-14-dev nodejs
 server-deps:
 	@TASKER_EXTRA_DEPS="$(SERVER_DEPS)" scripts/ensure-deps
+	@command -v npm >/dev/null 2>&1 || TASKER_EXTRA_DEPS=npm scripts/ensure-deps
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
