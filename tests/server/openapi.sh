@@ -146,4 +146,15 @@ report() {
 report validate.mjs
 report conform.mjs
 
+# Both servers ran the whole test: stopped, each exits 0 (a sanitizer's
+# report at exit, a leak or a crash on shutdown, is a non-zero status).
+for name in plain token; do
+  if [ "$name" = plain ]; then pid=$SERVE; SERVE=""; else pid=$SERVE2; SERVE2=""; fi
+  kill -TERM "$pid"
+  wait "$pid"
+  RC=$?
+  OUT=""
+  ERR=$(tail -n 20 "$W/$name.err")
+  expect_rc "serve ($name) exits 0 on SIGTERM" 0
+done
 tap_done
