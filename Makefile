@@ -43,9 +43,10 @@ EXAMPLE_SRC := examples/embed.c
 SQLITE_MIGRATIONS := $(sort $(wildcard src/store/sqlite/migrations/*.sql))
 PG_MIGRATIONS := $(sort $(wildcard src/store/postgres/migrations/*.sql))
 ASSETS    := $(shell find src/server/assets -type f | sort)
+API_DOCS  := $(shell find src/server/api_docs -type f | sort)
 GEN_SRC   := $(BUILD)/gen/sqlite_migrations.c
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/sqlite_migrations.o \
-             $(BUILD)/obj/gen/assets.o
+             $(BUILD)/obj/gen/assets.o $(BUILD)/obj/gen/api_docs.o
 ifeq ($(PG_BACKEND),1)
 LIB_OBJ   += $(BUILD)/obj/gen/postgres_migrations.o
 endif
@@ -70,11 +71,15 @@ deps:
 # build: a PostgreSQL server (a private cluster each time), libfaketime,
 # Debian's chromium, in which the dashboard's test loads the page, mandoc
 # and man-db, with which tests/man lints and renders the man pages, jq and
-# curl, with which tests/server/api_pg.sh reads the API, and clang with its
-# libFuzzer runtime, with which `make tests` builds the fuzz targets.
-SERVER_DEPS := postgresql faketime chromium mandoc man-db jq curl clang libclang-rt-14-dev
+# curl, with which tests/server/api_pg.sh reads the API, clang with its
+# libFuzzer runtime, with which `make tests` builds the fuzz targets, and
+# nodejs and npm, with which tests/server/openapi.sh installs (npm ci) and
+# runs the OpenAPI validator. npm only when there is none: a nodejs that
+# bundles its own npm (not Debian's) conflicts with Debian's npm package.
+SERVER_DEPS := postgresql faketime chromium mandoc man-db jq curl clang libclang-rt-14-dev nodejs
 server-deps:
 	@TASKER_EXTRA_DEPS="$(SERVER_DEPS)" scripts/ensure-deps
+	@command -v npm >/dev/null 2>&1 || TASKER_EXTRA_DEPS=npm scripts/ensure-deps
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -94,6 +99,12 @@ $(BUILD)/gen/postgres_migrations.c: $(PG_MIGRATIONS) scripts/embed-sql
 $(BUILD)/gen/assets.c: $(ASSETS) src/server/assets scripts/embed-assets
 	@mkdir -p $(@D)
 	scripts/embed-assets src/server/assets $(ASSETS) > $@
+
+# The API's OpenAPI document (docs/api.md "The OpenAPI document"), served
+# at /api/v1/openapi.json.
+$(BUILD)/gen/api_docs.c: $(API_DOCS) src/server/api_docs scripts/embed-assets
+	@mkdir -p $(@D)
+	scripts/embed-assets --name tk__api_doc src/server/api_docs $(API_DOCS) > $@
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(@D)

@@ -11,6 +11,7 @@
 #include <tasker/metrics.h>
 #include <tasker/query.h>
 
+#include "server/assets.h"
 #include "store/store.h"
 
 void tk__respond_tk_error(tk_server *s, tk__response *out, const tk_err *err, const char *param) {
@@ -179,6 +180,19 @@ static void get_template(tk_server *s, const tk__route *r, const char *version,
   tk__template_rec_free(&rec);
 }
 
+/* GET /api/v1/openapi.json: the document built in (src/server/api_docs),
+ * its info.version this build's version, so it cannot name another. */
+static void get_openapi(tk__response *out) {
+  const tk__asset *doc = tk__api_doc_find("/openapi.json");
+  json_t *j = doc ? json_loadb((const char *)doc->data, doc->len, 0, NULL) : NULL;
+  json_t *info = json_object_get(j, "info");
+  if (info == NULL || json_object_set_new(info, "version", json_string(TK_VERSION)) != 0) {
+    json_decref(j);
+    j = NULL; /* a 500: the build embedded no valid document */
+  }
+  tk__respond_json_value(out, 200, j);
+}
+
 /* A duration parameter of at least 1 ms, dflt when absent. */
 static int duration_param(const tk__query *q, const char *key, int64_t dflt, int64_t *ms,
                           tk__api_error *e) {
@@ -259,6 +273,7 @@ void tk__api_handle(tk_server *s, const tk__route *r, const char *body, size_t l
       if (r->id == TK__R_STATUS) get_status(s, out);
       else if (r->id == TK__R_TASK) get_task(s, r, out);
       else if (r->id == TK__R_TEMPLATES) get_templates(s, out);
+      else if (r->id == TK__R_OPENAPI) get_openapi(out);
   }
   tk__query_free(&q);
   if (r->post) tk__api_actions(s, r, body, len, out);

@@ -16,4 +16,8 @@ typedef struct tk__asset {
 /* The asset served at `path` ("/" is "/index.html"), or NULL. */
 const tk__asset *tk__asset_find(const char *path);
 
+/* The API's own documents, from src/server/api_docs/ the same way: the
+ * one at `path` below /api/v1 ("/openapi.json"), or NULL. */
+const tk__asset *tk__api_doc_find(const char *path);
+
 #endif

@@ -57,9 +57,16 @@ typedef enum tk__route_id {
   TK__R_TEMPLATE,    /* GET /api/v1/templates/NAME (NAME may be ns/name) */
   TK__R_ACTIVITY,    /* GET /api/v1/activity */
   TK__R_BACKOFF,     /* GET /api/v1/backoff */
+  TK__R_OPENAPI,     /* GET /api/v1/openapi.json: the document of all of these */
   TK__R_METRICS,     /* GET /metrics */
-  TK__R_ASSET        /* GET anything else outside /api/: the dashboard */
+  TK__R_ASSET        /* GET anything else outside /api/: the dashboard (last: tests
+                      * iterate the routes up to it) */
 } tk__route_id;
+
+/* What route `id` serves, as its comment above says it ("GET
+ * /api/v1/status"): the name a test gives a route the OpenAPI document
+ * leaves out. NULL for an id that is none. */
+const char *tk__route_name(tk__route_id id);
 
 /* Methods, as bits. HEAD counts as GET. */
 enum { TK__M_GET = 1, TK__M_POST = 2 };

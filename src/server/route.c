@@ -26,6 +26,27 @@ const char *tk__action_name(tk_operator_action a) {
   return a == TK_OP_RETRY ? "retry" : a == TK_OP_RESOLVE ? "resolve" : "cancel";
 }
 
+const char *tk__route_name(tk__route_id id) {
+  static const char *const names[] = {
+      [TK__R_STATUS] = "GET /api/v1/status",
+      [TK__R_TASKS] = "GET, POST /api/v1/tasks",
+      [TK__R_TASK] = "GET /api/v1/tasks/ID",
+      [TK__R_TASK_CANCEL] = "POST /api/v1/tasks/ID/cancel",
+      [TK__R_STEP_ACTION] = "POST /api/v1/tasks/ID/steps/STEP/{retry,resolve}",
+      [TK__R_INSTANCES] = "GET /api/v1/tasks/ID/steps/STEP/instances",
+      [TK__R_BULK] = "POST /api/v1/actions/ACTION",
+      [TK__R_STEPS] = "GET /api/v1/steps",
+      [TK__R_TEMPLATES] = "GET /api/v1/templates",
+      [TK__R_TEMPLATE] = "GET /api/v1/templates/NAME",
+      [TK__R_ACTIVITY] = "GET /api/v1/activity",
+      [TK__R_BACKOFF] = "GET /api/v1/backoff",
+      [TK__R_OPENAPI] = "GET /api/v1/openapi.json",
+      [TK__R_METRICS] = "GET /metrics",
+      [TK__R_ASSET] = "GET /PATH (the dashboard's files)",
+  };
+  return (int)id > 0 && (size_t)id < sizeof names / sizeof names[0] ? names[id] : NULL;
+}
+
 /* Split and decode path[0..len) after its leading "/api/"; a segment too
  * long or too many segments is an unknown path. */
 static int split(const char *p, size_t len, segs *s, tk__api_error *e) {
@@ -71,6 +92,7 @@ static int match_api(const segs *s, tk__route *r, int *methods, tk__api_error *e
   else if (k == 1 && is(s, first, "templates")) r->id = TK__R_TEMPLATES;
   else if (k == 1 && is(s, first, "activity")) r->id = TK__R_ACTIVITY;
   else if (k == 1 && is(s, first, "backoff")) r->id = TK__R_BACKOFF;
+  else if (k == 1 && is(s, first, "openapi.json")) r->id = TK__R_OPENAPI;
   else if (k == 1 && is(s, first, "tasks")) {
     r->id = TK__R_TASKS;
     *methods = TK__M_GET | TK__M_POST;

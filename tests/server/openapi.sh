@@ -1,0 +1,160 @@
+#!/bin/sh
+# The OpenAPI document (docs/api.md "The OpenAPI document") as a real
+# `tasker serve` serves it, over a real SQLite store with tasks in several
+# states: a task in error (a step exhausted), one complete (a template in a
+# namespace), a decision's task with a step failed for good, a map's task
+# with an instance failed, one pending and one cancelled.
+# - validate.mjs: GET /api/v1/openapi.json (application/json, info.version
+#   the binary's) is valid OpenAPI 3.1 by the pinned validator from the npm
+#   registry (tests/server/openapi/package-lock.json), its schemas compile,
+#   and the validator refuses broken copies;
+# - conform.mjs: every documented operation called, each answer's status,
+#   type and body checked against the document, and the parameters the
+#   server takes or refuses against the document's bounds (a second server
+#   with a token for the 401s).
+# The packages are installed with `npm ci` into the build directory. No
+# node, npm, or no registry to install from: the test FAILS, saying so
+# (make test installs nodejs and npm; the registry must be reachable).
+# tests/server/test_openapi_routes.c checks that every route is documented.
+. "$(dirname "$0")/../lib/tap.sh"
+W=$TMPDIR_TEST
+HERE=$(cd "$(dirname "$0")/openapi" && pwd)
+NPM_DIR=$(cd "$(dirname "$TASKER")/.." && pwd)/npm/openapi
+SERVE=""
+SERVE2=""
+trap 'for p in $SERVE $SERVE2; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$TMPDIR_TEST"' EXIT
+
+# stop_here NAME WHY...: a failure the rest cannot run without.
+stop_here() {
+  tap_fail "$@"
+  tap_done
+  exit 1
+}
+
+# The validator, pinned by the lock file, installed once per lock file.
+for tool in node npm; do
+  command -v "$tool" >/dev/null 2>&1 ||
+    stop_here "$tool is installed" "no $tool on PATH: make test installs Debian's nodejs and npm (make server-deps)"
+done
+mkdir -p "$NPM_DIR"
+cp "$HERE"/*.mjs "$NPM_DIR/"
+if ! cmp -s "$HERE/package-lock.json" "$NPM_DIR/installed.lock" || [ ! -d "$NPM_DIR/node_modules" ]; then
+  cp "$HERE/package.json" "$HERE/package-lock.json" "$NPM_DIR/"
+  if (cd "$NPM_DIR" && npm ci --ignore-scripts --no-audit --no-fund) >"$W/npm.out" 2>&1; then
+    cp "$HERE/package-lock.json" "$NPM_DIR/installed.lock"
+  else
+    stop_here "npm ci installs the pinned validator" \
+      "npm ci failed in $NPM_DIR: could the npm registry not be reached? npm said:" \
+      "$(grep -v '^npm error *at ' "$W/npm.out" | tail -n 12 | tr '\n' ' ')"
+  fi
+fi
+tap_ok "the pinned validator is installed (npm ci, tests/server/openapi/package-lock.json)"
+
+t() { "$TASKER" --config "$W/tasker.toml" --db "sqlite:$W/store.db" "$@"; }
+setup() {
+  name=$1
+  shift
+  run "$@"
+  [ "$RC" -eq 0 ] || stop_here "$name" "exit $RC" "stdout: $OUT" "stderr: $ERR"
+}
+cat >"$W/tasker.toml" <<'TOML'
+[backoff]
+base = "10ms"
+jitter = "none"
+[backoff.profiles.slow]
+base = "1h"
+jitter = "full"
+TOML
+cat >"$W/etl.toml" <<'TOML'
+name = "etl"
+version = "1"
+[[steps]]
+name = "extract"
+handler = { kind = "builtin", name = "noop" }
+[[steps]]
+name = "load"
+depends_on = ["extract"]
+handler = { kind = "builtin", name = "fail" }
+retry = { max_attempts = 2 }
+TOML
+cat >"$W/quick.toml" <<'TOML'
+namespace = "ops"
+name = "quick"
+version = "1"
+[[steps]]
+name = "only"
+handler = { kind = "builtin", name = "noop" }
+TOML
+. "$(dirname "$0")/../lib/flow_views.sh"
+fv_templates
+setup "init" t init
+setup "template add" t template add "$W/etl.toml" "$W/quick.toml" "$W/order.toml" "$W/files.toml"
+# Tasks 1 to 4: etl (error), ops/quick (complete), order (error: review
+# failed for good), files (error: process[12] failed); 5 pending, 6
+# cancelled.
+for tmpl in etl ops/quick order files; do setup "submit $tmpl" t submit "$tmpl"; done
+setup "run until idle" t run --until-idle --workers 2
+setup "submit etl" t submit etl
+setup "submit etl" t submit etl
+setup "cancel 6" t cancel 6
+run t tasks --json
+expect_eq "the tasks' states" "$(printf '%s' "$OUT" | jq -c '[.tasks[] | [.id, .state]] | sort')" \
+  '[[1,"error"],[2,"complete"],[3,"error"],[4,"error"],[5,"pending"],[6,"cancelled"]]'
+
+# serve_on VAR PIDVAR NAME: `tasker serve` on a free loopback port; its
+# address in VAR (http://127.0.0.1:PORT), its pid in PIDVAR.
+serve_on() {
+  "$TASKER" --config "$W/tasker.toml" --db "sqlite:$W/store.db" serve --listen 127.0.0.1:0 \
+    2>"$W/$3.err" >/dev/null &
+  eval "$2=\$!"
+  url=""
+  deadline=$(($(date +%s) + 300))
+  while [ -z "$url" ] && [ "$(date +%s)" -lt "$deadline" ]; do
+    url=$(sed -n 's|^tasker serve: listening on \(http://127\.0\.0\.1:[0-9]*\)/$|\1|p' "$W/$3.err")
+    [ -n "$url" ] || sleep 0.05
+  done
+  [ -n "$url" ] || stop_here "serve ($3) says where it listens" "$(cat "$W/$3.err")"
+  eval "$1=\$url"
+}
+serve_on BASE SERVE plain
+TOKEN=openapi-test-token
+export TASKER_TOKEN=$TOKEN
+serve_on TOKEN_BASE SERVE2 token
+unset TASKER_TOKEN
+
+# The document, from the server.
+curl -s -D "$W/doc.headers" -o "$W/openapi.json" "$BASE/api/v1/openapi.json"
+expect_match "GET /api/v1/openapi.json: 200" "$(head -n 1 "$W/doc.headers")" " 200"
+expect_match "served as application/json" "$(cat "$W/doc.headers")" "Content-Type: application/json"
+expect_eq "info.version is the binary's version" "$(jq -r .info.version "$W/openapi.json")" \
+  "$("$TASKER" --version | sed -n 's/^tasker //p')"
+
+# report SCRIPT: run a check script, each of its lines one result.
+report() {
+  (cd "$NPM_DIR" && BASE=$BASE TOKEN_BASE=$TOKEN_BASE TOKEN=$TOKEN node "$1" "$W/openapi.json") \
+    >"$W/node.out" 2>"$W/node.err"
+  rc=$?
+  tab=$(printf '\t')
+  while IFS="$tab" read -r verdict name why; do
+    case "$verdict" in
+    ok) tap_ok "$name" ;;
+    "not ok") tap_fail "$name" "$why" ;;
+    esac
+  done <"$W/node.out"
+  [ "$rc" -eq 0 ] || tap_fail "$1 runs to its end" "exit $rc: $(tail -n 20 "$W/node.err")"
+}
+report validate.mjs
+report conform.mjs
+
+# Both servers ran the whole test: stopped, each exits 0 (a sanitizer's
+# report at exit, a leak or a crash on shutdown, is a non-zero status).
+for name in plain token; do
+  if [ "$name" = plain ]; then pid=$SERVE; SERVE=""; else pid=$SERVE2; SERVE2=""; fi
+  kill -TERM "$pid"
+  wait "$pid"
+  RC=$?
+  OUT=""
+  ERR=$(tail -n 20 "$W/$name.err")
+  expect_rc "serve ($name) exits 0 on SIGTERM" 0
+done
+tap_done
