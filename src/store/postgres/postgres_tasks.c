@@ -24,7 +24,8 @@
 static const char CREATE_SQL[] =
     "WITH t AS (INSERT INTO tasks (template_id, identity, context, state, steps_total,"
     " created_at, updated_at) VALUES ($1::bigint, $2::text, $3::text, " Q(TK__TASK_PENDING) ","
-    " $4::int, $5::bigint, $5) ON CONFLICT (identity) DO NOTHING RETURNING id),"
+    " $4::int, $5::bigint, $5) ON CONFLICT (identity) WHERE identity IS NOT NULL DO NOTHING"
+    " RETURNING id),"
     " s AS (INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable, backoff,"
     " parents_remaining, run_at)"
     " SELECT t.id, u.ord - 1, u.name, " Q(TK__STEP_PENDING) ", u.max_attempts, u.retryable,"
