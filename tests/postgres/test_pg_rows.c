@@ -6,8 +6,8 @@
  * return the existing task, and the store refuses a second row with it;
  * and the rows are the lean ones: transitions keyed by (task_id, id) with
  * no other index, no foreign key from tasks to templates, the identity
- * indexed only where there is one, and a lookup by identity (as the
- * submits and a schedule's slot write it, under a generic plan) reading
+ * indexed only where there is one; and a lookup by identity (as the
+ * submits and a schedule's slot write it, under a generic plan) reads
  * that index. On a fresh database of the harness's cluster (skipped as
  * requiring pg without one). */
 #include <stdarg.h>
@@ -224,17 +224,6 @@ static void upgrade_keeps_history_and_identity(void **state) {
                 " WHERE (identity IS NOT NULL)",
                 "SELECT indexdef FROM pg_indexes WHERE tablename = 'tasks'"
                 " AND indexdef LIKE '%%(identity)%%'");
-  /* Lookups by identity as the code writes them read the partial index
-   * under a generic plan (seq scans off: the table is tiny). */
-  expect_sql_has(f, "Index Scan using tasks_identity",
-                 "SET enable_seqscan = off; SET plan_cache_mode = force_generic_plan;"
-                 " PREPARE by_identity(text) AS SELECT id FROM tasks WHERE identity = $1;"
-                 " EXPLAIN EXECUTE by_identity('kept')");
-  expect_sql_has(f, "tasks_identity",
-                 "SET enable_seqscan = off; SET plan_cache_mode = force_generic_plan;"
-                 " PREPARE ids(text[]) AS SELECT v.ord, t.id FROM unnest($1)"
-                 " WITH ORDINALITY AS v(identity, ord) LEFT JOIN tasks t ON t.identity ="
-                 " v.identity; EXPLAIN EXECUTE ids('{kept,x}')");
   json_decref(k);
   json_decref(p);
   json_decref(head);
@@ -247,9 +236,37 @@ static void upgrade_keeps_history_and_identity(void **state) {
   free(rows_after);
 }
 
+/* Lookups by identity as the code writes them (a single submit's winner,
+ * a schedule's slot; bulk submit's join) read the partial index under a
+ * generic plan. On a store created at the newest schema: an index built
+ * over updated rows (the upgrade's) may serve a query only once the
+ * transactions older than it have ended (pg_index.indcheckxmin), which on
+ * the shared cluster can be any time. */
+static void identity_lookups_use_the_partial_index(void **state) {
+  efx *f = *state = calloc(1, sizeof *f);
+  efx_open(f, NULL);
+  efx_use_postgres(f, getenv("TK_TEST_PG_URL"), "tk_pg_rows");
+  efx_template(f, "name = \"pair\"\nversion = \"1\"\n" EFX_STEP("a")
+                  "handler = { kind = \"builtin\", name = \"noop\" }\n");
+  int existed;
+  submit(f, "kept", T(0), &existed);
+  submit(f, NULL, T(0), &existed);
+  /* (seq scans off: the table is tiny) */
+  expect_sql_has(f, "Index Scan using tasks_identity",
+                 "SET enable_seqscan = off; SET plan_cache_mode = force_generic_plan;"
+                 " PREPARE by_identity(text) AS SELECT id FROM tasks WHERE identity = $1;"
+                 " EXPLAIN EXECUTE by_identity('kept')");
+  expect_sql_has(f, "tasks_identity",
+                 "SET enable_seqscan = off; SET plan_cache_mode = force_generic_plan;"
+                 " PREPARE ids(text[]) AS SELECT v.ord, t.id FROM unnest($1)"
+                 " WITH ORDINALITY AS v(identity, ord) LEFT JOIN tasks t ON t.identity ="
+                 " v.identity; EXPLAIN EXECUTE ids('{kept,x}')");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(upgrade_keeps_history_and_identity, teardown),
+      cmocka_unit_test_teardown(identity_lookups_use_the_partial_index, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,6 +28,9 @@ ALTER TABLE tasks DROP CONSTRAINT IF EXISTS tasks_template_id_fkey;
 -- more at each of its updates that is not HOT (its finish is never:
 -- tasks_finished changes). The partial index holds only the identities;
 -- a lookup by identity (identity = $1) implies identity IS NOT NULL and
--- uses it, and ON CONFLICT names its predicate (postgres_tasks.c).
+-- uses it, and ON CONFLICT names its predicate (postgres_tasks.c). Built
+-- over rows already updated, it may serve lookups only once the
+-- transactions older than this migration have ended (pg_index.
+-- indcheckxmin; until then they scan); ON CONFLICT uses it at once.
 CREATE UNIQUE INDEX tasks_identity ON tasks (identity) WHERE identity IS NOT NULL;
 ALTER TABLE tasks DROP CONSTRAINT IF EXISTS tasks_identity_key;
