@@ -6,9 +6,9 @@
  * return the existing task, and the store refuses a second row with it;
  * and the rows are the lean ones: transitions keyed by (task_id, id) with
  * no other index, no foreign key from tasks to templates, the identity
- * indexed only where there is one; and a lookup by identity (as the
- * submits and a schedule's slot write it, under a generic plan) reads
- * that index. On a fresh database of the harness's cluster (skipped as
+ * indexed only where there is one, tasks' pages written 40% full; and a
+ * lookup by identity (as the submits and a schedule's slot write it,
+ * under a generic plan) reads that index. On a fresh database of the harness's cluster (skipped as
  * requiring pg without one). */
 #include <stdarg.h>
 #include <stddef.h>
@@ -219,6 +219,8 @@ static void upgrade_keeps_history_and_identity(void **state) {
   efx_pg_expect(f->url, "0",
                 "SELECT count(*) FROM pg_constraint WHERE conrelid = 'tasks'::regclass"
                 " AND contype = 'f'");
+  efx_pg_expect(f->url, "{fillfactor=40}",
+                "SELECT reloptions FROM pg_class WHERE relname = 'tasks'");
   efx_pg_expect(f->url,
                 "CREATE UNIQUE INDEX tasks_identity ON public.tasks USING btree (identity)"
                 " WHERE (identity IS NOT NULL)",
