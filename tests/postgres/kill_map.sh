@@ -112,8 +112,7 @@ TASK=$OUT
 # orch NAME: start (or restart) orchestrator NAME; its PostgreSQL sessions
 # are named after it.
 orch() { PGAPPNAME=$1 orch_start "$1" run --id "$1"; }
-i=1
-while [ "$i" -le "$ORCHS" ]; do orch "orch-$i"; i=$((i + 1)); done
+orchs_start orch "$ORCHS"
 
 # list_attempt N FIELD: FIELD of list's attempt N (nothing while none).
 list_attempt() {
