@@ -52,6 +52,7 @@ enum { M_ID, M_TEMPLATE, M_IDENTITY, M_CONTEXT, M_NSTEPS,
        M_BTASK, M_BIDX, M_MIC, M_MIA, M_FAIL,
        M_ITASK, M_IIDX, M_SEQ, M_KEY, M_DATA, M_COUNT };
 
+/* Every array of m[] empty, open for elements. */
 static void arrays_open(tk__buf *m) {
   for (int k = 0; k < M_COUNT; k++) tk__pg_array_open(&m[k]);
 }
@@ -100,6 +101,7 @@ static void task_arrays(const tk__new_task *t, int64_t id, tk__buf *m, int *batc
   }
 }
 
+/* The arrays' memory (m[] zeroed or used, closed or not). */
 static void arrays_free(tk__buf *m) {
   for (int k = 0; k < M_COUNT; k++) tk__buf_free(&m[k]);
 }
