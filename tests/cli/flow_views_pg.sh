@@ -4,13 +4,7 @@
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/pg.sh"
 pg_database views
-cat >"$W/tasker.toml" <<TOML
-[backoff]
-base = "10ms"
-jitter = "none"
-[engine]
-db = "$PG_DB_URL"
-TOML
+tasker_config $QUICK_RETRIES
 . "$(dirname "$0")/../lib/flow_views.sh"
 flow_views_run
 tap_done

@@ -3,15 +3,9 @@
 # submit_many.sh says what is checked; submit_many_pg.sh runs the same on
 # PostgreSQL).
 . "$(dirname "$0")/../lib/tap.sh"
-W=$TMPDIR_TEST
-cat >"$W/tasker.toml" <<TOML
-[backoff]
-base = "10ms"
-jitter = "none"
-[engine]
-db = "sqlite:$W/store.db"
-TOML
-t() { "$TASKER" --config "$W/tasker.toml" "$@"; }
+. "$(dirname "$0")/../lib/config.sh"
+sqlite_store
+tasker_config $QUICK_RETRIES
 . "$(dirname "$0")/../lib/submit_many.sh"
 sm_run
 tap_done

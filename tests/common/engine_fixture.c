@@ -514,3 +514,18 @@ char *efx_pg_text(const char *url, const char *sql) {
   PQfinish(c);
   return buf;
 }
+
+void efx_pg_expect(const char *url, const char *want, const char *fmt, ...) {
+  char sql[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(sql, sizeof sql, fmt, ap);
+  va_end(ap);
+  char *got = efx_pg_text(url, sql);
+  if (strcmp(got, want) != 0) {
+    print_error("query: %s\n got: [%s]\nwant: [%s]\n", sql, got, want);
+    free(got);
+    fail_msg("unexpected rows");
+  }
+  free(got);
+}

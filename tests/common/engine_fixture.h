@@ -191,6 +191,13 @@ void efx_pg_drop(const char *server, const char *name);
 /* The text of a query on the database at url, as efx_sql_text gives it
  * (columns joined by '|', rows by '\n', NULL as "NULL"). Malloc'd. */
 char *efx_pg_text(const char *url, const char *sql);
+/* Assert that the text of a query on the database at url (efx_pg_text's)
+ * is `want`; a failure shows the query, what it gave and what was wanted. */
+void efx_pg_expect(const char *url, const char *want, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
 /* Claim for `owner` as tk__store_claim does, with the store's clock
  * reading `now` for that claim only. */

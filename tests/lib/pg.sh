@@ -8,13 +8,12 @@ if [ -z "${TK_TEST_PG_URL:-}" ]; then
   tap_skip_all pg "no PostgreSQL server ($why)"
 fi
 
-# The test's scratch directory: its config, templates and logs.
-W=$TMPDIR_TEST
+. "$(dirname "$0")/../lib/config.sh"
 # A test that stops early leaves no process of its own running.
 trap 'bg_kill_all; rm -rf "$TMPDIR_TEST"' EXIT
 
 # pg_database NAME: a fresh database NAME_<pid> on the test cluster, dropped
-# on exit; its URL in PG_DB_URL.
+# on exit, and the test's store (TK_DB); its URL in PG_DB_URL.
 pg_database() {
   PG_DB_NAME="$1_$$"
   # TK_TEST_PG_URL is a URL, postgresql://[HOST]/DB[?...]: swap DB.
@@ -31,13 +30,11 @@ pg_database() {
     tap_done; exit 1
   fi
   trap 'bg_kill_all; psql -qAtX -d "$TK_TEST_PG_URL" -c "DROP DATABASE IF EXISTS $PG_DB_NAME WITH (FORCE)" >/dev/null 2>&1; rm -rf "$TMPDIR_TEST"' EXIT
+  TK_DB=$PG_DB_URL
 }
 
 # pg_sql SQL: the query's result on the test database, unaligned.
 pg_sql() { psql -qAtX -d "$PG_DB_URL" -c "$1"; }
-
-# t ARGS...: tasker with the test's configuration, $W/tasker.toml.
-t() { "$TASKER" --config "$W/tasker.toml" "$@"; }
 
 # noop_template FILE NAME: a template NAME (version 1) of one step "s"
 # that succeeds at once, written to FILE.
@@ -81,6 +78,13 @@ wait_for() {
 expect_all_complete() {
   expect_eq "all $1 tasks complete" \
     "$(pg_sql "SELECT count(*) FILTER (WHERE state = 'complete') || '/' || count(*) FROM tasks")" \
+    "$1/$1"
+}
+
+# expect_all_steps_complete N: the store holds N steps, all complete.
+expect_all_steps_complete() {
+  expect_eq "every step complete" \
+    "$(pg_sql "SELECT count(*) FILTER (WHERE state = 'complete') || '/' || count(*) FROM steps")" \
     "$1/$1"
 }
 
@@ -174,6 +178,33 @@ orch_start() {
   shift
   bg_start "$os_name" "$TASKER" --config "$W/tasker.toml" "$@" >>"$W/$os_name.log" 2>&1
 }
+
+# orchs_start PREFIX N [ARGS...]: N orchestrators PREFIX-1 .. PREFIX-N
+# (orch_start), each `tasker run --id PREFIX-i ARGS...` whose connections
+# name it (application_name).
+orchs_start() {
+  oa_prefix=$1 oa_n=$2 oa_i=1
+  shift 2
+  while [ "$oa_i" -le "$oa_n" ]; do
+    PGAPPNAME="$oa_prefix-$oa_i" orch_start "$oa_prefix-$oa_i" run --id "$oa_prefix-$oa_i" "$@"
+    oa_i=$((oa_i + 1))
+  done
+}
+
+# orchs_each PREFIX N CMD [ARGS...]: `CMD PREFIX-i ARGS...` for each of
+# orchs_start's orchestrators in turn (orch_stop, orch_idle_exit).
+orchs_each() {
+  oe_prefix=$1 oe_n=$2 oe_cmd=$3 oe_i=1
+  shift 3
+  while [ "$oe_i" -le "$oe_n" ]; do
+    "$oe_cmd" "$oe_prefix-$oe_i" "$@"
+    oe_i=$((oe_i + 1))
+  done
+}
+
+# orch_idle_exit NAME: a check that the orchestrator NAME (`run
+# --until-idle`) exits 0 once idle.
+orch_idle_exit() { orch_expect "$1" 0 "$1 exits 0 once idle"; }
 
 # orch_log_tail NAME: the last lines of NAME's log, for a failure.
 orch_log_tail() { echo "its log ends:"; tail -n 5 "$W/$1.log"; }

@@ -11,13 +11,7 @@
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/pg.sh"
 pg_database cli_schedule
-cat >"$W/tasker.toml" <<TOML
-[engine]
-db = "$PG_DB_URL"
-[schedules.cfg]
-cron = "@daily"
-template = "ok"
-TOML
+tasker_config schedules.cfg.cron=@daily schedules.cfg.template=ok
 noop_template "$W/ok.toml" ok
 tasker_setup "$W/ok.toml"
 

@@ -9,13 +9,7 @@
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/pg.sh"
 pg_database cli_tasks
-cat >"$W/tasker.toml" <<TOML
-[backoff]
-jitter = "none"
-base = "10ms"
-[engine]
-db = "$PG_DB_URL"
-TOML
+tasker_config $QUICK_RETRIES
 noop_template "$W/ok.toml" ok
 # Fails until $W/open exists.
 cat >"$W/gate.toml" <<TOML

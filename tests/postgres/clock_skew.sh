@@ -32,17 +32,8 @@ real_s=$(date +%s)
 if [ $((skewed_s - real_s)) -ge 29 ]; then tap_ok "libfaketime shifts the clock ($((skewed_s - real_s)) s)"
 else tap_fail "libfaketime shifts the clock" "date under FAKETIME=+30s: $skewed_s, real: $real_s"; fi
 pg_database skew
-cat >"$W/tasker.toml" <<TOML
-[backoff.profiles.half]
-base = "500ms"
-multiplier = 1
-jitter = "none"
-[engine]
-lease = "10s"
-heartbeat = "500ms"
-workers = 4
-db = "$PG_DB_URL"
-TOML
+tasker_config backoff.profiles.half.base=500ms backoff.profiles.half.multiplier=1 \
+  backoff.profiles.half.jitter=none engine.lease=10s engine.heartbeat=500ms engine.workers=4
 # The retry step records the server's time when its handler starts, then
 # fails its first attempt.
 cat >"$W/starts.sh" <<SCRIPT

@@ -35,21 +35,7 @@ pg_database kill_map
 WIDTH=${KILL_MAP_WIDTH:-1000}
 CHAOS_S=${KILL_MAP_SECONDS:-40}
 ORCHS=4
-cat >"$W/tasker.toml" <<TOML
-[backoff]
-base = "50ms"
-multiplier = 2
-max_delay = "500ms"
-jitter = "full"
-
-[engine]
-max_attempts = 25
-lease = "1500ms"
-heartbeat = "300ms"
-claim_batch = 16
-workers = 4
-db = "$PG_DB_URL"
-TOML
+chaos_config 50ms 500ms 1500ms 300ms 4
 
 # list: the files f0..f(WIDTH-1). Attempts 1 to 3 wait for the test's
 # go-ahead ($W/list.go.N), so that the test can freeze or kill their
@@ -126,8 +112,7 @@ TASK=$OUT
 # orch NAME: start (or restart) orchestrator NAME; its PostgreSQL sessions
 # are named after it.
 orch() { PGAPPNAME=$1 orch_start "$1" run --id "$1"; }
-i=1
-while [ "$i" -le "$ORCHS" ]; do orch "orch-$i"; i=$((i + 1)); done
+orchs_start orch "$ORCHS"
 
 # list_attempt N FIELD: FIELD of list's attempt N (nothing while none).
 list_attempt() {
@@ -298,12 +283,9 @@ done
 if [ "$kills" -gt 0 ]; then tap_ok "orchestrators were killed while the instances ran ($kills)"
 else tap_fail "orchestrators were killed while the instances ran" "no kill happened"; fi
 
-i=1
-while [ "$i" -le "$ORCHS" ]; do orch_stop "orch-$i"; i=$((i + 1)); done
-orch_start final-1 run --until-idle --id final-1
-orch_start final-2 run --until-idle --id final-2
-orch_expect final-1 0 "final-1 exits 0 once idle"
-orch_expect final-2 0 "final-2 exits 0 once idle"
+orchs_each orch "$ORCHS" orch_stop
+orchs_start final 2 --until-idle
+orchs_each final 2 orch_idle_exit
 
 # The instances: one per element, each complete, succeeded exactly once.
 INST="FROM steps WHERE task_id = $TASK AND map_idx IS NOT NULL"

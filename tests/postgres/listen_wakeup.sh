@@ -15,11 +15,7 @@
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/pg.sh"
 pg_database listen_wakeup
-cat >"$W/tasker.toml" <<TOML
-[engine]
-workers = 2
-db = "$PG_DB_URL"
-TOML
+tasker_config engine.workers=2
 noop_template "$W/one.toml" one
 tasker_setup "$W/one.toml"
 

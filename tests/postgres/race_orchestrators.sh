@@ -21,21 +21,7 @@ pg_database race
 TASKS=${RACE_TASKS:-5000}
 CHAOS_S=${RACE_SECONDS:-30}
 ORCHS=8
-cat >"$W/tasker.toml" <<TOML
-[backoff]
-base = "50ms"
-multiplier = 2
-max_delay = "1s"
-jitter = "full"
-
-[engine]
-max_attempts = 25
-lease = "2s"
-heartbeat = "500ms"
-claim_batch = 16
-workers = 4
-db = "$PG_DB_URL"
-TOML
+chaos_config 50ms 1s 2s 500ms 4
 cat >"$W/race.toml" <<TOML
 name = "race"
 version = "1"
@@ -64,8 +50,7 @@ expect_eq "submit $TASKS tasks" "$(pg_sql "SELECT count(*) FROM tasks")" "$TASKS
 # go (SIGCONT): the outcomes it then writes are late and must be refused.
 # It is never killed, and exits 0 at the end with its own counts.
 PGAPPNAME=frozen orch_start frozen run --id frozen
-i=1
-while [ "$i" -le "$ORCHS" ]; do orch_start "orch-$i" run --id "orch-$i"; i=$((i + 1)); done
+orchs_start orch "$ORCHS"
 holds() {
   [ "$(pg_sql "SELECT count(*) FROM attempts WHERE owner = 'frozen' AND outcome IS NULL")" -gt 0 ]
 }
@@ -118,18 +103,13 @@ else tap_fail "orchestrators were killed" "no kill happened"; fi
 # Stop the long-running ones (each must exit 0) and finish with
 # orchestrators that exit once no work is left (steps of killed processes
 # come back when their leases expire).
-i=1
-while [ "$i" -le "$ORCHS" ]; do orch_stop "orch-$i"; i=$((i + 1)); done
+orchs_each orch "$ORCHS" orch_stop
 orch_stop frozen
-i=1
-while [ "$i" -le "$ORCHS" ]; do orch_start "final-$i" run --until-idle --id "final-$i"; i=$((i + 1)); done
-i=1
-while [ "$i" -le "$ORCHS" ]; do orch_expect "final-$i" 0 "final-$i exits 0 once idle"; i=$((i + 1)); done
+orchs_start final "$ORCHS" --until-idle
+orchs_each final "$ORCHS" orch_idle_exit
 
 expect_all_complete "$TASKS"
-expect_eq "every step complete" \
-  "$(pg_sql "SELECT count(*) FILTER (WHERE state = 'complete') || '/' || count(*) FROM steps")" \
-  "$((4 * TASKS))/$((4 * TASKS))"
+expect_all_steps_complete $((4 * TASKS))
 expect_attempts_consistent
 
 # Recovery, as counted by the store and by the engine.

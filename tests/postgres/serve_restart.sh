@@ -13,10 +13,7 @@ pg_database serve_restart
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 PGDIR=$(printf '%s' "$TK_TEST_PG_URL" | sed -n 's/.*[?&]host=\([^&]*\).*/\1/p')
 PGPORT=$(printf '%s' "$TK_TEST_PG_URL" | sed -n 's/.*[?&]port=\([0-9]*\).*/\1/p')
-cat >"$W/tasker.toml" <<TOML
-[engine]
-db = "$PG_DB_URL"
-TOML
+tasker_config
 noop_template "$W/quick.toml" quick
 tasker_setup "$W/quick.toml"
 run t submit quick --count 3

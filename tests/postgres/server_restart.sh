@@ -17,20 +17,10 @@
 pg_database restart
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 PGDIR=$(printf '%s' "$TK_TEST_PG_URL" | sed -n 's/.*[?&]host=\([^&]*\).*/\1/p')
-cat >"$W/tasker.toml" <<TOML
-[backoff.profiles.reconnect]
-base = "100ms"
-multiplier = 2
-max_delay = "1s"
-jitter = "none"
-[engine]
-lease = "20s"
-heartbeat = "2s"
-workers = 4
-db = "$PG_DB_URL"
-reconnect_backoff = "reconnect"
-reconnect_give_up = "60s"
-TOML
+tasker_config backoff.profiles.reconnect.base=100ms backoff.profiles.reconnect.multiplier=2 \
+  backoff.profiles.reconnect.max_delay=1s backoff.profiles.reconnect.jitter=none \
+  engine.lease=20s engine.heartbeat=2s engine.workers=4 engine.reconnect_backoff=reconnect \
+  engine.reconnect_give_up=60s
 # Every handler records its attempt ("TASK STEP ATTEMPT") in $W/ran as it
 # starts: a lease lost with the connection is reaped only if its claim's
 # reply was lost too, and then its handler never ran.

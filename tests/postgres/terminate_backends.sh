@@ -28,21 +28,7 @@ TOPUP=${TERM_TOPUP:-200}
 AFTER_TASKS=${TERM_AFTER_TASKS:-200}
 MIN_TERMS=${TERM_MIN:-30}
 ORCHS=8
-cat >"$W/tasker.toml" <<TOML
-[backoff]
-base = "20ms"
-multiplier = 2
-max_delay = "500ms"
-jitter = "full"
-
-[engine]
-max_attempts = 25
-lease = "2s"
-heartbeat = "400ms"
-claim_batch = 16
-workers = 2
-db = "$PG_DB_URL"
-TOML
+chaos_config 20ms 500ms 2s 400ms 2
 # Each run of the command step appends "TASK STEP ATTEMPT" to runs.log (one
 # short write: whole even with many at once).
 cat >"$W/term.toml" <<TOML
@@ -99,11 +85,7 @@ BEGIN
 END \$\$" >/dev/null
 end_backend() { pg_sql "SELECT end_backend('$1')"; }
 
-i=1
-while [ "$i" -le "$ORCHS" ]; do
-  PGAPPNAME="orch-$i" orch_start "orch-$i" run --id "orch-$i"
-  i=$((i + 1))
-done
+orchs_start orch "$ORCHS"
 
 first_done() {
   [ "$(pg_sql "SELECT count(*) FROM tasks WHERE state <> 'complete'")" = 0 ]
@@ -166,14 +148,11 @@ while [ "$i" -le "$ORCHS" ]; do
   fi
   i=$((i + 1))
 done
-i=1
-while [ "$i" -le "$ORCHS" ]; do orch_stop "orch-$i"; i=$((i + 1)); done
+orchs_each orch "$ORCHS" orch_stop
 
 ALL=$((total + AFTER_TASKS))
 expect_all_complete "$ALL"
-expect_eq "every step complete" \
-  "$(pg_sql "SELECT count(*) FILTER (WHERE state = 'complete') || '/' || count(*) FROM steps")" \
-  "$((4 * ALL))/$((4 * ALL))"
+expect_all_steps_complete $((4 * ALL))
 expect_eq "every step has exactly one successful attempt" \
   "$(pg_sql "SELECT count(*) FROM steps s WHERE (SELECT count(*) FROM attempts a
              WHERE a.step_id = s.id AND a.outcome = 'success') <> 1")" 0

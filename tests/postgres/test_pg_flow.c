@@ -20,6 +20,7 @@
 
 #include "common/engine_fixture.h"
 #include "store/flow.h"
+#include "store/migration.h"
 #include "store/rules.h"
 #include "store/store.h"
 
@@ -376,15 +377,28 @@ static void map_countdown_survives_the_upgrade(void **state) {
   char *left = efx_pg_text(f->url, sql);
   assert_string_equal(left, "3");
   free(left);
-  /* Back to 0007's shape, as an older tasker left it. */
-  free(efx_pg_text(f->url,
-                   "UPDATE steps s SET parents_remaining = c.remaining FROM map_countdowns c"
-                   " WHERE s.task_id = c.task_id AND s.idx = c.idx; DROP TABLE map_countdowns;"
-                   " DELETE FROM schema_migrations WHERE name = 'map_countdowns'; SELECT 1"));
+  /* Back to 0007's shape for the countdowns, as an older tasker left
+   * them, and 0008 applied again alone: the migrations after it (their
+   * own changes elsewhere) are set aside in the record meanwhile. */
+  int countdowns = 0;
+  for (const tk__migration *m = tk__postgres_migrations; m->number != 0; m++)
+    if (strcmp(m->name, "map_countdowns") == 0) countdowns = m->number;
+  assert_true(countdowns > 0);
+  snprintf(sql, sizeof sql,
+           "UPDATE steps s SET parents_remaining = c.remaining FROM map_countdowns c"
+           " WHERE s.task_id = c.task_id AND s.idx = c.idx; DROP TABLE map_countdowns;"
+           " CREATE TABLE later AS SELECT * FROM schema_migrations WHERE version > %d;"
+           " DELETE FROM schema_migrations WHERE version >= %d; SELECT 1",
+           countdowns, countdowns);
+  free(efx_pg_text(f->url, sql));
   tk_err err;
   int applied = 0;
-  must(tk_store_migrate(f->store, &applied, NULL, &err), &err, "migrate");
+  must(tk_store_migrate_to(f->store, countdowns, &applied, NULL, &err), &err, "migrate");
   assert_int_equal(applied, 1);
+  free(efx_pg_text(f->url, "INSERT INTO schema_migrations SELECT * FROM later; DROP TABLE later;"
+                           " SELECT 1"));
+  snprintf(sql, sizeof sql, "SELECT remaining FROM map_countdowns WHERE task_id = %lld",
+           (long long)task);
   left = efx_pg_text(f->url, sql);
   assert_string_equal(left, "3");
   free(left);

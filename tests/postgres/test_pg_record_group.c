@@ -49,22 +49,6 @@ static void must(int rc, const tk_err *err, const char *what) {
   if (rc != 0) fail_msg("%s: %s (%s)", what, err->msg, tk_err_name(rc));
 }
 
-/* The text of a query on f's database (efx_pg_text's format) against want. */
-static void expect_sql(efx *f, const char *want, const char *fmt, ...) {
-  char sql[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(sql, sizeof sql, fmt, ap);
-  va_end(ap);
-  char *got = efx_pg_text(f->url, sql);
-  if (strcmp(got, want) != 0) {
-    fprintf(stderr, "query: %s\n got: [%s]\nwant: [%s]\n", sql, got, want);
-    free(got);
-    fail_msg("unexpected rows");
-  }
-  free(got);
-}
-
 /* Claim every ready step for owner at now: how many, into out. */
 static int claim_at(efx *f, const char *owner, int64_t now, int64_t lease, tk__claimed *out,
                     int max) {
@@ -96,7 +80,7 @@ static const char pair_toml[] =
 /* The outcomes' step transitions of task t (from in_progress; the claims'
  * are not the group's), "name:from>to:reason:attempt@at" in order. */
 static void expect_step_moves(efx *f, int64_t t, const char *want) {
-  expect_sql(f, want,
+  efx_pg_expect(f->url, want,
              "SELECT string_agg(s.name || ':' || x.from_state || '>' || x.to_state || ':' ||"
              " x.reason || ':' || x.attempt || '@' || (x.at - %lld), ' ' ORDER BY x.id)"
              " FROM transitions x JOIN steps s ON s.id = x.step_id WHERE x.task_id = %lld"
@@ -106,7 +90,7 @@ static void expect_step_moves(efx *f, int64_t t, const char *want) {
 
 /* The task transitions of task t, "from>to:reason" in order ("NULL": none). */
 static void expect_task_moves(efx *f, int64_t t, const char *want) {
-  expect_sql(f, want,
+  efx_pg_expect(f->url, want,
              "SELECT string_agg(COALESCE(from_state, '-') || '>' || to_state || ':' || reason,"
              " ' ' ORDER BY id) FROM transitions WHERE task_id = %lld AND step_id IS NULL",
              (long long)t);
@@ -117,7 +101,7 @@ static void expect_task_moves(efx *f, int64_t t, const char *want) {
 
 /* Task t's row: state, steps done, in error, finished_at (relative). */
 static void expect_task(efx *f, int64_t t, const char *want) {
-  expect_sql(f, want,
+  efx_pg_expect(f->url, want,
              "SELECT state, steps_done, steps_error, finished_at - %lld FROM tasks WHERE id = %lld",
              (long long)EFX_T0, (long long)t);
 }
@@ -125,7 +109,7 @@ static void expect_task(efx *f, int64_t t, const char *want) {
 /* Step `name` of task t: state, results, last_error, run_at (relative),
  * last_delay_ms, lease_owner, claim_id, parents_remaining. */
 static void expect_step(efx *f, int64_t t, const char *name, const char *want) {
-  expect_sql(f, want,
+  efx_pg_expect(f->url, want,
              "SELECT state, results, last_error, run_at - %lld, last_delay_ms, lease_owner,"
              " claim_id IS NOT NULL, parents_remaining FROM steps"
              " WHERE task_id = %lld AND name = '%s'",
@@ -136,7 +120,7 @@ static void expect_step(efx *f, int64_t t, const char *name, const char *want) {
  * outcome, finished_at (relative), error, delay_ms, delay_source,
  * next_run_at (relative). */
 static void expect_attempts(efx *f, int64_t t, const char *name, const char *want) {
-  expect_sql(f, want,
+  efx_pg_expect(f->url, want,
              "SELECT string_agg(concat_ws(',', a.attempt, a.owner, COALESCE(a.outcome, 'open'),"
              " COALESCE((a.finished_at - %lld)::text, '-'), COALESCE(a.error, '-'),"
              " COALESCE(a.delay_ms::text, '-'), COALESCE(a.delay_source, '-'),"
@@ -307,18 +291,18 @@ static void a_mixed_group_writes_every_row(void **state) {
   assert_int_equal(counter(f, "lease_expired") - expired, 2);
   /* Activity, per orchestrator: w's successes a, K, P.y, D.b, D.c; its
    * failures E, P.x, R and C's fenced_out; v's X and U. */
-  expect_sql(f, "v|0|2\nw|5|4",
+  efx_pg_expect(f->url, "v|0|2\nw|5|4",
              "SELECT orchestrator, succeeded, failed FROM activity_minutes ORDER BY 1");
   /* The ordinary outcomes' steps (and the children they released) were
    * written by one statement of the group's transaction, not one
    * subtransaction (savepoint) per outcome, nor one transaction each:
    * their rows carry one xmin. */
-  expect_sql(f, "1",
+  efx_pg_expect(f->url, "1",
              "SELECT count(DISTINCT xmin::text) FROM steps WHERE task_id IN"
              " (%lld, %lld, %lld, %lld, %lld) OR (task_id = %lld AND name <> 'a')",
              (long long)K, (long long)E, (long long)R, (long long)X, (long long)P, (long long)D);
   /* Every attempt row but H's is closed. */
-  expect_sql(f, "1", "SELECT count(*) FROM attempts WHERE outcome IS NULL");
+  efx_pg_expect(f->url, "1", "SELECT count(*) FROM attempts WHERE outcome IS NULL");
 }
 
 /* An outcome whose write fails (a trigger refuses it) fails its group as
@@ -356,7 +340,7 @@ static void a_failing_outcome_loses_only_itself(void **state) {
   expect_step(f, t[1], "s", "in_progress|NULL|NULL|0|0|w|t|0");
   expect_attempts(f, t[1], "s", "1,w,open,-,-,-,-,-");
   expect_attempts(f, t[0], "s", "1,w,success,10,-,-,-,-");
-  expect_sql(f, "w|2|0", "SELECT orchestrator, succeeded, failed FROM activity_minutes");
+  efx_pg_expect(f->url, "w|2|0", "SELECT orchestrator, succeeded, failed FROM activity_minutes");
 }
 
 int main(void) {

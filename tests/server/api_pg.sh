@@ -7,13 +7,7 @@
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/pg.sh"
 pg_database api
-cat >"$W/tasker.toml" <<TOML
-[backoff]
-base = "10ms"
-jitter = "none"
-[engine]
-db = "$PG_DB_URL"
-TOML
+tasker_config $QUICK_RETRIES
 cat >"$W/etl.toml" <<'TOML'
 name = "etl"
 version = "1"

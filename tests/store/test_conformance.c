@@ -2496,6 +2496,15 @@ static int migration_number(const world *w, const char *name) {
   return 0;
 }
 
+/* How many of the backend's migrations are numbered from..to: their
+ * numbers may skip one (a branch that has not merged it yet). */
+static int migrations_between(const world *w, int from, int to) {
+  int n = 0;
+  for (const tk__migration *m = w->be->migrations; m && m->number != 0; m++)
+    n += m->number >= from && m->number <= to;
+  return n;
+}
+
 /* A store migrated to version v only, populated through the public API and
  * the ops that work at that version (a template, a task, and a claimed
  * step that failed once and then completed, where claims work there), then
@@ -2511,7 +2520,7 @@ static void upgrade_from(world *w, int v, int latest) {
   tk_err err;
   int applied = -1, version = -1;
   AT_VERSION(v, tk_store_migrate_to(s, v, &applied, &version, &err), "migrate", err);
-  assert_int_equal(applied, v);
+  assert_int_equal(applied, migrations_between(w, 1, v));
   assert_int_equal(version, v);
   AT_VERSION(v, tk_store_schema_version(s, &version, &err), "schema version", err);
   assert_int_equal(version, v);
@@ -2550,7 +2559,7 @@ static void upgrade_from(world *w, int v, int latest) {
   }
 
   AT_VERSION(v, tk_store_migrate(s, &applied, &version, &err), "migrate to the newest", err);
-  assert_int_equal(applied, latest - v);
+  assert_int_equal(applied, migrations_between(w, v + 1, latest));
   assert_int_equal(version, latest);
 
   tk__template_rec tmpl;
@@ -2633,11 +2642,12 @@ static void upgrade_from_every_older_version(world *w) {
   assert_int_equal(version, 0); /* the case's store starts empty */
   must(tk_store_migrate(w->s, &applied, &latest, &err), &err, "migrate");
   assert_true(latest >= 1);
-  assert_int_equal(applied, latest);
+  assert_int_equal(applied, migrations_between(w, 1, latest));
   must(tk_store_migrate(w->s, &applied, &version, &err), &err, "migrate again");
   assert_int_equal(applied, 0);
   assert_int_equal(version, latest);
-  for (int v = 1; v < latest; v++) upgrade_from(w, v, latest);
+  for (const tk__migration *m = w->be->migrations; m && m->number != 0; m++)
+    if (m->number < latest) upgrade_from(w, m->number, latest);
 }
 
 /* ------------------------------------------------------------------ */

@@ -9,68 +9,101 @@
 
 #define Q TK__PG_Q
 
-/* The steps come as parallel arrays in template order (their position is
- * their idx); batch settings and items as arrays keyed by that idx. An
- * identity that exists already makes the INSERT of the task do nothing,
- * and with no task row nothing else is written. Also when another session
- * inserts the same identity at this moment: ON CONFLICT waits for it to
- * commit and then does nothing (the lookup after this statement then sees
- * its row). NOTIFY only for a task actually created.
- * $1 template, $2 identity, $3 context, $4 steps, $5 now, $6-$10 the
- * steps' name, max_attempts, retryable, backoff, parents; $11-$14 batch
- * steps' idx and settings; $15-$18 items' step idx, seq, key, data; $19
- * the reason of the first transition; $20 the start time (a later one
- * delays the root steps: parents_remaining -1, run_at $20; 0005). */
+/* The steps come as parallel arrays (task_arrays' M_SIDX..M_RUNAT), the
+ * batch settings and items as arrays keyed by the step's idx. An identity
+ * that exists already makes the INSERT of the task do nothing, and with
+ * no task row nothing else is written. Also when another session inserts
+ * the same identity at this moment: ON CONFLICT waits for it to commit
+ * and then does nothing (the lookup after this statement then sees its
+ * row). NOTIFY only for a task actually created.
+ * $1 template, $2 identity, $3 context, $4 steps, $5 now, $6-$12 the
+ * steps' idx, name, max_attempts, retryable, backoff, parents_remaining,
+ * run_at; $13-$16 batch steps' idx and settings; $17-$20 items' step idx,
+ * seq, key, data; $21 the reason of the first transition. */
 static const char CREATE_SQL[] =
     "WITH t AS (INSERT INTO tasks (template_id, identity, context, state, steps_total,"
     " created_at, updated_at) VALUES ($1::bigint, $2::text, $3::text, " Q(TK__TASK_PENDING) ","
-    " $4::int, $5::bigint, $5) ON CONFLICT (identity) DO NOTHING RETURNING id),"
+    " $4::int, $5::bigint, $5) ON CONFLICT (identity) WHERE identity IS NOT NULL DO NOTHING"
+    " RETURNING id),"
     " s AS (INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable, backoff,"
     " parents_remaining, run_at)"
-    " SELECT t.id, u.ord - 1, u.name, " Q(TK__STEP_PENDING) ", u.max_attempts, u.retryable,"
-    " u.backoff, CASE WHEN u.parents = 0 AND $20::bigint > $5 THEN -1 ELSE u.parents END,"
-    " CASE WHEN u.parents = 0 AND $20 > $5 THEN $20 ELSE $5 END FROM t, unnest($6::text[], $7::int[], $8::boolean[], $9::text[],"
-    " $10::int[]) WITH ORDINALITY AS u(name, max_attempts, retryable, backoff, parents, ord)"
-    " RETURNING id, idx),"
+    " SELECT t.id, u.idx, u.name, " Q(TK__STEP_PENDING) ", u.max_attempts, u.retryable,"
+    " u.backoff, u.parents, u.run_at FROM t, unnest($6::int[], $7::text[], $8::int[],"
+    " $9::boolean[], $10::text[], $11::int[], $12::bigint[])"
+    " AS u(idx, name, max_attempts, retryable, backoff, parents, run_at) RETURNING id, idx),"
     " b AS (INSERT INTO batch_steps (step_id, max_in_call_retries, max_item_attempts,"
-    " fail_if_any_gave_up) SELECT s.id, u.mic, u.mia, u.fail FROM s JOIN unnest($11::int[],"
-    " $12::int[], $13::int[], $14::boolean[]) AS u(idx, mic, mia, fail) ON u.idx = s.idx),"
+    " fail_if_any_gave_up) SELECT s.id, u.mic, u.mia, u.fail FROM s JOIN unnest($13::int[],"
+    " $14::int[], $15::int[], $16::boolean[]) AS u(idx, mic, mia, fail) ON u.idx = s.idx),"
     " i AS (INSERT INTO items (step_id, seq, key, data) SELECT s.id, u.seq, u.key, u.data"
-    " FROM s JOIN unnest($15::int[], $16::int[], $17::text[], $18::text[])"
+    " FROM s JOIN unnest($17::int[], $18::int[], $19::text[], $20::text[])"
     " AS u(idx, seq, key, data) ON u.idx = s.idx),"
     " tr AS (INSERT INTO transitions (task_id, to_state, at, reason)"
-    " SELECT id, " Q(TK__TASK_PENDING) ", $5, $19::text FROM t),"
+    " SELECT id, " Q(TK__TASK_PENDING) ", $5, $21::text FROM t),"
     " n AS (SELECT pg_notify('" TK__PG_CHANNEL "', '') FROM t)"
     " SELECT id, (SELECT count(*) FROM n) FROM t";
 
-/* The arrays of CREATE_SQL ($6-$18), in b[0..12]. */
-enum { A_NAME, A_MAX, A_RETRYABLE, A_BACKOFF, A_PARENTS, A_BIDX, A_MIC, A_MIA, A_FAIL, A_IIDX,
-       A_SEQ, A_KEY, A_DATA, A_COUNT };
+/* The arrays of new tasks' rows, one element per task (M_ID..M_NSTEPS),
+ * per step (M_STASK..M_RUNAT), per batch step (M_BTASK..M_FAIL) and per
+ * item (M_ITASK..M_DATA): bulk submit's statements take them all, a
+ * single submit's CREATE_SQL the steps', batch steps' and items' without
+ * their task column. */
+enum { M_ID, M_TEMPLATE, M_IDENTITY, M_CONTEXT, M_NSTEPS,
+       M_STASK, M_SIDX, M_NAME, M_MAX, M_RETRYABLE, M_BACKOFF, M_PARENTS, M_RUNAT,
+       M_BTASK, M_BIDX, M_MIC, M_MIA, M_FAIL,
+       M_ITASK, M_IIDX, M_SEQ, M_KEY, M_DATA, M_COUNT };
 
-static int step_arrays(const tk__new_task *t, tk__buf *b, const char **v) {
-  for (int k = 0; k < A_COUNT; k++) tk__pg_array_open(&b[k]);
-  for (int i = 0; i < t->nsteps; i++) {
-    const tk__new_step *ns = &t->steps[i];
-    tk__pg_array_text(&b[A_NAME], ns->name);
-    tk__pg_array_i64(&b[A_MAX], ns->max_attempts);
-    tk__pg_array_bool(&b[A_RETRYABLE], ns->retryable);
-    tk__pg_array_text(&b[A_BACKOFF], ns->backoff);
-    tk__pg_array_i64(&b[A_PARENTS], ns->nparents);
+/* Every array of m[] empty, open for elements. */
+static void arrays_open(tk__buf *m) {
+  for (int k = 0; k < M_COUNT; k++) tk__pg_array_open(&m[k]);
+}
+
+/* The arrays' texts into v[]; 0 when one ran out of memory. */
+static int arrays_close(tk__buf *m, const char **v) {
+  int ok = 1;
+  for (int k = 0; k < M_COUNT; k++) ok &= (v[k] = tk__pg_array_close(&m[k])) != NULL;
+  return ok;
+}
+
+/* Append task t's rows, as task `id`, to the arrays m[]; *batch set when
+ * it has a batch step. A root step of a task that starts later waits with
+ * parents_remaining TK__DELAYED until its run_at, the start time (0005). */
+static void task_arrays(const tk__new_task *t, int64_t id, tk__buf *m, int *batch) {
+  tk__pg_array_i64(&m[M_ID], id);
+  tk__pg_array_i64(&m[M_TEMPLATE], t->template_id);
+  tk__pg_array_text(&m[M_IDENTITY], t->identity);
+  tk__pg_array_text(&m[M_CONTEXT], t->context);
+  tk__pg_array_i64(&m[M_NSTEPS], t->nsteps);
+  for (int j = 0; j < t->nsteps; j++) {
+    const tk__new_step *ns = &t->steps[j];
+    int delayed = t->start_at > t->now && ns->nparents == 0;
+    tk__pg_array_i64(&m[M_STASK], id);
+    tk__pg_array_i64(&m[M_SIDX], j);
+    tk__pg_array_text(&m[M_NAME], ns->name);
+    tk__pg_array_i64(&m[M_MAX], ns->max_attempts);
+    tk__pg_array_bool(&m[M_RETRYABLE], ns->retryable);
+    tk__pg_array_text(&m[M_BACKOFF], ns->backoff);
+    tk__pg_array_i64(&m[M_PARENTS], delayed ? TK__DELAYED : ns->nparents);
+    tk__pg_array_i64(&m[M_RUNAT], delayed ? t->start_at : t->now);
     if (!ns->batch) continue;
-    tk__pg_array_i64(&b[A_BIDX], i);
-    tk__pg_array_i64(&b[A_MIC], ns->max_in_call_retries);
-    tk__pg_array_i64(&b[A_MIA], ns->max_item_attempts);
-    tk__pg_array_bool(&b[A_FAIL], ns->fail_if_any_gave_up);
-    for (int j = 0; j < ns->nitems; j++) {
-      tk__pg_array_i64(&b[A_IIDX], i);
-      tk__pg_array_i64(&b[A_SEQ], j);
-      tk__pg_array_text(&b[A_KEY], ns->items[j].key);
-      tk__pg_array_text(&b[A_DATA], ns->items[j].data);
+    *batch = 1;
+    tk__pg_array_i64(&m[M_BTASK], id);
+    tk__pg_array_i64(&m[M_BIDX], j);
+    tk__pg_array_i64(&m[M_MIC], ns->max_in_call_retries);
+    tk__pg_array_i64(&m[M_MIA], ns->max_item_attempts);
+    tk__pg_array_bool(&m[M_FAIL], ns->fail_if_any_gave_up);
+    for (int e = 0; e < ns->nitems; e++) {
+      tk__pg_array_i64(&m[M_ITASK], id);
+      tk__pg_array_i64(&m[M_IIDX], j);
+      tk__pg_array_i64(&m[M_SEQ], e);
+      tk__pg_array_text(&m[M_KEY], ns->items[e].key);
+      tk__pg_array_text(&m[M_DATA], ns->items[e].data);
     }
   }
-  int ok = 1;
-  for (int k = 0; k < A_COUNT; k++) ok &= (v[k] = tk__pg_array_close(&b[k])) != NULL;
-  return ok;
+}
+
+/* The arrays' memory (m[] zeroed or used, closed or not). */
+static void arrays_free(tk__buf *m) {
+  for (int k = 0; k < M_COUNT; k++) tk__buf_free(&m[k]);
 }
 
 int tk__pg_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
@@ -82,11 +115,14 @@ int tk__pg_task_create_guarded(tk_store *s, const tk__new_task *t, const tk__pg_
                                int64_t *task_id, int *existed, tk_err *err) {
   *existed = 0;
   *task_id = 0;
-  tk__buf b[A_COUNT];
-  memset(b, 0, sizeof b);
-  const char *v[A_COUNT];
-  if (!step_arrays(t, b, v)) {
-    for (int k = 0; k < A_COUNT; k++) tk__buf_free(&b[k]);
+  tk__buf m[M_COUNT];
+  memset(m, 0, sizeof m);
+  const char *v[M_COUNT];
+  int batch = 0;
+  arrays_open(m);
+  task_arrays(t, 0, m, &batch);
+  if (!arrays_close(m, v)) {
+    arrays_free(m);
     return tk__pg_oom(err, "create task");
   }
   tk__pg_pipe p;
@@ -98,9 +134,10 @@ int tk__pg_task_create_guarded(tk_store *s, const tk__new_task *t, const tk__pg_
     tk__pg_arg_text(&a, t->context);
     tk__pg_arg_i64(&a, t->nsteps);
     tk__pg_arg_i64(&a, t->now);
-    for (int k = 0; k < A_COUNT; k++) tk__pg_arg_text(&a, v[k]);
+    for (int k = M_SIDX; k <= M_RUNAT; k++) tk__pg_arg_text(&a, v[k]);
+    for (int k = M_BIDX; k <= M_FAIL; k++) tk__pg_arg_text(&a, v[k]);
+    for (int k = M_IIDX; k <= M_DATA; k++) tk__pg_arg_text(&a, v[k]);
     tk__pg_arg_text(&a, TK__REASON_CREATED);
-    tk__pg_arg_i64(&a, t->start_at);
     tk__pg_begin(&p);
     if (g && (rc = g->check(&p, g->ud, err)) != 0) goto end;
     int created = tk__pg_pipe_stmt(&p, PG_TASK_CREATE, CREATE_SQL, a.n, a.v);
@@ -129,7 +166,7 @@ int tk__pg_task_create_guarded(tk_store *s, const tk__new_task *t, const tk__pg_
   }
 end:
   tk__pg_pipe_end(&p);
-  for (int k = 0; k < A_COUNT; k++) tk__buf_free(&b[k]);
+  arrays_free(m);
   return rc;
 }
 
@@ -179,12 +216,6 @@ static const char ITEMS_SQL[] =
     " FROM unnest($1::bigint[], $2::int[], $3::int[], $4::text[], $5::text[])"
     " AS v(task_id, idx, seq, key, data) JOIN steps s ON s.task_id = v.task_id AND s.idx = v.idx";
 
-/* The arrays of one chunk's statements. */
-enum { M_ID, M_TEMPLATE, M_IDENTITY, M_CONTEXT, M_NSTEPS,
-       M_STASK, M_SIDX, M_NAME, M_MAX, M_RETRYABLE, M_BACKOFF, M_PARENTS, M_RUNAT,
-       M_BTASK, M_BIDX, M_MIC, M_MIA, M_FAIL,
-       M_ITASK, M_IIDX, M_SEQ, M_KEY, M_DATA, M_COUNT };
-
 /* Tasks per chunk of statements: large enough that a round trip and a
  * plan are little beside the rows, small enough that the arrays stay a
  * few MB. */
@@ -194,47 +225,14 @@ enum { M_ID, M_TEMPLATE, M_IDENTITY, M_CONTEXT, M_NSTEPS,
  * into m[]; *created how many, *batch whether any has a batch step. */
 static int chunk_arrays(const tk__new_task *t, int n, const int64_t *ids, const int *existed,
                         tk__buf *m, const char **v, int *created, int *batch) {
-  for (int k = 0; k < M_COUNT; k++) tk__pg_array_open(&m[k]);
+  arrays_open(m);
   *created = *batch = 0;
   for (int i = 0; i < n; i++) {
     if (existed[i]) continue;
-    const tk__new_task *k = &t[i];
     (*created)++;
-    tk__pg_array_i64(&m[M_ID], ids[i]);
-    tk__pg_array_i64(&m[M_TEMPLATE], k->template_id);
-    tk__pg_array_text(&m[M_IDENTITY], k->identity);
-    tk__pg_array_text(&m[M_CONTEXT], k->context);
-    tk__pg_array_i64(&m[M_NSTEPS], k->nsteps);
-    for (int j = 0; j < k->nsteps; j++) {
-      const tk__new_step *ns = &k->steps[j];
-      int delayed = k->start_at > k->now && ns->nparents == 0;
-      tk__pg_array_i64(&m[M_STASK], ids[i]);
-      tk__pg_array_i64(&m[M_SIDX], j);
-      tk__pg_array_text(&m[M_NAME], ns->name);
-      tk__pg_array_i64(&m[M_MAX], ns->max_attempts);
-      tk__pg_array_bool(&m[M_RETRYABLE], ns->retryable);
-      tk__pg_array_text(&m[M_BACKOFF], ns->backoff);
-      tk__pg_array_i64(&m[M_PARENTS], delayed ? TK__DELAYED : ns->nparents);
-      tk__pg_array_i64(&m[M_RUNAT], delayed ? k->start_at : k->now);
-      if (!ns->batch) continue;
-      *batch = 1;
-      tk__pg_array_i64(&m[M_BTASK], ids[i]);
-      tk__pg_array_i64(&m[M_BIDX], j);
-      tk__pg_array_i64(&m[M_MIC], ns->max_in_call_retries);
-      tk__pg_array_i64(&m[M_MIA], ns->max_item_attempts);
-      tk__pg_array_bool(&m[M_FAIL], ns->fail_if_any_gave_up);
-      for (int e = 0; e < ns->nitems; e++) {
-        tk__pg_array_i64(&m[M_ITASK], ids[i]);
-        tk__pg_array_i64(&m[M_IIDX], j);
-        tk__pg_array_i64(&m[M_SEQ], e);
-        tk__pg_array_text(&m[M_KEY], ns->items[e].key);
-        tk__pg_array_text(&m[M_DATA], ns->items[e].data);
-      }
-    }
+    task_arrays(&t[i], ids[i], m, batch);
   }
-  int ok = 1;
-  for (int k = 0; k < M_COUNT; k++) ok &= (v[k] = tk__pg_array_close(&m[k])) != NULL;
-  return ok;
+  return arrays_close(m, v);
 }
 
 /* Queue the statements of one chunk (arrays in m[], which must live until
@@ -333,7 +331,7 @@ static int submit_once(tk_store *s, const tk__new_task *t, int n, int64_t *task_
     *conflict = rc == TK_ESTORE && strcmp(p.sqlstate, "23505") == 0;
   }
   tk__pg_pipe_end(&p);
-  for (int k = 0; k < chunks * M_COUNT; k++) tk__buf_free(&m[k]);
+  for (int c = 0; c < chunks; c++) arrays_free(m + c * M_COUNT);
   free(m);
   return rc;
 }
