@@ -1,0 +1,27 @@
+/* SQL that takes a PostgreSQL store's schema back before a migration, its
+ * rows as a tasker of that time would have written them, for tests of a
+ * store written before it: apply it (efx_pg_text), then let tasker
+ * migrate the store again. The newest migration first: undo 0009 before
+ * an older one. */
+#ifndef TESTS_PG_UNDO_H
+#define TESTS_PG_UNDO_H
+
+/* 0009_step_moves_in_attempts.sql: every step move an attempt row records
+ * becomes the transitions row written before 0009 (its *_seq as the id:
+ * the same place in the order), then the columns go. The statement's
+ * last result is the number of transitions rows. */
+#define PG_UNDO_0009                                                                            \
+  "INSERT INTO transitions (id, task_id, step_id, from_state, to_state, at, reason, attempt)"   \
+  " SELECT m.seq, s.task_id, a.step_id, m.f, m.t, m.at, m.r, a.attempt"                         \
+  " FROM attempts a JOIN steps s ON s.id = a.step_id CROSS JOIN LATERAL (VALUES"                \
+  " (a.claim_seq, a.started_at, CASE WHEN a.claim_from_retry THEN 'waiting_for_retry'"          \
+  " ELSE 'pending' END, 'in_progress', 'claimed'),"                                             \
+  " (a.outcome_seq, COALESCE(a.outcome_at, a.finished_at), 'in_progress',"                      \
+  " COALESCE(a.outcome_state, CASE WHEN a.next_run_at IS NOT NULL THEN 'waiting_for_retry'"     \
+  " WHEN a.outcome = 'success' THEN 'complete' ELSE 'error' END), a.outcome))"                  \
+  " AS m (seq, at, f, t, r) WHERE m.seq IS NOT NULL;"                                           \
+  " ALTER TABLE attempts DROP COLUMN outcome_seq, DROP COLUMN outcome_at,"                      \
+  " DROP COLUMN outcome_state, DROP COLUMN claim_seq, DROP COLUMN claim_from_retry;"            \
+  " DELETE FROM schema_migrations WHERE version = 9; SELECT count(*) FROM transitions"
+
+#endif
