@@ -285,7 +285,7 @@ int tk__sql_step_list(tk__sql *q, const char *step_state, const tk__task_query *
   int since = with_since(q, f);
   /* When the step last moved: its latest transition, and on PostgreSQL
    * also the moves its attempt rows record instead of transitions rows
-   * (0009_step_moves_in_attempts.sql: a claim at started_at, an outcome
+   * (0009_moves_in_their_rows.sql: a claim at started_at, an outcome
    * at outcome_at or else finished_at). */
   add(q,
       "one(x) AS (SELECT 1) SELECT s.id, s.task_id, s.name, s.state, s.attempts,"

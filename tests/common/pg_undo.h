@@ -6,10 +6,10 @@
 #ifndef TESTS_PG_UNDO_H
 #define TESTS_PG_UNDO_H
 
-/* 0009_step_moves_in_attempts.sql: every step move an attempt row records
- * becomes the transitions row written before 0009 (its *_seq as the id:
- * the same place in the order), then the columns go. The statement's
- * last result is the number of transitions rows. */
+/* 0009_moves_in_their_rows.sql: every move an attempt row or a tasks row
+ * records becomes the transitions row written before 0009 (its *_seq as
+ * the id: the same place in the order), then the columns go. The
+ * statement's last result is the number of transitions rows. */
 #define PG_UNDO_0009                                                                            \
   "INSERT INTO transitions (id, task_id, step_id, from_state, to_state, at, reason, attempt)"   \
   " SELECT m.seq, s.task_id, a.step_id, m.f, m.t, m.at, m.r, a.attempt"                         \
@@ -20,8 +20,15 @@
   " COALESCE(a.outcome_state, CASE WHEN a.next_run_at IS NOT NULL THEN 'waiting_for_retry'"     \
   " WHEN a.outcome = 'success' THEN 'complete' ELSE 'error' END), a.outcome))"                  \
   " AS m (seq, at, f, t, r) WHERE m.seq IS NOT NULL;"                                           \
+  " INSERT INTO transitions (id, task_id, from_state, to_state, at, reason)"                    \
+  " SELECT m.seq, k.id, m.f, m.t, m.at, m.r FROM tasks k CROSS JOIN LATERAL (VALUES"            \
+  " (k.start_seq, k.started_at, 'pending', 'in_progress', 'first step claimed'),"              \
+  " (k.finish_seq, k.finished_at, 'in_progress', k.state, CASE k.state WHEN 'complete' THEN"    \
+  " 'all steps complete' ELSE 'a step failed and nothing else can progress' END))"              \
+  " AS m (seq, at, f, t, r) WHERE m.seq IS NOT NULL;"                                           \
   " ALTER TABLE attempts DROP COLUMN outcome_seq, DROP COLUMN outcome_at,"                      \
   " DROP COLUMN outcome_state, DROP COLUMN claim_seq, DROP COLUMN claim_from_retry;"            \
+  " ALTER TABLE tasks DROP COLUMN start_seq, DROP COLUMN started_at, DROP COLUMN finish_seq;"   \
   " DELETE FROM schema_migrations WHERE version = 9; SELECT count(*) FROM transitions"
 
 #endif

@@ -19,12 +19,14 @@
  * step's claim_id (the fence), the steps in progress under the lease, the
  * pending tasks started (locked with SKIP LOCKED too: a task locked by
  * another claim is being started by it, one locked by an operator is being
- * cancelled; either way this claim need not wait), and the tasks' start
- * transitions. A step's own move (pending or waiting_for_retry ->
- * in_progress, reason TK__REASON_CLAIMED) is recorded by its attempt row
- * (claim_seq, claim_from_retry: 0009_step_moves_in_attempts.sql), its
- * place in the history drawn before any task's (whose insert waits for
- * every attempt row), as one insert of all of them had it. Due retries
+ * cancelled; either way this claim need not wait). The moves are
+ * recorded by those rows (0009_moves_in_their_rows.sql): a step's
+ * (pending or waiting_for_retry -> in_progress, reason TK__REASON_CLAIMED)
+ * by its attempt row (claim_seq, claim_from_retry), a task's start
+ * (pending -> in_progress, reason TK__REASON_FIRST_CLAIM) by its row
+ * (start_seq, started_at), the tasks' places in the history drawn after
+ * every step's (their update waits for every attempt row), as the one
+ * insert of their transitions rows had them. Due retries
  * come first, earliest run_at first, then delayed starts that came due,
  * earliest first (kind 1: parents_remaining -1 until claimed,
  * 0005_delayed_and_retention.sql), then ready pending steps, oldest task
@@ -35,9 +37,8 @@
  * this prepared statement, whose estimate of the LIMIT (a parameter) would
  * otherwise make it hash whole tables.
  * $1 owner, $2 now, $3 lease expiry, $4 retries due until, $5 limit,
- * $6 fresh limit, $7 the reason of the task transitions, $8 the
- * tk__step_key of the template steps that take no input (NULL: no inputs
- * at all; tk__claim_request.no_input).
+ * $6 fresh limit, $7 the tk__step_key of the template steps that take no
+ * input (NULL: no inputs at all; tk__claim_request.no_input).
  * An instance of a map step (DESIGN §17) is claimed as any ready row and
  * handed out as its map's template step (idx) with its element's
  * position (item_index; -1 for any other step). */
@@ -69,14 +70,12 @@ static const char CLAIM_SQL[] =
     " WHERE s.id = ANY (ARRAY(SELECT step_id FROM att))"
     " RETURNING s.id, s.task_id, COALESCE(s.map_idx, s.idx) AS idx, s.attempts, s.max_attempts,"
     " s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.claim_id, s.item_index, s.item),"
-    " started AS (UPDATE tasks t SET state = " Q(TK__TASK_IN_PROGRESS) ", updated_at = $2"
+    " started AS (UPDATE tasks t SET state = " Q(TK__TASK_IN_PROGRESS) ", updated_at = $2,"
+    " start_seq = " TK__PG_NEXT_SEQ ", started_at = $2"
     " WHERE t.id = ANY (ARRAY(SELECT id FROM tasks"
     " WHERE id = ANY (ARRAY(SELECT task_id FROM picked)) AND state = " Q(TK__TASK_PENDING)
-    " ORDER BY id FOR NO KEY UPDATE SKIP LOCKED))"
+    " ORDER BY id FOR NO KEY UPDATE SKIP LOCKED)) AND (SELECT count(*) FROM att) > 0"
     " RETURNING t.id),"
-    " trans AS (INSERT INTO transitions (task_id, from_state, to_state, at, reason)"
-    " SELECT id, " Q(TK__TASK_PENDING) ", " Q(TK__TASK_IN_PROGRESS) ", $2, $7::text FROM started"
-    " WHERE (SELECT count(*) FROM att) > 0),"
     /* The retries among them in the per-minute counts (migration 0006): an
      * attempt after the first, or a first one after an operator's retry
      * (the step was waiting for one), and how late each started. */
@@ -95,8 +94,8 @@ static const char CLAIM_SQL[] =
     /* The handler input (issue 22), as INPUTS_SQL's rows make it, but
      * written out as JSON text here: the server only concatenates the
      * stored JSON texts, parsing none of them. */
-    " CASE WHEN $8::bigint[] IS NOT NULL"
-    " AND NOT (t.template_id * 4294967296 + m.idx = ANY ($8::bigint[])) THEN"
+    " CASE WHEN $7::bigint[] IS NOT NULL"
+    " AND NOT (t.template_id * 4294967296 + m.idx = ANY ($7::bigint[])) THEN"
     " '{\"context\":' || t.context || ',\"parents\":{' || COALESCE((SELECT"
     " string_agg(to_json(q.name)::text || ':' || COALESCE(q.results, 'null'), ','"
     " ORDER BY e.parent_idx) FROM template_edges e"
@@ -129,7 +128,6 @@ int tk__pg_claim_queue(tk__pg_pipe *p, tk__claim_request *r, int *claim_slot, in
     tk__pg_arg_i64(&a, r->now + (r->retry_ahead_ms > 0 ? r->retry_ahead_ms : 0));
     tk__pg_arg_i64(&a, r->limit);
     tk__pg_arg_i64(&a, fresh > 0 ? fresh : 0);
-    tk__pg_arg_text(&a, TK__REASON_FIRST_CLAIM);
     tk__buf keys = {0};
     if (r->want_inputs) {
       tk__pg_array_open(&keys);

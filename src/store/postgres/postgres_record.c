@@ -54,7 +54,7 @@
  * the task's earlier outcomes in the same transaction. The step's move
  * (in_progress -> its new state, at now, reason the attempt's outcome) is
  * recorded by the attempt row it finishes (outcome_seq, outcome_at,
- * outcome_state: 0009_step_moves_in_attempts.sql); a refused one moved
+ * outcome_state: 0009_moves_in_their_rows.sql); a refused one moved
  * nothing and records none.
  * $1 step, $2 claim, $3 new state, $4 results, $5 error, $6 run_at and $7
  * delay (retries), $8 now (reaper), $9 finished_at, $10 attempt outcome,

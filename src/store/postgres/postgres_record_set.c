@@ -39,7 +39,7 @@ int tk__pg_tasks_lock_queue(tk__pg_pipe *p, const int64_t *ids, int n) {
  * finished as fenced_out if nothing finished it (fenced: its text; NULL
  * for a reaper, whose claim is alive). A recorded step's move
  * (in_progress -> its new state, at now, reason the attempt's outcome) is
- * recorded by the attempt row it finishes (0009_step_moves_in_attempts.sql),
+ * recorded by the attempt row it finishes (0009_moves_in_their_rows.sql),
  * its place in the history drawn in ord order (seq), as the rows of one
  * insert in that order had it. Each finished attempt counts in
  * activity_minutes, summed per (minute, orchestrator) since one statement

@@ -1,9 +1,12 @@
--- A step's moves that its attempt row already records are no longer
--- written as transitions rows (issue 22): the claim's (pending or
--- waiting_for_retry -> in_progress) and the recorded outcome's
--- (in_progress -> complete, waiting_for_retry or error). Each was a heap
--- insert and two btree inserts beside the attempt row that says the same,
--- a third of the WAL of a single-step task.
+-- Moves that a row written at the same moment already records are no
+-- longer written as transitions rows too (issue 22): a step's claim
+-- (pending or waiting_for_retry -> in_progress) and its recorded outcome
+-- (in_progress -> complete, waiting_for_retry or error), in the attempt
+-- row that the claim inserts and the outcome finishes; a task's ordinary
+-- start (its first claim) and finish (all steps complete, or a step failed
+-- and nothing else can progress), in the tasks row those moments update.
+-- Each transitions row was a heap insert and two btree inserts: of a
+-- single-step task's WAL, these four were a third.
 --
 -- The history (postgres_reports.c) reads the transitions rows and the
 -- moves derived from these columns together, in the order of their *_seq:
@@ -31,3 +34,14 @@ ALTER TABLE attempts
   -- 'claimed', its attempt the attempt's.
   ADD COLUMN claim_seq bigint,
   ADD COLUMN claim_from_retry boolean;
+
+-- A task's start (pending -> in_progress, reason 'first step claimed'):
+-- its place and time. Its ordinary finish (in_progress -> its state, at
+-- finished_at, reason TK__PG_FINISH_REASON of the state): its place, set
+-- only while the task is in that state; a later move of the task (an
+-- operator's retry or cancel) first writes it out as its transitions row
+-- (TK__PG_FINISH_ROW), so an earlier finish stays in the history.
+ALTER TABLE tasks
+  ADD COLUMN start_seq bigint,
+  ADD COLUMN started_at bigint,
+  ADD COLUMN finish_seq bigint;
