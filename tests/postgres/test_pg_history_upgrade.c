@@ -186,10 +186,31 @@ static result script(efx *f, void (*halfway)(efx *f), void (*at_end)(efx *f)) {
   f->clock.now_ms = T(3100 + LEASE);
   o = outcome_of(&c, "A", TK__NEXT_COMPLETE, T(3100 + LEASE), T(3100 + LEASE), 0);
   record_ok(f, &o);
+  /* Two more end in error: an operator cancels one and resolves the other
+   * (its finish in error written out as a row either way). */
+  f->clock.now_ms = T(4000 + LEASE);
+  int64_t cancelled = efx_submit(f, "chain", "{}"), resolved = efx_submit(f, "chain", "{}");
+  c = claim_one(f, "A");
+  o = outcome_of(&c, "A", TK__NEXT_ERROR, T(4000 + LEASE), T(4000 + LEASE), 0);
+  record_ok(f, &o);
+  c = claim_one(f, "A");
+  o = outcome_of(&c, "A", TK__NEXT_COMPLETE, T(4000 + LEASE), T(4000 + LEASE), 0);
+  record_ok(f, &o);
+  c = claim_one(f, "A");
+  f->clock.now_ms = T(4100 + LEASE);
+  o = outcome_of(&c, "A", TK__NEXT_ERROR, T(4100 + LEASE), T(4100 + LEASE), 0);
+  record_ok(f, &o);
+  f->clock.now_ms = T(5000 + LEASE);
+  operate_ok(f, TK_OP_CANCEL, cancelled, NULL);
+  operate_ok(f, TK_OP_RESOLVE, resolved, "b");
 
   at_end(f);
-  result r = {.history = history(f, task)};
-  tk_prune_options po = {.complete_before = T(100000), .dry_run = 1};
+  char *texts[3] = {history(f, task), history(f, cancelled), history(f, resolved)};
+  result r = {.history = malloc(strlen(texts[0]) + strlen(texts[1]) + strlen(texts[2]) + 1)};
+  strcat(strcat(strcpy(r.history, texts[0]), texts[1]), texts[2]);
+  for (int i = 0; i < 3; i++) free(texts[i]);
+  tk_prune_options po = {.complete_before = T(100000), .cancelled_before = T(100000),
+                         .dry_run = 1};
   must(tk_prune(f->store, &po, &r.dry, &err), &err, "prune (dry run)");
   po.dry_run = 0;
   must(tk_prune(f->store, &po, &r.pruned, &err), &err, "prune");
@@ -206,14 +227,16 @@ static void expect_rows(efx *f, const char *want) {
   free(rows);
 }
 
-/* After 0009 the rows are the task's creation, the operator's retry of b
- * and the task's resumption, and its finish in error written out when the
- * retry moved it again; the rest is in the attempt and tasks rows. */
-static void only_moves_no_other_row_records(efx *f) { expect_rows(f, "4|0"); }
+/* After 0009 the rows are each task's creation and its finish in error,
+ * written out when an operator moved it again, and those operators'
+ * moves: of the first task b's retry and the task's resumption; of the
+ * second b cancelled and the task; of the third b resolved and the task
+ * completed. The rest is in the attempt and tasks rows. */
+static void only_moves_no_other_row_records(efx *f) { expect_rows(f, "12|0"); }
 
 /* Those written at schema 8 stay (the creation, a#1's claim and outcome,
- * the start, a#2's claim), with the 3 rows written after as above. */
-static void rows_from_before_and_three(efx *f) { expect_rows(f, "8|3"); }
+ * the start, a#2's claim), with the 11 rows written after as above. */
+static void rows_from_before_and_eleven(efx *f) { expect_rows(f, "16|3"); }
 
 /* The PostgreSQL store back at schema 8, its moves in transitions rows,
  * then migrated again by tasker. */
@@ -263,7 +286,8 @@ static void compare(void (*halfway)(efx *f), void (*at_end)(efx *f)) {
   efx_open(&lite, sets);
   result a = script(&lite, nothing, nothing);
   result b = script(&pg, halfway, at_end);
-  assert_int_equal(a.pruned.transitions, 16);
+  assert_int_equal(a.pruned.tasks, 3);
+  assert_int_equal(a.pruned.transitions, 16 + 7 + 9);
   expect_same(&a, &b);
   free(a.history);
   free(b.history);
@@ -275,7 +299,7 @@ static void compare(void (*halfway)(efx *f), void (*at_end)(efx *f)) {
  * that an attempt or tasks row records was written as a transitions row. */
 static void history_survives_the_upgrade(void **state) {
   (void)state;
-  compare(back_to_8_and_migrate, rows_from_before_and_three);
+  compare(back_to_8_and_migrate, rows_from_before_and_eleven);
 }
 
 /* PostgreSQL at schema 9 throughout. */
