@@ -87,6 +87,15 @@ static void record_ok(efx *f, const tk__outcome *o) {
   if (rc != 0) fail_msg("outcome refused: %s", tk_err_name(rc));
 }
 
+/* Claim one step for "A" now, then at now record its outcome next (no
+ * retry), its attempt finished at finished_at. */
+static void run_once(efx *f, tk__next_state next, int64_t finished_at, int64_t now) {
+  tk__claimed c = claim_one(f, "A");
+  f->clock.now_ms = now;
+  tk__outcome o = outcome_of(&c, "A", next, finished_at, now, 0);
+  record_ok(f, &o);
+}
+
 static void operate_ok(efx *f, tk_operator_action action, int64_t task, const char *step) {
   tk_err err;
   must(tk_task_operate(f->store, action, task, step, f->clock.now_ms, NULL, &err), &err,
@@ -171,35 +180,19 @@ static result script(efx *f, void (*halfway)(efx *f), void (*at_end)(efx *f)) {
   assert_int_equal(record(f, &o), TK_EFENCED);
   /* a#3 succeeds, recorded after it finished; b fails for good. */
   f->clock.now_ms = T(2000 + LEASE);
-  c = claim_one(f, "A");
-  f->clock.now_ms = T(2100 + LEASE);
-  o = outcome_of(&c, "A", TK__NEXT_COMPLETE, T(2050 + LEASE), T(2100 + LEASE), 0);
-  record_ok(f, &o);
-  c = claim_one(f, "A");
-  f->clock.now_ms = T(2200 + LEASE);
-  o = outcome_of(&c, "A", TK__NEXT_ERROR, T(2200 + LEASE), T(2200 + LEASE), 0);
-  record_ok(f, &o);
+  run_once(f, TK__NEXT_COMPLETE, T(2050 + LEASE), T(2100 + LEASE));
+  run_once(f, TK__NEXT_ERROR, T(2200 + LEASE), T(2200 + LEASE));
   /* An operator retries b, which then succeeds: the task completes. */
   f->clock.now_ms = T(3000 + LEASE);
   operate_ok(f, TK_OP_RETRY, task, "b");
-  c = claim_one(f, "A");
-  f->clock.now_ms = T(3100 + LEASE);
-  o = outcome_of(&c, "A", TK__NEXT_COMPLETE, T(3100 + LEASE), T(3100 + LEASE), 0);
-  record_ok(f, &o);
+  run_once(f, TK__NEXT_COMPLETE, T(3100 + LEASE), T(3100 + LEASE));
   /* Two more end in error: an operator cancels one and resolves the other
    * (its finish in error written out as a row either way). */
   f->clock.now_ms = T(4000 + LEASE);
   int64_t cancelled = efx_submit(f, "chain", "{}"), resolved = efx_submit(f, "chain", "{}");
-  c = claim_one(f, "A");
-  o = outcome_of(&c, "A", TK__NEXT_ERROR, T(4000 + LEASE), T(4000 + LEASE), 0);
-  record_ok(f, &o);
-  c = claim_one(f, "A");
-  o = outcome_of(&c, "A", TK__NEXT_COMPLETE, T(4000 + LEASE), T(4000 + LEASE), 0);
-  record_ok(f, &o);
-  c = claim_one(f, "A");
-  f->clock.now_ms = T(4100 + LEASE);
-  o = outcome_of(&c, "A", TK__NEXT_ERROR, T(4100 + LEASE), T(4100 + LEASE), 0);
-  record_ok(f, &o);
+  run_once(f, TK__NEXT_ERROR, T(4000 + LEASE), T(4000 + LEASE));
+  run_once(f, TK__NEXT_COMPLETE, T(4000 + LEASE), T(4000 + LEASE));
+  run_once(f, TK__NEXT_ERROR, T(4100 + LEASE), T(4100 + LEASE));
   f->clock.now_ms = T(5000 + LEASE);
   operate_ok(f, TK_OP_CANCEL, cancelled, NULL);
   operate_ok(f, TK_OP_RESOLVE, resolved, "b");
