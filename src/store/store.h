@@ -144,7 +144,7 @@ void tk__prune_cutoffs(const tk__prune_request *r, int64_t cut[TK__PRUNE_STATES 
  * with each backend's placeholders): the counts of tk__prune_counts in
  * its order but batch settings, one read with nothing locked. `derived`
  * adds to the transitions counted the moves a backend keeps in other rows
- * (SQL over the steps s; "" for none). */
+ * (SQL over the tasks t and their steps s; "" for none). */
 #define TK__PRUNE_COUNT_SQL(selected, derived)                                                 \
   "WITH t AS (" selected "), s AS (SELECT id FROM steps WHERE task_id IN (SELECT id FROM t))" \
   " SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM s),"                              \
