@@ -142,12 +142,14 @@ void tk__prune_cutoffs(const tk__prune_request *r, int64_t cut[TK__PRUNE_STATES 
 
 /* A prune's dry run over the tasks `selected` (SQL selecting their ids,
  * with each backend's placeholders): the counts of tk__prune_counts in
- * its order but batch settings, one read with nothing locked. */
-#define TK__PRUNE_COUNT_SQL(selected)                                                          \
+ * its order but batch settings, one read with nothing locked. `derived`
+ * adds to the transitions counted the moves a backend keeps in other rows
+ * (SQL over the tasks t and their steps s; "" for none). */
+#define TK__PRUNE_COUNT_SQL(selected, derived)                                                 \
   "WITH t AS (" selected "), s AS (SELECT id FROM steps WHERE task_id IN (SELECT id FROM t))" \
   " SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM s),"                              \
   " (SELECT count(*) FROM attempts WHERE step_id IN (SELECT id FROM s)),"                    \
-  " (SELECT count(*) FROM transitions WHERE task_id IN (SELECT id FROM t)),"                 \
+  " (SELECT count(*) FROM transitions WHERE task_id IN (SELECT id FROM t))" derived ","      \
   " (SELECT count(*) FROM items WHERE step_id IN (SELECT id FROM s))"
 
 /* Rows a prune removed (or would), by table. */

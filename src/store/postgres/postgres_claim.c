@@ -15,23 +15,30 @@
  * read as it is after every committed change (a row another claim took
  * meanwhile no longer matches and is dropped), so the attempt number
  * written is the one the step gets. Then: an attempt row per step (due at
- * the run_at it was claimed for, for lateness), whose id becomes the step's claim_id (the fence), the steps in progress under
- * the lease, the pending tasks started (locked with SKIP LOCKED too: a
- * task locked by another claim is being started by it, one locked by an
- * operator is being cancelled; either way this claim need not wait), and
- * the transitions. Due retries come first, earliest run_at first, then
- * delayed starts that came due, earliest first (kind 1: parents_remaining
- * -1 until claimed, 0005_delayed_and_retention.sql), then ready pending
- * steps, oldest task first (DESIGN §4), each a range scan of its partial
- * index (0001_init.sql). Rows of tables are reached by their
- * keys (= ANY of an array, a scalar subquery) rather than by joins, so
- * that the plan stays a few index lookups per step when the server uses
- * its generic plan for this prepared statement, whose estimate of the
- * LIMIT (a parameter) would otherwise make it hash whole tables.
+ * the run_at it was claimed for, for lateness), whose id becomes the
+ * step's claim_id (the fence), the steps in progress under the lease, the
+ * pending tasks started (locked with SKIP LOCKED too: a task locked by
+ * another claim is being started by it, one locked by an operator is being
+ * cancelled; either way this claim need not wait). The moves are
+ * recorded by those rows (0009_moves_in_their_rows.sql): a step's
+ * (pending or waiting_for_retry -> in_progress, reason TK__REASON_CLAIMED)
+ * by its attempt row (claim_seq, claim_from_retry), a task's start
+ * (pending -> in_progress, reason TK__REASON_FIRST_CLAIM) by its row
+ * (start_seq, started_at), the tasks' places in the history drawn after
+ * every step's (their update waits for every attempt row), as the one
+ * insert of their transitions rows had them. Due retries
+ * come first, earliest run_at first, then delayed starts that came due,
+ * earliest first (kind 1: parents_remaining -1 until claimed,
+ * 0005_delayed_and_retention.sql), then ready pending steps, oldest task
+ * first (DESIGN §4), each a range scan of its partial index
+ * (0001_init.sql). Rows of tables are reached by their keys (= ANY of an
+ * array, a scalar subquery) rather than by joins, so that the plan stays a
+ * few index lookups per step when the server uses its generic plan for
+ * this prepared statement, whose estimate of the LIMIT (a parameter) would
+ * otherwise make it hash whole tables.
  * $1 owner, $2 now, $3 lease expiry, $4 retries due until, $5 limit,
- * $6 fresh limit, $7 and $8 the reasons of the step and task transitions,
- * $9 the tk__step_key of the template steps that take no input (NULL: no
- * inputs at all; tk__claim_request.no_input).
+ * $6 fresh limit, $7 the tk__step_key of the template steps that take no
+ * input (NULL: no inputs at all; tk__claim_request.no_input).
  * An instance of a map step (DESIGN §17) is claimed as any ready row and
  * handed out as its map's template step (idx) with its element's
  * position (item_index; -1 for any other step). */
@@ -52,8 +59,10 @@ static const char CLAIM_SQL[] =
     " $5 - (SELECT count(*) FROM due) - (SELECT count(*) FROM late)))"
     " FOR UPDATE SKIP LOCKED),"
     " picked AS (SELECT * FROM due UNION ALL SELECT * FROM late UNION ALL SELECT * FROM fresh),"
-    " att AS (INSERT INTO attempts (step_id, attempt, owner, started_at, due_at)"
-    " SELECT id, attempts + 1, $1::text, $2, run_at FROM picked RETURNING id, step_id),"
+    " att AS (INSERT INTO attempts (step_id, attempt, owner, started_at, due_at, claim_seq,"
+    " claim_from_retry)"
+    " SELECT id, attempts + 1, $1::text, $2, run_at, " TK__PG_NEXT_SEQ ", kind = 0 FROM picked"
+    " RETURNING id, step_id),"
     " moved AS (UPDATE steps s SET state = " Q(TK__STEP_IN_PROGRESS) ", attempts = s.attempts + 1,"
     " parents_remaining = 0,"
     " lease_owner = $1, lease_expires_at = $3::bigint,"
@@ -61,17 +70,12 @@ static const char CLAIM_SQL[] =
     " WHERE s.id = ANY (ARRAY(SELECT step_id FROM att))"
     " RETURNING s.id, s.task_id, COALESCE(s.map_idx, s.idx) AS idx, s.attempts, s.max_attempts,"
     " s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.claim_id, s.item_index, s.item),"
-    " started AS (UPDATE tasks t SET state = " Q(TK__TASK_IN_PROGRESS) ", updated_at = $2"
+    " started AS (UPDATE tasks t SET state = " Q(TK__TASK_IN_PROGRESS) ", updated_at = $2,"
+    " start_seq = " TK__PG_NEXT_SEQ ", started_at = $2"
     " WHERE t.id = ANY (ARRAY(SELECT id FROM tasks"
     " WHERE id = ANY (ARRAY(SELECT task_id FROM picked)) AND state = " Q(TK__TASK_PENDING)
-    " ORDER BY id FOR NO KEY UPDATE SKIP LOCKED))"
+    " ORDER BY id FOR NO KEY UPDATE SKIP LOCKED)) AND (SELECT count(*) FROM att) > 0"
     " RETURNING t.id),"
-    " trans AS (INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason,"
-    " attempt)"
-    " SELECT task_id, id, CASE kind WHEN 0 THEN " Q(TK__STEP_WAITING) " ELSE " Q(TK__STEP_PENDING)
-    " END, " Q(TK__STEP_IN_PROGRESS) ", $2, $7::text, attempts + 1 FROM picked"
-    " UNION ALL SELECT id, NULL, " Q(TK__TASK_PENDING) ", " Q(TK__TASK_IN_PROGRESS) ", $2,"
-    " $8::text, NULL FROM started),"
     /* The retries among them in the per-minute counts (migration 0006): an
      * attempt after the first, or a first one after an operator's retry
      * (the step was waiting for one), and how late each started. */
@@ -90,8 +94,8 @@ static const char CLAIM_SQL[] =
     /* The handler input (issue 22), as INPUTS_SQL's rows make it, but
      * written out as JSON text here: the server only concatenates the
      * stored JSON texts, parsing none of them. */
-    " CASE WHEN $9::bigint[] IS NOT NULL"
-    " AND NOT (t.template_id * 4294967296 + m.idx = ANY ($9::bigint[])) THEN"
+    " CASE WHEN $7::bigint[] IS NOT NULL"
+    " AND NOT (t.template_id * 4294967296 + m.idx = ANY ($7::bigint[])) THEN"
     " '{\"context\":' || t.context || ',\"parents\":{' || COALESCE((SELECT"
     " string_agg(to_json(q.name)::text || ':' || COALESCE(q.results, 'null'), ','"
     " ORDER BY e.parent_idx) FROM template_edges e"
@@ -124,8 +128,6 @@ int tk__pg_claim_queue(tk__pg_pipe *p, tk__claim_request *r, int *claim_slot, in
     tk__pg_arg_i64(&a, r->now + (r->retry_ahead_ms > 0 ? r->retry_ahead_ms : 0));
     tk__pg_arg_i64(&a, r->limit);
     tk__pg_arg_i64(&a, fresh > 0 ? fresh : 0);
-    tk__pg_arg_text(&a, TK__REASON_CLAIMED);
-    tk__pg_arg_text(&a, TK__REASON_FIRST_CLAIM);
     tk__buf keys = {0};
     if (r->want_inputs) {
       tk__pg_array_open(&keys);

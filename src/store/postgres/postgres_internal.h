@@ -285,6 +285,38 @@ int tk__pg_activity(tk_store *s, int64_t since, int64_t bucket_ms, int n,
   "(SELECT count(*) FROM " rel " WHERE parents_remaining = 0 AND state = "               \
   TK__PG_Q(TK__STEP_PENDING) ")"
 
+/* A place in a task's history (0009_moves_in_their_rows.sql): the
+ * next transitions id, drawn for a transitions row or for a step's move
+ * that its attempt row records instead (attempts.claim_seq, outcome_seq). */
+#define TK__PG_NEXT_SEQ "nextval('transitions_id_seq')"
+
+/* The step state an outcome moves its step to, as its attempt row implies
+ * it (attempt outcome, next_run_at): success completes it, a next run
+ * makes it wait for a retry, anything else is an error. The writers store
+ * attempts.outcome_state only where the state differs from this. */
+#define TK__PG_OUTCOME_STATE(outcome, next_run_at)                                       \
+  "CASE WHEN " next_run_at " IS NOT NULL THEN " TK__PG_Q(TK__STEP_WAITING)               \
+  " WHEN " outcome " = 'success' THEN " TK__PG_Q(TK__STEP_COMPLETE)                     \
+  " ELSE " TK__PG_Q(TK__STEP_ERROR) " END"
+
+/* The reason of a task's ordinary finish in `state` (tk__settle's), NULL
+ * for a state no ordinary finish reaches. */
+#define TK__PG_FINISH_REASON(state)                                                      \
+  "CASE " state " WHEN " TK__PG_Q(TK__TASK_COMPLETE) " THEN "                            \
+  TK__PG_Q(TK__REASON_ALL_COMPLETE) " WHEN " TK__PG_Q(TK__TASK_ERROR) " THEN "           \
+  TK__PG_Q(TK__REASON_TASK_FAILED) " END"
+
+/* The ordinary finish that the tasks row t implies (tasks.finish_seq,
+ * 0009_moves_in_their_rows.sql) as its transitions row: id, task_id,
+ * step_id, from_state, to_state, at, reason, in the snapshot before the
+ * statement moves the task again. A statement that moves a task whose
+ * finish_seq is set writes this row (cond selects the tasks) and clears
+ * or replaces finish_seq. */
+#define TK__PG_FINISH_ROW(cond)                                                          \
+  "SELECT t.finish_seq, t.id, NULL::bigint, " TK__PG_Q(TK__TASK_IN_PROGRESS) ", t.state," \
+  " t.finished_at, " TK__PG_FINISH_REASON("t.state") " FROM tasks t"                     \
+  " WHERE t.finish_seq IS NOT NULL AND " cond
+
 /* Whether a step x of a task can still progress (DESIGN §3). */
 #define TK__PG_CAN_PROGRESS(x)                                                           \
   "(" x ".state IN (" TK__PG_Q(TK__STEP_IN_PROGRESS) ", " TK__PG_Q(TK__STEP_WAITING)     \

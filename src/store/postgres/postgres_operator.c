@@ -55,11 +55,16 @@ static const char CANCEL_STEPS_SQL[] =
     " INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason)"
     " SELECT $1, id, state, " Q(TK__STEP_CANCELLED) ", $2::bigint, $3::text FROM c";
 
+/* The task cancelled, with its transition; an ordinary finish its row
+ * recorded (a task in error) is written out as its row first
+ * (TK__PG_FINISH_ROW: finished_at changes). */
 static const char CANCEL_TASK_SQL[] =
     "WITH t AS (UPDATE tasks SET state = " Q(TK__TASK_CANCELLED) ", updated_at = $2::bigint,"
-    " finished_at = $2 WHERE id = $1::bigint RETURNING id)"
-    " INSERT INTO transitions (task_id, from_state, to_state, at, reason)"
-    " SELECT id, $3::text, " Q(TK__TASK_CANCELLED) ", $2, $4::text FROM t";
+    " finished_at = $2, finish_seq = NULL WHERE id = $1::bigint RETURNING id)"
+    " INSERT INTO transitions (id, task_id, step_id, from_state, to_state, at, reason)"
+    " SELECT * FROM (" TK__PG_FINISH_ROW("t.id = $1") ") old"
+    " UNION ALL SELECT " TK__PG_NEXT_SEQ ", id, NULL, $3::text, " Q(TK__TASK_CANCELLED) ", $2,"
+    " $4::text FROM t";
 
 /* What the action found: the task, and the step for retry and resolve. */
 typedef struct target {

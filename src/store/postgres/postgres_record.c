@@ -44,19 +44,23 @@
  * after any concurrent heartbeat, so a reaper's outcome ($8: now) is also
  * refused when the lease was renewed after the reaper looked. Refused, the
  * claim's attempt row is finished as fenced_out if nothing finished it
- * ($17: its text; NULL for a reaper, whose claim is alive). The scan for
+ * ($16: its text; NULL for a reaper, whose claim is alive). The scan for
  * "can the task progress" reads this statement's snapshot, in which the
  * step itself is still in progress and released children still wait: it
  * leaves out the one and adds the other. The task's counters are not
  * written here: its row is written once per transaction, at the end
  * (commit_group), with the sum of its outcomes and its moves; this returns
  * the stored counts plus this outcome's, and settle_tasks adds those of
- * the task's earlier outcomes in the same transaction.
+ * the task's earlier outcomes in the same transaction. The step's move
+ * (in_progress -> its new state, at now, reason the attempt's outcome) is
+ * recorded by the attempt row it finishes (outcome_seq, outcome_at,
+ * outcome_state: 0009_moves_in_their_rows.sql); a refused one moved
+ * nothing and records none.
  * $1 step, $2 claim, $3 new state, $4 results, $5 error, $6 run_at and $7
  * delay (retries), $8 now (reaper), $9 finished_at, $10 attempt outcome,
- * $11 delay source, $12 now, $13 task, $14 template, $15 idx, $16 attempt,
- * $17 fenced-out text, $18 steps done +, $19 steps in error +, $20 release
- * the children. */
+ * $11 delay source, $12 now, $13 task, $14 template, $15 idx, $16
+ * fenced-out text, $17 steps done +, $18 steps in error +, $19 release the
+ * children. */
 #define OUTCOME_WITH                                                                            \
     "WITH upd AS (UPDATE steps SET state = $3::text, results = $4::text, last_error = $5::text,"   \
     " run_at = COALESCE($6::bigint, run_at), last_delay_ms = COALESCE($7::bigint, last_delay_ms)," \
@@ -66,12 +70,15 @@
     " fin AS (UPDATE attempts a SET"                                                               \
     " finished_at = CASE WHEN u.ok THEN $9::bigint ELSE $12::bigint END,"                          \
     " outcome = CASE WHEN u.ok THEN $10::text ELSE 'fenced_out' END,"                              \
-    " error = CASE WHEN u.ok THEN $5 ELSE $17::text END,"                                          \
+    " error = CASE WHEN u.ok THEN $5 ELSE $16::text END,"                                          \
     " delay_ms = CASE WHEN u.ok THEN $7 END,"                                                      \
     " delay_source = CASE WHEN u.ok THEN $11::text END,"                                           \
-    " next_run_at = CASE WHEN u.ok THEN $6 END"                                                    \
+    " next_run_at = CASE WHEN u.ok THEN $6 END,"                                                   \
+    " outcome_seq = CASE WHEN u.ok THEN " TK__PG_NEXT_SEQ " END,"                                  \
+    " outcome_at = CASE WHEN u.ok THEN NULLIF($12, $9) END,"                                       \
+    " outcome_state = CASE WHEN u.ok THEN NULLIF($3, " TK__PG_OUTCOME_STATE("$10", "$6") ") END"   \
     " FROM (SELECT EXISTS (SELECT 1 FROM upd) AS ok) u"                                            \
-    " WHERE a.id = $2 AND (u.ok OR (a.outcome IS NULL AND $17::text IS NOT NULL))"                 \
+    " WHERE a.id = $2 AND (u.ok OR (a.outcome IS NULL AND $16::text IS NOT NULL))"                 \
     " RETURNING a.started_at, a.owner, a.outcome),"                                                \
     /* The finished attempt in the per-minute counts (migration 0006). */                          \
     " act AS (INSERT INTO activity_minutes (minute, orchestrator, succeeded, failed)"              \
@@ -80,14 +87,11 @@
     " ON CONFLICT (minute, orchestrator) DO UPDATE SET"                                            \
     " succeeded = activity_minutes.succeeded + EXCLUDED.succeeded,"                                \
     " failed = activity_minutes.failed + EXCLUDED.failed),"                                        \
-    " trans AS (INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason,"      \
-    " attempt) SELECT $13::bigint, id, " Q(TK__STEP_IN_PROGRESS) ", $3, $12, $10, $16::int"        \
-    " FROM upd),"                                                                                  \
     " rel AS (" TK__PG_RELEASE("$13", "$14::bigint", "$15::int", "$12",                            \
-                               "$20::boolean AND EXISTS (SELECT 1 FROM upd)") "),"                 \
-    " tsk AS (SELECT state, steps_done + $18::int AS steps_done, steps_total,"                   \
-    " steps_error + $19::int AS steps_error FROM tasks"                                         \
-    " WHERE id = $13 AND $18::int + $19::int > 0 AND EXISTS (SELECT 1 FROM upd))"
+                               "$19::boolean AND EXISTS (SELECT 1 FROM upd)") "),"                 \
+    " tsk AS (SELECT state, steps_done + $17::int AS steps_done, steps_total,"                   \
+    " steps_error + $18::int AS steps_error FROM tasks"                                         \
+    " WHERE id = $13 AND $17::int + $18::int > 0 AND EXISTS (SELECT 1 FROM upd))"
 #define OUTCOME_COLUMNS                                                                         \
     " SELECT (SELECT count(*) FROM upd), " TK__PG_RELEASED("rel") ","                           \
     " t.state, t.steps_done, t.steps_total, t.steps_error,"                                     \
@@ -98,7 +102,7 @@
 static const char OUTCOME_SQL[] = OUTCOME_WITH OUTCOME_COLUMNS OUTCOME_FROM;
 
 /* The outcome of an instance of a map step (DESIGN §17): OUTCOME_SQL with
- * no counters of the task ($18, $19: 0) and no children released ($20:
+ * no counters of the task ($17, $18: 0) and no children released ($19:
  * false; $15 is the map's idx), and one more write when it finishes the
  * instance (complete or error): its map waits for one instance fewer, in
  * its countdown row (0008_map_countdowns.sql: a HOT update, where one of
@@ -278,7 +282,6 @@ static int queue_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r, int locke
   tk__pg_arg_i64(&a, o->task_id);
   tk__pg_arg_i64(&a, o->template_id);
   tk__pg_arg_i64(&a, o->idx);
-  tk__pg_arg_i64(&a, o->attempt);
   tk__pg_arg_text(&a, o->fence_lease ? NULL : fenced);
   tk__pg_arg_i64(&a, o->next == TK__NEXT_COMPLETE && !instance);
   tk__pg_arg_i64(&a, o->next == TK__NEXT_ERROR && !instance);

@@ -37,7 +37,11 @@ int tk__pg_tasks_lock_queue(tk__pg_pipe *p, const int64_t *ids, int n) {
  * while the lease still ends by reap), checked on the newest row version
  * after any concurrent heartbeat. Refused, the claim's attempt row is
  * finished as fenced_out if nothing finished it (fenced: its text; NULL
- * for a reaper, whose claim is alive). Each finished attempt counts in
+ * for a reaper, whose claim is alive). A recorded step's move
+ * (in_progress -> its new state, at now, reason the attempt's outcome) is
+ * recorded by the attempt row it finishes (0009_moves_in_their_rows.sql),
+ * its place in the history drawn in ord order (seq), as the rows of one
+ * insert in that order had it. Each finished attempt counts in
  * activity_minutes, summed per (minute, orchestrator) since one statement
  * may not upsert a row twice. The children of completed steps (release)
  * wait for as many parents fewer as completed here (TK__PG_RELEASE, per
@@ -57,23 +61,29 @@ int tk__pg_tasks_lock_queue(tk__pg_pipe *p, const int64_t *ids, int n) {
 static const char SET_SQL[] =
     "WITH o AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],"
     " $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[],"
-    " $11::text[], $12::bigint[], $13::bigint[], $14::bigint[], $15::int[], $16::int[],"
-    " $17::text[], $18::boolean[], $19::boolean[]) WITH ORDINALITY AS o(step, claim, state,"
-    " results, error, run_at, delay, reap, finished_at, outcome, source, now, task, template,"
-    " idx, attempt, fenced, release, inst, ord)),"
+    " $11::text[], $12::bigint[], $13::bigint[], $14::bigint[], $15::int[], $16::text[],"
+    " $17::boolean[], $18::boolean[]) WITH ORDINALITY AS o(step, claim, state, results, error,"
+    " run_at, delay, reap, finished_at, outcome, source, now, task, template, idx, fenced,"
+    " release, inst, ord)),"
     " upd AS (UPDATE steps s SET state = o.state, results = o.results, last_error = o.error,"
     " run_at = COALESCE(o.run_at, s.run_at), last_delay_ms = COALESCE(o.delay, s.last_delay_ms),"
     " lease_owner = NULL, lease_expires_at = NULL, claim_id = NULL FROM o"
     " WHERE s.id = ANY ($1) AND s.id = o.step AND s.state = " Q(TK__STEP_IN_PROGRESS) " AND"
     " s.claim_id = o.claim AND (o.reap IS NULL OR s.lease_expires_at <= o.reap) RETURNING o.ord),"
     " f AS (SELECT o.*, u.ord IS NOT NULL AS ok FROM o LEFT JOIN upd u ON u.ord = o.ord),"
+    " seq AS (SELECT w.ord, " TK__PG_NEXT_SEQ " AS seq FROM (SELECT ord FROM f WHERE ok"
+    " ORDER BY ord) w),"
     " fin AS (UPDATE attempts a SET"
     " finished_at = CASE WHEN f.ok THEN f.finished_at ELSE f.now END,"
     " outcome = CASE WHEN f.ok THEN f.outcome ELSE 'fenced_out' END,"
     " error = CASE WHEN f.ok THEN f.error ELSE f.fenced END,"
     " delay_ms = CASE WHEN f.ok THEN f.delay END,"
     " delay_source = CASE WHEN f.ok THEN f.source END,"
-    " next_run_at = CASE WHEN f.ok THEN f.run_at END FROM f"
+    " next_run_at = CASE WHEN f.ok THEN f.run_at END, outcome_seq = q.seq,"
+    " outcome_at = CASE WHEN f.ok THEN NULLIF(f.now, f.finished_at) END,"
+    " outcome_state = CASE WHEN f.ok THEN NULLIF(f.state, "
+    TK__PG_OUTCOME_STATE("f.outcome", "f.run_at") ") END"
+    " FROM f LEFT JOIN seq q ON q.ord = f.ord"
     " WHERE a.id = ANY ($2) AND a.id = f.claim"
     " AND (f.ok OR (a.outcome IS NULL AND f.fenced IS NOT NULL))"
     " RETURNING a.started_at, a.owner, a.outcome),"
@@ -83,9 +93,6 @@ static const char SET_SQL[] =
     " ON CONFLICT (minute, orchestrator) DO UPDATE SET"
     " succeeded = activity_minutes.succeeded + EXCLUDED.succeeded,"
     " failed = activity_minutes.failed + EXCLUDED.failed),"
-    " trans AS (INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason,"
-    " attempt) SELECT f.task, f.step, " Q(TK__STEP_IN_PROGRESS) ", f.state, f.now, f.outcome,"
-    " f.attempt FROM f WHERE f.ok ORDER BY f.ord),"
     " kids AS (SELECT (SELECT x.id FROM steps x WHERE x.task_id = f.task"
     " AND x.idx = e.child_idx) AS id, count(*)::int AS k, max(f.ord) AS last,"
     " (array_agg(f.now ORDER BY f.ord DESC))[1] AS now FROM f, unnest(ARRAY(SELECT e.child_idx"
@@ -112,7 +119,7 @@ static const char SET_SQL[] =
     " LEFT JOIN tasks t ON t.id = ANY ($13) AND t.id = f.task"
     " LEFT JOIN mp ON mp.last = f.ord ORDER BY f.ord";
 
-enum { NARRAYS = 19 };
+enum { NARRAYS = 18 };
 
 /* Outcome x's elements of SET_SQL's arrays (kind: TK__PG_SET_*). */
 static void add_row(tk__buf b[NARRAYS], const tk__outcome *x, int kind) {
@@ -139,10 +146,9 @@ static void add_row(tk__buf b[NARRAYS], const tk__outcome *x, int kind) {
   tk__pg_array_i64(&b[12], x->task_id);
   tk__pg_array_i64(&b[13], x->template_id);
   tk__pg_array_i64(&b[14], x->idx);
-  tk__pg_array_i64(&b[15], x->attempt);
-  tk__pg_array_text(&b[16], x->fence_lease ? NULL : fenced);
-  tk__pg_array_bool(&b[17], x->next == TK__NEXT_COMPLETE && (kind & TK__PG_SET_PARENT));
-  tk__pg_array_bool(&b[18], (kind & TK__PG_SET_INSTANCE) != 0);
+  tk__pg_array_text(&b[15], x->fence_lease ? NULL : fenced);
+  tk__pg_array_bool(&b[16], x->next == TK__NEXT_COMPLETE && (kind & TK__PG_SET_PARENT));
+  tk__pg_array_bool(&b[17], (kind & TK__PG_SET_INSTANCE) != 0);
 }
 
 int tk__pg_outcomes_queue(tk__pg_pipe *p, const tk__outcome *const *o, const unsigned char *kind,

@@ -40,22 +40,39 @@ int tk__pg_can_progress_queue(tk__pg_pipe *p, int64_t task_id) {
 /* The writes of tasks in one statement, one of each per transaction: its
  * counters (steps done and in error, added to what is stored), updated_at,
  * and its moves, the last one its new state, each with its transition in
- * order. No move: the state and finished_at stay. $1 tasks, $2 done +, $3
- * in error +, $4 now, $5 the last move's state (NULL: none), $6 whether
- * that is terminal; then every move, in order, as arrays of task, from,
- * to, reason and time. */
+ * order. No move: the state, finished_at and finish_seq stay. A task's
+ * last move that is its ordinary finish (from in_progress to complete or
+ * error, for tk__settle's reason, at the now written as finished_at) is
+ * recorded by its row (finish_seq, 0009_moves_in_their_rows.sql) rather
+ * than as a transitions row; a finish that the row recorded before is
+ * written out as its row first (TK__PG_FINISH_ROW), since the task moves
+ * again. Every move's place in the history is drawn in order (mv) before
+ * any is written. $1 tasks, $2 done +, $3 in error +, $4 now, $5 the last
+ * move's state (NULL: none), $6 whether that is terminal; then every
+ * move, in order, as arrays of task, from, to, reason and time. */
 static const char TASKS_WRITE_SQL[] =
-    "WITH w AS (UPDATE tasks t SET steps_done = t.steps_done + u.done,"
+    "WITH mv AS (SELECT m.*, " TK__PG_NEXT_SEQ " AS seq FROM (SELECT * FROM unnest($7::bigint[],"
+    " $8::text[], $9::text[], $10::text[], $11::bigint[]) WITH ORDINALITY AS m(task, f, t, r, at, o)"
+    " ORDER BY o) m),"
+    " u AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::int[], $4::bigint[], $5::text[],"
+    " $6::boolean[]) AS u(id, done, errors, now, state, terminal)),"
+    /* Each task's last move, when the row can record it. */
+    " fin AS (SELECT DISTINCT ON (mv.task) mv.task, mv.o,"
+    " mv.f = " Q(TK__TASK_IN_PROGRESS) " AND mv.r IS NOT DISTINCT FROM "
+    TK__PG_FINISH_REASON("mv.t") " AND mv.at = u.now AS implied, mv.seq"
+    " FROM mv JOIN u ON u.id = mv.task ORDER BY mv.task, mv.o DESC),"
+    " w AS (UPDATE tasks t SET steps_done = t.steps_done + u.done,"
     " steps_error = t.steps_error + u.errors, updated_at = u.now,"
     " state = COALESCE(u.state, t.state),"
-    " finished_at = CASE WHEN u.state IS NULL THEN t.finished_at WHEN u.terminal THEN u.now END"
-    " FROM unnest($1::bigint[], $2::int[], $3::int[], $4::bigint[], $5::text[], $6::boolean[])"
-    " AS u(id, done, errors, now, state, terminal)"
+    " finished_at = CASE WHEN u.state IS NULL THEN t.finished_at WHEN u.terminal THEN u.now END,"
+    " finish_seq = CASE WHEN u.state IS NULL THEN t.finish_seq WHEN fin.implied THEN fin.seq END"
+    " FROM u LEFT JOIN fin ON fin.task = u.id"
     " WHERE t.id = ANY ($1) AND t.id = u.id RETURNING t.id)"
-    " INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason)"
-    " SELECT m.task, NULL, m.f, m.t, m.at, m.r FROM unnest($7::bigint[], $8::text[],"
-    " $9::text[], $10::text[], $11::bigint[]) WITH ORDINALITY AS m(task, f, t, r, at, o)"
-    " WHERE m.task IN (SELECT id FROM w) ORDER BY m.o";
+    " INSERT INTO transitions (id, task_id, step_id, from_state, to_state, at, reason)"
+    " SELECT * FROM (" TK__PG_FINISH_ROW("t.id = ANY (ARRAY(SELECT task FROM mv))") ") old"
+    " UNION ALL SELECT mv.seq, mv.task, NULL, mv.f, mv.t, mv.at, mv.r FROM mv"
+    " WHERE mv.task IN (SELECT id FROM w)"
+    " AND NOT EXISTS (SELECT 1 FROM fin WHERE fin.task = mv.task AND fin.o = mv.o AND fin.implied)";
 
 int tk__pg_tasks_write_queue(tk__pg_pipe *p, const tk__pg_task_sum *t, int n,
                              const tk__pg_task_move *moves, const int64_t *move_task,

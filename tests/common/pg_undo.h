@@ -1,0 +1,47 @@
+/* SQL that takes a PostgreSQL store's schema back before a migration, its
+ * rows as a tasker of that time would have written them, for tests of a
+ * store written before it: apply it (efx_pg_text), then let tasker
+ * migrate the store again. The newest migration first: undo 0010 before
+ * 0009, 0009 before an older one. */
+#ifndef TESTS_PG_UNDO_H
+#define TESTS_PG_UNDO_H
+
+/* 0010_leaner_keys.sql: transitions keyed by id with their index by task
+ * again, the identity unique over every task, the key from tasks to
+ * templates, tasks written 70% full. */
+#define PG_UNDO_0010                                                                            \
+  "ALTER TABLE transitions DROP CONSTRAINT transitions_pkey;"                                   \
+  " ALTER TABLE transitions ADD CONSTRAINT transitions_pkey PRIMARY KEY (id);"                  \
+  " CREATE INDEX transitions_by_task ON transitions (task_id, id);"                             \
+  " DROP INDEX tasks_identity; ALTER TABLE tasks ADD CONSTRAINT tasks_identity_key"             \
+  " UNIQUE (identity); ALTER TABLE tasks ADD CONSTRAINT tasks_template_id_fkey"                 \
+  " FOREIGN KEY (template_id) REFERENCES templates (id);"                                       \
+  " ALTER TABLE tasks SET (fillfactor = 70);"                                                   \
+  " DELETE FROM schema_migrations WHERE version = 10; SELECT 1"
+
+/* 0009_moves_in_their_rows.sql: every move an attempt row or a tasks row
+ * records becomes the transitions row written before 0009 (its *_seq as
+ * the id: the same place in the order), then the columns go. The
+ * statement's last result is the number of transitions rows. */
+#define PG_UNDO_0009                                                                            \
+  "INSERT INTO transitions (id, task_id, step_id, from_state, to_state, at, reason, attempt)"   \
+  " SELECT m.seq, s.task_id, a.step_id, m.f, m.t, m.at, m.r, a.attempt"                         \
+  " FROM attempts a JOIN steps s ON s.id = a.step_id CROSS JOIN LATERAL (VALUES"                \
+  " (a.claim_seq, a.started_at, CASE WHEN a.claim_from_retry THEN 'waiting_for_retry'"          \
+  " ELSE 'pending' END, 'in_progress', 'claimed'),"                                             \
+  " (a.outcome_seq, COALESCE(a.outcome_at, a.finished_at), 'in_progress',"                      \
+  " COALESCE(a.outcome_state, CASE WHEN a.next_run_at IS NOT NULL THEN 'waiting_for_retry'"     \
+  " WHEN a.outcome = 'success' THEN 'complete' ELSE 'error' END), a.outcome))"                  \
+  " AS m (seq, at, f, t, r) WHERE m.seq IS NOT NULL;"                                           \
+  " INSERT INTO transitions (id, task_id, from_state, to_state, at, reason)"                    \
+  " SELECT m.seq, k.id, m.f, m.t, m.at, m.r FROM tasks k CROSS JOIN LATERAL (VALUES"            \
+  " (k.start_seq, k.started_at, 'pending', 'in_progress', 'first step claimed'),"              \
+  " (k.finish_seq, k.finished_at, 'in_progress', k.state, CASE k.state WHEN 'complete' THEN"    \
+  " 'all steps complete' ELSE 'a step failed and nothing else can progress' END))"              \
+  " AS m (seq, at, f, t, r) WHERE m.seq IS NOT NULL;"                                           \
+  " ALTER TABLE attempts DROP COLUMN outcome_seq, DROP COLUMN outcome_at,"                      \
+  " DROP COLUMN outcome_state, DROP COLUMN claim_seq, DROP COLUMN claim_from_retry;"            \
+  " ALTER TABLE tasks DROP COLUMN start_seq, DROP COLUMN started_at, DROP COLUMN finish_seq;"   \
+  " DELETE FROM schema_migrations WHERE version = 9; SELECT count(*) FROM transitions"
+
+#endif
