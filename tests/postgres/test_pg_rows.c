@@ -221,6 +221,9 @@ static void upgrade_keeps_history_and_identity(void **state) {
                 " AND contype = 'f'");
   efx_pg_expect(f->url, "{fillfactor=40}",
                 "SELECT reloptions FROM pg_class WHERE relname = 'tasks'");
+  efx_pg_expect(f->url, "attempts={fillfactor=50} steps={fillfactor=50}",
+                "SELECT string_agg(relname || '=' || reloptions::text, ' ' ORDER BY relname)"
+                " FROM pg_class WHERE relname IN ('steps', 'attempts')");
   efx_pg_expect(f->url,
                 "CREATE UNIQUE INDEX tasks_identity ON public.tasks USING btree (identity)"
                 " WHERE (identity IS NOT NULL)",

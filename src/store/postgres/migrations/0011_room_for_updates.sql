@@ -1,0 +1,22 @@
+-- Room on each page for a row's next version (issue 22 item 2), for steps
+-- and attempts as 0010 gave tasks: no change in what any reader sees.
+--
+-- A step row is written twice while it runs (its claim, its outcome) and
+-- neither update is HOT (state is in the readiness indexes' predicates,
+-- lease_expires_at is indexed), but where its page has room, the new
+-- version stays on it. Where it has none (steps were written 100% full),
+-- PostgreSQL first marks the old version locked, in a WAL record of its
+-- own, then writes the new one on another page: 1.85 such lock records per
+-- single-step task. An attempt row is inserted by the claim and finished
+-- by the outcome (a HOT update where its page has room): at 70%, with the
+-- columns 0009 added, 43% of finishes went to another page.
+--
+-- 20,000 single-step tasks drained by 4 `tasker run`, run only, WAL per
+-- task (`sh bench/pg_wal_rows.sh 20000 "ALTER TABLE ..."`, pg_waldump):
+-- at 0010 22.8 records and 2,319 B; steps 50% full 21.3 and 2,182 B; and
+-- attempts 50% full 20.4 and 2,095 B (88% of finishes HOT). The steps
+-- table had 758 pages after the run at 50% against 833 at 100%: versions
+-- that stay on their page reuse the room pruned from older ones. Pages
+-- written before this migration keep their layout.
+ALTER TABLE steps SET (fillfactor = 50);
+ALTER TABLE attempts SET (fillfactor = 50);
