@@ -52,3 +52,20 @@ chaos_config() {
     backoff.jitter=full engine.max_attempts=25 engine.lease="$cc_lease" \
     engine.heartbeat="$cc_beat" engine.claim_batch=16 engine.workers="$cc_workers" "$@"
 }
+
+# etl_template FILE: the template "etl", whose step "load" (after "extract")
+# fails on each of its 2 attempts: a task of it ends in error.
+etl_template() {
+  cat >"$1" <<'TOML'
+name = "etl"
+version = "1"
+[[steps]]
+name = "extract"
+handler = { kind = "builtin", name = "noop" }
+[[steps]]
+name = "load"
+depends_on = ["extract"]
+handler = { kind = "builtin", name = "fail" }
+retry = { max_attempts = 2 }
+TOML
+}

@@ -8,18 +8,7 @@
 . "$(dirname "$0")/../lib/pg.sh"
 pg_database api
 tasker_config $QUICK_RETRIES
-cat >"$W/etl.toml" <<'TOML'
-name = "etl"
-version = "1"
-[[steps]]
-name = "extract"
-handler = { kind = "builtin", name = "noop" }
-[[steps]]
-name = "load"
-depends_on = ["extract"]
-handler = { kind = "builtin", name = "fail" }
-retry = { max_attempts = 2 }
-TOML
+etl_template "$W/etl.toml"
 noop_template "$W/quick.toml" quick
 tasker_setup "$W/etl.toml" "$W/quick.toml"
 for name in etl quick etl quick; do

@@ -17,7 +17,8 @@
 # (make test installs nodejs and npm; the registry must be reachable).
 # tests/server/test_openapi_routes.c checks that every route is documented.
 . "$(dirname "$0")/../lib/tap.sh"
-W=$TMPDIR_TEST
+. "$(dirname "$0")/../lib/config.sh"
+sqlite_store
 HERE=$(cd "$(dirname "$0")/openapi" && pwd)
 NPM_DIR=$(cd "$(dirname "$TASKER")/.." && pwd)/npm/openapi
 SERVE=""
@@ -50,33 +51,14 @@ if ! cmp -s "$HERE/package-lock.json" "$NPM_DIR/installed.lock" || [ ! -d "$NPM_
 fi
 tap_ok "the pinned validator is installed (npm ci, tests/server/openapi/package-lock.json)"
 
-t() { "$TASKER" --config "$W/tasker.toml" --db "sqlite:$W/store.db" "$@"; }
 setup() {
   name=$1
   shift
   run "$@"
   [ "$RC" -eq 0 ] || stop_here "$name" "exit $RC" "stdout: $OUT" "stderr: $ERR"
 }
-cat >"$W/tasker.toml" <<'TOML'
-[backoff]
-base = "10ms"
-jitter = "none"
-[backoff.profiles.slow]
-base = "1h"
-jitter = "full"
-TOML
-cat >"$W/etl.toml" <<'TOML'
-name = "etl"
-version = "1"
-[[steps]]
-name = "extract"
-handler = { kind = "builtin", name = "noop" }
-[[steps]]
-name = "load"
-depends_on = ["extract"]
-handler = { kind = "builtin", name = "fail" }
-retry = { max_attempts = 2 }
-TOML
+tasker_config $QUICK_RETRIES backoff.profiles.slow.base=1h backoff.profiles.slow.jitter=full
+etl_template "$W/etl.toml"
 cat >"$W/quick.toml" <<'TOML'
 namespace = "ops"
 name = "quick"
@@ -104,7 +86,7 @@ expect_eq "the tasks' states" "$(printf '%s' "$OUT" | jq -c '[.tasks[] | [.id, .
 # serve_on VAR PIDVAR NAME: `tasker serve` on a free loopback port; its
 # address in VAR (http://127.0.0.1:PORT), its pid in PIDVAR.
 serve_on() {
-  "$TASKER" --config "$W/tasker.toml" --db "sqlite:$W/store.db" serve --listen 127.0.0.1:0 \
+  "$TASKER" --config "$W/tasker.toml" serve --listen 127.0.0.1:0 \
     2>"$W/$3.err" >/dev/null &
   eval "$2=\$!"
   url=""
