@@ -264,6 +264,17 @@ static void upgrade_keeps_history_and_identity(void **state) {
   free(rows_after);
 }
 
+/* A store at the newest schema with the template "pair" (one noop step
+ * a, whatever its name says); into *state for the teardown. */
+static efx *open_newest(void **state) {
+  efx *f = *state = calloc(1, sizeof *f);
+  efx_open(f, NULL);
+  efx_use_postgres(f, getenv("TK_TEST_PG_URL"), "tk_pg_rows");
+  efx_template(f, "name = \"pair\"\nversion = \"1\"\n" EFX_STEP("a")
+                  "handler = { kind = \"builtin\", name = \"noop\" }\n");
+  return f;
+}
+
 /* Lookups by identity as the code writes them (a single submit's winner,
  * a schedule's slot; bulk submit's join) read the partial index under a
  * generic plan. On a store created at the newest schema: an index built
@@ -271,11 +282,7 @@ static void upgrade_keeps_history_and_identity(void **state) {
  * transactions older than it have ended (pg_index.indcheckxmin), which on
  * the shared cluster can be any time. */
 static void identity_lookups_use_the_partial_index(void **state) {
-  efx *f = *state = calloc(1, sizeof *f);
-  efx_open(f, NULL);
-  efx_use_postgres(f, getenv("TK_TEST_PG_URL"), "tk_pg_rows");
-  efx_template(f, "name = \"pair\"\nversion = \"1\"\n" EFX_STEP("a")
-                  "handler = { kind = \"builtin\", name = \"noop\" }\n");
+  efx *f = open_newest(state);
   int existed;
   submit(f, "kept", T(0), &existed);
   submit(f, NULL, T(0), &existed);
@@ -333,11 +340,7 @@ static void expect_plan_has(const char *what, const char *plan, const char *want
  * a join, no part's index would be used and every row of transitions,
  * attempts and tasks read). The statements are those the store prepared. */
 static void the_moves_view_is_read_by_key(void **state) {
-  efx *f = *state = calloc(1, sizeof *f);
-  efx_open(f, NULL);
-  efx_use_postgres(f, getenv("TK_TEST_PG_URL"), "tk_pg_rows");
-  efx_template(f, "name = \"pair\"\nversion = \"1\"\n" EFX_STEP("a")
-                  "handler = { kind = \"builtin\", name = \"noop\" }\n");
+  efx *f = open_newest(state);
   int existed;
   int64_t task = submit(f, NULL, T(0), &existed);
   finish(f, (tk__claimed[]){claim_one(f, T(1))}, T(2), 1);
