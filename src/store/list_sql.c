@@ -283,21 +283,14 @@ int tk__sql_step_list(tk__sql *q, const char *step_state, const tk__task_query *
   const char *state = tk__state_known(tk__step_states, step_state);
   if (state == NULL) return TK_EINVAL;
   int since = with_since(q, f);
-  /* When the step last moved: its latest transition, and on PostgreSQL
-   * also the moves its attempt rows record instead of transitions rows
-   * (0009_moves_in_their_rows.sql: a claim at started_at, an outcome
-   * at outcome_at or else finished_at). */
+  /* When the step last moved: its latest move, from the moves view of
+   * either backend (on PostgreSQL it also derives the moves that attempt
+   * rows record: 0012_moves_view.sql). */
   add(q,
       "one(x) AS (SELECT 1) SELECT s.id, s.task_id, s.name, s.state, s.attempts,"
       " s.max_attempts, s.retryable, s.last_error, tp.namespace, tp.name, tp.version,"
-      " COALESCE(");
-  if (q->pg) add(q, "GREATEST(");
-  add(q, "(SELECT MAX(x.at) FROM transitions x WHERE x.task_id = s.task_id AND x.step_id = s.id)");
-  if (q->pg)
-    add(q, ", (SELECT MAX(GREATEST(CASE WHEN a.claim_seq IS NOT NULL THEN a.started_at END,"
-           " CASE WHEN a.outcome_seq IS NOT NULL THEN COALESCE(a.outcome_at, a.finished_at) END))"
-           " FROM attempts a WHERE a.step_id = s.id))");
-  add(q, ", t.created_at)");
+      " COALESCE((SELECT MAX(x.at) FROM moves x WHERE x.task_id = s.task_id"
+      " AND x.step_id = s.id), t.created_at)");
   /* The order's first key: steps_error's on PostgreSQL. SQLite goes from
    * the tasks, newest first (CROSS JOIN fixes that order), to each one's
    * steps: for steps in error only the tasks that have one

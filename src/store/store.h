@@ -142,14 +142,16 @@ void tk__prune_cutoffs(const tk__prune_request *r, int64_t cut[TK__PRUNE_STATES 
 
 /* A prune's dry run over the tasks `selected` (SQL selecting their ids,
  * with each backend's placeholders): the counts of tk__prune_counts in
- * its order but batch settings, one read with nothing locked. `derived`
- * adds to the transitions counted the moves a backend keeps in other rows
- * (SQL over the tasks t and their steps s; "" for none). */
-#define TK__PRUNE_COUNT_SQL(selected, derived)                                                 \
+ * its order but batch settings, one read with nothing locked. The
+ * transitions counted are the tasks' moves (the moves view of each
+ * backend: on PostgreSQL some are recorded by other rows), those whose
+ * task_id meets `of_t`, the backend's test of belonging to the tasks t
+ * (PostgreSQL's must reach the view's parts by key: postgres_prune.c). */
+#define TK__PRUNE_COUNT_SQL(selected, of_t)                                                    \
   "WITH t AS (" selected "), s AS (SELECT id FROM steps WHERE task_id IN (SELECT id FROM t))" \
   " SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM s),"                              \
   " (SELECT count(*) FROM attempts WHERE step_id IN (SELECT id FROM s)),"                    \
-  " (SELECT count(*) FROM transitions WHERE task_id IN (SELECT id FROM t))" derived ","      \
+  " (SELECT count(*) FROM moves WHERE task_id " of_t "),"                                    \
   " (SELECT count(*) FROM items WHERE step_id IN (SELECT id FROM s))"
 
 /* Rows a prune removed (or would), by table. */

@@ -7,6 +7,7 @@
 # pg.sh for PostgreSQL) by tests/cli/flow_views.sh and flow_views_pg.sh;
 # needs `t` (tasker with the test's configuration), W, curl and jq.
 # flow_views_run runs it all.
+. "$(dirname "$0")/../lib/serve.sh"
 
 # fv_templates: the templates, written to $W.
 #   order: score -> triage (its command chooses review) -> approve -> ship_now,
@@ -76,35 +77,6 @@ name = "review"
 depends_on = ["triage"]
 handler = { kind = "builtin", name = "noop" }
 TOML
-}
-
-# fv_serve: `tasker serve` on a free loopback port, its base URL in BASE.
-fv_serve() {
-  # The binary itself in the background (a shell function's subshell
-  # would be the one signalled).
-  "$TASKER" --config "$W/tasker.toml" serve --listen 127.0.0.1:0 2>"$W/fv-serve.err" >/dev/null &
-  FV_SERVE=$!
-  BASE=""
-  fv_deadline=$(($(date +%s) + 120))
-  while [ -z "$BASE" ] && kill -0 "$FV_SERVE" 2>/dev/null && [ "$(date +%s)" -lt "$fv_deadline" ]; do
-    BASE=$(sed -n 's|^tasker serve: listening on \(http://[^/]*\)/$|\1|p' "$W/fv-serve.err")
-    [ -n "$BASE" ] || sleep 0.05
-  done
-  if [ -z "$BASE" ]; then
-    tap_fail "serve says where it listens" "stderr: $(cat "$W/fv-serve.err")"
-    kill "$FV_SERVE" 2>/dev/null
-    return 1
-  fi
-}
-
-# fv_serve_stop: SIGTERM, and serve exits 0.
-fv_serve_stop() {
-  kill -TERM "$FV_SERVE"
-  wait "$FV_SERVE"
-  RC=$?
-  OUT=""
-  ERR=$(cat "$W/fv-serve.err")
-  expect_rc "serve exits 0 on SIGTERM" 0
 }
 
 # fv_json NAME TASK JQ WANT: `show TASK --json` through JQ (compact).
@@ -231,7 +203,7 @@ more: tasker show $FILES --instances process --after 12"
 }
 
 fv_api() {
-  fv_serve || return
+  serve_start || return
   get() { curl -s "$BASE$1"; }
   expect_eq "API: the task's map" \
     "$(get "/api/v1/tasks/$FILES" | jq -c '.steps[1] | [.state, .map.parent, .instances.total, (.instances.first | length)]')" \
@@ -270,7 +242,7 @@ fv_api() {
   expect_eq "API: resolve an instance" \
     "$(curl -s -X POST -H 'X-Tasker-Request: 1' "$BASE/api/v1/tasks/$FILES/steps/process%5B12%5D/resolve" | jq -c '[.step, .action]')" \
     '["process[12]","resolve"]'
-  fv_serve_stop
+  serve_stop
 }
 
 fv_settle() {

@@ -9,6 +9,8 @@ if [ -z "${TK_TEST_PG_URL:-}" ]; then
 fi
 
 . "$(dirname "$0")/../lib/config.sh"
+. "$(dirname "$0")/../lib/bg.sh"
+. "$(dirname "$0")/../lib/serve.sh"
 # A test that stops early leaves no process of its own running.
 trap 'bg_kill_all; rm -rf "$TMPDIR_TEST"' EXIT
 
@@ -52,17 +54,6 @@ tasker_setup() {
   expect_rc "template add" 0
 }
 
-# poll SECONDS CMD...: poll until CMD succeeds (0); 1 once SECONDS have
-# passed without.
-poll() {
-  pl_deadline=$(($(date +%s) + $1))
-  shift
-  until "$@"; do
-    [ "$(date +%s)" -ge "$pl_deadline" ] && return 1
-    sleep 0.1
-  done
-}
-
 # wait_for DESCRIPTION SECONDS CMD...: poll until CMD succeeds; after
 # SECONDS a failure naming DESCRIPTION (and 1).
 wait_for() {
@@ -101,73 +92,12 @@ expect_attempts_consistent() {
                (SELECT count(*) FROM attempts a WHERE a.step_id = s.id)")" 0
 }
 
-# ---- Processes in the background ----
-# A test starts `tasker run` and `tasker serve` in the background through
-# these, and ends each with orch_expect, orch_stop, orch_kill or
-# serve_stop, which check how it ended: a sanitizer's report at exit, a
-# crash or a hang is a failure, never lost in a `wait` nobody reads.
-
-BG_NAMES=""
-
-# bg_start NAME CMD...: CMD in the background under NAME (letters, digits,
-# - and _), with the caller's redirections; its pid in BG_PID and
-# $W/NAME.pid. The pid is CMD's own, not a shell's, so that a signal sent
-# to it (SIGKILL, SIGSTOP) reaches it; a watcher shell, its parent, writes
-# its exit status to $W/NAME.rc when it ends, so that the test can tell
-# without blocking whether it still runs and how it ended. NAME may be
-# started again once it has ended.
-bg_start() {
-  bg_name=$1
-  shift
-  rm -f "$W/$bg_name.pid" "$W/$bg_name.rc"
-  (
-    "$@" &
-    echo $! >"$W/$bg_name.pid.new" && mv "$W/$bg_name.pid.new" "$W/$bg_name.pid"
-    wait $!
-    echo $? >"$W/$bg_name.rc.new" && mv "$W/$bg_name.rc.new" "$W/$bg_name.rc"
-  ) &
-  echo $! >"$W/$bg_name.watcher"
-  bg_tries=0
-  until [ -e "$W/$bg_name.pid" ]; do
-    bg_tries=$((bg_tries + 1))
-    if [ "$bg_tries" -gt 3000 ]; then
-      tap_fail "start $bg_name in the background" "no pid in $W/$bg_name.pid after 30s"
-      tap_done
-      exit 1
-    fi
-    sleep 0.01
-  done
-  BG_PID=$(cat "$W/$bg_name.pid")
-  case " $BG_NAMES " in *" $bg_name "*) ;; *) BG_NAMES="$BG_NAMES $bg_name" ;; esac
-}
-
-# bg_pid NAME: the pid of NAME's process.
-bg_pid() { cat "$W/$1.pid"; }
-
-# bg_exited NAME: true once NAME's process has ended.
-bg_exited() { [ -e "$W/$1.rc" ]; }
-
-# bg_wait NAME SECONDS: wait until NAME's process ends, its exit status in
-# BG_RC (128 + N: killed by signal N). One that still runs after SECONDS
-# is killed, BG_RC is "none" and this returns 1 (the caller's check fails).
-bg_wait() {
-  if ! poll "$2" bg_exited "$1"; then
-    kill -KILL "$(bg_pid "$1")" 2>/dev/null
-    wait "$(cat "$W/$1.watcher")"
-    BG_RC=none
-    return 1
-  fi
-  wait "$(cat "$W/$1.watcher")"
-  BG_RC=$(cat "$W/$1.rc")
-}
-
-# bg_kill_all: SIGKILL to every process bg_start started that still runs
-# (stopped ones included): the EXIT trap's, for a test that ends early.
-bg_kill_all() {
-  for bg_name in $BG_NAMES; do
-    bg_exited "$bg_name" || kill -KILL "$(bg_pid "$bg_name")" 2>/dev/null
-  done
-}
+# ---- Processes in the background (bg.sh), orchestrators ----
+# A test starts `tasker run` in the background through orch_start (and
+# `tasker serve` through serve.sh's serve_start), and ends each with
+# orch_expect, orch_stop, orch_kill or serve_stop, which check how it
+# ended: a sanitizer's report at exit, a crash or a hang is a failure,
+# never lost in a `wait` nobody reads.
 
 # orch_start NAME ARGS...: `tasker ARGS...` (an orchestrator: ARGS hold
 # `run`) with the test's configuration in the background under NAME
@@ -256,34 +186,3 @@ orch_kill() {
   return 1
 }
 
-# serve_start: `tasker serve` with the test's configuration on a free
-# loopback port, in the background under the name serve (bg_start; its
-# pid in SERVE, its stderr in $W/serve.err); waits until it listens and
-# sets BASE to its address (http://127.0.0.1:PORT). 1, with a failure and
-# serve killed, when it never listened.
-serve_start() {
-  bg_start serve "$TASKER" --config "$W/tasker.toml" serve --listen 127.0.0.1:0 2>"$W/serve.err"
-  SERVE=$BG_PID
-  serve_up() { grep -q "listening on http://" "$W/serve.err" || bg_exited serve; }
-  wait_for "serve prints its address" 30 serve_up && ! bg_exited serve || {
-    bg_exited serve && tap_fail "serve starts" "it exited $(cat "$W/serve.rc"): $(cat "$W/serve.err")"
-    kill -KILL "$SERVE" 2>/dev/null
-    bg_wait serve 30
-    return 1
-  }
-  BASE=$(sed -n 's|^tasker serve: listening on \(http://[^/]*\)/$|\1|p' "$W/serve.err")
-}
-
-# serve_stop: SIGTERM to serve_start's server; checks that it exits 0
-# within 60 s (a sanitizer's report at exit makes it non-zero: a failure).
-serve_stop() {
-  kill -TERM "$SERVE"
-  if bg_wait serve 60; then
-    RC=$BG_RC
-    OUT=""
-    ERR=$(cat "$W/serve.err")
-    expect_rc "serve exits 0 on SIGTERM" 0
-  else
-    tap_fail "serve exits 0 on SIGTERM" "it did not end within 60s; killed" "$(tail -n 5 "$W/serve.err")"
-  fi
-}

@@ -8,8 +8,8 @@
 # refused with its number and what was wrong, and the store is unchanged.
 # Sourced after tap.sh (and pg.sh for PostgreSQL) by tests/cli/submit_many.sh
 # and submit_many_pg.sh; needs `t`, W, curl and jq. sm_run runs it all.
-# `tasker serve` is started and stopped by tests/lib/flow_views.sh's
-# fv_serve and fv_serve_stop.
+# `tasker serve` is started and stopped by tests/lib/serve.sh's serve_start
+# and serve_stop (flow_views.sh sources it).
 . "$(dirname "$0")/../lib/flow_views.sh"
 
 sm_templates() {
@@ -130,7 +130,7 @@ $W/orders.jsonl:5: task 3 already exists with identity \"a\"; nothing submitted"
 }
 
 sm_api() {
-  fv_serve || return 1
+  serve_start || return 1
   post() { curl -s -o "$W/body" -w '%{http_code}' -X POST -H 'X-Tasker-Request: 1' -d "$1" "$BASE/api/v1/tasks"; }
   expect_eq "POST an array: 201" \
     "$(post '[{"template": "order", "context": {"n": 10}}, {"template": "order", "identity": "b"}, {"template": "order", "identity": "old"}, {"template": "order", "identity": "b"}]')" 201
@@ -153,7 +153,7 @@ sm_api() {
   expect_eq "refused arrays stored nothing" "$(sm_snapshot)" "$sa_before"
   expect_eq "a single object still works: 201" "$(post '{"template": "order"}')" 201
   expect_eq "its id" "$(jq -c . "$W/body")" '{"id":9,"existed":false}'
-  fv_serve_stop
+  serve_stop
 }
 
 # sm_race: 4 bulk submits of the same 300 identities at once (each its own

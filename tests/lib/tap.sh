@@ -4,7 +4,9 @@
 tap_n=0
 tap_failed=0
 TMPDIR_TEST=$(mktemp -d)
-trap 'rm -rf "$TMPDIR_TEST"' EXIT
+# What bg.sh started and still runs (a server, an orchestrator) ends with
+# the test, however it stops.
+trap '[ -z "${BG_NAMES:-}" ] || bg_kill_all; rm -rf "$TMPDIR_TEST"' EXIT
 
 tap_ok() { tap_n=$((tap_n + 1)); echo "ok $tap_n - $1"; }
 tap_fail() {

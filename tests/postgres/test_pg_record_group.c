@@ -9,7 +9,9 @@
  * lease_expired counters, and what the call says of each outcome. A
  * second case poisons one outcome's write with a trigger: the group fails
  * as a whole, is recorded one by one, and only the poisoned outcome is
- * lost. Each case runs on a fresh database of the harness's cluster
+ * lost. A third checks the group statement's plan: the steps joined to the
+ * outcomes by a hash, not a nested loop over every outcome for each step.
+ * Each case runs on a fresh database of the harness's cluster
  * (skipped as requiring pg without one). */
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +26,8 @@
 
 #include "common/engine_fixture.h"
 #include "common/outcomes.h"
+#include "core/buf.h"
+#include "store/postgres/postgres_internal.h"
 #include "store/rules.h"
 #include "store/store.h"
 
@@ -356,10 +360,61 @@ static void a_failing_outcome_loses_only_itself(void **state) {
   efx_pg_expect(f->url, "w|2|0", "SELECT orchestrator, succeeded, failed FROM activity_minutes");
 }
 
+/* The group statement's generic plan joins the steps to the outcomes by a
+ * hash, whatever the statistics say of in-progress steps: with the fence's
+ * state a filter of its own, a store whose statistics showed few of them
+ * (here 50 steps, all complete, analyzed) got a nested loop that read every
+ * outcome again for each step (48 x 48 rows a full group). The statement
+ * is the one the store prepared on its session (pg_prepared_statements),
+ * planned as the record transaction plans it (postgres_util.c's
+ * tk__pg_begin_generic, sequential scans off as postgres_store.c sets). */
+static void the_group_statement_hashes_its_outcomes(void **state) {
+  efx *f = *state;
+  efx_template(f, one_toml);
+  enum { N = 50 };
+  for (int i = 0; i < N; i++) efx_submit(f, "one", "{}");
+  tk__claimed c[N];
+  assert_int_equal(claim_at(f, "w", T(1), LEASE, c, N), N);
+  tk__outcome o[N];
+  for (int i = 0; i < N; i++) o[i] = success_of(&c[i], "w", T(10));
+  tk__effects fx[N];
+  tk_err errs[N], err;
+  must(f->store->ops->record(f->store, o, N, fx, errs, NULL, &err), &err, "record the group");
+  for (int i = 0; i < N; i++) must(errs[i].code, &errs[i], "an outcome of the group");
+  free(efx_pg_text(f->url, "ANALYZE; SELECT 1"));
+  PGresult *r = PQexec(((tk__pg *)f->store)->conn,
+                       "SELECT statement FROM pg_prepared_statements"
+                       " WHERE statement LIKE 'WITH o AS (SELECT * FROM unnest(%'");
+  assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+  assert_int_equal(PQntuples(r), 1);
+  tk__buf sql = {0};
+  tk__buf_addf(&sql,
+               "SET enable_seqscan = off; SET enable_bitmapscan = off;"
+               " SET plan_cache_mode = force_generic_plan; PREPARE q AS %s;"
+               " EXPLAIN EXECUTE q('{1}', '{1}', '{complete}', '{null}', '{null}', '{null}',"
+               " '{null}', '{null}', '{1}', '{success}', '{null}', '{1}', '{1}', '{1}', '{0}',"
+               " '{x}', '{t}', '{f}')",
+               PQgetvalue(r, 0, 0));
+  PQclear(r);
+  assert_false(sql.oom);
+  char *plan = efx_pg_text(f->url, sql.p);
+  tk__buf_free(&sql);
+  /* The steps' join to the outcomes, by the step's id: its line. */
+  int joins = 0;
+  for (char *line = strtok(plan, "\n"); line; line = strtok(NULL, "\n")) {
+    if (strstr(line, "s.id = o") == NULL) continue;
+    joins++;
+    if (strstr(line, "Hash Cond") == NULL) fail_msg("not a hash join: %s", line);
+  }
+  assert_int_equal(joins, 1);
+  free(plan);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(a_mixed_group_writes_every_row, setup, teardown),
       cmocka_unit_test_setup_teardown(a_failing_outcome_loses_only_itself, setup, teardown),
+      cmocka_unit_test_setup_teardown(the_group_statement_hashes_its_outcomes, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,7 +8,9 @@
  * no other index, no foreign key from tasks to templates, the identity
  * indexed only where there is one, tasks' pages written 40% full; and a
  * lookup by identity (as the submits and a schedule's slot write it,
- * under a generic plan) reads that index. On a fresh database of the harness's cluster (skipped as
+ * under a generic plan) reads that index; and the moves view's readers
+ * (the history, a prune and its dry run: moves_view) reach each of its
+ * parts by key. On a fresh database of the harness's cluster (skipped as
  * requiring pg without one). */
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,9 +23,13 @@
 
 #include <jansson.h>
 #include <libpq-fe.h>
+#include <tasker/retention.h>
 #include <tasker/workflow.h>
 
 #include "common/engine_fixture.h"
+#include "common/pg_undo.h"
+#include "core/buf.h"
+#include "store/postgres/postgres_internal.h"
 #include "store/migration.h"
 #include "store/rules.h"
 #include "store/store.h"
@@ -118,6 +124,22 @@ static char *history(efx *f, int64_t task) {
   return text;
 }
 
+/* The same on a store at a schema before the moves view that the report
+ * reads (0012_moves_view.sql): the view is lent for the read, from its
+ * migration's SQL, and taken away again, so that the upgrade makes it. */
+static char *history_before_the_view(efx *f, int64_t task) {
+  const tk__migration *m = tk__postgres_migrations;
+  while (m->number != 0 && strcmp(m->name, "moves_view") != 0) m++;
+  if (m->number == 0) fail_msg("no PostgreSQL migration named moves_view");
+  char *sql = malloc(strlen(m->sql) + 16);
+  strcat(strcpy(sql, m->sql), " SELECT 1");
+  free(efx_pg_text(f->url, sql));
+  free(sql);
+  char *text = history(f, task);
+  free(efx_pg_text(f->url, PG_UNDO_0012));
+  return text;
+}
+
 static int64_t submit(efx *f, const char *identity, int64_t now, int *existed) {
   tk_submit_request req = {.template_name = "pair", .context_json = "{}", .identity = identity};
   int64_t id = 0;
@@ -143,7 +165,8 @@ static void upgrade_keeps_history_and_identity(void **state) {
   tk__claimed held = claim_one(f, T(22));
   assert_int_equal(held.task_id, kept);
   int64_t plain = submit(f, NULL, T(23), &existed);
-  char *kept_before = history(f, kept), *plain_before = history(f, plain);
+  char *kept_before = history_before_the_view(f, kept);
+  char *plain_before = history_before_the_view(f, plain);
   char *rows_before = efx_pg_text(f->url, "SELECT * FROM transitions ORDER BY id");
 
   tk_err err;
@@ -241,6 +264,17 @@ static void upgrade_keeps_history_and_identity(void **state) {
   free(rows_after);
 }
 
+/* A store at the newest schema with the template "pair" (one noop step
+ * a, whatever its name says); into *state for the teardown. */
+static efx *open_newest(void **state) {
+  efx *f = *state = calloc(1, sizeof *f);
+  efx_open(f, NULL);
+  efx_use_postgres(f, getenv("TK_TEST_PG_URL"), "tk_pg_rows");
+  efx_template(f, "name = \"pair\"\nversion = \"1\"\n" EFX_STEP("a")
+                  "handler = { kind = \"builtin\", name = \"noop\" }\n");
+  return f;
+}
+
 /* Lookups by identity as the code writes them (a single submit's winner,
  * a schedule's slot; bulk submit's join) read the partial index under a
  * generic plan. On a store created at the newest schema: an index built
@@ -248,11 +282,7 @@ static void upgrade_keeps_history_and_identity(void **state) {
  * transactions older than it have ended (pg_index.indcheckxmin), which on
  * the shared cluster can be any time. */
 static void identity_lookups_use_the_partial_index(void **state) {
-  efx *f = *state = calloc(1, sizeof *f);
-  efx_open(f, NULL);
-  efx_use_postgres(f, getenv("TK_TEST_PG_URL"), "tk_pg_rows");
-  efx_template(f, "name = \"pair\"\nversion = \"1\"\n" EFX_STEP("a")
-                  "handler = { kind = \"builtin\", name = \"noop\" }\n");
+  efx *f = open_newest(state);
   int existed;
   submit(f, "kept", T(0), &existed);
   submit(f, NULL, T(0), &existed);
@@ -268,10 +298,81 @@ static void identity_lookups_use_the_partial_index(void **state) {
                  " v.identity; EXPLAIN EXECUTE ids('{kept,x}')");
 }
 
+/* The generic plan of the statement the store prepared on its session
+ * whose text contains `part` (one only), planned with sequential scans off
+ * as the store's session has them, its parameters all 0. Malloc'd. */
+static char *plan_of_prepared(efx *f, const char *part) {
+  tk__buf q = {0};
+  tk__buf_addf(&q,
+               "SELECT statement, cardinality(parameter_types) FROM pg_prepared_statements"
+               " WHERE strpos(statement, '%s') > 0",
+               part);
+  assert_false(q.oom);
+  PGresult *r = PQexec(((tk__pg *)f->store)->conn, q.p);
+  tk__buf_free(&q);
+  assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+  if (PQntuples(r) != 1) fail_msg("%d prepared statements contain [%s]", PQntuples(r), part);
+  tk__buf_addf(&q,
+               "SET enable_seqscan = off; SET plan_cache_mode = force_generic_plan;"
+               " PREPARE q AS %s; EXPLAIN EXECUTE q(0",
+               PQgetvalue(r, 0, 0));
+  for (int i = 1; i < atoi(PQgetvalue(r, 0, 1)); i++) tk__buf_addf(&q, ", 0");
+  tk__buf_addf(&q, ")");
+  PQclear(r);
+  assert_false(q.oom);
+  char *plan = efx_pg_text(f->url, q.p);
+  tk__buf_free(&q);
+  return plan;
+}
+
+/* plan holds want, or the test fails showing it. */
+static void expect_plan_has(const char *what, const char *plan, const char *want) {
+  if (strstr(plan, want) == NULL) {
+    fprintf(stderr, "%s's plan:\n%s\n", what, plan);
+    fail_msg("%s's plan has no [%s]", what, want);
+  }
+}
+
+/* The readers of the moves view (0012_moves_view.sql) reach each of its
+ * parts by key: the history by the task's id (its transitions, its
+ * steps, their attempts, its row), a prune and its dry run by the ids of
+ * the tasks they select, given as = ANY of an array (as IN (SELECT ...),
+ * a join, no part's index would be used and every row of transitions,
+ * attempts and tasks read). The statements are those the store prepared. */
+static void the_moves_view_is_read_by_key(void **state) {
+  efx *f = open_newest(state);
+  int existed;
+  int64_t task = submit(f, NULL, T(0), &existed);
+  finish(f, (tk__claimed[]){claim_one(f, T(1))}, T(2), 1);
+  free(history(f, task));
+  tk_prune_options po = {.complete_before = T(100000), .dry_run = 1};
+  tk_prune_counts counts;
+  tk_err err;
+  must(tk_prune(f->store, &po, &counts, &err), &err, "prune (dry run)");
+  assert_int_equal(counts.transitions, 5); /* created, started, claimed, completed, finished */
+  po.dry_run = 0;
+  must(tk_prune(f->store, &po, &counts, &err), &err, "prune");
+  assert_int_equal(counts.transitions, 5);
+
+  char *plan = plan_of_prepared(f, "FROM moves WHERE task_id = $1");
+  expect_plan_has("the history", plan, "Index Cond: (task_id = $1)"); /* transitions, steps */
+  expect_plan_has("the history", plan, "Index Cond: (id = $1)");      /* the task's row */
+  free(plan);
+  plan = plan_of_prepared(f, "DELETE FROM attempts");
+  expect_plan_has("the prune", plan, "Index Cond: (task_id = ANY");
+  expect_plan_has("the prune", plan, "Index Cond: (id = ANY");
+  free(plan);
+  plan = plan_of_prepared(f, "(SELECT count(*) FROM attempts WHERE step_id IN");
+  expect_plan_has("the prune's dry run", plan, "Index Cond: (task_id = ANY");
+  expect_plan_has("the prune's dry run", plan, "Index Cond: (id = ANY");
+  free(plan);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(upgrade_keeps_history_and_identity, teardown),
       cmocka_unit_test_teardown(identity_lookups_use_the_partial_index, teardown),
+      cmocka_unit_test_teardown(the_moves_view_is_read_by_key, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,9 +21,7 @@
 sqlite_store
 HERE=$(cd "$(dirname "$0")/openapi" && pwd)
 NPM_DIR=$(cd "$(dirname "$TASKER")/.." && pwd)/npm/openapi
-SERVE=""
-SERVE2=""
-trap 'for p in $SERVE $SERVE2; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$TMPDIR_TEST"' EXIT
+. "$(dirname "$0")/../lib/serve.sh"
 
 # stop_here NAME WHY...: a failure the rest cannot run without.
 stop_here() {
@@ -83,26 +81,15 @@ run t tasks --json
 expect_eq "the tasks' states" "$(printf '%s' "$OUT" | jq -c '[.tasks[] | [.id, .state]] | sort')" \
   '[[1,"error"],[2,"complete"],[3,"error"],[4,"error"],[5,"pending"],[6,"cancelled"]]'
 
-# serve_on VAR PIDVAR NAME: `tasker serve` on a free loopback port; its
-# address in VAR (http://127.0.0.1:PORT), its pid in PIDVAR.
-serve_on() {
-  "$TASKER" --config "$W/tasker.toml" serve --listen 127.0.0.1:0 \
-    2>"$W/$3.err" >/dev/null &
-  eval "$2=\$!"
-  url=""
-  deadline=$(($(date +%s) + 300))
-  while [ -z "$url" ] && [ "$(date +%s)" -lt "$deadline" ]; do
-    url=$(sed -n 's|^tasker serve: listening on \(http://127\.0\.0\.1:[0-9]*\)/$|\1|p' "$W/$3.err")
-    [ -n "$url" ] || sleep 0.05
-  done
-  [ -n "$url" ] || stop_here "serve ($3) says where it listens" "$(cat "$W/$3.err")"
-  eval "$1=\$url"
-}
-serve_on BASE SERVE plain
+# Two servers on free loopback ports: one without a token, one with.
+serve_start plain || { tap_done; exit 1; }
+PLAIN_BASE=$BASE
 TOKEN=openapi-test-token
 export TASKER_TOKEN=$TOKEN
-serve_on TOKEN_BASE SERVE2 token
+serve_start token || { tap_done; exit 1; }
 unset TASKER_TOKEN
+TOKEN_BASE=$BASE
+BASE=$PLAIN_BASE
 
 # The document, from the server.
 curl -s -D "$W/doc.headers" -o "$W/openapi.json" "$BASE/api/v1/openapi.json"
@@ -130,13 +117,6 @@ report conform.mjs
 
 # Both servers ran the whole test: stopped, each exits 0 (a sanitizer's
 # report at exit, a leak or a crash on shutdown, is a non-zero status).
-for name in plain token; do
-  if [ "$name" = plain ]; then pid=$SERVE; SERVE=""; else pid=$SERVE2; SERVE2=""; fi
-  kill -TERM "$pid"
-  wait "$pid"
-  RC=$?
-  OUT=""
-  ERR=$(tail -n 20 "$W/$name.err")
-  expect_rc "serve ($name) exits 0 on SIGTERM" 0
-done
+serve_stop plain
+serve_stop token
 tap_done

@@ -94,28 +94,9 @@ setup "submit files" t submit files
 FILES=$OUT
 setup "run the decision and the map" t run --until-idle --workers 2
 
-# serve on a port the kernel picks; its first stderr line names it. The
-# binary itself is the background job (not the function t, whose subshell
-# would be the one killed at the end, leaving the server running).
-"$TASKER" --config "$W/tasker.toml" --db "sqlite:$W/store.db" serve --listen 127.0.0.1:0 \
-  2>"$W/serve.err" >"$W/serve.out" &
-SERVE=$!
-trap '[ -z "$SERVE" ] || { kill "$SERVE" 2>/dev/null; wait "$SERVE" 2>/dev/null; }; rm -rf "$TMPDIR_TEST"' EXIT
-# Until it says where it listens or exits; the bound (generous on a busy
-# machine) only turns a hung server into a clear failure.
-URL=""
-deadline=$(($(date +%s) + 300))
-while [ -z "$URL" ] && kill -0 "$SERVE" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do
-  URL=$(sed -n 's|^tasker serve: listening on \(http://127\.0\.0\.1:[0-9]*/\)$|\1|p' "$W/serve.err")
-  [ -n "$URL" ] || sleep 0.05
-done
-if [ -z "$URL" ]; then
-  if kill -0 "$SERVE" 2>/dev/null; then why="still no such line after 300s"
-  else wait "$SERVE"; why="serve exited with status $? before listening"; fi
-  tap_fail "serve says where it listens" "$why" "stderr: $(cat "$W/serve.err")"
-  tap_done
-  exit 1
-fi
+# serve on a port the kernel picks (serve.sh; flow_views.sh sourced it).
+serve_start serve --db "sqlite:$W/store.db" || { tap_done; exit 1; }
+URL=$BASE/
 tap_ok "serve listens at $URL"
 
 # chrome NAME ROUTE: the page at #ROUTE after its scripts ran, in $DOM
@@ -295,13 +276,7 @@ else tap_fail "retry all matching: all only without filters, no task state" "got
 
 # The server ran the whole test: stopped, it exits 0 (a sanitizer's report
 # at exit, a leak or a crash on shutdown, is a non-zero status).
-kill -TERM "$SERVE"
-wait "$SERVE"
-RC=$?
-SERVE=""
-OUT=$(cat "$W/serve.out")
-ERR=$(cat "$W/serve.err")
-expect_rc "serve exits 0 on SIGTERM" 0
+serve_stop
 
 echo "# screenshots: $SHOTS/{task,decision,map_failed,map,map_page,template_flow,failed,tasks,broken,overview,backoff,templates,template}.png"
 tap_done

@@ -15,45 +15,41 @@
   " OR (state = " Q(TK__TASK_ERROR) " AND finished_at < $2::bigint)"                          \
   " OR (state = " Q(TK__TASK_CANCELLED) " AND finished_at < $3::bigint))"
 
-/* The moves that an attempt row or a tasks row records instead of
- * transitions rows (0009_moves_in_their_rows.sql): a prune counts them
- * among the transitions it removes, as it counted those rows before. */
-#define MOVES_IN_ATTEMPT "(claim_seq IS NOT NULL)::int + (outcome_seq IS NOT NULL)::int"
-#define MOVES_IN_TASK "(start_seq IS NOT NULL)::int + (finish_seq IS NOT NULL)::int"
+/* The selected tasks' moves, whether a transitions row, an attempt row
+ * or a tasks row records each (the moves view, 0012_moves_view.sql): the
+ * transitions a prune counts. Given as = ANY of an array, the tasks reach
+ * each of the view's parts by key; as IN (SELECT ...), a join, they would
+ * not, and every part would be read whole. */
+#define OF_T "= ANY (ARRAY(SELECT id FROM t))"
 
 /* One statement, so one transaction, that counts what it removes. The
  * tasks' locks taken only when free, and FOR UPDATE SKIP LOCKED:
  * orchestrators pruning at once each take tasks the others have not locked (no waiting, no deadlock, nothing counted twice),
  * and a task an operator holds (reopening it) is left for later; a locked
  * row is checked against the condition again as it is after any change
- * committed meanwhile. Foreign keys are checked at the statement's end,
- * when steps and their batch settings are gone together. */
+ * committed meanwhile. Every part of the statement reads the snapshot of
+ * its start, so the moves are counted as they were before the deletes.
+ * Foreign keys are checked at the statement's end, when steps and their
+ * batch settings are gone together. */
 static const char PRUNE_SQL[] =
     "WITH t AS (" SELECTED " AND pg_try_advisory_xact_lock(" TK__PG_TASK_LOCK_KEY("id") ")"
     " ORDER BY finished_at, id LIMIT $5::int FOR UPDATE SKIP LOCKED),"
     " s AS (SELECT id FROM steps WHERE task_id IN (SELECT id FROM t)),"
-    " da AS (DELETE FROM attempts WHERE step_id IN (SELECT id FROM s)"
-    " RETURNING " MOVES_IN_ATTEMPT " AS moves),"
+    " da AS (DELETE FROM attempts WHERE step_id IN (SELECT id FROM s) RETURNING 1),"
     " di AS (DELETE FROM items WHERE step_id IN (SELECT id FROM s) RETURNING 1),"
     " db AS (DELETE FROM batch_steps WHERE step_id IN (SELECT id FROM s) RETURNING 1),"
-    " dr AS (DELETE FROM transitions WHERE task_id IN (SELECT id FROM t) RETURNING 1),"
+    " dr AS (DELETE FROM transitions WHERE task_id IN (SELECT id FROM t)),"
     " ds AS (DELETE FROM steps WHERE id IN (SELECT id FROM s) RETURNING 1),"
-    " dt AS (DELETE FROM tasks WHERE id IN (SELECT id FROM t) RETURNING " MOVES_IN_TASK
-    " AS moves),"
+    " dt AS (DELETE FROM tasks WHERE id IN (SELECT id FROM t) RETURNING 1),"
     " dc AS (DELETE FROM map_countdowns WHERE task_id IN (SELECT id FROM t)),"
     /* The per-minute counts of the minutes before the earliest cutoff. */
     " dm AS (DELETE FROM activity_minutes WHERE minute < $6::bigint)"
     " SELECT (SELECT count(*) FROM dt), (SELECT count(*) FROM ds), (SELECT count(*) FROM da),"
-    " (SELECT count(*) FROM dr) + (SELECT COALESCE(sum(moves), 0) FROM da)"
-    " + (SELECT COALESCE(sum(moves), 0) FROM dt),"
+    " (SELECT count(*) FROM moves WHERE task_id " OF_T "),"
     " (SELECT count(*) FROM di), (SELECT count(*) FROM db)";
 
 /* A dry run: every selected task, counted, nothing locked. */
-static const char COUNT_SQL[] = TK__PRUNE_COUNT_SQL(
-    SELECTED, " + (SELECT COALESCE(sum(" MOVES_IN_ATTEMPT "), 0) FROM attempts"
-              " WHERE step_id IN (SELECT id FROM s))"
-              " + (SELECT COALESCE(sum(" MOVES_IN_TASK "), 0) FROM tasks"
-              " WHERE id IN (SELECT id FROM t))");
+static const char COUNT_SQL[] = TK__PRUNE_COUNT_SQL(SELECTED, OF_T);
 
 int tk__pg_prune(tk_store *s, const tk__prune_request *r, tk__prune_counts *out, tk_err *err) {
   memset(out, 0, sizeof *out);

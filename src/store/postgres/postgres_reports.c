@@ -57,32 +57,15 @@ static const char REPORT_ATTEMPTS_SQL[] =
     " FROM steps s JOIN attempts a ON a.step_id = s.id WHERE s.task_id = $1::bigint"
     " AND s.map_idx IS NULL ORDER BY a.id";
 
-/* The task's history (its template steps' and its own moves; a map's
- * instances are not among them): the transitions rows, the steps' moves
- * that their attempt rows record (a claim's and an outcome's) and the
- * task's start and ordinary finish that its row records
- * (0009_moves_in_their_rows.sql), in the order of the transitions ids
- * each drew when written. */
+/* The task's history: its own moves and its template steps' (a map's
+ * instances are not among them), in the order of the transitions ids each
+ * drew when written. The moves view (0012_moves_view.sql) holds the
+ * transitions rows and the moves that attempt rows and the tasks row
+ * record instead; each of its parts is read by task_id through keys, the
+ * instances left out where their steps are read. */
 static const char REPORT_TRANSITIONS_SQL[] =
-    "SELECT h.at, h.step_id, h.from_state, h.to_state, h.reason, h.attempt, h.name FROM ("
-    "SELECT t.id AS seq, t.at, t.step_id, t.from_state, t.to_state, t.reason, t.attempt, s.name"
-    " FROM transitions t LEFT JOIN steps s ON s.id = t.step_id"
-    " WHERE t.task_id = $1::bigint AND s.map_idx IS NULL"
-    " UNION ALL SELECT m.seq, m.at, a.step_id, m.from_state, m.to_state, m.reason, a.attempt,"
-    " s.name FROM steps s JOIN attempts a ON a.step_id = s.id"
-    " CROSS JOIN LATERAL (VALUES (a.claim_seq, a.started_at, CASE WHEN a.claim_from_retry THEN "
-    Q(TK__STEP_WAITING) " ELSE " Q(TK__STEP_PENDING) " END, " Q(TK__STEP_IN_PROGRESS) ", "
-    Q(TK__REASON_CLAIMED) "), (a.outcome_seq, COALESCE(a.outcome_at, a.finished_at), "
-    Q(TK__STEP_IN_PROGRESS) ", COALESCE(a.outcome_state, "
-    TK__PG_OUTCOME_STATE("a.outcome", "a.next_run_at") "), a.outcome))"
-    " AS m (seq, at, from_state, to_state, reason)"
-    " WHERE s.task_id = $1 AND s.map_idx IS NULL AND m.seq IS NOT NULL"
-    " UNION ALL SELECT m.seq, m.at, NULL, m.from_state, m.to_state, m.reason, NULL, NULL"
-    " FROM tasks k CROSS JOIN LATERAL (VALUES (k.start_seq, k.started_at, " Q(TK__TASK_PENDING)
-    ", " Q(TK__TASK_IN_PROGRESS) ", " Q(TK__REASON_FIRST_CLAIM) "), (k.finish_seq,"
-    " k.finished_at, " Q(TK__TASK_IN_PROGRESS) ", k.state, " TK__PG_FINISH_REASON("k.state") "))"
-    " AS m (seq, at, from_state, to_state, reason) WHERE k.id = $1 AND m.seq IS NOT NULL"
-    ") h ORDER BY h.seq";
+    "SELECT at, step_id, from_state, to_state, reason, attempt, step FROM moves"
+    " WHERE task_id = $1::bigint AND map_idx IS NULL ORDER BY seq";
 
 /* The first TK__GAVE_UP_SHOWN items that gave up, per batch step. */
 #define STR_(x) #x

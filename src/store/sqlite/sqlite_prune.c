@@ -41,7 +41,7 @@ static const struct {
 };
 
 /* The same removals as counts, for a dry run over every selected task. */
-static const char COUNT_SQL[] = TK__PRUNE_COUNT_SQL(SELECTED, "");
+static const char COUNT_SQL[] = TK__PRUNE_COUNT_SQL(SELECTED, "IN (SELECT id FROM t)");
 
 /* Bind ?1-?4 of SELECTED. */
 static void bind_cutoffs(sqlite3_stmt *st, const tk__prune_request *r) {
