@@ -4,13 +4,13 @@
 #include <stdlib.h>
 
 int tk__remote_claim(tk_engine *e, const char *queue, const char *worker, int max,
-                     tk__remote_claim *out, int *n, tk_err *err) {
+                     tk__remote_claimed *out, int *n, tk_err *err) {
   (void)e, (void)queue, (void)worker, (void)max, (void)out;
   *n = 0;
   return tk_err_set(err, TK_EUNSUPPORTED, "worker steps are not built yet");
 }
 
-void tk__remote_claims_free(tk__remote_claim *c, int n) {
+void tk__remote_claims_free(tk__remote_claimed *c, int n) {
   for (int i = 0; i < n; i++) {
     free(c[i].step);
     json_decref(c[i].input);

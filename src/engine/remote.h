@@ -24,7 +24,9 @@
  * (8 bytes) and a random secret (16 bytes): 32 characters. */
 #define TK__CLAIM_TOKEN_MAX 64
 
-/* One step handed to an outside worker. */
+/* One step handed to an outside worker. (The type is tk__remote_claimed:
+ * C has one namespace for typedefs and functions, and tk__remote_claim is
+ * the call.) */
 typedef struct tk__remote_claim {
   char token[TK__CLAIM_TOKEN_MAX + 1]; /* opaque, URL-safe; shown only to the worker */
   int64_t task_id;
@@ -36,7 +38,7 @@ typedef struct tk__remote_claim {
    * ("item" only for an instance of a map): the same input a command or
    * http step gets. Owned by the claim. */
   json_t *input;
-} tk__remote_claim;
+} tk__remote_claimed;
 
 /* What an outcome did to its step. */
 typedef struct tk__remote_result {
@@ -51,8 +53,8 @@ typedef struct tk__remote_result {
  * such steps are never claimed by an orchestrator's ordinary claim.
  * *n = 0 when none is ready (not an error). Free with tk__remote_claims_free. */
 int tk__remote_claim(tk_engine *e, const char *queue, const char *worker, int max,
-                     tk__remote_claim *out, int *n, tk_err *err);
-void tk__remote_claims_free(tk__remote_claim *c, int n);
+                     tk__remote_claimed *out, int *n, tk_err *err);
+void tk__remote_claims_free(tk__remote_claimed *c, int n);
 
 /* Extend the claim's lease by the step's lease_ms from now. TK_EINVAL: not
  * a token (malformed); TK_EFENCED: the claim no longer holds its step
