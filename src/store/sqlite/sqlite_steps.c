@@ -275,13 +275,15 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
   if (tk__sq_minutes_ready(q, err) != 0) return TK_ESTORE;
   /* INDEXED BY: each query must be a range scan of its partial index (and
    * fails to prepare if a schema change ever makes that impossible). */
-  /* A worker's claim reads its queue's indexes (migration 0012). */
+  /* A worker's claim reads its queue's range of steps_queue_ready
+   * (migration 0012): its fresh steps in the order they became ready. */
   int w = r->worker_queue != NULL;
   if ((rc = claim_scan(q, w ? SQ_CLAIM_QUEUE_RETRY : SQ_CLAIM_RETRY,
-                       w ? CLAIM_COLUMNS " INDEXED BY steps_queue_retry_due"
+                       w ? CLAIM_COLUMNS " INDEXED BY steps_queue_ready"
                            " JOIN tasks t ON t.id = s.task_id"
-                           " WHERE s.state = 'waiting_for_retry' AND s.worker_queue = ?3"
-                           " AND s.run_at <= ?1 ORDER BY s.run_at, s.id LIMIT ?2"
+                           " WHERE s.worker_queue = ?3 AND s.parents_remaining = 0"
+                           " AND s.state = 'waiting_for_retry' AND s.run_at <= ?1"
+                           " ORDER BY s.run_at, s.id LIMIT ?2"
                          : CLAIM_COLUMNS " INDEXED BY steps_retry_due"
                            " JOIN tasks t ON t.id = s.task_id"
                            " WHERE s.state = 'waiting_for_retry' AND s.worker_queue IS NULL"
@@ -294,11 +296,11 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
     return rc;
   if (count < fresh_end &&
       (rc = claim_scan(q, w ? SQ_CLAIM_QUEUE_FRESH : SQ_CLAIM_FRESH,
-                       w ? CLAIM_COLUMNS " INDEXED BY steps_queue_fresh"
+                       w ? CLAIM_COLUMNS " INDEXED BY steps_queue_ready"
                            " JOIN tasks t ON t.id = s.task_id"
-                           " WHERE s.state = 'pending' AND s.parents_remaining = 0"
-                           " AND s.worker_queue = ?3 AND s.run_at <= ?1"
-                           " ORDER BY s.task_id, s.id LIMIT ?2"
+                           " WHERE s.worker_queue = ?3 AND s.parents_remaining = 0"
+                           " AND s.state = 'pending' AND s.run_at <= ?1"
+                           " ORDER BY s.run_at, s.id LIMIT ?2"
                          : CLAIM_COLUMNS " INDEXED BY steps_fresh JOIN tasks t ON t.id = s.task_id"
                            " WHERE s.state = 'pending' AND s.parents_remaining = 0"
                            " AND s.worker_queue IS NULL AND s.run_at <= ?1"
@@ -679,25 +681,28 @@ int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     tk__expired *e = &out[(*n)++];
-    tk__claimed *c = &e->step;
     memset(e, 0, sizeof *e);
-    c->step_id = sqlite3_column_int64(st, 0);
-    c->task_id = sqlite3_column_int64(st, 1);
-    c->template_id = sqlite3_column_int64(st, 2);
-    c->idx = sqlite3_column_int(st, 3);
-    c->attempt = sqlite3_column_int(st, 4);
-    c->max_attempts = sqlite3_column_int(st, 5);
-    c->retryable = sqlite3_column_int(st, 6);
-    c->run_at = sqlite3_column_int64(st, 7);
-    c->last_delay_ms = sqlite3_column_int64(st, 8);
-    snprintf(c->backoff, sizeof c->backoff, "%s", tk__sq_text(st, 9));
-    snprintf(e->owner, sizeof e->owner, "%s", tk__sq_text(st, 10) ? tk__sq_text(st, 10) : "");
-    c->lease_expires_at = sqlite3_column_int64(st, 11);
-    c->claim_id = sqlite3_column_int64(st, 12);
-    c->item_index = sqlite3_column_int(st, 13);
+    tk__sq_claim_columns(st, &e->step, e->owner, sizeof e->owner);
   }
   sqlite3_reset(st);
   return rc == SQLITE_DONE ? 0 : tk__sq_fail(q, "expired leases", err);
+}
+
+void tk__sq_claim_columns(sqlite3_stmt *st, tk__claimed *c, char *owner, size_t cap) {
+  c->step_id = sqlite3_column_int64(st, 0);
+  c->task_id = sqlite3_column_int64(st, 1);
+  c->template_id = sqlite3_column_int64(st, 2);
+  c->idx = sqlite3_column_int(st, 3);
+  c->attempt = sqlite3_column_int(st, 4);
+  c->max_attempts = sqlite3_column_int(st, 5);
+  c->retryable = sqlite3_column_int(st, 6);
+  c->run_at = sqlite3_column_int64(st, 7);
+  c->last_delay_ms = sqlite3_column_int64(st, 8);
+  snprintf(c->backoff, sizeof c->backoff, "%s", tk__sq_text(st, 9));
+  snprintf(owner, cap, "%s", tk__sq_text(st, 10) ? tk__sq_text(st, 10) : "");
+  c->lease_expires_at = sqlite3_column_int64(st, 11);
+  c->claim_id = sqlite3_column_int64(st, 12);
+  c->item_index = sqlite3_column_int(st, 13);
 }
 
 int tk__sq_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *err) {
@@ -734,10 +739,9 @@ int tk__sq_has_work(tk_store *s, int *yes, tk_err *err) {
                   " state = 'pending' AND parents_remaining = 0 AND worker_queue IS NULL)"
                   " OR EXISTS (SELECT 1 FROM steps INDEXED BY steps_retry_due WHERE"
                   " state = 'waiting_for_retry' AND worker_queue IS NULL)"
-                  " OR EXISTS (SELECT 1 FROM steps INDEXED BY steps_queue_fresh WHERE"
-                  " state = 'pending' AND parents_remaining = 0 AND worker_queue IS NOT NULL)"
-                  " OR EXISTS (SELECT 1 FROM steps INDEXED BY steps_queue_retry_due WHERE"
-                  " state = 'waiting_for_retry' AND worker_queue IS NOT NULL)"
+                  " OR EXISTS (SELECT 1 FROM steps INDEXED BY steps_queue_ready WHERE"
+                  " worker_queue IS NOT NULL AND parents_remaining = 0"
+                  " AND state IN ('pending', 'waiting_for_retry'))"
                   " OR EXISTS (SELECT 1 FROM steps WHERE state = 'in_progress')",
                   0, &v, err);
   *yes = v != 0;
