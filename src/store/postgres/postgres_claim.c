@@ -47,18 +47,16 @@
  * position (item_index; -1 for any other step).
  * `ready` is the condition that makes a step the claim's (0013): an
  * orchestrator's (CLAIM_SQL) takes only steps of no worker queue, a
- * worker's (CLAIM_QUEUE_SQL) only its queue's ($8), each through its own
- * partial indexes (due_ready: what else a due retry's must say for its
- * index; fresh_order: a queue's fresh steps go in the order they became
- * ready, the order of steps_queue_ready). A worker's claim also numbers the steps it picked
+ * worker's (CLAIM_QUEUE_SQL) only its queue's ($8), each a range of the
+ * same partial indexes, which lead with worker_queue. A worker's claim also numbers the steps it picked
  * (`picked`), writes hash number tok of its token hashes ($9) into each
  * attempt row (hash_col, hash_val) and returns tok after the input
  * (tok_out, tk__claimed.token_index); an orchestrator's passes "" for
  * those, and its statement is the one it was before 0013 but for `ready`. */
-#define CLAIM_SQL_FOR(ready, due_ready, fresh_order, picked, hash_col, hash_val, tok_out)                               \
+#define CLAIM_SQL_FOR(ready, picked, hash_col, hash_val, tok_out)                               \
     "WITH due AS ("                                                                             \
     " SELECT id, task_id, attempts, run_at, 0 AS kind FROM steps"                               \
-    " WHERE state = " Q(TK__STEP_WAITING) " AND " ready due_ready " AND run_at <= $4::bigint"   \
+    " WHERE state = " Q(TK__STEP_WAITING) " AND " ready " AND run_at <= $4::bigint"             \
     " ORDER BY run_at, id LIMIT $5::int FOR UPDATE SKIP LOCKED),"                               \
     " late AS ("                                                                                \
     " SELECT id, task_id, attempts, run_at, 1 AS kind FROM steps"                               \
@@ -70,7 +68,7 @@
     " SELECT id, task_id, attempts, run_at, 2 AS kind FROM steps"                               \
     " WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = 0 AND " ready               \
     " AND run_at <= $2::bigint"                                                                 \
-    " ORDER BY " fresh_order " LIMIT GREATEST(0, LEAST($6::int - (SELECT count(*) FROM late),"  \
+    " ORDER BY task_id, id LIMIT GREATEST(0, LEAST($6::int - (SELECT count(*) FROM late),"      \
     " $5 - (SELECT count(*) FROM due) - (SELECT count(*) FROM late)))"                          \
     " FOR UPDATE SKIP LOCKED),"                                                                 \
     " picked AS (" picked "),"                                                                  \
@@ -126,10 +124,9 @@
     " CASE p.kind WHEN 2 THEN p.task_id END, p.id"
 
 #define PICKED "SELECT * FROM due UNION ALL SELECT * FROM late UNION ALL SELECT * FROM fresh"
-static const char CLAIM_SQL[] =
-    CLAIM_SQL_FOR("worker_queue IS NULL", "", "task_id, id", PICKED, "", "", "");
+static const char CLAIM_SQL[] = CLAIM_SQL_FOR("worker_queue IS NULL", PICKED, "", "", "");
 static const char CLAIM_QUEUE_SQL[] =
-    CLAIM_SQL_FOR("worker_queue = $8::text", " AND parents_remaining = 0", "run_at, id",
+    CLAIM_SQL_FOR("worker_queue = $8::text",
                   "SELECT *, row_number() OVER () AS tok FROM (" PICKED ") u", ", token_hash",
                   ", ($9::bytea[])[tok]", ", p.tok");
 
@@ -327,13 +324,10 @@ int tk__pg_has_work(tk_store *s, int *yes, tk_err *err) {
   PGresult *r;
   int rc = tk__pg_query(
       s, PG_HAS_WORK,
-      "SELECT EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_PENDING)
-      " AND parents_remaining = 0 AND worker_queue IS NULL)"
-      " OR EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_WAITING)
-      " AND worker_queue IS NULL)"
       /* Outside workers' steps (0013) are work left too. */
-      " OR EXISTS (SELECT 1 FROM steps WHERE worker_queue IS NOT NULL AND parents_remaining = 0"
-      " AND state IN (" Q(TK__STEP_PENDING) ", " Q(TK__STEP_WAITING) "))"
+      "SELECT EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_PENDING)
+      " AND parents_remaining = 0)"
+      " OR EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_WAITING) ")"
       " OR EXISTS (SELECT 1 FROM steps WHERE lease_expires_at IS NOT NULL"
       " AND state = " Q(TK__STEP_IN_PROGRESS) ")",
       NULL, "has work", &r, err);

@@ -122,7 +122,7 @@ static void column_copy(char *dst, size_t cap, sqlite3_stmt *st, int col) {
 }
 
 /* Append to out[*count] the rows of the cached claim query `id` (?1: due
- * until, ?2: how many, ?3: r's worker queue if it has one) until *count
+ * until, ?2: how many, ?3: r's worker queue or NULL) until *count
  * reaches limit, leased for r->lease_ms from now. Every
  * row is read before any is changed: the claim's updates take rows out of
  * the index scanned. */
@@ -135,6 +135,7 @@ static int claim_scan(tk__sqlite *q, int id, const char *sql, int64_t until, int
   sqlite3_bind_int64(st, 1, until);
   sqlite3_bind_int(st, 2, limit - *count);
   if (r->worker_queue) sqlite3_bind_text(st, 3, r->worker_queue, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(st, 3);
   int rc = SQLITE_DONE;
   while (*count < limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     tk__claimed *c = &out[(*count)++];
@@ -274,20 +275,13 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
    * fails whole, before anything is claimed. */
   if (tk__sq_minutes_ready(q, err) != 0) return TK_ESTORE;
   /* INDEXED BY: each query must be a range scan of its partial index (and
-   * fails to prepare if a schema change ever makes that impossible). */
-  /* A worker's claim reads its queue's range of steps_queue_ready
-   * (migration 0012): its fresh steps in the order they became ready. */
-  int w = r->worker_queue != NULL;
-  if ((rc = claim_scan(q, w ? SQ_CLAIM_QUEUE_RETRY : SQ_CLAIM_RETRY,
-                       w ? CLAIM_COLUMNS " INDEXED BY steps_queue_ready"
-                           " JOIN tasks t ON t.id = s.task_id"
-                           " WHERE s.worker_queue = ?3 AND s.parents_remaining = 0"
-                           " AND s.state = 'waiting_for_retry' AND s.run_at <= ?1"
-                           " ORDER BY s.run_at, s.id LIMIT ?2"
-                         : CLAIM_COLUMNS " INDEXED BY steps_retry_due"
-                           " JOIN tasks t ON t.id = s.task_id"
-                           " WHERE s.state = 'waiting_for_retry' AND s.worker_queue IS NULL"
-                           " AND s.run_at <= ?1 ORDER BY s.run_at, s.id LIMIT ?2",
+   * fails to prepare if a schema change ever makes that impossible): of
+   * the worker queue ?3's steps, or with ?3 NULL an orchestrator's own
+   * (migration 0012). */
+  if ((rc = claim_scan(q, SQ_CLAIM_RETRY,
+                       CLAIM_COLUMNS " INDEXED BY steps_retry_due JOIN tasks t ON t.id = s.task_id"
+                       " WHERE s.state = 'waiting_for_retry' AND s.worker_queue IS ?3"
+                       " AND s.run_at <= ?1 ORDER BY s.run_at, s.id LIMIT ?2",
                        now + r->retry_ahead_ms, now, r, r->limit, r->out, &count, err)))
     return rc;
   int fresh_end = r->fresh_limit < r->limit - count ? count + r->fresh_limit : r->limit;
@@ -295,16 +289,11 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
   if (count < fresh_end && (rc = tk__sq_release_delayed(q, now, fresh_end - count, err)))
     return rc;
   if (count < fresh_end &&
-      (rc = claim_scan(q, w ? SQ_CLAIM_QUEUE_FRESH : SQ_CLAIM_FRESH,
-                       w ? CLAIM_COLUMNS " INDEXED BY steps_queue_ready"
-                           " JOIN tasks t ON t.id = s.task_id"
-                           " WHERE s.worker_queue = ?3 AND s.parents_remaining = 0"
-                           " AND s.state = 'pending' AND s.run_at <= ?1"
-                           " ORDER BY s.run_at, s.id LIMIT ?2"
-                         : CLAIM_COLUMNS " INDEXED BY steps_fresh JOIN tasks t ON t.id = s.task_id"
-                           " WHERE s.state = 'pending' AND s.parents_remaining = 0"
-                           " AND s.worker_queue IS NULL AND s.run_at <= ?1"
-                           " ORDER BY s.task_id, s.id LIMIT ?2",
+      (rc = claim_scan(q, SQ_CLAIM_FRESH,
+                       CLAIM_COLUMNS " INDEXED BY steps_fresh JOIN tasks t ON t.id = s.task_id"
+                       " WHERE s.state = 'pending' AND s.parents_remaining = 0"
+                       " AND s.worker_queue IS ?3 AND s.run_at <= ?1"
+                       " ORDER BY s.task_id, s.id LIMIT ?2",
                        now, now, r, fresh_end, r->out, &count, err)))
     return rc;
   if (count == 0) return 0;
@@ -735,13 +724,11 @@ int tk__sq_has_work(tk_store *s, int *yes, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   int64_t v = 0;
   int rc = scalar(q, SQ_HAS_WORK,
+                  /* Outside workers' steps (0012) are work left too. */
                   "SELECT EXISTS (SELECT 1 FROM steps INDEXED BY steps_fresh WHERE"
-                  " state = 'pending' AND parents_remaining = 0 AND worker_queue IS NULL)"
+                  " state = 'pending' AND parents_remaining = 0)"
                   " OR EXISTS (SELECT 1 FROM steps INDEXED BY steps_retry_due WHERE"
-                  " state = 'waiting_for_retry' AND worker_queue IS NULL)"
-                  " OR EXISTS (SELECT 1 FROM steps INDEXED BY steps_queue_ready WHERE"
-                  " worker_queue IS NOT NULL AND parents_remaining = 0"
-                  " AND state IN ('pending', 'waiting_for_retry'))"
+                  " state = 'waiting_for_retry')"
                   " OR EXISTS (SELECT 1 FROM steps WHERE state = 'in_progress')",
                   0, &v, err);
   *yes = v != 0;
