@@ -48,7 +48,10 @@
  * `ready` is the condition that makes a step the claim's (0013): an
  * orchestrator's (CLAIM_SQL) takes only steps of no worker queue, a
  * worker's (CLAIM_QUEUE_SQL) only its queue's ($8), each a range of the
- * same partial indexes, which lead with worker_queue. A worker's claim also numbers the steps it picked
+ * same partial indexes, which lead with worker_queue. Each scan is ordered
+ * by worker_queue first: the planner takes `worker_queue IS NULL` for no
+ * equality, and would sort every row of the range (or walk another index)
+ * to order them by run_at or task_id alone. A worker's claim also numbers the steps it picked
  * (`picked`), writes hash number tok of its token hashes ($9) into each
  * attempt row (hash_col, hash_val) and returns tok after the input
  * (tok_out, tk__claimed.token_index); an orchestrator's passes "" for
@@ -57,18 +60,20 @@
     "WITH due AS ("                                                                             \
     " SELECT id, task_id, attempts, run_at, 0 AS kind FROM steps"                               \
     " WHERE state = " Q(TK__STEP_WAITING) " AND " ready " AND run_at <= $4::bigint"             \
-    " ORDER BY run_at, id LIMIT $5::int FOR UPDATE SKIP LOCKED),"                               \
+    " ORDER BY worker_queue, run_at, id LIMIT $5::int FOR UPDATE SKIP LOCKED),"                 \
     " late AS ("                                                                                \
     " SELECT id, task_id, attempts, run_at, 1 AS kind FROM steps"                               \
     " WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = -1 AND " ready              \
     " AND run_at <= $2::bigint"                                                                 \
-    " ORDER BY run_at, id LIMIT GREATEST(0, LEAST($6::int, $5 - (SELECT count(*) FROM due)))"   \
+    " ORDER BY worker_queue, run_at, id"                                                        \
+    " LIMIT GREATEST(0, LEAST($6::int, $5 - (SELECT count(*) FROM due)))"                       \
     " FOR UPDATE SKIP LOCKED),"                                                                 \
     " fresh AS ("                                                                               \
     " SELECT id, task_id, attempts, run_at, 2 AS kind FROM steps"                               \
     " WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = 0 AND " ready               \
     " AND run_at <= $2::bigint"                                                                 \
-    " ORDER BY task_id, id LIMIT GREATEST(0, LEAST($6::int - (SELECT count(*) FROM late),"      \
+    " ORDER BY worker_queue, task_id, id"                                                       \
+    " LIMIT GREATEST(0, LEAST($6::int - (SELECT count(*) FROM late),"                           \
     " $5 - (SELECT count(*) FROM due) - (SELECT count(*) FROM late)))"                          \
     " FOR UPDATE SKIP LOCKED),"                                                                 \
     " picked AS (" picked "),"                                                                  \
@@ -133,7 +138,8 @@ static const char CLAIM_QUEUE_SQL[] =
 /* The earliest retry still waiting after the claim (its own snapshot, so
  * the steps just claimed are no longer among them). */
 static const char NEXT_RETRY_SQL[] =
-    "SELECT MIN(run_at) FROM steps WHERE state = " Q(TK__STEP_WAITING) " AND worker_queue IS NULL";
+    "SELECT (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_WAITING)
+    " AND worker_queue IS NULL ORDER BY worker_queue, run_at, id LIMIT 1)";
 
 int tk__pg_claim_queue(tk__pg_pipe *p, tk__claim_request *r, int *claim_slot, int *retry_slot) {
   /* The store's clock, read right before the claim is sent (after the
@@ -297,16 +303,20 @@ int tk__pg_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *e
    * claim order stands for them all, without a scan of every one. */
   int rc = tk__pg_query(
       s, PG_NEXT_DUE,
-      "SELECT (SELECT MIN(run_at) FROM steps WHERE state = " Q(TK__STEP_WAITING)
-      " AND worker_queue IS NULL),"
+      /* An orchestrator's steps only (0013), each the first entry of its
+       * index's range (ordered by worker_queue first, as the claim is). */
+      "SELECT (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_WAITING)
+      " AND worker_queue IS NULL ORDER BY worker_queue, run_at, id LIMIT 1),"
       " (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_PENDING)
-      " AND parents_remaining = 0 AND worker_queue IS NULL ORDER BY task_id, id LIMIT 1),"
+      " AND parents_remaining = 0 AND worker_queue IS NULL"
+      " ORDER BY worker_queue, task_id, id LIMIT 1),"
       " (SELECT MIN(lease_expires_at) FROM steps WHERE lease_expires_at IS NOT NULL"
       " AND state = " Q(TK__STEP_IN_PROGRESS) "),"
       /* The index's first entry, not MIN(): with statistics from when the
        * table was small the planner aggregates every delayed step. */
       " (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_PENDING)
-      " AND parents_remaining = -1 AND worker_queue IS NULL ORDER BY run_at, id LIMIT 1)",
+      " AND parents_remaining = -1 AND worker_queue IS NULL"
+      " ORDER BY worker_queue, run_at, id LIMIT 1)",
       NULL, "next due", &r, err);
   if (rc == 0) {
     int64_t retry = or_never(tk__pg_i64(r, 0, 0)), fresh = or_never(tk__pg_i64(r, 0, 1));

@@ -10,11 +10,14 @@
 -- order it always claimed them in, and each queue's ready steps are a range
 -- of their own, in the same order. So an orchestrator's claim scans what it
 -- did before however many worker steps wait, a queue's claim reads only its
--- own, and no index was added: a third and fourth index cost every state
--- change of every step a cursor and a condition of their own (+1.4% to
--- +3.6% of bench_engine throughput's instructions under callgrind), a
--- leading column costs each entry of these two one NULL. worker_queue is
--- written once, when the row is inserted.
+-- own, and no index was added for the engine's updates to keep. Measured
+-- with bench/callgrind_compare.sh (bench_engine throughput, instructions
+-- per step against the schema before): indexes of the queues' own cost
+-- every state change of every step a cursor and conditions (+3.6% with
+-- two, +1.4% with one); the leading column costs about as much, +1.3%
+-- (independent steps) and +1.7% (chains), in SQLite's comparisons of keys
+-- that begin with a NULL (its generic record comparator instead of the
+-- one for a leading integer). worker_queue is written once, with the row.
 --
 -- A worker's claim hands out a token (claim id and a random secret); its
 -- attempt row keeps only the SHA-256 of the secret (token_hash), against
