@@ -15,7 +15,7 @@ BUILD     ?= build
 OPTFLAGS  := -O2 -g
 endif
 
-PKGS      := jansson sqlite3 libpq libcurl libmicrohttpd
+PKGS      := jansson sqlite3 libpq libcurl libmicrohttpd nettle
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -3,7 +3,12 @@
 #define _GNU_SOURCE /* getrandom */
 #include <tasker/rand.h>
 
+#include <tasker/error.h>
+
+#include "core/claim_token.h"
+
 #include <assert.h>
+#include <errno.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,4 +66,18 @@ int64_t tk_rand_range(tk_rand *r, int64_t lo, int64_t hi) {
 
 double tk_rand_unit(tk_rand *r) {
   return (double)(tk_rand_u64(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Secrets (core/claim_token.h): the kernel's random bytes, blocking until
+ * it has them at boot, and no fallback. */
+int tk__entropy(void *buf, size_t n) {
+  unsigned char *p = buf;
+  while (n > 0) {
+    ssize_t got = getrandom(p, n, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return TK_EIO;
+    p += got;
+    n -= (size_t)got;
+  }
+  return 0;
 }

@@ -283,6 +283,8 @@ int tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_re
     *lost = err;
     return rc;
   }
+  /* Each outcome's code stays in fin_errs for the caller (remote.c). */
+  for (int i = 0; rc != 0 && i < n; i++) errs[i] = err;
   for (int i = 0; i < n; i++) {
     const tk_err *one = rc ? &err : &errs[i];
     tk_err reaper;

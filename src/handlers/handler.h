@@ -141,6 +141,7 @@ extern const tk__handler_kind tk__builtin_kind;
 extern const tk__handler_kind tk__command_kind;
 extern const tk__handler_kind tk__function_kind;
 extern const tk__handler_kind tk__http_kind;
+extern const tk__handler_kind tk__worker_kind;
 /* What runs a builtin spec named "choose": tk__handler_kind_of gives it
  * instead of tk__builtin_kind, whose validate reads the spec. */
 extern const tk__handler_kind tk__choose_kind;

@@ -38,11 +38,14 @@
  * starts (tk__new_task.start_at); 8: open takes tk_store_open_options
  * (create or not); 9: decisions and map (DESIGN §17): item_index in claims
  * and outcomes, map counts in step records, instance_list; 10: submit_many
- * (bulk submit, at the end). */
-#define TK__STORE_OPS_VERSION 10
+ * (bulk submit, at the end); 11: worker steps (DESIGN §19): claim
+ * requests with worker_queue and token_hashes, claim_get (at the end). */
+#define TK__STORE_OPS_VERSION 11
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 #define TK__STATE_MAX 24
+/* A claim token's secret as the store keeps it: its SHA-256. */
+#define TK__TOKEN_HASH_LEN 32
 
 /* An integer column that is NULL, in typed rows. */
 #define TK__NONE INT64_MIN
@@ -104,6 +107,10 @@ typedef struct tk__new_step {
   int max_in_call_retries, max_item_attempts, fail_if_any_gave_up;
   const tk__new_item *items;
   int nitems;
+  /* A worker step (DESIGN §19): the queue its outside workers claim it
+   * from (handler = { kind = "worker", queue = ... }); NULL: an
+   * orchestrator runs it. Stored as steps.worker_queue. */
+  const char *worker_queue;
 } tk__new_step;
 
 typedef struct tk__new_task {
@@ -184,6 +191,9 @@ typedef struct tk__claimed {
    * caller's to free (tk__claimed_inputs_free). NULL: not built (not
    * asked for, or it could not be: the caller reads it with `inputs`). */
   char *input;
+  /* A worker's claim: which of the request's token_hashes its attempt row
+   * keeps (0-based); else 0. */
+  int token_index;
 } tk__claimed;
 
 /* A claim to make in the same transaction as recording outcomes. */
@@ -208,7 +218,30 @@ typedef struct tk__claim_request {
   int want_inputs;
   const int64_t *no_input;
   int nno_input;
+  /* A worker's claim (11; DESIGN §19): only ready steps of this worker
+   * queue (steps.worker_queue), due retries first, then fresh steps
+   * (delayed starts that came due included), oldest task first, as an
+   * orchestrator's; retry_ahead_ms and fresh_limit apply alike. NULL: an
+   * orchestrator's claim, which never takes a step of any worker queue. */
+  const char *worker_queue;
+  /* With worker_queue: limit hashes of the claims' token secrets
+   * (core/claim_token.h); the i-th step claimed keeps token_hashes[i] in
+   * its attempt row. */
+  const unsigned char (*token_hashes)[TK__TOKEN_HASH_LEN];
 } tk__claim_request;
+
+/* A claim as its attempt row names it (claim_get): the step as the claim
+ * saw it, for recording its outcome, and whether the claim still holds it. */
+typedef struct tk__claim_rec {
+  tk__claimed step;   /* claim_id, attempt, run_at (the due_at claimed for), ... */
+  char owner[TK__OWNER_MAX];
+  char state[TK__STATE_MAX]; /* the step's state now */
+  int held;           /* in progress under this claim */
+  int64_t started_at;
+  int64_t lease_expires_at; /* the step's lease now; TK__NONE: none */
+  int has_token;      /* the attempt row has a token hash (a worker's claim) */
+  unsigned char token_hash[TK__TOKEN_HASH_LEN];
+} tk__claim_rec;
 
 /* The key of template step idx of template template_id in a claim
  * request's no_input. */
@@ -710,6 +743,11 @@ typedef struct tk__store_ops {
    * same moment. New tasks' ids increase with i. */
   int (*submit_many)(tk_store *s, const tk__new_task *t, int n, int64_t *task_ids, int *existed,
                      tk_err *err);
+
+  /* Worker claims (11; DESIGN §19). The claim claim_id (its attempts
+   * row) with its step as it is now, one read: TK_ENOENT when no attempt
+   * row has that id. */
+  int (*claim_get)(tk_store *s, int64_t claim_id, tk__claim_rec *out, tk_err *err);
 } tk__store_ops;
 
 /* Every backend's store struct starts with this. */

@@ -154,6 +154,9 @@ static int steps_resolve(const tk_config *cfg, const tk_submit_request *req, int
     ns[i].retryable = v ? json_is_true(v) : 1;
     v = retry_setting(def, step, "backoff");
     ns[i].backoff = v ? json_string_value(v) : "default";
+    /* Only a worker handler's spec has a queue (handlers/worker.c). */
+    json_t *handler = json_object_get(step, "handler");
+    ns[i].worker_queue = json_string_value(json_object_get(handler, "queue"));
     if ((rc = tk__batch_step_resolve(step, b->ctx, cfg, &ns[i], err))) goto done;
     batch |= ns[i].batch;
   }

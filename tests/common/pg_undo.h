@@ -1,10 +1,23 @@
 /* SQL that takes a PostgreSQL store's schema back before a migration, its
  * rows as a tasker of that time would have written them, for tests of a
  * store written before it: apply it (efx_pg_text), then let tasker
- * migrate the store again. The newest migration first: undo 0011 before
- * 0010, 0010 before 0009, 0009 before an older one. */
+ * migrate the store again. The newest migration first: undo 0013 before
+ * 0011 (0012 is h-moves'), 0011 before 0010, 0010 before 0009, 0009 before an older one. */
 #ifndef TESTS_PG_UNDO_H
 #define TESTS_PG_UNDO_H
+
+/* 0013_worker_steps.sql: no worker steps (worker_queue, token_hash) and the
+ * readiness indexes over every step again. */
+#define PG_UNDO_0013                                                                            \
+  "DROP INDEX steps_queue_retry_due, steps_queue_fresh, steps_queue_delayed,"                   \
+  " steps_retry_due, steps_fresh, steps_delayed;"                                               \
+  " CREATE INDEX steps_retry_due ON steps (run_at, id) WHERE state = 'waiting_for_retry';"      \
+  " CREATE INDEX steps_fresh ON steps (task_id, id) WHERE state = 'pending'"                    \
+  " AND parents_remaining = 0;"                                                                 \
+  " CREATE INDEX steps_delayed ON steps (run_at, id) WHERE state = 'pending'"                   \
+  " AND parents_remaining = -1;"                                                                \
+  " ALTER TABLE steps DROP COLUMN worker_queue; ALTER TABLE attempts DROP COLUMN token_hash;"    \
+  " DELETE FROM schema_migrations WHERE version = 13; SELECT 1"
 
 /* 0011_room_for_updates.sql: steps 100% full, attempts 70%. */
 #define PG_UNDO_0011                                                                            \

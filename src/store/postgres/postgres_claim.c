@@ -41,77 +41,93 @@
  * input (NULL: no inputs at all; tk__claim_request.no_input).
  * An instance of a map step (DESIGN §17) is claimed as any ready row and
  * handed out as its map's template step (idx) with its element's
- * position (item_index; -1 for any other step). */
-static const char CLAIM_SQL[] =
-    "WITH due AS ("
-    " SELECT id, task_id, attempts, run_at, 0 AS kind FROM steps"
-    " WHERE state = " Q(TK__STEP_WAITING) " AND run_at <= $4::bigint"
-    " ORDER BY run_at, id LIMIT $5::int FOR UPDATE SKIP LOCKED),"
-    " late AS ("
-    " SELECT id, task_id, attempts, run_at, 1 AS kind FROM steps"
-    " WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = -1 AND run_at <= $2::bigint"
-    " ORDER BY run_at, id LIMIT GREATEST(0, LEAST($6::int, $5 - (SELECT count(*) FROM due)))"
-    " FOR UPDATE SKIP LOCKED),"
-    " fresh AS ("
-    " SELECT id, task_id, attempts, run_at, 2 AS kind FROM steps"
-    " WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = 0 AND run_at <= $2::bigint"
-    " ORDER BY task_id, id LIMIT GREATEST(0, LEAST($6::int - (SELECT count(*) FROM late),"
-    " $5 - (SELECT count(*) FROM due) - (SELECT count(*) FROM late)))"
-    " FOR UPDATE SKIP LOCKED),"
-    " picked AS (SELECT * FROM due UNION ALL SELECT * FROM late UNION ALL SELECT * FROM fresh),"
-    " att AS (INSERT INTO attempts (step_id, attempt, owner, started_at, due_at, claim_seq,"
-    " claim_from_retry)"
-    " SELECT id, attempts + 1, $1::text, $2, run_at, " TK__PG_NEXT_SEQ ", kind = 0 FROM picked"
-    " RETURNING id, step_id),"
-    " moved AS (UPDATE steps s SET state = " Q(TK__STEP_IN_PROGRESS) ", attempts = s.attempts + 1,"
-    " parents_remaining = 0,"
-    " lease_owner = $1, lease_expires_at = $3::bigint,"
-    " claim_id = (SELECT att.id FROM att WHERE att.step_id = s.id)"
-    " WHERE s.id = ANY (ARRAY(SELECT step_id FROM att))"
-    " RETURNING s.id, s.task_id, COALESCE(s.map_idx, s.idx) AS idx, s.attempts, s.max_attempts,"
-    " s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.claim_id, s.item_index, s.item),"
-    " started AS (UPDATE tasks t SET state = " Q(TK__TASK_IN_PROGRESS) ", updated_at = $2,"
-    " start_seq = " TK__PG_NEXT_SEQ ", started_at = $2"
-    " WHERE t.id = ANY (ARRAY(SELECT id FROM tasks"
-    " WHERE id = ANY (ARRAY(SELECT task_id FROM picked)) AND state = " Q(TK__TASK_PENDING)
-    " ORDER BY id FOR NO KEY UPDATE SKIP LOCKED)) AND (SELECT count(*) FROM att) > 0"
-    " RETURNING t.id),"
-    /* The retries among them in the per-minute counts (migration 0006): an
-     * attempt after the first, or a first one after an operator's retry
-     * (the step was waiting for one), and how late each started. */
-    " act AS (INSERT INTO activity_minutes (minute, orchestrator, retries, lateness_n,"
-    " lateness_sum_ms, lateness_max_ms) SELECT $2 - $2 % 60000, $1, count(*), count(*),"
-    " SUM(GREATEST($2 - run_at, 0)), MAX(GREATEST($2 - run_at, 0)) FROM picked"
-    " WHERE kind = 0 OR attempts > 0 HAVING count(*) > 0"
-    " ON CONFLICT (minute, orchestrator) DO UPDATE SET"
-    " retries = activity_minutes.retries + EXCLUDED.retries,"
-    " lateness_n = activity_minutes.lateness_n + EXCLUDED.lateness_n,"
-    " lateness_sum_ms = activity_minutes.lateness_sum_ms + EXCLUDED.lateness_sum_ms,"
-    " lateness_max_ms = GREATEST(activity_minutes.lateness_max_ms, EXCLUDED.lateness_max_ms))"
-    " SELECT m.id, m.task_id, t.template_id,"
-    " m.idx, m.attempts, m.max_attempts, m.retryable, m.run_at, m.last_delay_ms, m.backoff,"
-    " m.claim_id, p.kind, m.task_id IN (SELECT id FROM started), COALESCE(m.item_index, -1),"
-    /* The handler input (issue 22), as INPUTS_SQL's rows make it, but
-     * written out as JSON text here: the server only concatenates the
-     * stored JSON texts, parsing none of them. */
-    " CASE WHEN $7::bigint[] IS NOT NULL"
-    " AND NOT (t.template_id * 4294967296 + m.idx = ANY ($7::bigint[])) THEN"
-    " '{\"context\":' || t.context || ',\"parents\":{' || COALESCE((SELECT"
-    " string_agg(to_json(q.name)::text || ':' || COALESCE(q.results, 'null'), ','"
-    " ORDER BY e.parent_idx) FROM template_edges e"
-    " JOIN steps q ON q.task_id = m.task_id AND q.idx = e.parent_idx"
-    " WHERE e.template_id = t.template_id AND e.child_idx = m.idx), '') || '}'"
-    " || CASE WHEN m.item_index IS NULL THEN '' ELSE ',\"item\":' || COALESCE(m.item, 'null')"
-    " || ',\"item_index\":' || m.item_index END || '}' END"
-    " FROM moved m JOIN picked p ON p.id = m.id"
-    " CROSS JOIN LATERAL (SELECT template_id, context FROM tasks WHERE id = m.task_id) t"
-    " ORDER BY p.kind, CASE WHEN p.kind < 2 THEN p.run_at END,"
-    " CASE p.kind WHEN 2 THEN p.task_id END, p.id";
+ * position (item_index; -1 for any other step).
+ * `ready` is the condition that makes a step the claim's (0013): an
+ * orchestrator's takes only steps of no worker queue, a worker's (PG
+ * CLAIM_QUEUE_SQL) only its queue's ($8), each through its own partial
+ * indexes; `token` the hash each attempt row keeps: a worker's claim's
+ * token hashes are $9, handed out in claim order and returned as each
+ * row's index into them (tk__claimed.token_index), after its input. */
+#define CLAIM_SQL_FOR(ready, picked, hash_col, hash_val, tok_out)                               \
+    "WITH due AS ("                                                                             \
+    " SELECT id, task_id, attempts, run_at, 0 AS kind FROM steps"                               \
+    " WHERE state = " Q(TK__STEP_WAITING) " AND " ready " AND run_at <= $4::bigint"             \
+    " ORDER BY run_at, id LIMIT $5::int FOR UPDATE SKIP LOCKED),"                               \
+    " late AS ("                                                                                \
+    " SELECT id, task_id, attempts, run_at, 1 AS kind FROM steps"                               \
+    " WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = -1 AND " ready              \
+    " AND run_at <= $2::bigint"                                                                 \
+    " ORDER BY run_at, id LIMIT GREATEST(0, LEAST($6::int, $5 - (SELECT count(*) FROM due)))"   \
+    " FOR UPDATE SKIP LOCKED),"                                                                 \
+    " fresh AS ("                                                                               \
+    " SELECT id, task_id, attempts, run_at, 2 AS kind FROM steps"                               \
+    " WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = 0 AND " ready               \
+    " AND run_at <= $2::bigint"                                                                 \
+    " ORDER BY task_id, id LIMIT GREATEST(0, LEAST($6::int - (SELECT count(*) FROM late),"      \
+    " $5 - (SELECT count(*) FROM due) - (SELECT count(*) FROM late)))"                          \
+    " FOR UPDATE SKIP LOCKED),"                                                                 \
+    " picked AS (" picked "),"                                                                  \
+    " att AS (INSERT INTO attempts (step_id, attempt, owner, started_at, due_at, claim_seq,"    \
+    " claim_from_retry" hash_col ")"                                                            \
+    " SELECT id, attempts + 1, $1::text, $2, run_at, " TK__PG_NEXT_SEQ ", kind = 0" hash_val    \
+    " FROM picked RETURNING id, step_id),"                                                      \
+    " moved AS (UPDATE steps s SET state = " Q(TK__STEP_IN_PROGRESS) ", attempts = s.attempts + 1,"\
+    " parents_remaining = 0,"                                                                   \
+    " lease_owner = $1, lease_expires_at = $3::bigint,"                                         \
+    " claim_id = (SELECT att.id FROM att WHERE att.step_id = s.id)"                             \
+    " WHERE s.id = ANY (ARRAY(SELECT step_id FROM att))"                                        \
+    " RETURNING s.id, s.task_id, COALESCE(s.map_idx, s.idx) AS idx, s.attempts, s.max_attempts,"\
+    " s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.claim_id, s.item_index, s.item),"    \
+    " started AS (UPDATE tasks t SET state = " Q(TK__TASK_IN_PROGRESS) ", updated_at = $2,"     \
+    " start_seq = " TK__PG_NEXT_SEQ ", started_at = $2"                                         \
+    " WHERE t.id = ANY (ARRAY(SELECT id FROM tasks"                                             \
+    " WHERE id = ANY (ARRAY(SELECT task_id FROM picked)) AND state = " Q(TK__TASK_PENDING)      \
+    " ORDER BY id FOR NO KEY UPDATE SKIP LOCKED)) AND (SELECT count(*) FROM att) > 0"           \
+    " RETURNING t.id),"                                                                         \
+    /* The retries among them in the per-minute counts (migration 0006): an                     \
+     * attempt after the first, or a first one after an operator's retry                        \
+     * (the step was waiting for one), and how late each started. */                            \
+    " act AS (INSERT INTO activity_minutes (minute, orchestrator, retries, lateness_n,"         \
+    " lateness_sum_ms, lateness_max_ms) SELECT $2 - $2 % 60000, $1, count(*), count(*),"        \
+    " SUM(GREATEST($2 - run_at, 0)), MAX(GREATEST($2 - run_at, 0)) FROM picked"                 \
+    " WHERE kind = 0 OR attempts > 0 HAVING count(*) > 0"                                       \
+    " ON CONFLICT (minute, orchestrator) DO UPDATE SET"                                         \
+    " retries = activity_minutes.retries + EXCLUDED.retries,"                                   \
+    " lateness_n = activity_minutes.lateness_n + EXCLUDED.lateness_n,"                          \
+    " lateness_sum_ms = activity_minutes.lateness_sum_ms + EXCLUDED.lateness_sum_ms,"           \
+    " lateness_max_ms = GREATEST(activity_minutes.lateness_max_ms, EXCLUDED.lateness_max_ms))"  \
+    " SELECT m.id, m.task_id, t.template_id,"                                                   \
+    " m.idx, m.attempts, m.max_attempts, m.retryable, m.run_at, m.last_delay_ms, m.backoff,"    \
+    " m.claim_id, p.kind, m.task_id IN (SELECT id FROM started), COALESCE(m.item_index, -1),"   \
+    /* The handler input (issue 22), as INPUTS_SQL's rows make it, but                          \
+     * written out as JSON text here: the server only concatenates the                          \
+     * stored JSON texts, parsing none of them. */                                              \
+    " CASE WHEN $7::bigint[] IS NOT NULL"                                                       \
+    " AND NOT (t.template_id * 4294967296 + m.idx = ANY ($7::bigint[])) THEN"                   \
+    " '{\"context\":' || t.context || ',\"parents\":{' || COALESCE((SELECT"                     \
+    " string_agg(to_json(q.name)::text || ':' || COALESCE(q.results, 'null'), ','"              \
+    " ORDER BY e.parent_idx) FROM template_edges e"                                             \
+    " JOIN steps q ON q.task_id = m.task_id AND q.idx = e.parent_idx"                           \
+    " WHERE e.template_id = t.template_id AND e.child_idx = m.idx), '') || '}'"                 \
+    " || CASE WHEN m.item_index IS NULL THEN '' ELSE ',\"item\":' || COALESCE(m.item, 'null')"  \
+    " || ',\"item_index\":' || m.item_index END || '}' END"                                     \
+    tok_out                                                                                     \
+    " FROM moved m JOIN picked p ON p.id = m.id"                                                \
+    " CROSS JOIN LATERAL (SELECT template_id, context FROM tasks WHERE id = m.task_id) t"       \
+    " ORDER BY p.kind, CASE WHEN p.kind < 2 THEN p.run_at END,"                                 \
+    " CASE p.kind WHEN 2 THEN p.task_id END, p.id"
+
+#define PICKED "SELECT * FROM due UNION ALL SELECT * FROM late UNION ALL SELECT * FROM fresh"
+static const char CLAIM_SQL[] = CLAIM_SQL_FOR("worker_queue IS NULL", PICKED, "", "", "");
+static const char CLAIM_QUEUE_SQL[] =
+    CLAIM_SQL_FOR("worker_queue = $8::text",
+                  "SELECT *, row_number() OVER () AS tok FROM (" PICKED ") u", ", token_hash",
+                  ", ($9::bytea[])[tok]", ", p.tok");
 
 /* The earliest retry still waiting after the claim (its own snapshot, so
  * the steps just claimed are no longer among them). */
 static const char NEXT_RETRY_SQL[] =
-    "SELECT MIN(run_at) FROM steps WHERE state = " Q(TK__STEP_WAITING);
+    "SELECT MIN(run_at) FROM steps WHERE state = " Q(TK__STEP_WAITING) " AND worker_queue IS NULL";
 
 int tk__pg_claim_queue(tk__pg_pipe *p, tk__claim_request *r, int *claim_slot, int *retry_slot) {
   /* The store's clock, read right before the claim is sent (after the
@@ -135,8 +151,25 @@ int tk__pg_claim_queue(tk__pg_pipe *p, tk__claim_request *r, int *claim_slot, in
     }
     /* Out of memory for the keys: no inputs (the caller reads them). */
     tk__pg_arg_text(&a, r->want_inputs ? tk__pg_array_close(&keys) : NULL);
-    *claim_slot = tk__pg_pipe_stmt(p, PG_CLAIM, CLAIM_SQL, a.n, a.v);
+    tk__buf hashes = {0};
+    if (r->worker_queue) {
+      /* bytea[] as text: {"\\x00ff...",...}, hex only, so nothing to escape. */
+      tk__pg_arg_text(&a, r->worker_queue);
+      tk__buf_adds(&hashes, "{");
+      for (int i = 0; i < r->limit; i++) {
+        tk__buf_adds(&hashes, i ? ",\"\\\\x" : "\"\\\\x");
+        for (int k = 0; k < TK__TOKEN_HASH_LEN; k++)
+          tk__buf_addf(&hashes, "%02x", r->token_hashes[i][k]);
+        tk__buf_adds(&hashes, "\"");
+      }
+      tk__buf_adds(&hashes, "}");
+      tk__pg_arg_text(&a, hashes.oom ? NULL : hashes.p);
+    }
+    *claim_slot = r->worker_queue
+                      ? tk__pg_pipe_stmt(p, PG_CLAIM_QUEUE, CLAIM_QUEUE_SQL, a.n, a.v)
+                      : tk__pg_pipe_stmt(p, PG_CLAIM, CLAIM_SQL, a.n, a.v);
     tk__buf_free(&keys);
+    tk__buf_free(&hashes);
     if (*claim_slot < 0) return -1;
   }
   *retry_slot = tk__pg_pipe_stmt(p, PG_NEXT_RETRY, NEXT_RETRY_SQL, 0, NULL);
@@ -173,6 +206,7 @@ int tk__pg_claim_read(tk__pg_pipe *p, tk__claim_request *r, int claim_slot, int 
     c->item_index = (int)tk__pg_i64(res, i, 13);
     c->lease_expires_at = r->now + r->lease_ms;
     c->input = tk__input_text(tk__pg_text(res, i, 14));
+    if (r->worker_queue) c->token_index = (int)tk__pg_i64(res, i, 15) - 1;
   }
   r->n = rows;
   r->next_retry_at = or_never(tk__pg_i64(tk__pg_result(p, retry_slot), 0, 0));
@@ -250,15 +284,16 @@ int tk__pg_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *e
    * claim order stands for them all, without a scan of every one. */
   int rc = tk__pg_query(
       s, PG_NEXT_DUE,
-      "SELECT (SELECT MIN(run_at) FROM steps WHERE state = " Q(TK__STEP_WAITING) "),"
+      "SELECT (SELECT MIN(run_at) FROM steps WHERE state = " Q(TK__STEP_WAITING)
+      " AND worker_queue IS NULL),"
       " (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_PENDING)
-      " AND parents_remaining = 0 ORDER BY task_id, id LIMIT 1),"
+      " AND parents_remaining = 0 AND worker_queue IS NULL ORDER BY task_id, id LIMIT 1),"
       " (SELECT MIN(lease_expires_at) FROM steps WHERE lease_expires_at IS NOT NULL"
       " AND state = " Q(TK__STEP_IN_PROGRESS) "),"
       /* The index's first entry, not MIN(): with statistics from when the
        * table was small the planner aggregates every delayed step. */
       " (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_PENDING)
-      " AND parents_remaining = -1 ORDER BY run_at, id LIMIT 1)",
+      " AND parents_remaining = -1 AND worker_queue IS NULL ORDER BY run_at, id LIMIT 1)",
       NULL, "next due", &r, err);
   if (rc == 0) {
     int64_t retry = or_never(tk__pg_i64(r, 0, 0)), fresh = or_never(tk__pg_i64(r, 0, 1));
@@ -277,12 +312,77 @@ int tk__pg_has_work(tk_store *s, int *yes, tk_err *err) {
   int rc = tk__pg_query(
       s, PG_HAS_WORK,
       "SELECT EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_PENDING)
-      " AND parents_remaining = 0)"
-      " OR EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_WAITING) ")"
+      " AND parents_remaining = 0 AND worker_queue IS NULL)"
+      " OR EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_WAITING)
+      " AND worker_queue IS NULL)"
+      /* Outside workers' steps (0013) are work left too. */
+      " OR EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_PENDING)
+      " AND parents_remaining = 0 AND worker_queue IS NOT NULL)"
+      " OR EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_WAITING)
+      " AND worker_queue IS NOT NULL)"
       " OR EXISTS (SELECT 1 FROM steps WHERE lease_expires_at IS NOT NULL"
       " AND state = " Q(TK__STEP_IN_PROGRESS) ")",
       NULL, "has work", &r, err);
   if (rc == 0) *yes = tk__pg_bool(r, 0, 0);
+  PQclear(r);
+  return rc;
+}
+
+/* The hex digit c's value, or -1. */
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+/* A worker's claim by its attempt row (DESIGN §19), with its step as it
+ * is now: one read by keys (the attempt's, the step's, the task's). */
+int tk__pg_claim_get(tk_store *s, int64_t claim_id, tk__claim_rec *out, tk_err *err) {
+  memset(out, 0, sizeof *out);
+  tk__pg_args a = {0};
+  tk__pg_arg_i64(&a, claim_id);
+  PGresult *r;
+  int rc = tk__pg_query(
+      s, PG_CLAIM_GET,
+      "SELECT a.step_id, s.task_id, t.template_id, COALESCE(s.map_idx, s.idx), a.attempt,"
+      " s.max_attempts, s.retryable, a.due_at, s.last_delay_ms, s.backoff, s.state,"
+      " COALESCE(s.item_index, -1), a.owner, a.started_at, s.lease_expires_at,"
+      " s.state = " Q(TK__STEP_IN_PROGRESS) " AND s.claim_id = a.id,"
+      " encode(a.token_hash, 'hex')"
+      " FROM attempts a JOIN steps s ON s.id = a.step_id JOIN tasks t ON t.id = s.task_id"
+      " WHERE a.id = $1::bigint",
+      &a, "claim", &r, err);
+  if (rc == 0 && PQntuples(r) != 1)
+    rc = tk_err_set(err, TK_ENOENT, "no claim %lld", (long long)claim_id);
+  if (rc == 0) {
+    tk__claimed *c = &out->step;
+    c->claim_id = claim_id;
+    c->step_id = tk__pg_i64(r, 0, 0);
+    c->task_id = tk__pg_i64(r, 0, 1);
+    c->template_id = tk__pg_i64(r, 0, 2);
+    c->idx = (int)tk__pg_i64(r, 0, 3);
+    c->attempt = (int)tk__pg_i64(r, 0, 4);
+    c->max_attempts = (int)tk__pg_i64(r, 0, 5);
+    c->retryable = tk__pg_bool(r, 0, 6);
+    c->run_at = tk__pg_i64(r, 0, 7);
+    c->last_delay_ms = tk__pg_i64(r, 0, 8);
+    tk__pg_copy(c->backoff, sizeof c->backoff, r, 0, 9);
+    tk__pg_copy(out->state, sizeof out->state, r, 0, 10);
+    c->item_index = (int)tk__pg_i64(r, 0, 11);
+    tk__pg_copy(out->owner, sizeof out->owner, r, 0, 12);
+    out->started_at = tk__pg_i64(r, 0, 13);
+    out->lease_expires_at = c->lease_expires_at = tk__pg_i64(r, 0, 14);
+    out->held = tk__pg_bool(r, 0, 15);
+    const char *hex = PQgetisnull(r, 0, 16) ? NULL : PQgetvalue(r, 0, 16);
+    if (hex && strlen(hex) == 2 * TK__TOKEN_HASH_LEN) {
+      out->has_token = 1;
+      for (int i = 0; i < TK__TOKEN_HASH_LEN; i++) {
+        int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) out->has_token = 0;
+        out->token_hash[i] = (unsigned char)(hi << 4 | (lo & 15));
+      }
+    }
+  }
   PQclear(r);
   return rc;
 }

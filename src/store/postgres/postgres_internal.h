@@ -66,6 +66,7 @@ enum {
   PG_OUTCOME_INSTANCE, PG_FLOW_TEMPLATE, PG_FLOW_SKIP, PG_FLOW_RELEASE, PG_FLOW_RESULTS,
   PG_FLOW_EXPAND, PG_FLOW_MAP_END, PG_FLOW_MAP_COUNT, PG_FLOW_MAP_DONE, PG_FLOW_MAP_REOPEN,
   PG_FLOW_TASK, PG_INSTANCE_LIST, PG_REPORT_INSTANCES,
+  PG_CLAIM_QUEUE, PG_CLAIM_GET,
   PG__COUNT
 };
 
@@ -227,6 +228,7 @@ int tk__pg_submit_many(tk_store *s, const tk__new_task *t, int n, int64_t *task_
                        int *existed, tk_err *err);
 int tk__pg_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_err *errs,
                   tk__claim_request *next, tk_err *err);
+int tk__pg_claim_get(tk_store *s, int64_t claim_id, tk__claim_rec *out, tk_err *err);
 int tk__pg_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
                      tk_err *err);
 int tk__pg_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);

@@ -357,4 +357,5 @@ const tk__store_ops tk__postgres_store_ops = {
     .retry_earlier = tk__pg_retry_earlier,
     .instance_list = tk__pg_instance_list,
     .submit_many = tk__pg_submit_many,
+    .claim_get = tk__pg_claim_get,
 };

@@ -9,46 +9,47 @@
 
 #define Q TK__PG_Q
 
-/* The steps come as parallel arrays (task_arrays' M_SIDX..M_RUNAT), the
+/* The steps come as parallel arrays (task_arrays' M_SIDX..M_QUEUE), the
  * batch settings and items as arrays keyed by the step's idx. An identity
  * that exists already makes the INSERT of the task do nothing, and with
  * no task row nothing else is written. Also when another session inserts
  * the same identity at this moment: ON CONFLICT waits for it to commit
  * and then does nothing (the lookup after this statement then sees its
  * row). NOTIFY only for a task actually created.
- * $1 template, $2 identity, $3 context, $4 steps, $5 now, $6-$12 the
+ * $1 template, $2 identity, $3 context, $4 steps, $5 now, $6-$13 the
  * steps' idx, name, max_attempts, retryable, backoff, parents_remaining,
- * run_at; $13-$16 batch steps' idx and settings; $17-$20 items' step idx,
- * seq, key, data; $21 the reason of the first transition. */
+ * run_at, worker_queue; $14-$17 batch steps' idx and settings; $18-$21
+ * items' step idx, seq, key, data; $22 the reason of the first transition. */
 static const char CREATE_SQL[] =
     "WITH t AS (INSERT INTO tasks (template_id, identity, context, state, steps_total,"
     " created_at, updated_at) VALUES ($1::bigint, $2::text, $3::text, " Q(TK__TASK_PENDING) ","
     " $4::int, $5::bigint, $5) ON CONFLICT (identity) WHERE identity IS NOT NULL DO NOTHING"
     " RETURNING id),"
     " s AS (INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable, backoff,"
-    " parents_remaining, run_at)"
+    " parents_remaining, run_at, worker_queue)"
     " SELECT t.id, u.idx, u.name, " Q(TK__STEP_PENDING) ", u.max_attempts, u.retryable,"
-    " u.backoff, u.parents, u.run_at FROM t, unnest($6::int[], $7::text[], $8::int[],"
-    " $9::boolean[], $10::text[], $11::int[], $12::bigint[])"
-    " AS u(idx, name, max_attempts, retryable, backoff, parents, run_at) RETURNING id, idx),"
+    " u.backoff, u.parents, u.run_at, u.queue FROM t, unnest($6::int[], $7::text[], $8::int[],"
+    " $9::boolean[], $10::text[], $11::int[], $12::bigint[], $13::text[])"
+    " AS u(idx, name, max_attempts, retryable, backoff, parents, run_at, queue)"
+    " RETURNING id, idx),"
     " b AS (INSERT INTO batch_steps (step_id, max_in_call_retries, max_item_attempts,"
-    " fail_if_any_gave_up) SELECT s.id, u.mic, u.mia, u.fail FROM s JOIN unnest($13::int[],"
-    " $14::int[], $15::int[], $16::boolean[]) AS u(idx, mic, mia, fail) ON u.idx = s.idx),"
+    " fail_if_any_gave_up) SELECT s.id, u.mic, u.mia, u.fail FROM s JOIN unnest($14::int[],"
+    " $15::int[], $16::int[], $17::boolean[]) AS u(idx, mic, mia, fail) ON u.idx = s.idx),"
     " i AS (INSERT INTO items (step_id, seq, key, data) SELECT s.id, u.seq, u.key, u.data"
-    " FROM s JOIN unnest($17::int[], $18::int[], $19::text[], $20::text[])"
+    " FROM s JOIN unnest($18::int[], $19::int[], $20::text[], $21::text[])"
     " AS u(idx, seq, key, data) ON u.idx = s.idx),"
     " tr AS (INSERT INTO transitions (task_id, to_state, at, reason)"
-    " SELECT id, " Q(TK__TASK_PENDING) ", $5, $21::text FROM t),"
+    " SELECT id, " Q(TK__TASK_PENDING) ", $5, $22::text FROM t),"
     " n AS (SELECT pg_notify('" TK__PG_CHANNEL "', '') FROM t)"
     " SELECT id, (SELECT count(*) FROM n) FROM t";
 
 /* The arrays of new tasks' rows, one element per task (M_ID..M_NSTEPS),
- * per step (M_STASK..M_RUNAT), per batch step (M_BTASK..M_FAIL) and per
+ * per step (M_STASK..M_QUEUE), per batch step (M_BTASK..M_FAIL) and per
  * item (M_ITASK..M_DATA): bulk submit's statements take them all, a
  * single submit's CREATE_SQL the steps', batch steps' and items' without
  * their task column. */
 enum { M_ID, M_TEMPLATE, M_IDENTITY, M_CONTEXT, M_NSTEPS,
-       M_STASK, M_SIDX, M_NAME, M_MAX, M_RETRYABLE, M_BACKOFF, M_PARENTS, M_RUNAT,
+       M_STASK, M_SIDX, M_NAME, M_MAX, M_RETRYABLE, M_BACKOFF, M_PARENTS, M_RUNAT, M_QUEUE,
        M_BTASK, M_BIDX, M_MIC, M_MIA, M_FAIL,
        M_ITASK, M_IIDX, M_SEQ, M_KEY, M_DATA, M_COUNT };
 
@@ -84,6 +85,7 @@ static void task_arrays(const tk__new_task *t, int64_t id, tk__buf *m, int *batc
     tk__pg_array_text(&m[M_BACKOFF], ns->backoff);
     tk__pg_array_i64(&m[M_PARENTS], delayed ? TK__DELAYED : ns->nparents);
     tk__pg_array_i64(&m[M_RUNAT], delayed ? t->start_at : t->now);
+    tk__pg_array_text(&m[M_QUEUE], ns->worker_queue);
     if (!ns->batch) continue;
     *batch = 1;
     tk__pg_array_i64(&m[M_BTASK], id);
@@ -134,7 +136,7 @@ int tk__pg_task_create_guarded(tk_store *s, const tk__new_task *t, const tk__pg_
     tk__pg_arg_text(&a, t->context);
     tk__pg_arg_i64(&a, t->nsteps);
     tk__pg_arg_i64(&a, t->now);
-    for (int k = M_SIDX; k <= M_RUNAT; k++) tk__pg_arg_text(&a, v[k]);
+    for (int k = M_SIDX; k <= M_QUEUE; k++) tk__pg_arg_text(&a, v[k]);
     for (int k = M_BIDX; k <= M_FAIL; k++) tk__pg_arg_text(&a, v[k]);
     for (int k = M_IIDX; k <= M_DATA; k++) tk__pg_arg_text(&a, v[k]);
     tk__pg_arg_text(&a, TK__REASON_CREATED);
@@ -196,10 +198,11 @@ static const char TASKS_SQL[] =
  * come computed (TK__DELAYED, the start time). */
 static const char STEPS_SQL[] =
     "INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable, backoff,"
-    " parents_remaining, run_at) SELECT v.task_id, v.idx, v.name, " Q(TK__STEP_PENDING) ","
-    " v.max_attempts, v.retryable, v.backoff, v.parents, v.run_at FROM unnest($1::bigint[],"
-    " $2::int[], $3::text[], $4::int[], $5::boolean[], $6::text[], $7::int[], $8::bigint[])"
-    " AS v(task_id, idx, name, max_attempts, retryable, backoff, parents, run_at)";
+    " parents_remaining, run_at, worker_queue) SELECT v.task_id, v.idx, v.name, "
+    Q(TK__STEP_PENDING) ", v.max_attempts, v.retryable, v.backoff, v.parents, v.run_at, v.queue"
+    " FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::boolean[], $6::text[],"
+    " $7::int[], $8::bigint[], $9::text[])"
+    " AS v(task_id, idx, name, max_attempts, retryable, backoff, parents, run_at, queue)";
 
 static const char CREATED_SQL[] =
     "INSERT INTO transitions (task_id, to_state, at, reason)"
@@ -248,7 +251,7 @@ static int queue_chunk(tk__pg_pipe *p, const tk__new_task *t, int n, const int64
   tk__pg_arg_i64(&a, t[0].now);
   for (int k = M_ID; k <= M_NSTEPS; k++) tk__pg_arg_text(&a, v[k]);
   tk__pg_pipe_stmt(p, -1, TASKS_SQL, a.n, a.v);
-  tk__pg_pipe_stmt(p, -1, STEPS_SQL, M_RUNAT - M_STASK + 1, v + M_STASK);
+  tk__pg_pipe_stmt(p, -1, STEPS_SQL, M_QUEUE - M_STASK + 1, v + M_STASK);
   a.n = 0;
   tk__pg_arg_i64(&a, t[0].now);
   tk__pg_arg_text(&a, TK__REASON_CREATED);

@@ -24,6 +24,7 @@ enum {
   SQ_FLOW_RUN_AT, SQ_FLOW_MAP_STATE, SQ_FLOW_MAP_COUNT, SQ_FLOW_MAP_LEFT, SQ_FLOW_MAP_RESULTS,
   SQ_FLOW_COUNTERS, SQ_FLOW_INSTANCE_DONE, SQ_FLOW_INSTANCE_LEFT,
   SQ_BULK_NEXT_ID, SQ_BULK_TASK, SQ_BULK_TASKS, SQ_BULK_STEP, SQ_BULK_STEPS,
+  SQ_CLAIM_QUEUE_RETRY, SQ_CLAIM_QUEUE_FRESH, SQ_CLAIM_TOKEN, SQ_CLAIM_GET, SQ_STEP_QUEUE,
   SQ__COUNT
 };
 
@@ -204,6 +205,11 @@ int tk__sq_template_get_by_id(tk_store *s, int64_t id, tk__template_rec *out, tk
 int tk__sq_template_list(tk_store *s, tk__template_rec **out, int *n, tk_err *err);
 int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int *existed,
                        tk_err *err);
+/* A new step's worker queue (DESIGN §19), set after its row is inserted:
+ * nothing for queue NULL, so that submitting other steps costs nothing. */
+int tk__sq_step_queue(tk__sqlite *q, int64_t task_id, int idx, const char *queue, tk_err *err);
+/* The claim_get op (sqlite_claims.c). */
+int tk__sq_claim_get(tk_store *s, int64_t claim_id, tk__claim_rec *out, tk_err *err);
 /* task_create's writes inside the caller's transaction (*existed: the
  * identity existed, nothing written). */
 int tk__sq_task_insert(tk__sqlite *q, const tk__new_task *t, int64_t *task_id, int *existed,

@@ -88,8 +88,21 @@ int tk__sq_task_insert(tk__sqlite *q, const tk__new_task *t, int64_t *task_id, i
     if (ns->batch &&
         (rc = tk__sq_items_insert(q, sqlite3_last_insert_rowid(q->db), ns, err)))
       return rc;
+    if ((rc = tk__sq_step_queue(q, *task_id, i, ns->worker_queue, err))) return rc;
   }
   return 0;
+}
+
+int tk__sq_step_queue(tk__sqlite *q, int64_t task_id, int idx, const char *queue, tk_err *err) {
+  if (queue == NULL) return 0;
+  sqlite3_stmt *st = tk__sq_stmt(q, SQ_STEP_QUEUE,
+                                 "UPDATE steps SET worker_queue = ?1 WHERE task_id = ?2 AND idx = ?3",
+                                 err);
+  if (st == NULL) return TK_ESTORE;
+  sqlite3_bind_text(st, 1, queue, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, task_id);
+  sqlite3_bind_int(st, 3, idx);
+  return tk__sq_done(q, st, err);
 }
 
 /* The columns a claim reads, from steps s joined with their task t. */
@@ -109,15 +122,19 @@ static void column_copy(char *dst, size_t cap, sqlite3_stmt *st, int col) {
 }
 
 /* Append to out[*count] the rows of the cached claim query `id` (?1: due
- * until, ?2: how many) until *count reaches limit, leased from now. Every
+ * until, ?2: how many, ?3: r's worker queue if it has one) until *count
+ * reaches limit, leased for r->lease_ms from now. Every
  * row is read before any is changed: the claim's updates take rows out of
  * the index scanned. */
 static int claim_scan(tk__sqlite *q, int id, const char *sql, int64_t until, int64_t now,
-                      int64_t lease_ms, int limit, tk__claimed *out, int *count, tk_err *err) {
+                      const tk__claim_request *r, int limit, tk__claimed *out, int *count,
+                      tk_err *err) {
   sqlite3_stmt *st = tk__sq_stmt(q, id, sql, err);
   if (st == NULL) return TK_ESTORE;
+  int64_t lease_ms = r->lease_ms;
   sqlite3_bind_int64(st, 1, until);
   sqlite3_bind_int(st, 2, limit - *count);
+  if (r->worker_queue) sqlite3_bind_text(st, 3, r->worker_queue, -1, SQLITE_STATIC);
   int rc = SQLITE_DONE;
   while (*count < limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     tk__claimed *c = &out[(*count)++];
@@ -193,6 +210,23 @@ static int claim_rows(tk__sqlite *q, tk__claimed *out, int n, const char *owner,
   return 0;
 }
 
+/* A worker's claims (DESIGN §19): each attempt row keeps its token's
+ * hash, never the secret. */
+static int claim_tokens(tk__sqlite *q, tk__claimed *c, int n,
+                        const unsigned char (*hashes)[TK__TOKEN_HASH_LEN], tk_err *err) {
+  for (int i = 0; i < n; i++) {
+    sqlite3_stmt *st = tk__sq_stmt(q, SQ_CLAIM_TOKEN,
+                                   "UPDATE attempts SET token_hash = ?1 WHERE id = ?2", err);
+    if (st == NULL) return TK_ESTORE;
+    sqlite3_bind_blob(st, 1, hashes[i], TK__TOKEN_HASH_LEN, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, c[i].claim_id);
+    c[i].token_index = i;
+    int rc = tk__sq_done(q, st, err);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 /* Count the retries among the n steps just claimed at `now`, and how late
  * each started after its run_at (0 when claimed ahead), in now's minute.
  * A retry is an attempt after the first, or a first one after an
@@ -241,26 +275,39 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
   if (tk__sq_minutes_ready(q, err) != 0) return TK_ESTORE;
   /* INDEXED BY: each query must be a range scan of its partial index (and
    * fails to prepare if a schema change ever makes that impossible). */
-  if ((rc = claim_scan(q, SQ_CLAIM_RETRY,
-                       CLAIM_COLUMNS " INDEXED BY steps_retry_due JOIN tasks t ON t.id = s.task_id"
-                       " WHERE s.state = 'waiting_for_retry' AND s.run_at <= ?1"
-                       " ORDER BY s.run_at, s.id LIMIT ?2",
-                       now + r->retry_ahead_ms, now, r->lease_ms, r->limit, r->out, &count,
-                       err)))
+  /* A worker's claim reads its queue's indexes (migration 0012). */
+  int w = r->worker_queue != NULL;
+  if ((rc = claim_scan(q, w ? SQ_CLAIM_QUEUE_RETRY : SQ_CLAIM_RETRY,
+                       w ? CLAIM_COLUMNS " INDEXED BY steps_queue_retry_due"
+                           " JOIN tasks t ON t.id = s.task_id"
+                           " WHERE s.state = 'waiting_for_retry' AND s.worker_queue = ?3"
+                           " AND s.run_at <= ?1 ORDER BY s.run_at, s.id LIMIT ?2"
+                         : CLAIM_COLUMNS " INDEXED BY steps_retry_due"
+                           " JOIN tasks t ON t.id = s.task_id"
+                           " WHERE s.state = 'waiting_for_retry' AND s.worker_queue IS NULL"
+                           " AND s.run_at <= ?1 ORDER BY s.run_at, s.id LIMIT ?2",
+                       now + r->retry_ahead_ms, now, r, r->limit, r->out, &count, err)))
     return rc;
   int fresh_end = r->fresh_limit < r->limit - count ? count + r->fresh_limit : r->limit;
   /* Delayed starts that came due join the fresh steps (migration 0009). */
   if (count < fresh_end && (rc = tk__sq_release_delayed(q, now, fresh_end - count, err)))
     return rc;
   if (count < fresh_end &&
-      (rc = claim_scan(q, SQ_CLAIM_FRESH,
-                       CLAIM_COLUMNS " INDEXED BY steps_fresh JOIN tasks t ON t.id = s.task_id"
-                       " WHERE s.state = 'pending' AND s.parents_remaining = 0"
-                       " AND s.run_at <= ?1 ORDER BY s.task_id, s.id LIMIT ?2",
-                       now, now, r->lease_ms, fresh_end, r->out, &count, err)))
+      (rc = claim_scan(q, w ? SQ_CLAIM_QUEUE_FRESH : SQ_CLAIM_FRESH,
+                       w ? CLAIM_COLUMNS " INDEXED BY steps_queue_fresh"
+                           " JOIN tasks t ON t.id = s.task_id"
+                           " WHERE s.state = 'pending' AND s.parents_remaining = 0"
+                           " AND s.worker_queue = ?3 AND s.run_at <= ?1"
+                           " ORDER BY s.task_id, s.id LIMIT ?2"
+                         : CLAIM_COLUMNS " INDEXED BY steps_fresh JOIN tasks t ON t.id = s.task_id"
+                           " WHERE s.state = 'pending' AND s.parents_remaining = 0"
+                           " AND s.worker_queue IS NULL AND s.run_at <= ?1"
+                           " ORDER BY s.task_id, s.id LIMIT ?2",
+                       now, now, r, fresh_end, r->out, &count, err)))
     return rc;
   if (count == 0) return 0;
   if ((rc = claim_rows(q, r->out, count, r->owner, now, err))) return rc;
+  if (r->token_hashes && (rc = claim_tokens(q, r->out, count, r->token_hashes, err))) return rc;
   if ((rc = activity_claimed(q, r->out, count, r->owner, now, err))) return rc;
   for (int i = 0; i < count; i++) {
     tk__claimed *c = &r->out[i];
@@ -426,7 +473,7 @@ static int fenced_out(tk__sqlite *q, const tk__outcome *o, tk_err *err) {
 static int next_retry(tk__sqlite *q, int64_t *at, tk_err *err) {
   return scalar(q, SQ_NEXT_RETRY,
                 "SELECT MIN(run_at) FROM steps INDEXED BY steps_retry_due"
-                " WHERE state = 'waiting_for_retry'",
+                " WHERE state = 'waiting_for_retry' AND worker_queue IS NULL",
                 INT64_MAX, at, err);
 }
 
@@ -664,7 +711,8 @@ int tk__sq_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *e
     if (rc == 0)
       rc = scalar(q, SQ_NEXT_READY,
                   "SELECT (SELECT run_at FROM steps INDEXED BY steps_fresh WHERE state = 'pending'"
-                  " AND parents_remaining = 0 ORDER BY task_id, id LIMIT 1)",
+                  " AND parents_remaining = 0 AND worker_queue IS NULL"
+                  " ORDER BY task_id, id LIMIT 1)",
                   INT64_MAX, &fresh, err);
     int64_t delayed = INT64_MAX;
     if (rc == 0) rc = tk__sq_next_delayed(q, &delayed, err);
@@ -683,9 +731,13 @@ int tk__sq_has_work(tk_store *s, int *yes, tk_err *err) {
   int64_t v = 0;
   int rc = scalar(q, SQ_HAS_WORK,
                   "SELECT EXISTS (SELECT 1 FROM steps INDEXED BY steps_fresh WHERE"
-                  " state = 'pending' AND parents_remaining = 0)"
+                  " state = 'pending' AND parents_remaining = 0 AND worker_queue IS NULL)"
                   " OR EXISTS (SELECT 1 FROM steps INDEXED BY steps_retry_due WHERE"
-                  " state = 'waiting_for_retry')"
+                  " state = 'waiting_for_retry' AND worker_queue IS NULL)"
+                  " OR EXISTS (SELECT 1 FROM steps INDEXED BY steps_queue_fresh WHERE"
+                  " state = 'pending' AND parents_remaining = 0 AND worker_queue IS NOT NULL)"
+                  " OR EXISTS (SELECT 1 FROM steps INDEXED BY steps_queue_retry_due WHERE"
+                  " state = 'waiting_for_retry' AND worker_queue IS NOT NULL)"
                   " OR EXISTS (SELECT 1 FROM steps WHERE state = 'in_progress')",
                   0, &v, err);
   *yes = v != 0;

@@ -374,4 +374,5 @@ const tk__store_ops tk__sqlite_store_ops = {
     .retry_earlier = tk__sq_retry_earlier,
     .instance_list = tk__sq_instance_list,
     .submit_many = tk__sq_submit_many,
+    .claim_get = tk__sq_claim_get,
 };
