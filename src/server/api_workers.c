@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "core/buf.h"
 #include "core/civil.h"
 #include "engine/remote.h"
 
@@ -57,6 +58,7 @@ int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len
   } else if (w->woken == TK__WAKE_GONE || w->woken == TK__WAKE_STOP) {
     /* Nobody to hand steps to (a hang-up: the answer is not read), or the
      * server stops: answer none, claim none. */
+    s->claim_answers[w->woken]++;
     tk__respond_json_value(out, 200, claims_json(NULL, 0));
     return 0;
   }
@@ -69,8 +71,25 @@ int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len
   }
   if (n == 0 && w->woken != TK__WAKE_TIMEOUT && tk_monotonic_ns() < w->deadline_ns) return 1;
   if (n == w->body.max) tk__loop_more(s, w->queue); /* there may be more for the next one */
+  s->claim_answers[n == 0 && w->woken != TK__WAKE_NONE ? TK__WAKE_TIMEOUT : w->woken]++;
   tk__respond_json_value(out, 200, claims_json(c, n));
   return 0;
+}
+
+char *tk__workers_metrics(const tk_server *s) {
+  tk__buf b = {0};
+  tk__buf_addf(&b,
+                 "# HELP tasker_serve_claims_waiting Worker claims waiting for work (long-polls)\n"
+                 "# TYPE tasker_serve_claims_waiting gauge\n"
+                 "tasker_serve_claims_waiting %d\n"
+                 "# HELP tasker_serve_claim_answers_total Worker claims answered, by what made "
+                 "the server answer\n"
+                 "# TYPE tasker_serve_claim_answers_total counter\n",
+                 s->nwaiters);
+  for (int i = 0; i < TK__WAKE_N; i++)
+    tk__buf_addf(&b, "tasker_serve_claim_answers_total{after=\"%s\"} %lld\n",
+                   tk__wake_names[i], (long long)s->claim_answers[i]);
+  return tk__buf_take(&b);
 }
 
 /* A refusal of an outcome: a malformed token is no claim (404), a token
@@ -129,10 +148,14 @@ void tk__api_claim_outcome(tk_server *s, const tk__route *r, const char *body, s
       return;
     }
     if (tk__remote_fail(s->engine, r->name, b.error, b.retryable, b.retry_after_ms, &res,
-                        &err) != 0)
+                        &err) != 0) {
       outcome_error(s, out, &err);
-    else
+    } else {
+      /* No store signal says when the retry comes due: wake waiting claims then. */
+      if (res.run_at > 0)
+        tk__loop_due(s, tk_monotonic_ns() + (res.run_at - tk_clock_now(&s->clock)) * 1000000);
       tk__respond_json_value(out, 200, result_json(&res));
+    }
     tk__fail_body_free(&b);
   }
 }

@@ -9,6 +9,8 @@
  * - each waiting claim's deadline, and its socket, whose hang-up ends the
  *   wait (a suspended connection is not read by libmicrohttpd, which
  *   would otherwise claim steps for a worker that is gone);
+ * - time: the retries this server scheduled coming due, and a recheck
+ *   (RECHECK_MS) for the readiness no signal announces;
  * - an eventfd that stops the loop.
  * Every request, and so every use of the store and the engine, happens on
  * this thread. */
@@ -27,7 +29,12 @@
 
 #include "engine/remote.h"
 
-/* Without a wake-up descriptor, waiting claims claim again this often. */
+/* Waiting claims claim again at least this often: a step that becomes
+ * ready with time (a retry or a delayed start coming due) is announced by
+ * no store signal, and the engine does not say when a worker queue's next
+ * one is due (a retry this server's fail scheduled is woken for exactly,
+ * tk__loop_due). Without a wake-up descriptor, far more often. */
+#define RECHECK_MS 1000
 #define POLL_FALLBACK_MS 100
 
 static void resume(tk_server *s, tk__waiter *w, tk__wake why) {
@@ -58,17 +65,27 @@ void tk__loop_unlink(tk_server *s, tk__waiter *w) {
   s->nwaiters--;
 }
 
+void tk__loop_due(tk_server *s, int64_t at_ns) {
+  if (at_ns < s->due_ns) s->due_ns = at_ns;
+}
+
+const char *const tk__wake_names[TK__WAKE_N] = {
+    [TK__WAKE_NONE] = "at_once",      [TK__WAKE_SIGNAL] = "store_signal",
+    [TK__WAKE_DUE] = "retry_due",     [TK__WAKE_RECHECK] = "recheck",
+    [TK__WAKE_MORE] = "more",         [TK__WAKE_TIMEOUT] = "wait_over",
+    [TK__WAKE_GONE] = "hang_up",      [TK__WAKE_STOP] = "stop"};
+
 void tk__loop_more(tk_server *s, const char *queue) {
   for (tk__waiter *w = s->waiters; w; w = w->next)
     if (strcmp(w->queue, queue) == 0) {
-      resume(s, w, TK__WAKE_WORK);
+      resume(s, w, TK__WAKE_MORE);
       return;
     }
 }
 
 /* Steps may have become ready: the oldest waiting claim of each queue
  * claims again (the others of its queue would find what it found). */
-static void wake_queues(tk_server *s) {
+static void wake_queues(tk_server *s, tk__wake why) {
   const char *woken[TK__SERVER_CONNECTION_LIMIT];
   int n = 0;
   for (tk__waiter *w = s->waiters, *next; w; w = next) {
@@ -77,7 +94,7 @@ static void wake_queues(tk_server *s) {
     for (int i = 0; i < n && first; i++) first = strcmp(woken[i], w->queue) != 0;
     if (!first || n == TK__SERVER_CONNECTION_LIMIT) continue;
     woken[n++] = w->queue; /* the request, and so its queue, outlives this pass */
-    resume(s, w, TK__WAKE_WORK);
+    resume(s, w, why);
   }
 }
 
@@ -92,7 +109,6 @@ static void *run(void *arg) {
   tk_server *s = arg;
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_EPOLL_FD);
   int epoll_fd = info ? info->epoll_fd : -1;
-  int wake_fd = s->engine ? tk__remote_wake_fd(s->engine) : -1;
   /* The daemon, the stop eventfd, the wake-up descriptor and each waiting
    * connection (no more than the daemon's connection limit). */
   enum { FIXED = 3 };
@@ -105,6 +121,10 @@ static void *run(void *arg) {
     return NULL;
   }
   for (;;) {
+    /* Asked each time round: PostgreSQL's notices can arrive while the
+     * connection reads a query's results, and are then flagged here; a
+     * SQLite store's signal appears with its -wal file. */
+    int wake_fd = s->engine ? tk__remote_wake_fd(s->engine) : -1;
     int n = 0, nw = 0;
     p[n++] = (struct pollfd){.fd = epoll_fd, .events = POLLIN};
     p[n++] = (struct pollfd){.fd = s->stop_fd, .events = POLLIN};
@@ -122,8 +142,9 @@ static void *run(void *arg) {
       int t = ms_until(w->deadline_ns, now);
       if (timeout < 0 || t < timeout) timeout = t;
     }
-    if (wake_fd < 0 && s->waiters) {
-      int t = ms_until(s->next_poll_ns, now);
+    if (s->waiters) {
+      int64_t at = s->next_poll_ns < s->due_ns ? s->next_poll_ns : s->due_ns;
+      int t = ms_until(at, now);
       if (timeout < 0 || t < timeout) timeout = t;
     }
     if (poll(p, (nfds_t)n, timeout) < 0 && errno != EINTR) {
@@ -132,12 +153,19 @@ static void *run(void *arg) {
     }
     if (p[1].revents) break;
     now = tk_monotonic_ns();
+    tk__wake why = TK__WAKE_NONE;
     if (wake_fd >= 0 && p[2].revents) {
       tk__remote_drain(s->engine);
-      wake_queues(s);
-    } else if (wake_fd < 0 && s->waiters && now >= s->next_poll_ns) {
-      s->next_poll_ns = now + (int64_t)POLL_FALLBACK_MS * 1000000;
-      wake_queues(s);
+      why = TK__WAKE_SIGNAL;
+    }
+    if (now >= s->due_ns) {
+      s->due_ns = INT64_MAX;
+      if (why == TK__WAKE_NONE) why = TK__WAKE_DUE;
+    }
+    if (s->waiters && now >= s->next_poll_ns && why == TK__WAKE_NONE) why = TK__WAKE_RECHECK;
+    if (why != TK__WAKE_NONE) {
+      s->next_poll_ns = now + (int64_t)(wake_fd >= 0 ? RECHECK_MS : POLL_FALLBACK_MS) * 1000000;
+      wake_queues(s, why);
     }
     for (int i = 0; i < nw; i++)
       if (watched[i]->linked && p[FIXED + i].revents) resume(s, watched[i], TK__WAKE_GONE);

@@ -388,6 +388,7 @@ int tk_server_start(const tk_server_options *o, tk_server **out, tk_err *err) {
   if (s == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory starting the server");
   s->fd = -1;
   s->stop_fd = -1;
+  s->due_ns = INT64_MAX;
   s->store = o->store;
   s->config = o->config;
   s->metrics = o->metrics;

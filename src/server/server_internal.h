@@ -47,14 +47,22 @@ struct MHD_Connection;
  * so most claims waiting at once. */
 #define TK__SERVER_CONNECTION_LIMIT 128
 
-/* Why a waiting claim's connection was resumed. */
+/* What made the server answer a claim: nothing (at once), or why its
+ * waiting connection was resumed. */
 typedef enum tk__wake {
-  TK__WAKE_NONE = 0,
-  TK__WAKE_WORK,    /* steps may have become ready: claim again */
-  TK__WAKE_TIMEOUT, /* its wait ran out: claim once more, then answer */
-  TK__WAKE_GONE,    /* the worker hung up: answer nothing, claim nothing */
-  TK__WAKE_STOP     /* the server stops: answer what there is */
+  TK__WAKE_NONE = 0, /* not waiting: answered at once */
+  TK__WAKE_SIGNAL,   /* the store's signal: steps may have become ready */
+  TK__WAKE_DUE,      /* a retry this server scheduled came due */
+  TK__WAKE_RECHECK,  /* the periodic recheck (loop.c) */
+  TK__WAKE_MORE,     /* the claim before it on its queue got all it asked for */
+  TK__WAKE_TIMEOUT,  /* its wait ran out: claim once more, then answer */
+  TK__WAKE_GONE,     /* the worker hung up: answer nothing, claim nothing */
+  TK__WAKE_STOP,     /* the server stops: answer what there is */
+  TK__WAKE_N
 } tk__wake;
+
+/* The names of the tk__wake values in /metrics (api.c). */
+extern const char *const tk__wake_names[TK__WAKE_N];
 
 /* A claim with a wait (a long-poll), part of its request: read once, then
  * claimed again on each wake of its suspended connection (loop.c). */
@@ -88,7 +96,9 @@ struct tk_server {
   int stop_fd;                  /* an eventfd: written to stop the loop */
   tk__waiter *waiters, *waiters_tail; /* oldest first */
   int nwaiters;
-  int64_t next_poll_ns;         /* without a wake-up descriptor: when to claim again */
+  int64_t next_poll_ns;         /* when waiting claims claim again anyway (loop.c) */
+  int64_t due_ns;               /* the earliest retry this server scheduled, or INT64_MAX */
+  int64_t claim_answers[TK__WAKE_N]; /* claims answered, by what made the server answer */
   tk_store *store;
   const tk_config *config;
   tk_clock clock;
@@ -154,6 +164,10 @@ int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len
 void tk__api_claim_outcome(tk_server *s, const tk__route *r, const char *body, size_t len,
                            tk__response *out);
 
+/* The long-polls' series for /metrics (malloc'd text), or NULL when
+ * memory ran out. */
+char *tk__workers_metrics(const tk_server *s);
+
 /* The event loop (loop.c). Start the thread that runs the daemon (started
  * without a thread of its own) until tk__loop_stop, which answers every
  * waiting claim and joins it. */
@@ -163,6 +177,9 @@ void tk__loop_stop(tk_server *s);
 void tk__loop_wait(tk_server *s, tk__waiter *w);
 /* Take w out of the waiters (its request ends); nothing if not in. */
 void tk__loop_unlink(tk_server *s, tk__waiter *w);
+/* A retry this server recorded is due at monotonic time at_ns: wake the
+ * waiting claims then. */
+void tk__loop_due(tk_server *s, int64_t at_ns);
 /* A claim of `queue` got all it asked for: there may be more, so wake the
  * next claim waiting on that queue. */
 void tk__loop_more(tk_server *s, const char *queue);
