@@ -4,7 +4,7 @@
 # source after tap.sh and config.sh (or pg.sh) with TK_DB set, then wk_run.
 # tests/server/workers.sh runs it on SQLite, workers_pg.sh on PostgreSQL.
 # Checked: the tokens (the workers' and the operator's, each refused where
-# the other belongs), a claim and its input, queues kept apart, heartbeat,
+# the other belongs, never the same), a claim and its input, queues kept apart, heartbeat,
 # fail with retry_after (retried under the policy, the retry handed to a
 # waiting claim), complete releasing the next step and finishing the task,
 # a permanent failure, a stale token (a second outcome, a lease that
@@ -133,6 +133,10 @@ TOML
   [ "$RC" -eq 0 ] || wk_fatal "init" "$ERR"
   run t template add "$W/img.toml" "$W/solo.toml"
   [ "$RC" -eq 0 ] || wk_fatal "template add" "$ERR"
+  printf 'same-token\n' >"$W/same.token"
+  run t serve --listen 127.0.0.1:0 --token-file "$W/same.token" --worker-token-file "$W/same.token"
+  expect_rc "serve refuses one token for both" 2
+  expect_match "saying why" "$ERR" "the workers' token is the operator's"
   wk_serve
   "$TASKER" --config "$W/tasker.toml" run >"$W/run.out" 2>"$W/run.err" &
   WK_RUN=$!
