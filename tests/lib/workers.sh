@@ -191,6 +191,8 @@ TOML
   wk_post "/api/v1/claims/not-a-token/complete" '{}'
   wk_expect "a malformed token: 404" 404 .error.param '"token"'
   expect_eq "none of them changed the step" "$(wk_step 1 resize '[.state, .attempts]')" '["in_progress",1]'
+  wk_post "/api/v1/claims/$TOK1/heartbeat" '{}'
+  wk_expect "heartbeat ({}): 200" 200 '.lease_expires_at | type' '"string"'
 
   # A retryable failure with retry_after: retried under the policy, and
   # the retry handed to a claim that waits for it.
