@@ -4,7 +4,8 @@
 # source after tap.sh and config.sh (or pg.sh) with TK_DB set, then wk_run.
 # tests/server/workers.sh runs it on SQLite, workers_pg.sh on PostgreSQL.
 # Checked: the tokens (the workers' and the operator's, each refused where
-# the other belongs, never the same), a claim and its input, queues kept apart, heartbeat,
+# the other belongs, never the same), a claim and its input, queues kept apart,
+# a map's instances claimed with their items, heartbeat,
 # fail with retry_after (retried under the policy, the retry handed to a
 # waiting claim), complete releasing the next step and finishing the task,
 # a permanent failure, a stale token (a second outcome, a lease that
@@ -129,9 +130,25 @@ version = "1"
 name = "only"
 handler = { kind = "worker", queue = "other" }
 TOML
+  cat >"$W/batch.toml" <<'TOML'
+name = "batch"
+version = "1"
+[[steps]]
+name = "list"
+handler = { kind = "command", argv = ["sh", "-c", "echo '{\"files\": [\"a.png\", \"b.png\", \"c.png\"]}'"] }
+[[steps]]
+name = "thumbs"
+depends_on = ["list"]
+map = { over = "{{parents.list.files}}", max = 10 }
+handler = { kind = "worker", queue = "thumbs" }
+[[steps]]
+name = "done"
+depends_on = ["thumbs"]
+handler = { kind = "builtin", name = "noop" }
+TOML
   run t init
   [ "$RC" -eq 0 ] || wk_fatal "init" "$ERR"
-  run t template add "$W/img.toml" "$W/solo.toml"
+  run t template add "$W/img.toml" "$W/solo.toml" "$W/batch.toml"
   [ "$RC" -eq 0 ] || wk_fatal "template add" "$ERR"
   printf 'same-token\n' >"$W/same.token"
   run t serve --listen 127.0.0.1:0 --token-file "$W/same.token" --worker-token-file "$W/same.token"
@@ -273,6 +290,18 @@ TOML
   wk_expect "a complete after the lease was lost: 409" 409 .error.code '"conflict"'
   expect_eq "the step still waits for its retry, no results" \
     "$(wk_step 3 only '[.state, .results, .history[0].outcome]')" '["waiting_for_retry",null,"lease_expired"]'
+
+  # Task 4: a map of worker steps: each instance a claim, with its item.
+  run t submit batch
+  wk_post /api/v1/queues/thumbs/claim '{"worker": "w3", "max": 10, "wait": 30}'
+  wk_expect "a map's instances are claimed, each with its item" 200 \
+    '[.claims[] | [.task_id, .step, .input.item, .input.item_index]] | sort' \
+    '[[4,"thumbs[0]","a.png",0],[4,"thumbs[1]","b.png",1],[4,"thumbs[2]","c.png",2]]'
+  for tok in $(printf '%s' "$BODY" | jq -r '.claims[].token'); do
+    wk_post "/api/v1/claims/$tok/complete" '{"results": {"thumb": true}}'
+    [ "$CODE" = 200 ] || tap_fail "complete an instance" "status $CODE: $BODY"
+  done
+  wait_for "task 4 (the map's) is complete" 60 wk_task_is 4 complete
 
   # A waiting worker that hangs up: noticed, nothing claimed for it.
   hang0=$(wk_answers hang_up)
