@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -115,14 +114,8 @@ static void *run(void *arg) {
   /* The daemon, the stop eventfd, the wake-up descriptor and each waiting
    * connection (no more than the daemon's connection limit). */
   enum { FIXED = 3 };
-  struct pollfd *p = calloc(FIXED + TK__SERVER_CONNECTION_LIMIT, sizeof *p);
-  tk__waiter **watched = calloc(TK__SERVER_CONNECTION_LIMIT, sizeof *watched);
-  if (p == NULL || watched == NULL) {
-    tk__server_log(s, TK_LOG_ERROR, "server: out of memory starting its loop");
-    free(p);
-    free(watched);
-    return NULL;
-  }
+  struct pollfd p[FIXED + TK__SERVER_CONNECTION_LIMIT];
+  tk__waiter *watched[TK__SERVER_CONNECTION_LIMIT];
   for (;;) {
     /* Asked each time round: PostgreSQL's notices can arrive while the
      * connection reads a query's results, and are then flagged here; a
@@ -189,8 +182,6 @@ static void *run(void *arg) {
    * no connection is left suspended when the daemon stops. */
   while (s->waiters) resume(s, s->waiters, TK__WAKE_STOP);
   MHD_run(s->daemon);
-  free(p);
-  free(watched);
   return NULL;
 }
 
