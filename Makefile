@@ -227,7 +227,7 @@ FUZZ_CC       ?= clang
 FUZZ_TIME     ?= 40
 FUZZ_TIME_EACH ?= 20
 TOML_TEST_DIR ?= ../shared/toml-test
-FUZZ_TARGETS  := toml retry_after placeholder command_stdout api flow
+FUZZ_TARGETS  := toml retry_after placeholder command_stdout api flow worker
 FUZZ_BINS     := $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
 FUZZ_FLAGS     = $(CPPFLAGS) $(WARN) -g -O1 -fsanitize=fuzzer,address,undefined \
                  -fno-sanitize-recover=all $(PKG_CFLAGS)
@@ -245,6 +245,9 @@ FUZZ_EXTRA_command_stdout := -Wno-duplicate-decl-specifier
 # The API's request parsing (routes, query strings, bodies), apart from HTTP.
 FUZZ_SRC_api := src/server/route.c src/server/query_parse.c src/server/body_parse.c \
   src/server/api_error.c src/server/listen.c src/core/error.c
+# The worker protocol's bodies and paths (docs/api.md "Workers").
+FUZZ_SRC_worker := src/server/route.c src/server/query_parse.c src/server/body_parse.c \
+  src/server/worker_body.c src/server/api_error.c src/core/error.c
 # The decision and map rules (store/flow.c) over handler results.
 FUZZ_SRC_flow := src/store/flow.c src/core/error.c
 build-fuzz/fuzz_flow: tests/common/flow_fixture.h

@@ -1,11 +1,13 @@
 /* tasker: the HTTP server behind `tasker serve` and `tasker run --metrics`
  * (DESIGN §15, docs/api.md).
  *
- * One server serves the JSON API under /api/v1, Prometheus metrics at
- * /metrics and the built-in dashboard at /, from one thread of its own
- * (libmicrohttpd's internal polling thread): every request is answered on
- * that thread, so the store given here is used by it alone while the
- * server runs. Store-wide figures that are costly to count (steps by
+ * One server serves the JSON API under /api/v1 (the worker protocol of
+ * DESIGN §19 included), Prometheus metrics at /metrics and the built-in
+ * dashboard at /, from one thread of its own, which runs libmicrohttpd and
+ * the claims that wait for work: every request is answered on that
+ * thread, so the store given here is used by it alone while the server
+ * runs (with an engine of the server's own, id "serve-HOST-PID", for the
+ * workers' claims and outcomes). Store-wide figures that are costly to count (steps by
  * state over a million rows) are refreshed every snapshot_ms by a second
  * thread on its own store connection; /metrics and /api/v1/status serve
  * the last refresh.
@@ -42,6 +44,12 @@ typedef struct tk_server_options {
    * NULL for none (loopback only; POSTs then need the same-origin check of
    * docs/api.md "Safety"). Copied. */
   const char *token;
+  /* The token of the worker protocol's endpoints (/api/v1/queues/..., 
+   * /api/v1/claims/...), which take it and no other; the operator's token
+   * is refused there, and this one everywhere else. NULL: none (then those
+   * endpoints answer 401, but on a server with no token at all: loopback,
+   * docs/api.md "Safety"). Copied. */
+  const char *worker_token;
   /* The store the API reads and changes; NULL: metrics only (/metrics
    * from `metrics`, every other path 404), as `tasker run --metrics`. */
   tk_store *store;

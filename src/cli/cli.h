@@ -97,6 +97,9 @@ int cli_task_filter(const char *cmd, const cli_opt *o, int64_t now, struct tk_ta
  * $TASKER_TOKEN, else none. 0 with *out malloc'd or NULL; or prints one
  * line naming the file and returns CLI_EXIT_USAGE. */
 int cli_token(const char *cmd, const cli_opt *file, char **out);
+/* The workers' token of `serve`, as cli_token: --worker-token-file, else
+ * $TASKER_WORKER_TOKEN, else none. */
+int cli_worker_token(const char *cmd, const cli_opt *file, char **out);
 /* cli_token, then the library's listen rule (tk_server_listen_allowed:
  * well formed, loopback unless a token) for `listen`, the value of
  * --`flag`: 0 with *token as cli_token gives it, or prints one line and

@@ -1,5 +1,6 @@
-/* The bearer token of `serve` and `run --metrics`, and the listen rule
- * checked with it before anything starts. */
+/* The bearer tokens of `serve` (the operator's and the workers') and
+ * `run --metrics`, and the listen rule checked with them before anything
+ * starts. */
 #include "cli.h"
 
 #include <errno.h>
@@ -9,35 +10,45 @@
 
 #include <tasker/server.h>
 
-int cli_token(const char *cmd, const cli_opt *file, char **out) {
+/* The first line of --`flag` (`file`), else $`env`, else none. */
+static int token_from(const char *cmd, const char *flag, const char *env, const cli_opt *file,
+                      char **out) {
   *out = NULL;
   if (!file->seen) {
-    const char *env = getenv("TASKER_TOKEN");
-    if (env && *env && (*out = strdup(env)) == NULL) return CLI_EXIT_FAILURE;
+    const char *value = getenv(env);
+    if (value && *value && (*out = strdup(value)) == NULL) return CLI_EXIT_FAILURE;
     return 0;
   }
   FILE *f = fopen(file->value, "r");
   if (f == NULL) {
-    cli_error(cmd, "--token-file: cannot open \"%s\": %s", file->value, strerror(errno));
+    cli_error(cmd, "--%s: cannot open \"%s\": %s", flag, file->value, strerror(errno));
     return CLI_EXIT_USAGE;
   }
   char buf[1024];
   size_t n = fread(buf, 1, sizeof buf, f);
   fclose(f);
   if (n == sizeof buf) {
-    cli_error(cmd, "--token-file: \"%s\" is too large: expected one line of at most %zu bytes",
+    cli_error(cmd, "--%s: \"%s\" is too large: expected one line of at most %zu bytes", flag,
               file->value, sizeof buf - 1);
     return CLI_EXIT_USAGE;
   }
   buf[n] = '\0';
   buf[strcspn(buf, "\r\n")] = '\0';
   if (buf[0] == '\0' || strchr(buf, ' ') != NULL || strchr(buf, '\t') != NULL) {
-    cli_error(cmd, "--token-file: \"%s\": expected the token on its first line, without spaces",
+    cli_error(cmd, "--%s: \"%s\": expected the token on its first line, without spaces", flag,
               file->value);
     return CLI_EXIT_USAGE;
   }
   if ((*out = strdup(buf)) == NULL) return CLI_EXIT_FAILURE;
   return 0;
+}
+
+int cli_token(const char *cmd, const cli_opt *file, char **out) {
+  return token_from(cmd, "token-file", "TASKER_TOKEN", file, out);
+}
+
+int cli_worker_token(const char *cmd, const cli_opt *file, char **out) {
+  return token_from(cmd, "worker-token-file", "TASKER_WORKER_TOKEN", file, out);
 }
 
 int cli_listen_token(const char *cmd, const char *flag, const char *listen, const cli_opt *file,

@@ -81,7 +81,20 @@ static void get_status(tk_server *s, tk__response *out) {
   else tk__respond_json(out, 200, text);
 }
 
-/* /metrics: the store's figures and, when given, an engine's metrics. */
+/* a then b as one malloc'd text; both are freed (either may be NULL).
+ * NULL when both are, or when memory ran out. */
+static char *joined(char *a, char *b) {
+  if (a == NULL || b == NULL) return a ? a : b;
+  size_t la = strlen(a), lb = strlen(b);
+  char *both = realloc(a, la + lb + 1);
+  if (both) memcpy(both + la, b, lb + 1);
+  else free(a);
+  free(b);
+  return both;
+}
+
+/* /metrics: the store's figures, the metrics given or the server's
+ * engine's, and the long-polls' series. */
 static void get_metrics(tk_server *s, tk__response *out) {
   char *store_text = NULL, *engine_text = NULL;
   tk_err err;
@@ -92,16 +105,8 @@ static void get_metrics(tk_server *s, tk__response *out) {
     tk__respond_tk_error(s, out, &err, NULL);
     return;
   }
-  if (store_text && engine_text) {
-    size_t a = strlen(store_text), b = strlen(engine_text);
-    char *both = realloc(store_text, a + b + 1);
-    if (both) memcpy(both + a, engine_text, b + 1);
-    else free(store_text);
-    free(engine_text);
-    store_text = both;
-    engine_text = NULL;
-  }
-  char *text = store_text ? store_text : engine_text;
+  char *text = joined(store_text, engine_text);
+  if (text && s->engine) text = joined(text, tk__workers_metrics(s));
   tk__respond_json(out, 200, text);
   out->content_type = text ? TK_METRICS_CONTENT_TYPE : NULL;
 }

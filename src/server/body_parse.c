@@ -8,7 +8,7 @@
 #include <string.h>
 
 /* What a JSON value is, for messages ("missing" for none). */
-static const char *type_name(const json_t *j) {
+const char *tk__json_type_name(const json_t *j) {
   if (j == NULL) return "missing";
   switch (json_typeof(j)) {
     case JSON_OBJECT: return "an object";
@@ -23,7 +23,7 @@ static const char *type_name(const json_t *j) {
 }
 
 /* The body as a JSON object into *root. */
-static int load_object(const char *body, size_t len, json_t **root, tk__api_error *e) {
+int tk__body_object(const char *body, size_t len, json_t **root, tk__api_error *e) {
   json_error_t je;
   *root = NULL;
   if (len == 0)
@@ -35,7 +35,7 @@ static int load_object(const char *body, size_t len, json_t **root, tk__api_erro
                         je.line, je.column);
   if (!json_is_object(j)) {
     tk__api_fail(e, 400, "bad_request", NULL, "the body is %s: expected a JSON object",
-                 type_name(j));
+                 tk__json_type_name(j));
     json_decref(j);
     return -1;
   }
@@ -44,8 +44,8 @@ static int load_object(const char *body, size_t len, json_t **root, tk__api_erro
 }
 
 /* 400 naming the first member of obj not in `known` (NULL-terminated). */
-static int only(json_t *obj, const char *where, const char *const *known, const char *expected,
-                tk__api_error *e) {
+int tk__body_only(json_t *obj, const char *where, const char *const *known, const char *expected,
+                  tk__api_error *e) {
   const char *key;
   json_t *v;
   json_object_foreach(obj, key, v) {
@@ -64,7 +64,7 @@ static int string_member(json_t *obj, const char *key, const char *code, const c
   if (v == NULL) return 0;
   if (!json_is_string(v) || json_string_length(v) == 0)
     return tk__api_fail(e, 400, code, key, "%s: %s: expected a non-empty string", key,
-                        json_is_string(v) ? "empty" : type_name(v));
+                        json_is_string(v) ? "empty" : tk__json_type_name(v));
   if (strlen(json_string_value(v)) != json_string_length(v))
     return tk__api_fail(e, 400, code, key, "%s: the string holds a NUL character", key);
   *out = json_string_value(v);
@@ -83,7 +83,7 @@ static int submit_object(json_t *obj, const char *where, tk__submit_body *out,
                          tk__api_error *e) {
   static const char *const members[] = {"template", "version", "context", "identity", NULL};
   json_t *ctx = json_object_get(obj, "context");
-  if (only(obj, where, members, "template, version, context or identity", e) != 0 ||
+  if (tk__body_only(obj, where, members, "template, version, context or identity", e) != 0 ||
       string_member(obj, "template", "bad_request", &out->template_name, e) != 0 ||
       string_member(obj, "version", "bad_request", &out->version, e) != 0 ||
       string_member(obj, "identity", "bad_request", &out->identity, e) != 0)
@@ -94,7 +94,7 @@ static int submit_object(json_t *obj, const char *where, tk__submit_body *out,
                         "\"namespace/name\")");
   if (ctx != NULL && !json_is_object(ctx))
     return tk__api_fail(e, 400, "bad_request", "context", "context: %s: expected a JSON object",
-                        type_name(ctx));
+                        tk__json_type_name(ctx));
   if (ctx != NULL && (out->context = json_dumps(ctx, JSON_COMPACT | JSON_PRESERVE_ORDER)) == NULL)
     return tk__api_fail(e, 500, "internal", NULL, "out of memory");
   return 0;
@@ -102,7 +102,7 @@ static int submit_object(json_t *obj, const char *where, tk__submit_body *out,
 
 int tk__submit_body_parse(const char *body, size_t len, tk__submit_body *out, tk__api_error *e) {
   memset(out, 0, sizeof *out);
-  if (load_object(body, len, &out->root, e) != 0) return -1;
+  if (tk__body_object(body, len, &out->root, e) != 0) return -1;
   if (submit_object(out->root, "body", out, e) == 0) return 0;
   tk__submit_body_free(out);
   return -1;
@@ -133,7 +133,7 @@ int tk__submit_list_parse(const char *body, size_t len, tk__submit_list *out, tk
   if (!json_is_array(j) || n == 0 || n > TK__SUBMIT_LIST_MAX) {
     tk__api_fail(e, 400, "bad_request", NULL,
                  "the body is %s of %zu tasks: expected from 1 to %d submissions",
-                 json_is_array(j) ? "an array" : type_name(j), n, TK__SUBMIT_LIST_MAX);
+                 json_is_array(j) ? "an array" : tk__json_type_name(j), n, TK__SUBMIT_LIST_MAX);
     goto fail;
   }
   if ((out->items = calloc(n, sizeof *out->items)) == NULL) {
@@ -146,7 +146,7 @@ int tk__submit_list_parse(const char *body, size_t len, tk__submit_list *out, tk
     json_t *v = json_array_get(j, out->n);
     if (!json_is_object(v)) {
       tk__api_fail(e, 400, "bad_request", NULL, "%s: %s: expected an object {\"template\", "
-                   "\"version\"?, \"context\"?, \"identity\"?}", where, type_name(v));
+                   "\"version\"?, \"context\"?, \"identity\"?}", where, tk__json_type_name(v));
       goto fail;
     }
     if (submit_object(v, where, &out->items[out->n], e) != 0) {
@@ -177,7 +177,7 @@ static int task_member(json_t *v, const char *param, const char *what, int64_t *
                        tk__api_error *e) {
   if (!json_is_integer(v) || json_integer_value(v) <= 0)
     return tk__api_fail(e, 400, "bad_request", param, "%s: %s: expected a positive task id",
-                        what, json_is_integer(v) ? "not positive" : type_name(v));
+                        what, json_is_integer(v) ? "not positive" : tk__json_type_name(v));
   *id = json_integer_value(v);
   return 0;
 }
@@ -185,7 +185,7 @@ static int task_member(json_t *v, const char *param, const char *what, int64_t *
 /* The array member `key` with 1 to TK__BULK_LIST_MAX elements. */
 static int list_member(json_t *v, const char *key, tk__api_error *e) {
   if (!json_is_array(v))
-    return tk__api_fail(e, 400, "bad_request", key, "%s: %s: expected an array", key, type_name(v));
+    return tk__api_fail(e, 400, "bad_request", key, "%s: %s: expected an array", key, tk__json_type_name(v));
   size_t n = json_array_size(v);
   if (n == 0 || n > TK__BULK_LIST_MAX)
     return tk__api_fail(e, 400, "bad_request", key,
@@ -221,17 +221,17 @@ static int parse_steps(json_t *v, tk__bulk_body *out, tk__api_error *e) {
     snprintf(what, sizeof what, "steps[%zu]", i);
     if (!json_is_object(s))
       return tk__api_fail(e, 400, "bad_request", "steps", "%s: %s: expected {\"task\": ID, \"step\": NAME}",
-                          what, type_name(s));
+                          what, tk__json_type_name(s));
     json_t *step = json_object_get(s, "step");
     char what_task[64];
     snprintf(what_task, sizeof what_task, "%s.task", what);
-    if (only(s, what, members, "task and step", e) != 0 ||
+    if (tk__body_only(s, what, members, "task and step", e) != 0 ||
         task_member(json_object_get(s, "task"), "steps", what_task, &out->steps[i].task, e) != 0)
       return -1;
     if (!json_is_string(step) || json_string_length(step) == 0 ||
         strlen(json_string_value(step)) != json_string_length(step))
       return tk__api_fail(e, 400, "bad_request", "steps", "%s.step: %s: expected a step's name",
-                          what, step ? type_name(step) : "missing");
+                          what, step ? tk__json_type_name(step) : "missing");
     out->steps[i].step = json_string_value(step);
   }
   return 0;
@@ -242,9 +242,9 @@ static int parse_filter(json_t *v, tk__bulk_body *out, tk__api_error *e) {
   static const char *const members[] = {"state", "template", "since", "q", NULL};
   if (!json_is_object(v))
     return tk__api_fail(e, 400, "bad_filter", "filter", "filter: %s: expected an object",
-                        type_name(v));
+                        tk__json_type_name(v));
   tk_task_filter *f = &out->filter.filter;
-  if (only(v, "filter", members, "state, template, since or q", e) != 0 ||
+  if (tk__body_only(v, "filter", members, "state, template, since or q", e) != 0 ||
       string_member(v, "state", "bad_filter", &f->state, e) != 0 ||
       string_member(v, "template", "bad_filter", &f->template_name, e) != 0 ||
       string_member(v, "since", "bad_filter", &out->filter.since, e) != 0 ||
@@ -258,11 +258,11 @@ int tk__bulk_body_parse(const char *body, size_t len, tk_operator_action action,
   static const char *const members[] = {"tasks", "steps", "filter", "max", "all", NULL};
   memset(out, 0, sizeof *out);
   out->max = 1000;
-  if (load_object(body, len, &out->root, e) != 0) return -1;
+  if (tk__body_object(body, len, &out->root, e) != 0) return -1;
   json_t *tasks = json_object_get(out->root, "tasks"), *steps = json_object_get(out->root, "steps"),
          *filter = json_object_get(out->root, "filter"), *max = json_object_get(out->root, "max"),
          *all = json_object_get(out->root, "all");
-  int rc = only(out->root, "body", members, "tasks, steps or filter (with max and all)", e);
+  int rc = tk__body_only(out->root, "body", members, "tasks, steps or filter (with max and all)", e);
   if (rc == 0 && (tasks != NULL) + (steps != NULL) + (filter != NULL) != 1)
     rc = tk__api_fail(e, 400, "bad_request", NULL,
                       "the body names %s: expected exactly one of tasks, steps and filter",
@@ -273,12 +273,12 @@ int tk__bulk_body_parse(const char *body, size_t len, tk_operator_action action,
   if (rc == 0 && max != NULL &&
       (!json_is_integer(max) || json_integer_value(max) < 1 || json_integer_value(max) > 1000000))
     rc = tk__api_fail(e, 400, "bad_request", "max", "max: %s: expected an integer from 1 to 1000000",
-                      json_is_integer(max) ? "out of range" : type_name(max));
+                      json_is_integer(max) ? "out of range" : tk__json_type_name(max));
   if (rc == 0 && all != NULL && filter == NULL)
     rc = tk__api_fail(e, 400, "bad_request", "all", "all applies to a filter only");
   if (rc == 0 && all != NULL && !json_is_boolean(all))
     rc = tk__api_fail(e, 400, "bad_request", "all", "all: %s: expected true or false",
-                      type_name(all));
+                      tk__json_type_name(all));
   if (rc == 0 && steps != NULL && action == TK_OP_CANCEL)
     rc = tk__api_fail(e, 400, "bad_request", "steps",
                       "steps: cancel acts on whole tasks: give tasks or a filter");

@@ -59,6 +59,10 @@ typedef enum tk__route_id {
   TK__R_BACKOFF,     /* GET /api/v1/backoff */
   TK__R_OPENAPI,     /* GET /api/v1/openapi.json: the document of all of these */
   TK__R_METRICS,     /* GET /metrics */
+  TK__R_CLAIM,       /* POST /api/v1/queues/QUEUE/claim (a worker's) */
+  TK__R_HEARTBEAT,   /* POST /api/v1/claims/TOKEN/heartbeat (a worker's) */
+  TK__R_COMPLETE,    /* POST /api/v1/claims/TOKEN/complete (a worker's) */
+  TK__R_FAIL,        /* POST /api/v1/claims/TOKEN/fail (a worker's) */
   TK__R_ASSET        /* GET anything else outside /api/: the dashboard (last: tests
                       * iterate the routes up to it) */
 } tk__route_id;
@@ -77,7 +81,9 @@ typedef struct tk__route {
   int64_t task;              /* TK__R_TASK, _TASK_CANCEL, _STEP_ACTION */
   char step[256];            /* TK__R_STEP_ACTION, _INSTANCES: the step's name, decoded */
   tk_operator_action action; /* TK__R_STEP_ACTION, TK__R_BULK */
-  char name[512];            /* TK__R_TEMPLATE: the name, decoded */
+  char name[512];            /* TK__R_TEMPLATE: the name, decoded; TK__R_CLAIM: the
+                                queue; TK__R_HEARTBEAT, _COMPLETE, _FAIL: the token */
+  int worker;                /* a worker's endpoint: the worker token's (docs/api.md) */
   const char *path;          /* the path (into the request's URI), for assets */
   size_t path_len;
   const char *query;         /* the query string after '?', or "" */
@@ -94,6 +100,12 @@ int tk__route_parse(const char *method, const char *uri, size_t len, tk__route *
 /* "retry", "resolve", "cancel": 0 and *a, or -1. */
 int tk__action_parse(const char *name, tk_operator_action *a);
 const char *tk__action_name(tk_operator_action a);
+
+/* Whether r is a worker's endpoint (claim, heartbeat, complete, fail). */
+int tk__route_is_worker(tk__route_id id);
+
+/* Longest queue name (docs/handlers.md: [a-z0-9_.-], 1 to 64). */
+#define TK__QUEUE_NAME_MAX 64
 
 /* ---- query strings ----------------------------------------------------- */
 
@@ -196,8 +208,63 @@ typedef struct tk__bulk_body {
   int64_t max;
 } tk__bulk_body;
 
+/* The checks every body shares (body_parse.c), for the worker bodies too. */
+/* What a JSON value is, for messages ("missing" for NULL). */
+const char *tk__json_type_name(const json_t *j);
+/* The body as a JSON object into *root (an empty body refused). */
+int tk__body_object(const char *body, size_t len, json_t **root, tk__api_error *e);
+/* 400 naming the first member of obj not in `known` (NULL-terminated). */
+int tk__body_only(json_t *obj, const char *where, const char *const *known,
+                  const char *expected, tk__api_error *e);
+
 int tk__bulk_body_parse(const char *body, size_t len, tk_operator_action action,
                         tk__bulk_body *out, tk__api_error *e);
 void tk__bulk_body_free(tk__bulk_body *b);
+
+/* ---- the worker protocol's bodies (worker_body.c) ----------------------- */
+
+/* Longest worker name, most steps one claim may ask for, longest wait. */
+#define TK__WORKER_NAME_MAX 128
+#define TK__CLAIM_MAX 100
+#define TK__CLAIM_WAIT_MAX_S 60
+
+/* POST .../claim: {"worker": NAME, "max"?: 1..100 (1), "wait"?: 0..60 s (0)}. */
+typedef struct tk__claim_body {
+  char worker[TK__WORKER_NAME_MAX + 1];
+  int max;
+  int64_t wait_ms;
+} tk__claim_body;
+
+int tk__claim_body_parse(const char *body, size_t len, tk__claim_body *out, tk__api_error *e);
+
+/* POST .../heartbeat: {} or no body at all. */
+int tk__heartbeat_body_parse(const char *body, size_t len, tk__api_error *e);
+
+/* POST .../complete: {"results"?: ANY} (absent: null). results is the
+ * value's JSON text (malloc'd). */
+typedef struct tk__complete_body {
+  char *results;
+} tk__complete_body;
+
+int tk__complete_body_parse(const char *body, size_t len, tk__complete_body *out,
+                            tk__api_error *e);
+void tk__complete_body_free(tk__complete_body *b);
+
+/* Longest retry_after a worker may ask for: a year (the step's policy
+ * bounds the delay anyway, as an http step's Retry-After). */
+#define TK__RETRY_AFTER_MAX_S 31536000
+
+/* POST .../fail: {"error": TEXT, "retryable"?: bool (true), "retry_after"?:
+ * seconds >= 0 or null}. error borrows from root; retry_after_ms -1 when
+ * none. */
+typedef struct tk__fail_body {
+  json_t *root;
+  const char *error;
+  int retryable;
+  int64_t retry_after_ms;
+} tk__fail_body;
+
+int tk__fail_body_parse(const char *body, size_t len, tk__fail_body *out, tk__api_error *e);
+void tk__fail_body_free(tk__fail_body *b);
 
 #endif

@@ -3,6 +3,8 @@
  * or template name may hold an encoded '/' or space. */
 #include "server/request_parse.h"
 
+#include "engine/remote.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,9 +44,44 @@ const char *tk__route_name(tk__route_id id) {
       [TK__R_BACKOFF] = "GET /api/v1/backoff",
       [TK__R_OPENAPI] = "GET /api/v1/openapi.json",
       [TK__R_METRICS] = "GET /metrics",
+      [TK__R_CLAIM] = "POST /api/v1/queues/QUEUE/claim",
+      [TK__R_HEARTBEAT] = "POST /api/v1/claims/TOKEN/heartbeat",
+      [TK__R_COMPLETE] = "POST /api/v1/claims/TOKEN/complete",
+      [TK__R_FAIL] = "POST /api/v1/claims/TOKEN/fail",
       [TK__R_ASSET] = "GET /PATH (the dashboard's files)",
   };
   return (int)id > 0 && (size_t)id < sizeof names / sizeof names[0] ? names[id] : NULL;
+}
+
+int tk__route_is_worker(tk__route_id id) {
+  return id == TK__R_CLAIM || id == TK__R_HEARTBEAT || id == TK__R_COMPLETE || id == TK__R_FAIL;
+}
+
+/* A queue's name as a path segment: [a-z0-9_.-], 1 to 64 characters (the
+ * rule a worker step's queue follows, docs/handlers.md); 404 otherwise,
+ * since no step can be in such a queue. */
+static int queue_name(const char *text, size_t n, char *out, tk__api_error *e) {
+  if (n == 0 || n > TK__QUEUE_NAME_MAX ||
+      strspn(text, "abcdefghijklmnopqrstuvwxyz0123456789_.-") != n)
+    return tk__api_fail(e, 404, "not_found", "queue",
+                        "no queue \"%.100s\": a queue's name is 1 to %d of a-z, 0-9, _, . and -",
+                        text, TK__QUEUE_NAME_MAX);
+  memcpy(out, text, n + 1);
+  return 0;
+}
+
+/* A claim token as a path segment: URL-safe base64 of at most
+ * TK__CLAIM_TOKEN_MAX characters; 404 otherwise (no claim has such a token). What it holds is
+ * the engine's to check. */
+static int claim_token(const char *text, size_t n, char *out, tk__api_error *e) {
+  if (n == 0 || n > TK__CLAIM_TOKEN_MAX ||
+      strspn(text, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != n)
+    return tk__api_fail(e, 404, "not_found", "token",
+                        "no claim \"%.100s\": a claim token is what a claim answered (up to %d of "
+                        "A-Z, a-z, 0-9, - and _)",
+                        text, TK__CLAIM_TOKEN_MAX);
+  memcpy(out, text, n + 1);
+  return 0;
 }
 
 /* Split and decode path[0..len) after its leading "/api/"; a segment too
@@ -115,6 +152,18 @@ static int match_api(const segs *s, tk__route *r, int *methods, tk__api_error *e
                           s->text[first + 1]);
     r->id = TK__R_BULK;
     *methods = TK__M_POST;
+  } else if (k == 3 && is(s, first, "queues") && is(s, first + 2, "claim")) {
+    if (queue_name(s->text[first + 1], s->len[first + 1], r->name, e) != 0) return -1;
+    r->id = TK__R_CLAIM;
+    *methods = TK__M_POST;
+  } else if (k == 3 && is(s, first, "claims") &&
+             (is(s, first + 2, "heartbeat") || is(s, first + 2, "complete") ||
+              is(s, first + 2, "fail"))) {
+    if (claim_token(s->text[first + 1], s->len[first + 1], r->name, e) != 0) return -1;
+    r->id = is(s, first + 2, "heartbeat")  ? TK__R_HEARTBEAT
+            : is(s, first + 2, "complete") ? TK__R_COMPLETE
+                                           : TK__R_FAIL;
+    *methods = TK__M_POST;
   } else if (k >= 2 && is(s, first, "tasks")) {
     if (task_id(s->text[first + 1], &r->task, e) != 0) return -1;
     if (k == 2) {
@@ -168,6 +217,7 @@ int tk__route_parse(const char *method, const char *uri, size_t len, tk__route *
   } else {
     r->id = TK__R_ASSET;
   }
+  r->worker = tk__route_is_worker(r->id);
   int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
   r->post = strcmp(method, "POST") == 0;
   if ((get && (methods & TK__M_GET)) || (r->post && (methods & TK__M_POST))) return 0;

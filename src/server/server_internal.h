@@ -5,6 +5,7 @@
 #define TASKER_SERVER_INTERNAL_H
 
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include <jansson.h>
@@ -40,13 +41,67 @@ void tk__snapshot_stop(tk__snapshot *s);
 /* Count the figures now on store s (what a snapshot holds). */
 int tk__store_figures(tk_store *s, int64_t now, char **status, char **metrics, tk_err *err);
 
+struct MHD_Connection;
+
+/* Most connections the daemon holds at once (docs/api.md "Safety"), and
+ * so most claims waiting at once. */
+#define TK__SERVER_CONNECTION_LIMIT 128
+
+/* What made the server answer a claim: nothing (at once), or why its
+ * waiting connection was resumed. */
+typedef enum tk__wake {
+  TK__WAKE_NONE = 0, /* not waiting: answered at once */
+  TK__WAKE_SIGNAL,   /* the store's signal: steps may have become ready */
+  TK__WAKE_LOCAL,    /* a change made through this server (its own NOTIFY
+                        does not come back to it) */
+  TK__WAKE_DUE,      /* a retry this server scheduled came due */
+  TK__WAKE_RECHECK,  /* the periodic recheck (loop.c) */
+  TK__WAKE_MORE,     /* the claim before it on its queue got all it asked for */
+  TK__WAKE_TIMEOUT,  /* its wait ran out: claim once more, then answer */
+  TK__WAKE_GONE,     /* the worker hung up: answer nothing, claim nothing */
+  TK__WAKE_STOP,     /* the server stops: answer what there is */
+  TK__WAKE_N
+} tk__wake;
+
+/* The names of the tk__wake values in /metrics (api.c). */
+extern const char *const tk__wake_names[TK__WAKE_N];
+
+/* A claim with a wait (a long-poll), part of its request: read once, then
+ * claimed again on each wake of its suspended connection (loop.c). */
+typedef struct tk__waiter {
+  int started; /* the body was read: queue, body and deadline hold */
+  char queue[TK__QUEUE_NAME_MAX + 1];
+  tk__claim_body body;
+  int64_t deadline_ns; /* monotonic: when the wait runs out */
+  struct MHD_Connection *conn;
+  int fd;       /* the connection's socket, watched for a hang-up while it waits */
+  int linked;   /* in the server's list of waiters */
+  tk__wake woken;
+  struct tk__waiter *prev, *next;
+} tk__waiter;
+
 struct tk_server {
   struct MHD_Daemon *daemon;
   int fd;
   char address[96];
   int port;
-  char *token; /* NULL: none */
+  char *token; /* the operator token; NULL: none */
   size_t token_len;
+  char *worker_token; /* NULL: none */
+  size_t worker_token_len;
+  struct tk_engine *engine;       /* the worker protocol's (remote.h); NULL without a store */
+  struct tk_metrics *own_metrics; /* the engine's metrics when none were given */
+  /* The event loop (loop.c): one thread runs libmicrohttpd, the waiting
+   * claims and the store's wake-up descriptor. */
+  pthread_t thread;
+  int thread_started;
+  int stop_fd;                  /* an eventfd: written to stop the loop */
+  tk__waiter *waiters, *waiters_tail; /* oldest first */
+  int nwaiters;
+  int64_t next_poll_ns;         /* when waiting claims claim again anyway (loop.c) */
+  int64_t due_ns;               /* the earliest retry this server scheduled, or INT64_MAX */
+  int64_t claim_answers[TK__WAKE_N]; /* claims answered, by what made the server answer */
+  int changed; /* a request changed the store: wake the waiting claims after it */
   tk_store *store;
   const tk_config *config;
   tk_clock clock;
@@ -101,6 +156,36 @@ int tk__filter_resolve(tk__list_query *lq, int64_t now, const char *state_param,
 /* Map a library error to the API's: ENOENT 404, ESTATE 409, EINVAL 400,
  * anything else 500 (logged). */
 void tk__respond_tk_error(tk_server *s, tk__response *out, const tk_err *err, const char *param);
+
+/* The worker protocol (api_workers.c). POST .../claim: 0 with *out
+ * filled, or 1 when w must wait (the caller suspends its connection and
+ * hands it to tk__loop_wait); called again, with body NULL, each time the
+ * connection is resumed. */
+int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len, tk__waiter *w,
+                  tk__response *out);
+/* POST /api/v1/claims/TOKEN/{heartbeat,complete,fail}. */
+void tk__api_claim_outcome(tk_server *s, const tk__route *r, const char *body, size_t len,
+                           tk__response *out);
+
+/* The long-polls' series for /metrics (malloc'd text), or NULL when
+ * memory ran out. */
+char *tk__workers_metrics(const tk_server *s);
+
+/* The event loop (loop.c). Start the thread that runs the daemon (started
+ * without a thread of its own) until tk__loop_stop, which answers every
+ * waiting claim and joins it. */
+int tk__loop_start(tk_server *s, tk_err *err);
+void tk__loop_stop(tk_server *s);
+/* w's connection is suspended: wait for work, its deadline or a hang-up. */
+void tk__loop_wait(tk_server *s, tk__waiter *w);
+/* Take w out of the waiters (its request ends); nothing if not in. */
+void tk__loop_unlink(tk_server *s, tk__waiter *w);
+/* A retry this server recorded is due at monotonic time at_ns: wake the
+ * waiting claims then. */
+void tk__loop_due(tk_server *s, int64_t at_ns);
+/* A claim of `queue` got all it asked for: there may be more, so wake the
+ * next claim waiting on that queue. */
+void tk__loop_more(tk_server *s, const char *queue);
 
 /* Constant-time comparison of a presented secret with the server's. */
 int tk__secret_equal(const char *given, size_t given_len, const char *secret, size_t secret_len);

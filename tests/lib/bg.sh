@@ -17,6 +17,17 @@ poll() {
   done
 }
 
+# wait_for DESCRIPTION SECONDS CMD...: poll until CMD succeeds; after
+# SECONDS a failure naming DESCRIPTION (and 1).
+wait_for() {
+  wf_what=$1
+  wf_secs=$2
+  shift 2
+  poll "$wf_secs" "$@" && return
+  tap_fail "$wf_what" "still not so after ${wf_secs}s"
+  return 1
+}
+
 # Sourced by pg.sh and serve.sh, maybe both: the names started so far stay.
 BG_NAMES=${BG_NAMES:-}
 

@@ -54,17 +54,6 @@ tasker_setup() {
   expect_rc "template add" 0
 }
 
-# wait_for DESCRIPTION SECONDS CMD...: poll until CMD succeeds; after
-# SECONDS a failure naming DESCRIPTION (and 1).
-wait_for() {
-  wf_what=$1
-  wf_secs=$2
-  shift 2
-  poll "$wf_secs" "$@" && return
-  tap_fail "$wf_what" "still not so after ${wf_secs}s"
-  return 1
-}
-
 # expect_all_complete N: the store holds N tasks, all complete.
 expect_all_complete() {
   expect_eq "all $1 tasks complete" \

@@ -3,7 +3,8 @@
 # `tasker serve` serves it, over a real SQLite store with tasks in several
 # states: a task in error (a step exhausted), one complete (a template in a
 # namespace), a decision's task with a step failed for good, a map's task
-# with an instance failed, one pending and one cancelled.
+# with an instance failed, one pending and one cancelled, and two whose
+# step waits for a worker.
 # - validate.mjs: GET /api/v1/openapi.json (application/json, info.version
 #   the binary's) is valid OpenAPI 3.1 by the pinned validator from the npm
 #   registry (tests/server/openapi/package-lock.json), its schemas compile,
@@ -65,10 +66,18 @@ version = "1"
 name = "only"
 handler = { kind = "builtin", name = "noop" }
 TOML
+cat >"$W/pix.toml" <<'TOML'
+name = "pix"
+version = "1"
+[[steps]]
+name = "resize"
+handler = { kind = "worker", queue = "pix" }
+TOML
 . "$(dirname "$0")/../lib/flow_views.sh"
 fv_templates
 setup "init" t init
-setup "template add" t template add "$W/etl.toml" "$W/quick.toml" "$W/order.toml" "$W/files.toml"
+setup "template add" t template add "$W/etl.toml" "$W/quick.toml" "$W/order.toml" "$W/files.toml" \
+  "$W/pix.toml"
 # Tasks 1 to 4: etl (error), ops/quick (complete), order (error: review
 # failed for good), files (error: process[12] failed); 5 pending, 6
 # cancelled.
@@ -77,9 +86,12 @@ setup "run until idle" t run --until-idle --workers 2
 setup "submit etl" t submit etl
 setup "submit etl" t submit etl
 setup "cancel 6" t cancel 6
+# Tasks 7 and 8: a step each for a worker of queue "pix".
+setup "submit pix" t submit pix
+setup "submit pix" t submit pix
 run t tasks --json
 expect_eq "the tasks' states" "$(printf '%s' "$OUT" | jq -c '[.tasks[] | [.id, .state]] | sort')" \
-  '[[1,"error"],[2,"complete"],[3,"error"],[4,"error"],[5,"pending"],[6,"cancelled"]]'
+  '[[1,"error"],[2,"complete"],[3,"error"],[4,"error"],[5,"pending"],[6,"cancelled"],[7,"pending"],[8,"pending"]]'
 
 # Two servers on free loopback ports: one without a token, one with.
 serve_start plain || { tap_done; exit 1; }

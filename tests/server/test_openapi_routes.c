@@ -31,10 +31,13 @@ static json_t *document(void) {
 }
 
 /* The path template with each {param} replaced by a value the router
- * takes for it (a task id, a step, an action, a template's name). */
+ * takes for it (a task id, a step, an action, a template's name, a
+ * queue, a claim token). */
 static void example_path(const char *tmpl, char *out, size_t size) {
   static const char *const values[][2] = {
-      {"{id}", "12"}, {"{step}", "load"}, {"{action}", "retry"}, {"{name}", "ops/etl"}};
+      {"{id}", "12"},          {"{step}", "load"},
+      {"{action}", "retry"},   {"{name}", "ops/etl"},
+      {"{queue}", "images"},   {"{token}", "AAAAAAAAAAEAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}};
   size_t n = 0;
   out[0] = '\0';
   for (const char *p = tmpl; *p;) {

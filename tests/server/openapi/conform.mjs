@@ -7,7 +7,9 @@
 // parameters and bodies sent are checked against the document too: those
 // the server takes must fit it, those it refuses for being out of bounds
 // must not (the document's types, enums and bounds are the server's).
-// Every operation must be called with an answer in 2xx at least once.
+// Every operation must be called with an answer in 2xx at least once. A
+// call may save the token of the claim it got (save: NAME) for a later
+// call's path (token: () => saved.NAME).
 // $TOKEN_BASE is a second server with the token $TOKEN (the 401s).
 // One line per check: "ok<TAB>NAME" or "not ok<TAB>NAME<TAB>WHY".
 import { readFileSync } from "node:fs";
@@ -113,6 +115,28 @@ const calls = [
   { op: "bulkAction", path: { action: "retry" }, body: { tasks: [] }, headers: X, want: 400, outOfBounds: "body" },
   { op: "bulkAction", path: { action: "retry" }, body: { tasks: [1], max: 5 }, headers: X, want: 400, outOfBounds: "body" },
   { op: "bulkAction", path: { action: "explode" }, body: { tasks: [1] }, headers: X, want: 404, outOfBounds: "action" },
+  // The worker protocol (tests/server/openapi.sh: tasks 7 and 8 wait for
+  // a worker of queue "pix"); no token on this server: JSON is the proof.
+  { op: "claimSteps", path: { queue: "pix" }, body: { worker: "conform", max: 1, wait: 0 }, want: 200, save: "a" },
+  { op: "claimSteps", path: { queue: "pix" }, body: { worker: "conform", max: 1, wait: 0.5 }, want: 200, save: "b" },
+  { op: "claimSteps", path: { queue: "pix" }, body: { worker: "conform" }, want: 200 },
+  { op: "claimSteps", path: { queue: "pix" }, body: { worker: "conform", max: 101 }, want: 400, outOfBounds: "body" },
+  { op: "claimSteps", path: { queue: "pix" }, body: { worker: "conform", wait: 61 }, want: 400, outOfBounds: "body" },
+  { op: "claimSteps", path: { queue: "pix" }, body: { max: 1 }, want: 400, outOfBounds: "body" },
+  { op: "claimSteps", path: { queue: "Pix!" }, body: { worker: "conform" }, want: 404, outOfBounds: "queue" },
+  { op: "heartbeatClaim", path: { token: () => saved.a }, body: {}, want: 200 },
+  { op: "heartbeatClaim", path: { token: () => saved.a }, body: { x: 1 }, want: 400, outOfBounds: "body" },
+  { op: "completeClaim", path: { token: () => saved.a }, body: { results: { width: 640 } }, want: 200 },
+  { op: "completeClaim", path: { token: () => saved.a }, body: { results: 1 }, want: 409 },
+  { op: "heartbeatClaim", path: { token: () => saved.a }, body: {}, want: 409 },
+  { op: "failClaim", path: { token: () => saved.b }, body: { error: "" }, want: 400, outOfBounds: "body" },
+  { op: "failClaim", path: { token: () => saved.b }, body: { error: "x", retryable: false, retry_after: 1 }, want: 400 },
+  { op: "failClaim", path: { token: () => saved.b }, body: { error: "S3 timed out", retryable: true, retry_after: 2.5 }, want: 200 },
+  { op: "failClaim", path: { token: () => saved.b }, body: { error: "again" }, want: 409 },
+  { op: "completeClaim", path: { token: "not-a-token" }, body: {}, want: 404 },
+  { op: "completeClaim", path: { token: "bad!token" }, body: {}, want: 404, outOfBounds: "token" },
+  { op: "claimSteps", path: { queue: "pix" }, body: { worker: "conform" }, headers: { "Content-Type": "text/plain" }, want: 403 },
+  { op: "claimSteps", base: TOKEN_BASE, path: { queue: "pix" }, body: { worker: "conform" }, headers: { Authorization: `Bearer ${TOKEN}` }, want: 401 },
   { op: "getStatus", base: TOKEN_BASE, want: 401 },
   { op: "getStatus", base: TOKEN_BASE, headers: { Authorization: `Bearer ${TOKEN}` }, want: 200 },
   { op: "submitTasks", base: TOKEN_BASE, body: { template: "etl" }, headers: { Authorization: `Bearer ${TOKEN}` }, want: 201 },
@@ -120,11 +144,14 @@ const calls = [
 
 const called = new Set();
 let cursor = null;
+const saved = {}; // claim tokens, by the name a call saved one under
 for (const c of calls) {
   const entry = ops.get(c.op);
   const query = { ...(c.query ?? {}) };
+  // Path values saved by an earlier call are read now.
+  const pathValues = Object.fromEntries(Object.entries(c.path ?? {}).map(([k, v]) => [k, typeof v === "function" ? v() : v]));
   if (c.then === "cursor" && cursor) query.cursor = cursor;
-  const label = `${c.op} ${JSON.stringify({ ...c.path, ...query })}${c.body ? " " + JSON.stringify(c.body).slice(0, 80) : ""}${c.base ? " (token server)" : ""} -> ${c.want}`;
+  const label = `${c.op} ${JSON.stringify({ ...pathValues, ...query })}${c.body ? " " + JSON.stringify(c.body).slice(0, 80) : ""}${c.base ? " (token server)" : ""} -> ${c.want}`;
   if (!entry) {
     say(false, label, `no operation ${c.op} in the document`);
     continue;
@@ -132,7 +159,7 @@ for (const c of calls) {
   const { method, path, op, params } = entry;
   const problems = [];
   // The parameters sent against the document.
-  const sent = { ...(c.path ?? {}), ...query };
+  const sent = { ...pathValues, ...query };
   for (const [name, value] of Object.entries(sent)) {
     const p = params.find((q) => q.name === name);
     if (!p) {
@@ -150,7 +177,7 @@ for (const c of calls) {
     if (c.outOfBounds !== "body" && c.want < 300 && misfit) problems.push(`the document refuses this body: ${misfit}`);
   }
   // The call.
-  let url = (c.base ?? BASE) + path.replace(/\{(\w+)\}/g, (_, k) => encodeURIComponent(String(c.path[k])));
+  let url = (c.base ?? BASE) + path.replace(/\{(\w+)\}/g, (_, k) => encodeURIComponent(String(pathValues[k])));
   const qs = new URLSearchParams(query).toString();
   if (qs) url += "?" + qs;
   const body = c.raw ?? (c.body !== undefined ? JSON.stringify(c.body) : undefined);
@@ -180,6 +207,7 @@ for (const c of calls) {
         const check = compile(media.schema);
         if (!check(json)) problems.push(`the body does not fit the documented schema: ${JSON.stringify(check.errors).slice(0, 800)}`);
         if (c.then === "cursor") cursor = json.next_cursor;
+        if (c.save) saved[c.save] = json.claims?.[0]?.token;
       }
     } else if (type && typeof media.schema?.type === "string" && media.schema.type !== "string") {
       problems.push(`a ${type} body documented as ${media.schema.type}`);

@@ -1,0 +1,105 @@
+/* libFuzzer target for the worker protocol's requests apart from HTTP
+ * (src/server/worker_body.c, the worker routes of src/server/route.c):
+ * the claim, heartbeat, complete and fail bodies, and the paths that name
+ * a queue or a claim token. The input is a method selector byte, the
+ * request target up to a NUL, then the body. Every request must parse or
+ * be refused with a complete error (a status from 400 to 599, a code, a
+ * message) whose JSON says the same status; whatever
+ * parses must be within the documented bounds (docs/api.md "Workers").
+ * Never a crash or a leak. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "engine/remote.h"
+#include "server/request_parse.h"
+
+/* A refusal must be whole, and its JSON must say the same status. */
+static void check_error(const tk__api_error *e) {
+  if (e->status < 400 || e->status > 599 || e->code == NULL || e->message[0] == '\0') abort();
+  char *text = tk__api_error_json(e);
+  if (text == NULL) abort();
+  json_t *j = json_loads(text, 0, NULL);
+  if (json_integer_value(json_object_get(json_object_get(j, "error"), "status")) != e->status)
+    abort();
+  json_decref(j);
+  free(text);
+}
+
+static void route(const char *method, const char *target, size_t len) {
+  tk__route r;
+  tk__api_error e;
+  const char *allow;
+  if (tk__route_parse(method, target, len, &r, &allow, &e) != 0) {
+    check_error(&e);
+    return;
+  }
+  if (r.worker != tk__route_is_worker(r.id) || (r.worker && !r.post)) abort();
+  size_t n = strlen(r.name);
+  if (r.id == TK__R_CLAIM &&
+      (n == 0 || n > TK__QUEUE_NAME_MAX ||
+       strspn(r.name, "abcdefghijklmnopqrstuvwxyz0123456789_.-") != n))
+    abort();
+  if ((r.id == TK__R_HEARTBEAT || r.id == TK__R_COMPLETE || r.id == TK__R_FAIL) &&
+      (n == 0 || n > TK__CLAIM_TOKEN_MAX ||
+       strspn(r.name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != n))
+    abort();
+}
+
+static void bodies(const char *body, size_t len) {
+  tk__api_error e;
+  tk__claim_body cb;
+  if (tk__claim_body_parse(body, len, &cb, &e) != 0) {
+    check_error(&e);
+  } else {
+    size_t n = strlen(cb.worker);
+    if (n == 0 || n > TK__WORKER_NAME_MAX || cb.max < 1 || cb.max > TK__CLAIM_MAX ||
+        cb.wait_ms < 0 || cb.wait_ms > TK__CLAIM_WAIT_MAX_S * 1000)
+      abort();
+    for (size_t i = 0; i < n; i++)
+      if (cb.worker[i] < 0x20 || cb.worker[i] > 0x7e) abort();
+  }
+  if (tk__heartbeat_body_parse(body, len, &e) != 0) check_error(&e);
+  tk__complete_body co;
+  if (tk__complete_body_parse(body, len, &co, &e) != 0) {
+    check_error(&e);
+  } else {
+    /* The results handed to the engine are JSON text of one value. */
+    json_t *j = co.results ? json_loads(co.results, JSON_DECODE_ANY, NULL) : NULL;
+    if (co.results && j == NULL) abort();
+    json_decref(j);
+    tk__complete_body_free(&co);
+  }
+  tk__fail_body fb;
+  if (tk__fail_body_parse(body, len, &fb, &e) != 0) {
+    check_error(&e);
+  } else {
+    if (fb.error == NULL || fb.error[0] == '\0' || (fb.retryable != 0 && fb.retryable != 1) ||
+        fb.retry_after_ms < -1 || fb.retry_after_ms > (int64_t)TK__RETRY_AFTER_MAX_S * 1000 ||
+        (!fb.retryable && fb.retry_after_ms != -1))
+      abort();
+    tk__fail_body_free(&fb);
+  }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static const char *const methods[] = {"POST", "GET", "HEAD", "PUT"};
+  if (size == 0) return 0;
+  const char *method = methods[data[0] % 4];
+  const char *rest = (const char *)data + 1;
+  size_t n = size - 1;
+  const char *nul = memchr(rest, 0, n);
+  size_t ulen = nul ? (size_t)(nul - rest) : n;
+  size_t blen = nul ? n - ulen - 1 : 0;
+  char *body = malloc(blen + 1);
+  if (body == NULL) return 0;
+  memcpy(body, nul ? nul + 1 : "", blen);
+  body[blen] = '\0'; /* as the server hands it over */
+  route(method, rest, ulen);
+  bodies(body, blen);
+  free(body);
+  return 0;
+}

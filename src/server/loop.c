@@ -1,0 +1,209 @@
+/* The server's one thread: libmicrohttpd run from our own poll() (the
+ * daemon has no thread of its own), so that the same thread also watches
+ * what long-polling claims wait for, without a thread per request and
+ * without a polling interval:
+ * - the store's wake-up descriptor (tk__remote_wake_fd: PostgreSQL's
+ *   LISTEN socket, SQLite's change signal), and the changes this server
+ *   makes itself (PostgreSQL does not echo a session's own NOTIFY back to
+ *   it): when either fires, the oldest
+ *   claim waiting on each queue is resumed and claims again (a claim that
+ *   got all it asked for wakes the next one of its queue, tk__loop_more);
+ * - each waiting claim's deadline, and its socket, whose hang-up ends the
+ *   wait (a suspended connection is not read by libmicrohttpd, which
+ *   would otherwise claim steps for a worker that is gone);
+ * - time: the retries this server scheduled coming due, and a recheck
+ *   (RECHECK_MS) for the readiness no signal announces;
+ * - an eventfd that stops the loop.
+ * Every request, and so every use of the store and the engine, happens on
+ * this thread. */
+#define _GNU_SOURCE /* POLLRDHUP */
+#include "server/server_internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "engine/remote.h"
+
+/* Waiting claims claim again at least this often: a step that becomes
+ * ready with time (a retry or a delayed start coming due) is announced by
+ * no store signal, and the engine does not say when a worker queue's next
+ * one is due (a retry this server's fail scheduled is woken for exactly,
+ * tk__loop_due). Without a wake-up descriptor, far more often. */
+#define RECHECK_MS 1000
+#define POLL_FALLBACK_MS 100
+
+static void resume(tk_server *s, tk__waiter *w, tk__wake why) {
+  tk__loop_unlink(s, w);
+  w->woken = why;
+  MHD_resume_connection(w->conn);
+}
+
+void tk__loop_wait(tk_server *s, tk__waiter *w) {
+  w->woken = TK__WAKE_NONE;
+  w->prev = s->waiters_tail;
+  w->next = NULL;
+  if (s->waiters_tail) s->waiters_tail->next = w;
+  else s->waiters = w;
+  s->waiters_tail = w;
+  w->linked = 1;
+  s->nwaiters++;
+}
+
+void tk__loop_unlink(tk_server *s, tk__waiter *w) {
+  if (!w->linked) return;
+  if (w->prev) w->prev->next = w->next;
+  else s->waiters = w->next;
+  if (w->next) w->next->prev = w->prev;
+  else s->waiters_tail = w->prev;
+  w->prev = w->next = NULL;
+  w->linked = 0;
+  s->nwaiters--;
+}
+
+void tk__loop_due(tk_server *s, int64_t at_ns) {
+  if (at_ns < s->due_ns) s->due_ns = at_ns;
+}
+
+const char *const tk__wake_names[TK__WAKE_N] = {
+    [TK__WAKE_NONE] = "at_once",      [TK__WAKE_SIGNAL] = "store_signal",
+    [TK__WAKE_LOCAL] = "this_server",
+    [TK__WAKE_DUE] = "retry_due",     [TK__WAKE_RECHECK] = "recheck",
+    [TK__WAKE_MORE] = "more",         [TK__WAKE_TIMEOUT] = "wait_over",
+    [TK__WAKE_GONE] = "hang_up",      [TK__WAKE_STOP] = "stop"};
+
+void tk__loop_more(tk_server *s, const char *queue) {
+  for (tk__waiter *w = s->waiters; w; w = w->next)
+    if (strcmp(w->queue, queue) == 0) {
+      resume(s, w, TK__WAKE_MORE);
+      return;
+    }
+}
+
+/* Steps may have become ready: the oldest waiting claim of each queue
+ * claims again (the others of its queue would find what it found). */
+static void wake_queues(tk_server *s, tk__wake why) {
+  const char *woken[TK__SERVER_CONNECTION_LIMIT];
+  int n = 0;
+  for (tk__waiter *w = s->waiters, *next; w; w = next) {
+    next = w->next;
+    int first = 1;
+    for (int i = 0; i < n && first; i++) first = strcmp(woken[i], w->queue) != 0;
+    if (!first || n == TK__SERVER_CONNECTION_LIMIT) continue;
+    woken[n++] = w->queue; /* the request, and so its queue, outlives this pass */
+    resume(s, w, why);
+  }
+}
+
+/* Milliseconds from now_ns to at_ns, rounded up, capped for poll(). */
+static int ms_until(int64_t at_ns, int64_t now_ns) {
+  if (at_ns <= now_ns) return 0;
+  int64_t ms = (at_ns - now_ns + 999999) / 1000000;
+  return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+static void *run(void *arg) {
+  tk_server *s = arg;
+  const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+  int epoll_fd = info ? info->epoll_fd : -1;
+  /* The daemon, the stop eventfd, the wake-up descriptor and each waiting
+   * connection (no more than the daemon's connection limit). */
+  enum { FIXED = 3 };
+  struct pollfd p[FIXED + TK__SERVER_CONNECTION_LIMIT];
+  tk__waiter *watched[TK__SERVER_CONNECTION_LIMIT];
+  for (;;) {
+    /* Asked each time round: PostgreSQL's notices can arrive while the
+     * connection reads a query's results, and are then flagged here; a
+     * SQLite store's signal appears with its -wal file. */
+    int wake_fd = s->engine ? tk__remote_wake_fd(s->engine) : -1;
+    int n = 0, nw = 0;
+    p[n++] = (struct pollfd){.fd = epoll_fd, .events = POLLIN};
+    p[n++] = (struct pollfd){.fd = s->stop_fd, .events = POLLIN};
+    p[n++] = (struct pollfd){.fd = wake_fd, .events = POLLIN}; /* -1: ignored by poll */
+    for (tk__waiter *w = s->waiters; w && nw < TK__SERVER_CONNECTION_LIMIT; w = w->next) {
+      watched[nw++] = w;
+      p[n++] = (struct pollfd){.fd = w->fd, .events = POLLRDHUP};
+    }
+    int64_t now = tk_monotonic_ns();
+    MHD_UNSIGNED_LONG_LONG mhd_ms;
+    int timeout = MHD_get_timeout(s->daemon, &mhd_ms) == MHD_YES
+                      ? (mhd_ms > INT_MAX ? INT_MAX : (int)mhd_ms)
+                      : -1;
+    for (tk__waiter *w = s->waiters; w; w = w->next) {
+      int t = ms_until(w->deadline_ns, now);
+      if (timeout < 0 || t < timeout) timeout = t;
+    }
+    if (s->waiters) {
+      int64_t at = s->next_poll_ns < s->due_ns ? s->next_poll_ns : s->due_ns;
+      int t = ms_until(at, now);
+      if (timeout < 0 || t < timeout) timeout = t;
+    }
+    if (poll(p, (nfds_t)n, timeout) < 0 && errno != EINTR) {
+      tk__server_log(s, TK_LOG_ERROR, "server: poll: %s", strerror(errno));
+      break;
+    }
+    if (p[1].revents) break;
+    now = tk_monotonic_ns();
+    tk__wake why = TK__WAKE_NONE;
+    if (wake_fd >= 0 && p[2].revents) {
+      tk__remote_drain(s->engine);
+      why = TK__WAKE_SIGNAL;
+    }
+    if (now >= s->due_ns) {
+      s->due_ns = INT64_MAX;
+      if (why == TK__WAKE_NONE) why = TK__WAKE_DUE;
+    }
+    if (s->waiters && now >= s->next_poll_ns && why == TK__WAKE_NONE) why = TK__WAKE_RECHECK;
+    if (why != TK__WAKE_NONE) {
+      s->next_poll_ns = now + (int64_t)(wake_fd >= 0 ? RECHECK_MS : POLL_FALLBACK_MS) * 1000000;
+      wake_queues(s, why);
+    }
+    for (int i = 0; i < nw; i++)
+      if (watched[i]->linked && p[FIXED + i].revents) resume(s, watched[i], TK__WAKE_GONE);
+    for (tk__waiter *w = s->waiters, *next; w; w = next) {
+      next = w->next;
+      if (w->deadline_ns <= now) resume(s, w, TK__WAKE_TIMEOUT);
+    }
+    MHD_run(s->daemon);
+    if (s->changed) {
+      /* Submits, actions and outcomes made here may have made steps ready;
+       * the resumed claims run at the next pass, at once (their resumption
+       * makes the daemon's descriptor readable). */
+      s->changed = 0;
+      wake_queues(s, TK__WAKE_LOCAL);
+    }
+  }
+  /* Stopping: every waiting claim is answered with what it has, so that
+   * no connection is left suspended when the daemon stops. */
+  while (s->waiters) resume(s, s->waiters, TK__WAKE_STOP);
+  MHD_run(s->daemon);
+  return NULL;
+}
+
+int tk__loop_start(tk_server *s, tk_err *err) {
+  s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (s->stop_fd < 0)
+    return tk_err_set(err, TK_EIO, "cannot start the server: eventfd: %s", strerror(errno));
+  int rc = pthread_create(&s->thread, NULL, run, s);
+  if (rc != 0)
+    return tk_err_set(err, TK_EIO, "cannot start the server's thread: %s", strerror(rc));
+  s->thread_started = 1;
+  return 0;
+}
+
+void tk__loop_stop(tk_server *s) {
+  if (s->thread_started) {
+    uint64_t one = 1;
+    while (write(s->stop_fd, &one, sizeof one) < 0 && errno == EINTR) {
+    }
+    pthread_join(s->thread, NULL);
+    s->thread_started = 0;
+  }
+  if (s->stop_fd >= 0) close(s->stop_fd);
+  s->stop_fd = -1;
+}

@@ -1,0 +1,358 @@
+# The worker protocol (docs/api.md "Workers") through a real `tasker serve`
+# and a real orchestrator (`tasker run`, which runs the builtin steps and
+# reaps expired leases) on the test's store, with curl as the worker:
+# source after tap.sh and config.sh (or pg.sh) with TK_DB set, then wk_run.
+# tests/server/workers.sh runs it on SQLite, workers_pg.sh on PostgreSQL.
+# Checked: the tokens (the workers' and the operator's, each refused where
+# the other belongs, never the same), a claim and its input, queues kept apart,
+# a map's instances claimed with their items, two waiting claims of one
+# queue woken one after the other for two steps made ready at once, heartbeat,
+# fail with retry_after (retried under the policy, the retry handed to a
+# waiting claim), complete releasing the next step and finishing the task,
+# a permanent failure, a stale token (a second outcome, a lease that
+# expired and was reaped) answered 409 and changing nothing, bad bodies and
+# tokens, a body over the limit, a long-poll woken by a submit from another
+# process (by the store's signal, as /metrics counts it), a waiting worker
+# that hangs up (nothing claimed for it), and a stop while a claim waits.
+
+. "$(dirname "$0")/../lib/bg.sh"
+
+WK_WTOKEN=worker-secret-1
+WK_OTOKEN=operator-secret-1
+WK_SERVE=""
+WK_RUN=""
+
+# wk_stop: the test's serve and run, stopped (a trap calls it too).
+wk_stop() {
+  for wk_p in $WK_SERVE $WK_RUN; do kill "$wk_p" 2>/dev/null; wait "$wk_p" 2>/dev/null; done
+  WK_SERVE=""
+  WK_RUN=""
+}
+
+# wk_fatal NAME WHY...: a failure the rest cannot run without.
+wk_fatal() {
+  tap_fail "$@"
+  wk_stop
+  tap_done
+  exit 1
+}
+
+# wk_serve: `tasker serve` on a free loopback port with both tokens; its
+# address in URL, its pid in WK_SERVE.
+wk_serve() {
+  printf '%s\n' "$WK_WTOKEN" >"$W/worker.token"
+  printf '%s\n' "$WK_OTOKEN" >"$W/operator.token"
+  : >"$W/serve.err"
+  # The binary itself in the background (not the function t, which would
+  # be a subshell: its pid is not serve's).
+  "$TASKER" --config "$W/tasker.toml" serve --listen 127.0.0.1:0 --token-file "$W/operator.token" \
+    --worker-token-file "$W/worker.token" 2>"$W/serve.err" >/dev/null &
+  WK_SERVE=$!
+  URL=""
+  wk_deadline=$(($(date +%s) + 120))
+  while [ -z "$URL" ] && [ "$(date +%s)" -lt "$wk_deadline" ]; do
+    URL=$(sed -n 's|^tasker serve: listening on \(http://127\.0\.0\.1:[0-9]*\)/$|\1|p' "$W/serve.err")
+    [ -n "$URL" ] || sleep 0.05
+  done
+  [ -n "$URL" ] || wk_fatal "serve says where it listens" "$(cat "$W/serve.err")"
+}
+
+# wk_post PATH BODY [TOKEN]: POST as a worker (the workers' token unless
+# TOKEN; "-" for none); BODY as curl's --data-binary takes it (@FILE: the
+# file's); the status in CODE, the answer in BODY.
+wk_post() {
+  wk_tok=${3:-$WK_WTOKEN}
+  if [ "$wk_tok" = - ]; then
+    CODE=$(curl -s -o "$W/body" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+      --data-binary "$2" "$URL$1")
+  else
+    CODE=$(curl -s -o "$W/body" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+      -H "Authorization: Bearer $wk_tok" --data-binary "$2" "$URL$1")
+  fi
+  BODY=$(cat "$W/body")
+}
+
+# wk_expect NAME WANT_CODE [JQ WANT]: the last wk_post answered WANT_CODE
+# and, when given, jq's JQ of its body is WANT.
+wk_expect() {
+  if [ "$CODE" != "$2" ]; then
+    tap_fail "$1" "status $CODE, want $2" "body: $BODY"
+  elif [ $# -ge 4 ]; then
+    expect_eq "$1" "$(printf '%s' "$BODY" | jq -c "$3")" "$4"
+  else
+    tap_ok "$1"
+  fi
+}
+
+# wk_step TASK STEP JQ: jq's JQ of step STEP of task TASK (tasker show).
+wk_step() {
+  t show "$1" --json | jq -c --arg s "$2" ".steps[] | select(.name == \$s) | $3"
+}
+
+# wk_metric SERIES: its value in serve's /metrics (0 when absent).
+wk_metric() {
+  curl -s -H "Authorization: Bearer $WK_OTOKEN" "$URL/metrics" |
+    awk -v k="$1" '$1 == k { v = $2 } END { print v + 0 }'
+}
+wk_answers() { wk_metric "tasker_serve_claim_answers_total{after=\"$1\"}"; }
+wk_waiting_is() { [ "$(wk_metric tasker_serve_claims_waiting)" = "$1" ]; }
+wk_task_is() { [ "$(t show "$1" --json | jq -r .state)" = "$2" ]; }
+wk_step_is() { [ "$(wk_step "$1" "$2" .state)" = "\"$3\"" ]; }
+
+# wk_claim_bg NAME QUEUE WAIT: a claim of one step waiting up to WAIT
+# seconds, in the background: its answer in $W/NAME.json, its pid in BG.
+wk_claim_bg() {
+  curl -s -o "$W/$1.json" -X POST -H 'Content-Type: application/json' \
+    -H "Authorization: Bearer $WK_WTOKEN" \
+    --data-binary "{\"worker\": \"bg-$1\", \"wait\": $3}" "$URL/api/v1/queues/$2/claim" &
+  BG=$!
+}
+
+wk_run() {
+  trap 'wk_stop; rm -rf "$TMPDIR_TEST"' EXIT
+  cat >"$W/img.toml" <<'TOML'
+name = "img"
+version = "1"
+[[steps]]
+name = "fetch"
+handler = { kind = "builtin", name = "noop" }
+[[steps]]
+name = "resize"
+depends_on = ["fetch"]
+handler = { kind = "worker", queue = "images" }
+retry = { max_attempts = 3 }
+[[steps]]
+name = "store"
+depends_on = ["resize"]
+handler = { kind = "worker", queue = "images" }
+TOML
+  cat >"$W/solo.toml" <<'TOML'
+name = "solo"
+version = "1"
+[[steps]]
+name = "only"
+handler = { kind = "worker", queue = "other" }
+TOML
+  cat >"$W/batch.toml" <<'TOML'
+name = "batch"
+version = "1"
+[[steps]]
+name = "list"
+handler = { kind = "command", argv = ["sh", "-c", "echo '{\"files\": [\"a.png\", \"b.png\", \"c.png\"]}'"] }
+[[steps]]
+name = "thumbs"
+depends_on = ["list"]
+map = { over = "{{parents.list.files}}", max = 10 }
+handler = { kind = "worker", queue = "thumbs" }
+[[steps]]
+name = "done"
+depends_on = ["thumbs"]
+handler = { kind = "builtin", name = "noop" }
+TOML
+  sed 's/"solo"/"pair"/; s/"other"/"pair"/' "$W/solo.toml" >"$W/pair.toml"
+  run t init
+  [ "$RC" -eq 0 ] || wk_fatal "init" "$ERR"
+  run t template add "$W/img.toml" "$W/solo.toml" "$W/batch.toml" "$W/pair.toml"
+  [ "$RC" -eq 0 ] || wk_fatal "template add" "$ERR"
+  printf 'same-token\n' >"$W/same.token"
+  run t serve --listen 127.0.0.1:0 --token-file "$W/same.token" --worker-token-file "$W/same.token"
+  expect_rc "serve refuses one token for both" 2
+  expect_match "saying why" "$ERR" "the workers' token is the operator's"
+  wk_serve
+  "$TASKER" --config "$W/tasker.toml" run >"$W/run.out" 2>"$W/run.err" &
+  WK_RUN=$!
+
+  # Tokens: each kind of endpoint takes its own only.
+  wk_post /api/v1/queues/images/claim '{"worker": "w1"}' -
+  wk_expect "a claim without a token: 401" 401 '.error.code' '"unauthorized"'
+  wk_post /api/v1/queues/images/claim '{"worker": "w1"}' "$WK_OTOKEN"
+  wk_expect "a claim with the operator's token: 401" 401 '.error.message' \
+    '"the token is not this server'"'"'s worker token"'
+  expect_eq "the workers' token does not read the operator's API" \
+    "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $WK_WTOKEN" "$URL/api/v1/status")" 401
+  expect_eq "the operator's token reads it" \
+    "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $WK_OTOKEN" "$URL/api/v1/status")" 200
+
+  # Task 1: fetch (the orchestrator's), then resize and store (a worker's).
+  run t submit img --context '{"url": "https://example.com/a.png"}'
+  [ "$RC" -eq 0 ] || wk_fatal "submit img" "$ERR"
+  wait_for "task 1's fetch is complete (tasker run)" 60 wk_step_is 1 fetch complete
+  wk_post /api/v1/queues/other/claim '{"worker": "w1", "max": 5}'
+  wk_expect "another queue's claim takes none of it" 200 . '{"claims":[]}'
+  wk_post /api/v1/queues/images/claim '{"worker": "w1", "max": 5, "wait": 30}'
+  wk_expect "claim: resize, attempt 1, with its input" 200 \
+    '[.claims[] | [.task_id, .step, .attempt, .input, .heartbeat_ms > 0]]' \
+    '[[1,"resize",1,{"context":{"url":"https://example.com/a.png"},"parents":{"fetch":null}},true]]'
+  expect_match "claim: lease_expires_at is RFC 3339 UTC with ms" \
+    "$(printf '%s' "$BODY" | jq -r '.claims[0].lease_expires_at' | grep -E '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$')" "T"
+  TOK1=$(printf '%s' "$BODY" | jq -r '.claims[0].token')
+  LEASE1=$(printf '%s' "$BODY" | jq -r '.claims[0].lease_expires_at')
+  expect_eq "the step is in progress, owned by the worker" "$(wk_step 1 resize '[.state, .lease_owner]')" \
+    '["in_progress","w1"]'
+
+  wk_post "/api/v1/claims/$TOK1/heartbeat" ''
+  wk_expect "heartbeat (no body): 200" 200 '.lease_expires_at >= "'"$LEASE1"'"' true
+  wk_post "/api/v1/claims/$TOK1/heartbeat" '{"x": 1}'
+  wk_expect "heartbeat with a member: 400 naming it" 400 .error.param '"x"'
+
+  # Bad bodies change nothing.
+  wk_post /api/v1/queues/images/claim '{"worker": "w1", "max": 101}'
+  wk_expect "claim max 101: 400 naming max" 400 .error.param '"max"'
+  wk_post /api/v1/queues/images/claim '{"max": 1}'
+  wk_expect "claim without worker: 400 naming worker" 400 .error.param '"worker"'
+  wk_post /api/v1/queues/images/claim '{"worker": "w1", "wait": 61}'
+  wk_expect "claim wait 61: 400 naming wait" 400 .error.param '"wait"'
+  wk_post "/api/v1/claims/$TOK1/fail" '{"retryable": true}'
+  wk_expect "fail without error: 400 naming error" 400 .error.param '"error"'
+  wk_post "/api/v1/claims/$TOK1/complete" '{"results": 1, "extra": 2}'
+  wk_expect "complete with an unknown member: 400 naming it" 400 .error.param '"extra"'
+  { printf '{"results": "'; head -c 1100000 /dev/zero | tr '\0' x; printf '"}'; } >"$W/big.json"
+  wk_post "/api/v1/claims/$TOK1/complete" "@$W/big.json"
+  wk_expect "complete over the 1 MiB body limit: 413" 413 .error.code '"too_large"'
+  wk_post "/api/v1/claims/not-a-token/complete" '{}'
+  wk_expect "a malformed token: 404" 404 .error.param '"token"'
+  expect_eq "none of them changed the step" "$(wk_step 1 resize '[.state, .attempts]')" '["in_progress",1]'
+  wk_post "/api/v1/claims/$TOK1/heartbeat" '{}'
+  wk_expect "heartbeat ({}): 200" 200 '.lease_expires_at | type' '"string"'
+
+  # A retryable failure with retry_after: retried under the policy, and
+  # the retry handed to a claim that waits for it.
+  wk_post "/api/v1/claims/$TOK1/fail" '{"error": "S3 timed out", "retryable": true, "retry_after": 0.3}'
+  wk_expect "fail with retry_after: waiting_for_retry" 200 '[.state, (.run_at | type)]' \
+    '["waiting_for_retry","string"]'
+  expect_eq "the retry's delay came from retry_after (the server's, as a Retry-After)" \
+    "$(wk_step 1 resize '[.state, .last_error, .history[0].outcome, .history[0].delay_source, .history[0].delay_ms]')" \
+    '["waiting_for_retry","S3 timed out","failure","server",300]'
+  wk_post "/api/v1/claims/$TOK1/complete" '{"results": 1}'
+  wk_expect "the old claim's complete: 409 conflict" 409 '[.error.code, .error.param]' \
+    '["conflict","token"]'
+  expect_eq "the 409 changed nothing" "$(wk_step 1 resize '[.state, .attempts, .results]')" \
+    '["waiting_for_retry",1,null]'
+  wk_post /api/v1/queues/images/claim '{"worker": "w2", "max": 5, "wait": 30}'
+  wk_expect "a waiting claim gets the retry: attempt 2" 200 '[.claims[] | [.step, .attempt]]' \
+    '[["resize",2]]'
+  TOK2=$(printf '%s' "$BODY" | jq -r '.claims[0].token')
+  # A worker waits for the next step while another completes this one:
+  # the server wakes it for the change it made itself (PostgreSQL does not
+  # echo a session's own notice back to it), not at its recheck.
+  signal0=$(($(wk_answers store_signal) + $(wk_answers this_server)))
+  recheck0=$(wk_answers recheck)
+  wk_claim_bg next images 60
+  NEXT=$BG
+  wait_for "a claim waits for the next step" 30 wk_waiting_is 1
+  wk_post "/api/v1/claims/$TOK2/complete" '{"results": {"width": 640}}'
+  wk_expect "complete: 200 complete" 200 . '{"state":"complete"}'
+  wait "$NEXT"
+  expect_eq "complete released store to the waiting claim, with resize's results" \
+    "$(jq -c '[.claims[] | [.step, .input.parents]]' "$W/next.json")" '[["store",{"resize":{"width":640}}]]'
+  expect_eq "it was woken by the change, not by the recheck" \
+    "$(($(wk_answers store_signal) + $(wk_answers this_server))) $(wk_answers recheck)" \
+    "$((signal0 + 1)) $recheck0"
+  wk_post "/api/v1/claims/$TOK2/complete" '{"results": {"width": 1}}'
+  wk_expect "a second complete: 409" 409 .error.code '"conflict"'
+  wk_post "/api/v1/claims/$TOK2/heartbeat" '{}'
+  wk_expect "a heartbeat after complete: 409" 409 .error.code '"conflict"'
+  expect_eq "resize kept the first results" "$(wk_step 1 resize '[.state, .results]')" \
+    '["complete",{"width":640}]'
+  TOK3=$(jq -r '.claims[0].token' "$W/next.json")
+  wk_post "/api/v1/claims/$TOK3/complete" '{}'
+  wk_expect "complete without results" 200 .state '"complete"'
+  wait_for "task 1 is complete" 30 wk_task_is 1 complete
+
+  # Task 2: a failure that is not retryable ends the step now.
+  run t submit img
+  wait_for "task 2's fetch is complete" 60 wk_step_is 2 fetch complete
+  wk_post /api/v1/queues/images/claim '{"worker": "w1", "wait": 30}'
+  TOK4=$(printf '%s' "$BODY" | jq -r '.claims[0].token')
+  wk_post "/api/v1/claims/$TOK4/fail" '{"error": "not an image", "retryable": false, "retry_after": 1}'
+  wk_expect "retry_after without retryable: 400" 400 .error.param '"retry_after"'
+  wk_post "/api/v1/claims/$TOK4/fail" '{"error": "not an image", "retryable": false}'
+  wk_expect "fail, not retryable: error" 200 . '{"state":"error"}'
+  wait_for "task 2 ends in error" 30 wk_task_is 2 error
+
+  # A long-poll woken by a submit from another process: answered after the
+  # store's signal (not its recheck, not its wait running out).
+  signal0=$(wk_answers store_signal)
+  recheck0=$(wk_answers recheck)
+  wk_claim_bg woken other 60
+  WOKEN=$BG
+  wait_for "the claim waits (tasker_serve_claims_waiting 1)" 30 wk_waiting_is 1
+  run t submit solo --context '{"n": 3}'
+  wait "$WOKEN"
+  expect_eq "the waiting claim got the new task's step" \
+    "$(jq -c '[.claims[] | [.task_id, .step, .input.context]]' "$W/woken.json")" '[[3,"only",{"n":3}]]'
+  expect_eq "it was answered after the store's signal" \
+    "$(wk_answers store_signal) $(wk_answers recheck)" "$((signal0 + 1)) $recheck0"
+
+  # A lease that expires (no heartbeat): reaped by the orchestrator, the
+  # worker's late heartbeat and complete are 409, and change nothing.
+  TOK5=$(jq -r '.claims[0].token' "$W/woken.json")
+  wait_for "task 3's step is reaped after its lease" 60 wk_step_is 3 only waiting_for_retry
+  wk_post "/api/v1/claims/$TOK5/heartbeat" '{}'
+  wk_expect "a heartbeat after the lease was lost: 409" 409 .error.code '"conflict"'
+  wk_post "/api/v1/claims/$TOK5/complete" '{"results": 1}'
+  wk_expect "a complete after the lease was lost: 409" 409 .error.code '"conflict"'
+  expect_eq "the step still waits for its retry, no results" \
+    "$(wk_step 3 only '[.state, .results, .history[0].outcome]')" '["waiting_for_retry",null,"lease_expired"]'
+
+  # Task 4: a map of worker steps: each instance a claim, with its item.
+  run t submit batch
+  wk_post /api/v1/queues/thumbs/claim '{"worker": "w3", "max": 10, "wait": 30}'
+  wk_expect "a map's instances are claimed, each with its item" 200 \
+    '[.claims[] | [.task_id, .step, .input.item, .input.item_index]] | sort' \
+    '[[4,"thumbs[0]","a.png",0],[4,"thumbs[1]","b.png",1],[4,"thumbs[2]","c.png",2]]'
+  for tok in $(printf '%s' "$BODY" | jq -r '.claims[].token'); do
+    wk_post "/api/v1/claims/$tok/complete" '{"results": {"thumb": true}}'
+    [ "$CODE" = 200 ] || tap_fail "complete an instance" "status $CODE: $BODY"
+  done
+  wait_for "task 4 (the map's) is complete" 60 wk_task_is 4 complete
+
+  # Two claims wait on one queue and one transaction makes two steps
+  # ready: the store's signal wakes the oldest, which gets all it asked
+  # for and so wakes the next at once (not at the recheck).
+  signal0=$(wk_answers store_signal)
+  more0=$(wk_answers more)
+  recheck0=$(wk_answers recheck)
+  wk_claim_bg first pair 60
+  FIRST=$BG
+  wait_for "a first claim waits" 30 wk_waiting_is 1
+  wk_claim_bg second pair 60
+  SECOND=$BG
+  wait_for "a second claim waits" 30 wk_waiting_is 2
+  printf '{"context": {"n": 4}}\n{"context": {"n": 5}}\n' | t submit pair --contexts - >/dev/null
+  wait "$FIRST"
+  wait "$SECOND"
+  expect_eq "each waiting claim got one of the two steps" \
+    "$(jq -sc '[.[].claims[] | .input.context.n] | sort' "$W/first.json" "$W/second.json")" '[4,5]'
+  expect_eq "the first after the signal, the second after it (more), none at the recheck" \
+    "$(wk_answers store_signal) $(wk_answers more) $(wk_answers recheck)" \
+    "$((signal0 + 1)) $((more0 + 1)) $recheck0"
+  for f in first second; do
+    wk_post "/api/v1/claims/$(jq -r '.claims[0].token' "$W/$f.json")/complete" '{}'
+    [ "$CODE" = 200 ] || tap_fail "complete the $f claim's step" "status $CODE: $BODY"
+  done
+
+  # A waiting worker that hangs up: noticed, nothing claimed for it.
+  hang0=$(wk_answers hang_up)
+  wk_claim_bg gone images 60
+  wait_for "the second claim waits" 30 wk_waiting_is 1
+  kill "$BG"
+  wait "$BG" 2>/dev/null
+  wait_for "its hang-up is noticed (tasker_serve_claims_waiting 0)" 30 wk_waiting_is 0
+  expect_eq "answered as a hang-up" "$(wk_answers hang_up)" "$((hang0 + 1))"
+
+  # Stopped while a claim waits: the claim gets none, serve exits 0.
+  wk_claim_bg stop images 60
+  STOPPED=$BG
+  wait_for "a claim waits before the stop" 30 wk_waiting_is 1
+  kill -TERM "$WK_SERVE"
+  wait "$WK_SERVE"
+  RC=$?
+  WK_SERVE=""
+  OUT=""
+  ERR=$(tail -n 20 "$W/serve.err")
+  expect_rc "serve exits 0 on SIGTERM with a claim waiting" 0
+  wait "$STOPPED"
+  expect_eq "the waiting claim was answered with none" "$(cat "$W/stop.json")" '{"claims":[]}'
+  wk_stop
+}
