@@ -1,11 +1,15 @@
 /* SQL that takes a PostgreSQL store's schema back before a migration, its
  * rows as a tasker of that time would have written them, for tests of a
  * store written before it: apply it (efx_pg_text), then let tasker
- * migrate the store again. The newest migration first: undo 0013 before
- * 0012, 0012 before 0011, 0011 before 0010, 0010 before 0009, 0009 before an
- * older one. */
+ * migrate the store again. The newest migration first: undo 0014 before
+ * 0013, 0013 before 0012, and so on down to 0009 before an older one. */
 #ifndef TESTS_PG_UNDO_H
 #define TESTS_PG_UNDO_H
+
+/* 0014_smaller_error_text_flushes.sql: the index's default pending list. */
+#define PG_UNDO_0014                                                                            \
+  "ALTER INDEX steps_error_text RESET (gin_pending_list_limit);"                                \
+  " DELETE FROM schema_migrations WHERE version = 14; SELECT 1"
 
 /* 0013_worker_steps.sql: no worker steps (worker_queue, token_hash) and the
  * readiness indexes without their leading worker_queue. */

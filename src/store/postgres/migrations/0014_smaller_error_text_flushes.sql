@@ -1,0 +1,12 @@
+-- The error-text search index (0006, a trigram GIN index on steps.last_error)
+-- takes its new entries into a pending list, which the statement that
+-- finds the list over its limit merges into the index while the others
+-- wait behind it. At PostgreSQL's default limit (4 MB) that merge took
+-- 50-75 ms of one outcome statement every second or two while retries
+-- were failing, which made those retries late (issue 22: retry lateness
+-- p99 17-60 ms for 10,000 retries at 50 ms; auto_explain showed every
+-- statement over 30 ms to be such a merge inside the update of steps).
+-- At 256 kB each merge is a sixteenth as long; the total work is the same.
+-- Writing each entry straight into the index (fastupdate = off) cost
+-- 30 ms and more per statement of 48 failures: not that.
+ALTER INDEX steps_error_text SET (gin_pending_list_limit = 256);
