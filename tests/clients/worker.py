@@ -1,5 +1,5 @@
-"""The tests' Python worker (tests/clients/lib.sh says what each step
-does): python3 worker.py URL QUEUE NAME LOG [THREADS]. Each function
+"""The tests' Python worker (tests/clients/lib/clients.sh says what each
+step does): python3 worker.py URL QUEUE NAME LOG [THREADS]. Each function
 appends "start|done STEP TASK ATTEMPT WORKER" lines to LOG."""
 
 import logging

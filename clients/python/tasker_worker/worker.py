@@ -16,7 +16,7 @@ import urllib.parse
 import queue as queue_module
 
 from .errors import Permanent, Retry, WorkerError
-from .http import ANSWER_TIMEOUT_S, Api, Connection, HttpError, TransportError
+from .api import ANSWER_TIMEOUT_S, Api, Connection, HttpError, TransportError
 from .step import Step, base_name
 
 QUEUE_NAME = re.compile(r"^[a-z0-9_.-]{1,64}$")

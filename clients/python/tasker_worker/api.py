@@ -4,11 +4,13 @@
 import http.client
 import json
 import socket
+import re
 import threading
 import urllib.parse
 
 # How long any answer may take beyond a claim's own wait.
 ANSWER_TIMEOUT_S = 30.0
+_CLAIM_TOKEN = re.compile(r"/claims/[^/]+/")
 
 
 class TransportError(Exception):
@@ -63,7 +65,8 @@ class Connection:
                 if self._aborted:
                     raise TransportError("request abandoned: the worker is stopping") from e
                 if not (first and reused):
-                    raise TransportError(f"POST {path}: {e or type(e).__name__}") from e
+                    shown = _CLAIM_TOKEN.sub("/claims/TOKEN/", path)  # a token is a secret
+                    raise TransportError(f"POST {shown}: {e or type(e).__name__}") from e
 
     def _post_once(self, path, data, timeout):
         with self._lock:

@@ -1,6 +1,6 @@
 # A client library (clients/*) run by real worker processes against a real
 # `tasker serve` and `tasker run` (its reaper) on a SQLite store: source
-# after tap.sh, config.sh and workers.sh (for wk_serve), define
+# it (it sources tap.sh, config.sh and workers.sh, for wk_serve), define
 # cl_worker_exec NAME URL QUEUE LOG THREADS (exec's the worker program
 # tests/clients/worker.* with those arguments), cl_example_exec URL (exec's
 # the example worker, examples/workers/worker.*) and CL_BOOM_ERROR (the
@@ -26,6 +26,12 @@
 # completed twice. The example (examples/workers) runs as its template's
 # comment says.
 
+. "$(dirname "$0")/../lib/tap.sh"
+. "$(dirname "$0")/../lib/config.sh"
+. "$(dirname "$0")/../lib/workers.sh"
+sqlite_store
+tasker_config $QUICK_RETRIES engine.lease=3s engine.heartbeat=1s
+HERE=$(cd "$(dirname "$0")" && pwd)
 CL_WORKERS=""
 TK_WTOKEN=$WK_WTOKEN
 export TK_WTOKEN
