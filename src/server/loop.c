@@ -3,7 +3,9 @@
  * what long-polling claims wait for, without a thread per request and
  * without a polling interval:
  * - the store's wake-up descriptor (tk__remote_wake_fd: PostgreSQL's
- *   LISTEN socket, SQLite's change signal): when it fires, the oldest
+ *   LISTEN socket, SQLite's change signal), and the changes this server
+ *   makes itself (PostgreSQL does not echo a session's own NOTIFY back to
+ *   it): when either fires, the oldest
  *   claim waiting on each queue is resumed and claims again (a claim that
  *   got all it asked for wakes the next one of its queue, tk__loop_more);
  * - each waiting claim's deadline, and its socket, whose hang-up ends the
@@ -20,7 +22,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -71,6 +72,7 @@ void tk__loop_due(tk_server *s, int64_t at_ns) {
 
 const char *const tk__wake_names[TK__WAKE_N] = {
     [TK__WAKE_NONE] = "at_once",      [TK__WAKE_SIGNAL] = "store_signal",
+    [TK__WAKE_LOCAL] = "this_server",
     [TK__WAKE_DUE] = "retry_due",     [TK__WAKE_RECHECK] = "recheck",
     [TK__WAKE_MORE] = "more",         [TK__WAKE_TIMEOUT] = "wait_over",
     [TK__WAKE_GONE] = "hang_up",      [TK__WAKE_STOP] = "stop"};
@@ -112,14 +114,8 @@ static void *run(void *arg) {
   /* The daemon, the stop eventfd, the wake-up descriptor and each waiting
    * connection (no more than the daemon's connection limit). */
   enum { FIXED = 3 };
-  struct pollfd *p = calloc(FIXED + TK__SERVER_CONNECTION_LIMIT, sizeof *p);
-  tk__waiter **watched = calloc(TK__SERVER_CONNECTION_LIMIT, sizeof *watched);
-  if (p == NULL || watched == NULL) {
-    tk__server_log(s, TK_LOG_ERROR, "server: out of memory starting its loop");
-    free(p);
-    free(watched);
-    return NULL;
-  }
+  struct pollfd p[FIXED + TK__SERVER_CONNECTION_LIMIT];
+  tk__waiter *watched[TK__SERVER_CONNECTION_LIMIT];
   for (;;) {
     /* Asked each time round: PostgreSQL's notices can arrive while the
      * connection reads a query's results, and are then flagged here; a
@@ -174,13 +170,18 @@ static void *run(void *arg) {
       if (w->deadline_ns <= now) resume(s, w, TK__WAKE_TIMEOUT);
     }
     MHD_run(s->daemon);
+    if (s->changed) {
+      /* Submits, actions and outcomes made here may have made steps ready;
+       * the resumed claims run at the next pass, at once (their resumption
+       * makes the daemon's descriptor readable). */
+      s->changed = 0;
+      wake_queues(s, TK__WAKE_LOCAL);
+    }
   }
   /* Stopping: every waiting claim is answered with what it has, so that
    * no connection is left suspended when the daemon stops. */
   while (s->waiters) resume(s, s->waiters, TK__WAKE_STOP);
   MHD_run(s->daemon);
-  free(p);
-  free(watched);
   return NULL;
 }
 

@@ -232,6 +232,8 @@ static int answer(tk_server *s, struct MHD_Connection *c, const char *method, re
   if (r.id == TK__R_CLAIM) return tk__api_claim(s, &r, body, rq->body_seen, &rq->waiter, out);
   if (r.worker) tk__api_claim_outcome(s, &r, body, rq->body_seen, out);
   else tk__api_handle(s, &r, body, rq->body_seen, out);
+  /* A submit, an action or an outcome may have made steps ready. */
+  if (r.post && r.id != TK__R_HEARTBEAT && out->status < 300) s->changed = 1;
   return 0;
 }
 

@@ -52,6 +52,8 @@ struct MHD_Connection;
 typedef enum tk__wake {
   TK__WAKE_NONE = 0, /* not waiting: answered at once */
   TK__WAKE_SIGNAL,   /* the store's signal: steps may have become ready */
+  TK__WAKE_LOCAL,    /* a change made through this server (its own NOTIFY
+                        does not come back to it) */
   TK__WAKE_DUE,      /* a retry this server scheduled came due */
   TK__WAKE_RECHECK,  /* the periodic recheck (loop.c) */
   TK__WAKE_MORE,     /* the claim before it on its queue got all it asked for */
@@ -99,6 +101,7 @@ struct tk_server {
   int64_t next_poll_ns;         /* when waiting claims claim again anyway (loop.c) */
   int64_t due_ns;               /* the earliest retry this server scheduled, or INT64_MAX */
   int64_t claim_answers[TK__WAKE_N]; /* claims answered, by what made the server answer */
+  int changed; /* a request changed the store: wake the waiting claims after it */
   tk_store *store;
   const tk_config *config;
   tk_clock clock;

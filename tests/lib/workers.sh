@@ -4,7 +4,8 @@
 # source after tap.sh and config.sh (or pg.sh) with TK_DB set, then wk_run.
 # tests/server/workers.sh runs it on SQLite, workers_pg.sh on PostgreSQL.
 # Checked: the tokens (the workers' and the operator's, each refused where
-# the other belongs), a claim and its input, queues kept apart, heartbeat,
+# the other belongs, never the same), a claim and its input, queues kept apart,
+# a map's instances claimed with their items, heartbeat,
 # fail with retry_after (retried under the policy, the retry handed to a
 # waiting claim), complete releasing the next step and finishing the task,
 # a permanent failure, a stale token (a second outcome, a lease that
@@ -129,10 +130,30 @@ version = "1"
 name = "only"
 handler = { kind = "worker", queue = "other" }
 TOML
+  cat >"$W/batch.toml" <<'TOML'
+name = "batch"
+version = "1"
+[[steps]]
+name = "list"
+handler = { kind = "command", argv = ["sh", "-c", "echo '{\"files\": [\"a.png\", \"b.png\", \"c.png\"]}'"] }
+[[steps]]
+name = "thumbs"
+depends_on = ["list"]
+map = { over = "{{parents.list.files}}", max = 10 }
+handler = { kind = "worker", queue = "thumbs" }
+[[steps]]
+name = "done"
+depends_on = ["thumbs"]
+handler = { kind = "builtin", name = "noop" }
+TOML
   run t init
   [ "$RC" -eq 0 ] || wk_fatal "init" "$ERR"
-  run t template add "$W/img.toml" "$W/solo.toml"
+  run t template add "$W/img.toml" "$W/solo.toml" "$W/batch.toml"
   [ "$RC" -eq 0 ] || wk_fatal "template add" "$ERR"
+  printf 'same-token\n' >"$W/same.token"
+  run t serve --listen 127.0.0.1:0 --token-file "$W/same.token" --worker-token-file "$W/same.token"
+  expect_rc "serve refuses one token for both" 2
+  expect_match "saying why" "$ERR" "the workers' token is the operator's"
   wk_serve
   "$TASKER" --config "$W/tasker.toml" run >"$W/run.out" 2>"$W/run.err" &
   WK_RUN=$!
@@ -187,6 +208,8 @@ TOML
   wk_post "/api/v1/claims/not-a-token/complete" '{}'
   wk_expect "a malformed token: 404" 404 .error.param '"token"'
   expect_eq "none of them changed the step" "$(wk_step 1 resize '[.state, .attempts]')" '["in_progress",1]'
+  wk_post "/api/v1/claims/$TOK1/heartbeat" '{}'
+  wk_expect "heartbeat ({}): 200" 200 '.lease_expires_at | type' '"string"'
 
   # A retryable failure with retry_after: retried under the policy, and
   # the retry handed to a claim that waits for it.
@@ -205,18 +228,29 @@ TOML
   wk_expect "a waiting claim gets the retry: attempt 2" 200 '[.claims[] | [.step, .attempt]]' \
     '[["resize",2]]'
   TOK2=$(printf '%s' "$BODY" | jq -r '.claims[0].token')
+  # A worker waits for the next step while another completes this one:
+  # the server wakes it for the change it made itself (PostgreSQL does not
+  # echo a session's own notice back to it), not at its recheck.
+  signal0=$(($(wk_answers store_signal) + $(wk_answers this_server)))
+  recheck0=$(wk_answers recheck)
+  wk_claim_bg next images 60
+  NEXT=$BG
+  wait_for "a claim waits for the next step" 30 wk_waiting_is 1
   wk_post "/api/v1/claims/$TOK2/complete" '{"results": {"width": 640}}'
   wk_expect "complete: 200 complete" 200 . '{"state":"complete"}'
+  wait "$NEXT"
+  expect_eq "complete released store to the waiting claim, with resize's results" \
+    "$(jq -c '[.claims[] | [.step, .input.parents]]' "$W/next.json")" '[["store",{"resize":{"width":640}}]]'
+  expect_eq "it was woken by the change, not by the recheck" \
+    "$(($(wk_answers store_signal) + $(wk_answers this_server))) $(wk_answers recheck)" \
+    "$((signal0 + 1)) $recheck0"
   wk_post "/api/v1/claims/$TOK2/complete" '{"results": {"width": 1}}'
   wk_expect "a second complete: 409" 409 .error.code '"conflict"'
   wk_post "/api/v1/claims/$TOK2/heartbeat" '{}'
   wk_expect "a heartbeat after complete: 409" 409 .error.code '"conflict"'
   expect_eq "resize kept the first results" "$(wk_step 1 resize '[.state, .results]')" \
     '["complete",{"width":640}]'
-  wk_post /api/v1/queues/images/claim '{"worker": "w2", "wait": 30}'
-  wk_expect "complete released store, with resize's results" 200 \
-    '[.claims[] | [.step, .input.parents]]' '[["store",{"resize":{"width":640}}]]'
-  TOK3=$(printf '%s' "$BODY" | jq -r '.claims[0].token')
+  TOK3=$(jq -r '.claims[0].token' "$W/next.json")
   wk_post "/api/v1/claims/$TOK3/complete" '{}'
   wk_expect "complete without results" 200 .state '"complete"'
   wait_for "task 1 is complete" 30 wk_task_is 1 complete
@@ -256,6 +290,18 @@ TOML
   wk_expect "a complete after the lease was lost: 409" 409 .error.code '"conflict"'
   expect_eq "the step still waits for its retry, no results" \
     "$(wk_step 3 only '[.state, .results, .history[0].outcome]')" '["waiting_for_retry",null,"lease_expired"]'
+
+  # Task 4: a map of worker steps: each instance a claim, with its item.
+  run t submit batch
+  wk_post /api/v1/queues/thumbs/claim '{"worker": "w3", "max": 10, "wait": 30}'
+  wk_expect "a map's instances are claimed, each with its item" 200 \
+    '[.claims[] | [.task_id, .step, .input.item, .input.item_index]] | sort' \
+    '[[4,"thumbs[0]","a.png",0],[4,"thumbs[1]","b.png",1],[4,"thumbs[2]","c.png",2]]'
+  for tok in $(printf '%s' "$BODY" | jq -r '.claims[].token'); do
+    wk_post "/api/v1/claims/$tok/complete" '{"results": {"thumb": true}}'
+    [ "$CODE" = 200 ] || tap_fail "complete an instance" "status $CODE: $BODY"
+  done
+  wait_for "task 4 (the map's) is complete" 60 wk_task_is 4 complete
 
   # A waiting worker that hangs up: noticed, nothing claimed for it.
   hang0=$(wk_answers hang_up)

@@ -17,9 +17,12 @@
  * written is the one the step gets. Then: an attempt row per step (due at
  * the run_at it was claimed for, for lateness), whose id becomes the
  * step's claim_id (the fence), the steps in progress under the lease, the
- * pending tasks started (locked with SKIP LOCKED too: a task locked by
- * another claim is being started by it, one locked by an operator is being
- * cancelled; either way this claim need not wait). The moves are
+ * pending tasks started (their locks taken only when free, as SKIP
+ * LOCKED would: a task whose lock another claim holds is being started by
+ * it, one an operator holds is being cancelled; either way this claim need
+ * not wait; the update checks the task is still pending on its newest
+ * version, since the lock was taken after this statement's snapshot). The
+ * moves are
  * recorded by those rows (0009_moves_in_their_rows.sql): a step's
  * (pending or waiting_for_retry -> in_progress, reason TK__REASON_CLAIMED)
  * by its attempt row (claim_seq, claim_from_retry), a task's start
@@ -43,11 +46,13 @@
  * handed out as its map's template step (idx) with its element's
  * position (item_index; -1 for any other step).
  * `ready` is the condition that makes a step the claim's (0013): an
- * orchestrator's takes only steps of no worker queue, a worker's (PG
- * CLAIM_QUEUE_SQL) only its queue's ($8), each through its own partial
- * indexes; `token` the hash each attempt row keeps: a worker's claim's
- * token hashes are $9, handed out in claim order and returned as each
- * row's index into them (tk__claimed.token_index), after its input. */
+ * orchestrator's (CLAIM_SQL) takes only steps of no worker queue, a
+ * worker's (CLAIM_QUEUE_SQL) only its queue's ($8), each through its own
+ * partial indexes. A worker's claim also numbers the steps it picked
+ * (`picked`), writes hash number tok of its token hashes ($9) into each
+ * attempt row (hash_col, hash_val) and returns tok after the input
+ * (tok_out, tk__claimed.token_index); an orchestrator's passes "" for
+ * those, and its statement is the one it was before 0013 but for `ready`. */
 #define CLAIM_SQL_FOR(ready, picked, hash_col, hash_val, tok_out)                               \
     "WITH due AS ("                                                                             \
     " SELECT id, task_id, attempts, run_at, 0 AS kind FROM steps"                               \
@@ -82,7 +87,8 @@
     " start_seq = " TK__PG_NEXT_SEQ ", started_at = $2"                                         \
     " WHERE t.id = ANY (ARRAY(SELECT id FROM tasks"                                             \
     " WHERE id = ANY (ARRAY(SELECT task_id FROM picked)) AND state = " Q(TK__TASK_PENDING)      \
-    " ORDER BY id FOR NO KEY UPDATE SKIP LOCKED)) AND (SELECT count(*) FROM att) > 0"           \
+    " AND pg_try_advisory_xact_lock(" TK__PG_TASK_LOCK_KEY("id") ")))"                          \
+    " AND t.state = " Q(TK__TASK_PENDING) " AND (SELECT count(*) FROM att) > 0"                 \
     " RETURNING t.id),"                                                                         \
     /* The retries among them in the per-minute counts (migration 0006): an                     \
      * attempt after the first, or a first one after an operator's retry                        \

@@ -10,12 +10,12 @@
  * Concurrency (READ COMMITTED; any number of orchestrators): rows are
  * locked in one order everywhere, a task's row before the rows of its
  * steps, so that writers queue instead of deadlocking:
- *   - an outcome locks its task (FOR NO KEY UPDATE) before it touches the
- *     step, its children or the task's counters, and a group of outcomes
- *     takes its tasks in ascending id order;
- *   - an operator action locks the task (FOR UPDATE), then the steps;
- *   - a claim locks only ready steps, skipping locked ones, and the pending
- *     tasks it starts, also skipping locked ones: it never waits;
+ *   - an outcome takes its task's lock before it touches the step, its
+ *     children or the task's counters, and a group of outcomes takes its
+ *     tasks' locks in ascending id order;
+ *   - an operator action takes the task's lock, then locks the steps;
+ *   - a claim locks only ready steps, skipping locked ones, and takes the
+ *     locks of the pending tasks it starts only when free: it never waits;
  *   - the flow's work (postgres_flow.c: skips, releases, a map's
  *     instances and its settling) runs inside an outcome's or an operator
  *     action's transaction, under that task's lock, and touches only that
@@ -25,6 +25,18 @@
  *   - the counter of refused writes, a row every orchestrator shares, is
  *     written last, right before COMMIT.
  * Each statement says why its read-modify-write is safe.
+ *
+ * A task's lock is a transaction-scoped advisory lock keyed by its id
+ * (TK__PG_TASK_LOCK_KEY), not a lock on its row: a row lock is written to
+ * the WAL (a record of about 100 bytes each time, twice per single-step
+ * task: its start and its outcome), an advisory lock lives only in the
+ * server's lock table. Every writer of a task's row takes it first, in a
+ * statement of its own, so that the statements after it see whatever the
+ * previous holder committed (READ COMMITTED: a snapshot per statement); a
+ * statement that took it itself (the claim, prune) re-checks its rows'
+ * conditions on their newest versions (UPDATE's own WHERE, FOR UPDATE).
+ * The keys are tasks' ids offset by "tk" << 48, so that they do not meet
+ * the small keys other users of a shared database pick.
  *
  * Plans: statements are prepared once per session, so the server soon
  * runs a generic plan made without the parameters' values, perhaps while
@@ -66,7 +78,7 @@ enum {
   PG_OUTCOME_INSTANCE, PG_FLOW_TEMPLATE, PG_FLOW_SKIP, PG_FLOW_RELEASE, PG_FLOW_RESULTS,
   PG_FLOW_EXPAND, PG_FLOW_MAP_END, PG_FLOW_MAP_COUNT, PG_FLOW_MAP_DONE, PG_FLOW_MAP_REOPEN,
   PG_FLOW_TASK, PG_INSTANCE_LIST, PG_REPORT_INSTANCES,
-  PG_CLAIM_QUEUE, PG_CLAIM_GET,
+  PG_CLAIM_QUEUE, PG_CLAIM_GET, PG_TASK_CREATE_QUEUE,
   PG__COUNT
 };
 
@@ -292,6 +304,10 @@ int tk__pg_activity(tk_store *s, int64_t since, int64_t bucket_ms, int n,
  * that its attempt row records instead (attempts.claim_seq, outcome_seq). */
 #define TK__PG_NEXT_SEQ "nextval('transitions_id_seq')"
 
+/* The advisory lock key of the task whose id is the SQL expression id
+ * (see Concurrency above): 0x746B << 48 + id. */
+#define TK__PG_TASK_LOCK_KEY(id) "(8388798730907680768 + " id ")"
+
 /* The step state an outcome moves its step to, as its attempt row implies
  * it (attempt outcome, next_run_at): success completes it, a next run
  * makes it wait for a retry, anything else is an error. The writers store
@@ -352,8 +368,9 @@ int tk__pg_items_queue(tk__pg_pipe *p, int64_t step_id, int64_t claim_id,
 /* ---- Set-based recording (postgres_record_set.c) ---- */
 
 /* Queue the locks of tasks ids[0..n) (ascending, distinct) in one
- * statement, in ascending id order. */
+ * statement, in ascending id order; of one task, tk__pg_task_lock_queue. */
 int tk__pg_tasks_lock_queue(tk__pg_pipe *p, const int64_t *ids, int n);
+int tk__pg_task_lock_queue(tk__pg_pipe *p, int64_t task_id);
 
 /* Queue the one statement that writes outcomes o[0..n) (in write order;
  * distinct steps and claims; none with batch items, none of a map's

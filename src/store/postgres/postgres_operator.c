@@ -10,10 +10,10 @@
 
 #define Q TK__PG_Q
 
-/* FOR UPDATE: the task's row lock is what every outcome of the task waits
- * for, so nothing of it changes while the action is decided and applied. */
-static const char TASK_SQL[] =
-    "SELECT state, template_id FROM tasks WHERE id = $1::bigint FOR UPDATE";
+/* Read after the task's lock (find), which every outcome of the task
+ * waits for, so nothing of it changes while the action is decided and
+ * applied. */
+static const char TASK_SQL[] = "SELECT state, template_id FROM tasks WHERE id = $1::bigint";
 
 /* FOR UPDATE too: claims move a ready step without the task's lock, so the
  * step's state is read from its newest version, locked. */
@@ -81,6 +81,7 @@ static int find(tk__pg_pipe *p, int64_t task_id, const char *step, target *t, tk
   tk__pg_arg_i64(&a, task_id);
   tk__pg_arg_text(&a, step);
   tk__pg_begin(p);
+  tk__pg_task_lock_queue(p, task_id);
   int task_slot = tk__pg_pipe_stmt(p, PG_OP_TASK, TASK_SQL, 1, a.v);
   int step_slot = step ? tk__pg_pipe_stmt(p, PG_OP_STEP, STEP_SQL, 2, a.v) : -1;
   int rc = tk__pg_pipe_run(p, "operator", err);

@@ -21,15 +21,16 @@
 #define MOVES_IN_ATTEMPT "(claim_seq IS NOT NULL)::int + (outcome_seq IS NOT NULL)::int"
 #define MOVES_IN_TASK "(start_seq IS NOT NULL)::int + (finish_seq IS NOT NULL)::int"
 
-/* One statement, so one transaction, that counts what it removes. FOR
- * UPDATE SKIP LOCKED: orchestrators pruning at once each take tasks the
- * others have not locked (no waiting, no deadlock, nothing counted twice),
+/* One statement, so one transaction, that counts what it removes. The
+ * tasks' locks taken only when free, and FOR UPDATE SKIP LOCKED:
+ * orchestrators pruning at once each take tasks the others have not locked (no waiting, no deadlock, nothing counted twice),
  * and a task an operator holds (reopening it) is left for later; a locked
  * row is checked against the condition again as it is after any change
  * committed meanwhile. Foreign keys are checked at the statement's end,
  * when steps and their batch settings are gone together. */
 static const char PRUNE_SQL[] =
-    "WITH t AS (" SELECTED " ORDER BY finished_at, id LIMIT $5::int FOR UPDATE SKIP LOCKED),"
+    "WITH t AS (" SELECTED " AND pg_try_advisory_xact_lock(" TK__PG_TASK_LOCK_KEY("id") ")"
+    " ORDER BY finished_at, id LIMIT $5::int FOR UPDATE SKIP LOCKED),"
     " s AS (SELECT id FROM steps WHERE task_id IN (SELECT id FROM t)),"
     " da AS (DELETE FROM attempts WHERE step_id IN (SELECT id FROM s)"
     " RETURNING " MOVES_IN_ATTEMPT " AS moves),"

@@ -244,12 +244,7 @@ int tk__pg_items_queue(tk__pg_pipe *p, int64_t step_id, int64_t claim_id,
  * statement. */
 static int queue_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r, int locked) {
   r->savepoint = savepoint(p);
-  tk__pg_args a = {0};
-  tk__pg_arg_i64(&a, o->task_id);
-  if (!locked && tk__pg_pipe_stmt(p, PG_TASK_LOCK,
-                                  "SELECT 1 FROM tasks WHERE id = $1::bigint FOR NO KEY UPDATE",
-                                  a.n, a.v) < 0)
-    return -1;
+  if (!locked && tk__pg_task_lock_queue(p, o->task_id) < 0) return -1;
   if (o->nitems > 0 && tk__pg_items_queue(p, o->step_id, o->claim_id, o->items, o->nitems) < 0)
     return -1;
   /* A reaper's outcome leaves a refused claim's attempt row alone; an
@@ -265,7 +260,7 @@ static int queue_outcome(tk__pg_pipe *p, const tk__outcome *o, rec *r, int locke
    * an instance's, whatever o->instance says. */
   int instance = r->instance = tk__flow_is_map(r->flow, o->idx);
   r->flow_work = flow_release(r->flow, o) ? FLOW_FINISHED : FLOW_NONE;
-  a.n = 0;
+  tk__pg_args a = {0};
   tk__pg_arg_i64(&a, o->step_id);
   tk__pg_arg_i64(&a, o->claim_id);
   tk__pg_arg_text(&a, tk__next_state_name(o->next));

@@ -6,27 +6,42 @@
  * and settles the tasks from what the statement returns. */
 #include "store/postgres/postgres_internal.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 #include "store/rules.h"
 
 #define Q TK__PG_Q
 
-/* The tasks' locks, one statement, in ascending id: the order every
- * writer of a task takes (postgres_internal.h), so that orchestrators
- * recording outcomes of the same tasks queue instead of deadlocking.
- * LockRows runs above the sort, so rows are locked in ORDER BY order. */
+/* The tasks' locks (postgres_internal.h, Concurrency), one statement, in
+ * ascending id: the order every writer of a task takes, so that
+ * orchestrators recording outcomes of the same tasks queue instead of
+ * deadlocking. The caller passes the ids ascending, and unnest yields them
+ * in that order, so no sort can move the locking away from it. */
 static const char TASKS_LOCK_SQL[] =
-    "SELECT id FROM tasks WHERE id = ANY ($1::bigint[]) ORDER BY id FOR NO KEY UPDATE";
+    "SELECT pg_advisory_xact_lock(" TK__PG_TASK_LOCK_KEY("u.id") ")"
+    " FROM unnest($1::bigint[]) AS u(id)";
+
+static const char TASK_LOCK_SQL[] =
+    "SELECT pg_advisory_xact_lock(" TK__PG_TASK_LOCK_KEY("$1::bigint") ")";
 
 int tk__pg_tasks_lock_queue(tk__pg_pipe *p, const int64_t *ids, int n) {
   tk__buf b = {0};
   tk__pg_array_open(&b);
-  for (int k = 0; k < n; k++) tk__pg_array_i64(&b, ids[k]);
+  for (int k = 0; k < n; k++) {
+    assert(k == 0 || ids[k - 1] < ids[k]);
+    tk__pg_array_i64(&b, ids[k]);
+  }
   const char *v = tk__pg_array_close(&b);
   int slot = v ? tk__pg_pipe_stmt(p, PG_TASKS_LOCK, TASKS_LOCK_SQL, 1, &v) : -1;
   tk__buf_free(&b);
   return slot;
+}
+
+int tk__pg_task_lock_queue(tk__pg_pipe *p, int64_t task_id) {
+  tk__pg_args a = {0};
+  tk__pg_arg_i64(&a, task_id);
+  return tk__pg_pipe_stmt(p, PG_TASK_LOCK, TASK_LOCK_SQL, a.n, a.v);
 }
 
 /* The outcomes, one row each (o: arrays in, in write order, numbered by

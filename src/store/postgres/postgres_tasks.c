@@ -9,49 +9,55 @@
 
 #define Q TK__PG_Q
 
-/* The steps come as parallel arrays (task_arrays' M_SIDX..M_QUEUE), the
+/* The steps come as parallel arrays (task_arrays' M_SIDX..M_RUNAT), the
  * batch settings and items as arrays keyed by the step's idx. An identity
  * that exists already makes the INSERT of the task do nothing, and with
  * no task row nothing else is written. Also when another session inserts
  * the same identity at this moment: ON CONFLICT waits for it to commit
  * and then does nothing (the lookup after this statement then sees its
  * row). NOTIFY only for a task actually created.
- * $1 template, $2 identity, $3 context, $4 steps, $5 now, $6-$13 the
+ * $1 template, $2 identity, $3 context, $4 steps, $5 now, $6-$12 the
  * steps' idx, name, max_attempts, retryable, backoff, parents_remaining,
- * run_at, worker_queue; $14-$17 batch steps' idx and settings; $18-$21
- * items' step idx, seq, key, data; $22 the reason of the first transition. */
-static const char CREATE_SQL[] =
-    "WITH t AS (INSERT INTO tasks (template_id, identity, context, state, steps_total,"
-    " created_at, updated_at) VALUES ($1::bigint, $2::text, $3::text, " Q(TK__TASK_PENDING) ","
-    " $4::int, $5::bigint, $5) ON CONFLICT (identity) WHERE identity IS NOT NULL DO NOTHING"
-    " RETURNING id),"
-    " s AS (INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable, backoff,"
-    " parents_remaining, run_at, worker_queue)"
-    " SELECT t.id, u.idx, u.name, " Q(TK__STEP_PENDING) ", u.max_attempts, u.retryable,"
-    " u.backoff, u.parents, u.run_at, u.queue FROM t, unnest($6::int[], $7::text[], $8::int[],"
-    " $9::boolean[], $10::text[], $11::int[], $12::bigint[], $13::text[])"
-    " AS u(idx, name, max_attempts, retryable, backoff, parents, run_at, queue)"
-    " RETURNING id, idx),"
-    " b AS (INSERT INTO batch_steps (step_id, max_in_call_retries, max_item_attempts,"
-    " fail_if_any_gave_up) SELECT s.id, u.mic, u.mia, u.fail FROM s JOIN unnest($14::int[],"
-    " $15::int[], $16::int[], $17::boolean[]) AS u(idx, mic, mia, fail) ON u.idx = s.idx),"
-    " i AS (INSERT INTO items (step_id, seq, key, data) SELECT s.id, u.seq, u.key, u.data"
-    " FROM s JOIN unnest($18::int[], $19::int[], $20::text[], $21::text[])"
-    " AS u(idx, seq, key, data) ON u.idx = s.idx),"
-    " tr AS (INSERT INTO transitions (task_id, to_state, at, reason)"
-    " SELECT id, " Q(TK__TASK_PENDING) ", $5, $22::text FROM t),"
-    " n AS (SELECT pg_notify('" TK__PG_CHANNEL "', '') FROM t)"
-    " SELECT id, (SELECT count(*) FROM n) FROM t";
+ * run_at; $13-$16 batch steps' idx and settings; $17-$20 items' step idx,
+ * seq, key, data; $21 the reason of the first transition; a task with a
+ * worker step (DESIGN §19, 0013) $22 the steps' worker queues (queue and
+ * its parts: STEP_QUEUE; a task of no worker step writes no such column,
+ * so that it can be stored at any schema version). */
+#define CREATE_SQL_FOR(col, val, arr, name)                                                    \
+    "WITH t AS (INSERT INTO tasks (template_id, identity, context, state, steps_total,"         \
+    " created_at, updated_at) VALUES ($1::bigint, $2::text, $3::text, " Q(TK__TASK_PENDING) "," \
+    " $4::int, $5::bigint, $5) ON CONFLICT (identity) WHERE identity IS NOT NULL DO NOTHING"    \
+    " RETURNING id),"                                                                           \
+    " s AS (INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable, backoff,"    \
+    " parents_remaining, run_at" col ")"                                                        \
+    " SELECT t.id, u.idx, u.name, " Q(TK__STEP_PENDING) ", u.max_attempts, u.retryable,"        \
+    " u.backoff, u.parents, u.run_at" val " FROM t, unnest($6::int[], $7::text[], $8::int[],"   \
+    " $9::boolean[], $10::text[], $11::int[], $12::bigint[]" arr ")"                            \
+    " AS u(idx, name, max_attempts, retryable, backoff, parents, run_at" name ") RETURNING id, idx),"\
+    " b AS (INSERT INTO batch_steps (step_id, max_in_call_retries, max_item_attempts,"          \
+    " fail_if_any_gave_up) SELECT s.id, u.mic, u.mia, u.fail FROM s JOIN unnest($13::int[],"    \
+    " $14::int[], $15::int[], $16::boolean[]) AS u(idx, mic, mia, fail) ON u.idx = s.idx),"     \
+    " i AS (INSERT INTO items (step_id, seq, key, data) SELECT s.id, u.seq, u.key, u.data"      \
+    " FROM s JOIN unnest($17::int[], $18::int[], $19::text[], $20::text[])"                     \
+    " AS u(idx, seq, key, data) ON u.idx = s.idx),"                                             \
+    " tr AS (INSERT INTO transitions (task_id, to_state, at, reason)"                           \
+    " SELECT id, " Q(TK__TASK_PENDING) ", $5, $21::text FROM t),"                               \
+    " n AS (SELECT pg_notify('" TK__PG_CHANNEL "', '') FROM t)"                                 \
+    " SELECT id, (SELECT count(*) FROM n) FROM t"
+
+static const char CREATE_SQL[] = CREATE_SQL_FOR("", "", "", "");
+static const char CREATE_QUEUE_SQL[] =
+    CREATE_SQL_FOR(", worker_queue", ", u.queue", ", $22::text[]", ", queue");
 
 /* The arrays of new tasks' rows, one element per task (M_ID..M_NSTEPS),
- * per step (M_STASK..M_QUEUE), per batch step (M_BTASK..M_FAIL) and per
- * item (M_ITASK..M_DATA): bulk submit's statements take them all, a
- * single submit's CREATE_SQL the steps', batch steps' and items' without
- * their task column. */
+ * per step (M_STASK..M_RUNAT, and M_QUEUE), per batch step
+ * (M_BTASK..M_FAIL) and per item (M_ITASK..M_DATA): bulk submit's
+ * statements take them all, a single submit's CREATE_SQL the steps',
+ * batch steps' and items' without their task column. */
 enum { M_ID, M_TEMPLATE, M_IDENTITY, M_CONTEXT, M_NSTEPS,
-       M_STASK, M_SIDX, M_NAME, M_MAX, M_RETRYABLE, M_BACKOFF, M_PARENTS, M_RUNAT, M_QUEUE,
+       M_STASK, M_SIDX, M_NAME, M_MAX, M_RETRYABLE, M_BACKOFF, M_PARENTS, M_RUNAT,
        M_BTASK, M_BIDX, M_MIC, M_MIA, M_FAIL,
-       M_ITASK, M_IIDX, M_SEQ, M_KEY, M_DATA, M_COUNT };
+       M_ITASK, M_IIDX, M_SEQ, M_KEY, M_DATA, M_QUEUE, M_COUNT };
 
 /* Every array of m[] empty, open for elements. */
 static void arrays_open(tk__buf *m) {
@@ -66,9 +72,10 @@ static int arrays_close(tk__buf *m, const char **v) {
 }
 
 /* Append task t's rows, as task `id`, to the arrays m[]; *batch set when
- * it has a batch step. A root step of a task that starts later waits with
+ * it has a batch step, *queue when it has a worker step. A root step of a task that starts later waits with
  * parents_remaining TK__DELAYED until its run_at, the start time (0005). */
-static void task_arrays(const tk__new_task *t, int64_t id, tk__buf *m, int *batch) {
+static void task_arrays(const tk__new_task *t, int64_t id, tk__buf *m, int *batch,
+                        int *queue) {
   tk__pg_array_i64(&m[M_ID], id);
   tk__pg_array_i64(&m[M_TEMPLATE], t->template_id);
   tk__pg_array_text(&m[M_IDENTITY], t->identity);
@@ -86,6 +93,7 @@ static void task_arrays(const tk__new_task *t, int64_t id, tk__buf *m, int *batc
     tk__pg_array_i64(&m[M_PARENTS], delayed ? TK__DELAYED : ns->nparents);
     tk__pg_array_i64(&m[M_RUNAT], delayed ? t->start_at : t->now);
     tk__pg_array_text(&m[M_QUEUE], ns->worker_queue);
+    *queue |= ns->worker_queue != NULL;
     if (!ns->batch) continue;
     *batch = 1;
     tk__pg_array_i64(&m[M_BTASK], id);
@@ -120,9 +128,9 @@ int tk__pg_task_create_guarded(tk_store *s, const tk__new_task *t, const tk__pg_
   tk__buf m[M_COUNT];
   memset(m, 0, sizeof m);
   const char *v[M_COUNT];
-  int batch = 0;
+  int batch = 0, queue = 0;
   arrays_open(m);
-  task_arrays(t, 0, m, &batch);
+  task_arrays(t, 0, m, &batch, &queue);
   if (!arrays_close(m, v)) {
     arrays_free(m);
     return tk__pg_oom(err, "create task");
@@ -136,13 +144,15 @@ int tk__pg_task_create_guarded(tk_store *s, const tk__new_task *t, const tk__pg_
     tk__pg_arg_text(&a, t->context);
     tk__pg_arg_i64(&a, t->nsteps);
     tk__pg_arg_i64(&a, t->now);
-    for (int k = M_SIDX; k <= M_QUEUE; k++) tk__pg_arg_text(&a, v[k]);
+    for (int k = M_SIDX; k <= M_RUNAT; k++) tk__pg_arg_text(&a, v[k]);
     for (int k = M_BIDX; k <= M_FAIL; k++) tk__pg_arg_text(&a, v[k]);
     for (int k = M_IIDX; k <= M_DATA; k++) tk__pg_arg_text(&a, v[k]);
     tk__pg_arg_text(&a, TK__REASON_CREATED);
+    if (queue) tk__pg_arg_text(&a, v[M_QUEUE]);
     tk__pg_begin(&p);
     if (g && (rc = g->check(&p, g->ud, err)) != 0) goto end;
-    int created = tk__pg_pipe_stmt(&p, PG_TASK_CREATE, CREATE_SQL, a.n, a.v);
+    int created = queue ? tk__pg_pipe_stmt(&p, PG_TASK_CREATE_QUEUE, CREATE_QUEUE_SQL, a.n, a.v)
+                        : tk__pg_pipe_stmt(&p, PG_TASK_CREATE, CREATE_SQL, a.n, a.v);
     int winner = -1;
     if (t->identity != NULL) {
       /* A statement of its own: its snapshot sees the row that won. */
@@ -195,14 +205,18 @@ static const char TASKS_SQL[] =
 
 /* Steps in task and position order, so that their ids increase as a
  * single submit's do; a delayed root step's parents_remaining and run_at
- * come computed (TK__DELAYED, the start time). */
-static const char STEPS_SQL[] =
-    "INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable, backoff,"
-    " parents_remaining, run_at, worker_queue) SELECT v.task_id, v.idx, v.name, "
-    Q(TK__STEP_PENDING) ", v.max_attempts, v.retryable, v.backoff, v.parents, v.run_at, v.queue"
-    " FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::boolean[], $6::text[],"
-    " $7::int[], $8::bigint[], $9::text[])"
-    " AS v(task_id, idx, name, max_attempts, retryable, backoff, parents, run_at, queue)";
+ * come computed (TK__DELAYED, the start time). Worker queues ($9) only in
+ * a chunk that has a worker step, as CREATE_SQL_FOR. */
+#define STEPS_SQL_FOR(col, val, arr, name)                                                     \
+    "INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable, backoff,"          \
+    " parents_remaining, run_at" col ") SELECT v.task_id, v.idx, v.name, " Q(TK__STEP_PENDING) \
+    ", v.max_attempts, v.retryable, v.backoff, v.parents, v.run_at" val " FROM unnest("        \
+    "$1::bigint[], $2::int[], $3::text[], $4::int[], $5::boolean[], $6::text[], $7::int[],"   \
+    " $8::bigint[]" arr ") AS v(task_id, idx, name, max_attempts, retryable, backoff, parents," \
+    " run_at" name ")"
+static const char STEPS_SQL[] = STEPS_SQL_FOR("", "", "", "");
+static const char STEPS_QUEUE_SQL[] =
+    STEPS_SQL_FOR(", worker_queue", ", v.queue", ", $9::text[]", ", queue");
 
 static const char CREATED_SQL[] =
     "INSERT INTO transitions (task_id, to_state, at, reason)"
@@ -225,15 +239,16 @@ static const char ITEMS_SQL[] =
 #define CHUNK 5000
 
 /* The arrays of the tasks t[0..n) that are to be created (existed[i] 0),
- * into m[]; *created how many, *batch whether any has a batch step. */
+ * into m[]; *created how many, *batch whether any has a batch step,
+ * *queue a worker step. */
 static int chunk_arrays(const tk__new_task *t, int n, const int64_t *ids, const int *existed,
-                        tk__buf *m, const char **v, int *created, int *batch) {
+                        tk__buf *m, const char **v, int *created, int *batch, int *queue) {
   arrays_open(m);
-  *created = *batch = 0;
+  *created = *batch = *queue = 0;
   for (int i = 0; i < n; i++) {
     if (existed[i]) continue;
     (*created)++;
-    task_arrays(&t[i], ids[i], m, batch);
+    task_arrays(&t[i], ids[i], m, batch, queue);
   }
   return arrays_close(m, v);
 }
@@ -243,15 +258,19 @@ static int chunk_arrays(const tk__new_task *t, int n, const int64_t *ids, const 
 static int queue_chunk(tk__pg_pipe *p, const tk__new_task *t, int n, const int64_t *ids,
                        const int *existed, tk__buf *m, tk_err *err) {
   const char *v[M_COUNT];
-  int created, batch;
-  if (!chunk_arrays(t, n, ids, existed, m, v, &created, &batch))
+  int created, batch, queue;
+  if (!chunk_arrays(t, n, ids, existed, m, v, &created, &batch, &queue))
     return tk__pg_oom(err, "submit tasks");
   if (created == 0) return 0;
   tk__pg_args a = {0};
   tk__pg_arg_i64(&a, t[0].now);
   for (int k = M_ID; k <= M_NSTEPS; k++) tk__pg_arg_text(&a, v[k]);
   tk__pg_pipe_stmt(p, -1, TASKS_SQL, a.n, a.v);
-  tk__pg_pipe_stmt(p, -1, STEPS_SQL, M_QUEUE - M_STASK + 1, v + M_STASK);
+  const char *steps[M_RUNAT - M_STASK + 2];
+  memcpy(steps, v + M_STASK, (M_RUNAT - M_STASK + 1) * sizeof *steps);
+  steps[M_RUNAT - M_STASK + 1] = v[M_QUEUE];
+  tk__pg_pipe_stmt(p, -1, queue ? STEPS_QUEUE_SQL : STEPS_SQL, M_RUNAT - M_STASK + 1 + queue,
+                   steps);
   a.n = 0;
   tk__pg_arg_i64(&a, t[0].now);
   tk__pg_arg_text(&a, TK__REASON_CREATED);
