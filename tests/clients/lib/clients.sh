@@ -21,7 +21,9 @@
 # loses only its lease (another finishes the step after the lease expired
 # and was reaped, at attempt 2, heartbeating through a run longer than the
 # lease); a worker stopped (SIGSTOP) past its lease has its late outcome
-# refused and dropped, the step finished by another; SIGTERM lets the
+# refused and dropped, the step finished by another; serve stopped and
+# started again (a claim and an outcome tried again until it is back, the
+# claim token kept out of the log); SIGTERM lets the
 # running step finish and report, and the worker exits 0. Nothing is
 # completed twice. The example (examples/workers) runs as its template's
 # comment says.
@@ -30,7 +32,7 @@
 . "$(dirname "$0")/../lib/config.sh"
 . "$(dirname "$0")/../lib/workers.sh"
 sqlite_store
-tasker_config $QUICK_RETRIES engine.lease=3s engine.heartbeat=1s
+tasker_config $QUICK_RETRIES engine.lease=5s engine.heartbeat=1s
 HERE=$(cd "$(dirname "$0")" && pwd)
 CL_WORKERS=""
 TK_WTOKEN=$WK_WTOKEN
@@ -156,6 +158,31 @@ cl_run() {
   expect_eq "each instance got its item and index" \
     "$(t show "$FAN" --instances each --json | jq -c '[.instances[].results]')" \
     '[{"tenfold":10,"index":0},{"tenfold":20,"index":1},{"tenfold":30,"index":2},{"tenfold":40,"index":3}]'
+
+  # serve goes away while w1 runs a step and waits in a claim: both the
+  # outcome and the claim are tried again until serve is back (in less
+  # than the lease), and both tasks complete.
+  cl_submit slow '{"secs": 1}'; AWAY=$TASK
+  wait_for "w1 starts a slow step" 20 cl_logged "start slow $AWAY 1 w1" ||
+    cl_fatal "slow step started" "$(tail -n 20 "$W/w1.err")"
+  kill "$WK_SERVE"
+  wait "$WK_SERVE"
+  cl_submit pipe '{"n": 7}'; LATER=$TASK
+  wait_for "w1 tries its outcome again" 20 grep -q "complete of .*slow.*trying again" "$W/w1.err"
+  expect_match "saying why, without the claim's token" \
+    "$(grep "complete of .*slow.*trying again" "$W/w1.err")" "/api/v1/claims/TOKEN/complete"
+  expect_match "its claims too" "$(cat "$W/w1.err")" "claim: POST /api/v1/queues/cl/claim"
+  "$TASKER" --config "$W/tasker.toml" serve --listen "${URL#http://}" --token-file \
+    "$W/operator.token" --worker-token-file "$W/worker.token" 2>"$W/serve2.err" >/dev/null &
+  WK_SERVE=$!
+  wait_for "serve listens again" 20 grep -q "listening on $URL/" "$W/serve2.err" ||
+    cl_fatal "serve restarts" "$(cat "$W/serve2.err")"
+  wait_for "both tasks finish" 20 cl_all_finished "$AWAY" "$LATER"
+  expect_eq "the step that ended while serve was away: complete at attempt 1" \
+    "$(cl_show "$AWAY" '[.state, (.steps[0] | .attempts, .results)]')" \
+    '["complete",1,{"slept":1,"by":"w1"}]'
+  expect_eq "the task submitted while serve was away: complete" \
+    "$(cl_show "$LATER" '[.state, .steps[1].results]')" '["complete",{"sum":15}]'
 
   # SIGKILL mid-step: only the lease is lost; w2 finishes the step after
   # the lease expired, heartbeating through a run longer than the lease.
