@@ -13,7 +13,8 @@
 #   list: {"items": context.items}; each (a map over them): {"tenfold":
 #   item * 10, "index": item_index}; total: the sum of the tenfolds;
 #   slow: sleeps context.secs, then {"slept": secs, "by": WORKER}.
-# Checked: tasks of worker steps complete with the functions' results
+# Checked: a wrong token stops the worker (non-zero, the 401's words);
+# tasks of worker steps complete with the functions' results
 # (parents' results and a map's items as input); Retry(after=) delays the
 # retry by the hint (the attempt's delay, from the server); Permanent ends
 # the step in error at attempt 1, another exception retries; a step no
@@ -112,6 +113,20 @@ cl_run() {
   wk_serve
   "$TASKER" --config "$W/tasker.toml" run >"$W/run.out" 2>"$W/run.err" &
   WK_RUN=$!
+  # A wrong token: the worker stops at once, non-zero, saying what to fix.
+  # (Killed after 20 s if it does not: 137.)
+  (
+    TK_WTOKEN=not-the-token
+    cl_worker_exec w0 "$URL" cl "$W/calls.log" 1 2>"$W/w0.err" >/dev/null
+  ) &
+  PID=$!
+  (sleep 20; kill -9 "$PID") >/dev/null 2>&1 &
+  DOG=$!
+  wait "$PID"
+  expect_eq "a worker with a wrong token exits 1" "$?" 1
+  kill "$DOG" 2>/dev/null
+  expect_match "saying so" "$(cat "$W/w0.err")" \
+    "the server refused its claims on queue cl: HTTP 401 unauthorized"
   cl_start w1
   W1=$PID
 
