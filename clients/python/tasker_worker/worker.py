@@ -305,7 +305,7 @@ class Worker:
         except Permanent as e:
             return "fail", {"error": _error_text(e.message, "permanent failure"),
                             "retryable": False}
-        except Exception as e:
+        except BaseException as e:  # SystemExit too: it must not end a pool thread
             self.log.info("worker %s: %r failed: %s: %s", self.worker, st, type(e).__name__, e)
             return "fail", {"error": _error_text(f"{type(e).__name__}: {e}", type(e).__name__),
                             "retryable": True}
