@@ -1,5 +1,6 @@
-/* The bearer tokens of `serve` (the operator's and the workers') and `run --metrics`, and the listen rule
- * checked with it before anything starts. */
+/* The bearer tokens of `serve` (the operator's and the workers') and
+ * `run --metrics`, and the listen rule checked with them before anything
+ * starts. */
 #include "cli.h"
 
 #include <errno.h>

@@ -214,6 +214,11 @@ void tk__engine_templates_free(tk_engine *e);
  * keeps an array of this size). */
 #define TK__REAP_BATCH 64
 
+/* The reaper (loop.c): up to TK__REAP_BATCH leases expired by now become
+ * lease_expired failures through tk__engine_finish. 0, or the store's
+ * error (TK_EDISCONNECTED: nothing was recorded). */
+int tk__engine_reap(tk_engine *e, int64_t now, tk_err *err);
+
 /* The backoff policy of profile `profile`; a profile no longer configured
  * falls back to "default" with a warning (engine thread: it may log). */
 const tk_backoff_policy *tk__engine_policy(tk_engine *e, const char *profile);

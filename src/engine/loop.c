@@ -78,7 +78,7 @@ static job *take_finished(tk_engine *e) {
 }
 
 /* Turn expired leases into lease_expired failures (DESIGN §4). */
-static int reap(tk_engine *e, int64_t now, tk_err *err) {
+int tk__engine_reap(tk_engine *e, int64_t now, tk_err *err) {
   int n = 0;
   int rc = e->store->ops->expired(e->store, now, TK__REAP_BATCH, e->expired, &n, err);
   if (rc) return rc;
@@ -282,7 +282,7 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, tk_err *err) {
    * known. Our own claims below bring reap_at forward to their expiry, so
    * even a busy engine looks at every lease at least once a lease period. */
   if (now >= e->reap_at) {
-    if ((rc = reap(e, now, err))) return rc;
+    if ((rc = tk__engine_reap(e, now, err))) return rc;
     if ((rc = e->store->ops->next_due(e->store, NULL, &e->reap_at, err))) return rc;
   }
   tk__budgets_bring_earlier(e, now);

@@ -85,6 +85,12 @@ int tk__remote_claim(tk_engine *e, const char *queue, const char *worker, int ma
   for (int i = 0; i < max; i++)
     if (tk__claim_secret_new(secrets[i], hashes[i]) != 0)
       return tk_err_set(err, TK_EIO, "no random bytes for claim tokens (getrandom failed)");
+  /* A server with workers and no orchestrator reaps too: a worker that
+   * died loses its lease, and its step is retried, with no `tasker run`. */
+  tk_err reaping;
+  if (tk__engine_reap(e, tk_clock_now(&e->clock), &reaping) != 0)
+    tk__engine_log(e, TK_LOG_WARN, "queue %s: reaping expired leases: %s", queue,
+                   tk_err_message(&reaping));
   char owner[TK__OWNER_MAX];
   snprintf(owner, sizeof owner, "%s", worker);
   tk__claimed claimed[REMOTE_MAX];

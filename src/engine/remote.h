@@ -51,6 +51,9 @@ typedef struct tk__remote_result {
  * owner, "WORKER@queue" or as the implementer documents). Only steps whose
  * handler is { kind = "worker", queue = QUEUE } are ever claimed here, and
  * such steps are never claimed by an orchestrator's ordinary claim.
+ * Leases that expired by now (any step's) are reaped first, as an
+ * orchestrator's pass does, so a server without orchestrators still
+ * retries the steps of workers that died.
  * *n = 0 when none is ready (not an error). Free with tk__remote_claims_free. */
 int tk__remote_claim(tk_engine *e, const char *queue, const char *worker, int max,
                      tk__remote_claimed *out, int *n, tk_err *err);

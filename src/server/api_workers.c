@@ -79,16 +79,16 @@ int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len
 char *tk__workers_metrics(const tk_server *s) {
   tk__buf b = {0};
   tk__buf_addf(&b,
-                 "# HELP tasker_serve_claims_waiting Worker claims waiting for work (long-polls)\n"
-                 "# TYPE tasker_serve_claims_waiting gauge\n"
-                 "tasker_serve_claims_waiting %d\n"
-                 "# HELP tasker_serve_claim_answers_total Worker claims answered, by what made "
-                 "the server answer\n"
-                 "# TYPE tasker_serve_claim_answers_total counter\n",
-                 s->nwaiters);
+               "# HELP tasker_serve_claims_waiting Worker claims waiting for work (long-polls)\n"
+               "# TYPE tasker_serve_claims_waiting gauge\n"
+               "tasker_serve_claims_waiting %d\n"
+               "# HELP tasker_serve_claim_answers_total Worker claims answered, by what made "
+               "the server answer\n"
+               "# TYPE tasker_serve_claim_answers_total counter\n",
+               s->nwaiters);
   for (int i = 0; i < TK__WAKE_N; i++)
     tk__buf_addf(&b, "tasker_serve_claim_answers_total{after=\"%s\"} %lld\n",
-                   tk__wake_names[i], (long long)s->claim_answers[i]);
+                 tk__wake_names[i], (long long)s->claim_answers[i]);
   return tk__buf_take(&b);
 }
 

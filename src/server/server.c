@@ -118,8 +118,8 @@ static int authorize(const tk_server *s, struct MHD_Connection *c, const tk__rou
   const char *given = auth + 7;
   while (*given == ' ') given++;
   if (!tk__secret_equal(given, strlen(given), secret, secret_len))
-    return tk__api_fail(e, 401, "unauthorized", "Authorization", "the token is not this server's %s",
-                        which);
+    return tk__api_fail(e, 401, "unauthorized", "Authorization",
+                        "the token is not this server's %s", which);
   return 0;
 }
 

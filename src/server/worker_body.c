@@ -12,8 +12,9 @@
  * (rounded); key names the member in messages. */
 static int seconds_member(json_t *v, const char *key, double max, int64_t *ms, tk__api_error *e) {
   if (!json_is_number(v))
-    return tk__api_fail(e, 400, "bad_request", key, "%s: %s: expected a number of seconds from 0 to %g",
-                        key, tk__json_type_name(v), max);
+    return tk__api_fail(e, 400, "bad_request", key,
+                        "%s: %s: expected a number of seconds from 0 to %g", key,
+                        tk__json_type_name(v), max);
   double s = json_number_value(v);
   if (!(s >= 0 && s <= max))
     return tk__api_fail(e, 400, "bad_request", key,
@@ -44,9 +45,9 @@ int tk__claim_body_parse(const char *body, size_t len, tk__claim_body *out, tk__
     if (n == 0 || n > TK__WORKER_NAME_MAX || i < n)
       rc = tk__api_fail(e, 400, "bad_request", "worker",
                         "worker: %s: expected 1 to %d printable ASCII characters",
-                        n == 0                     ? "empty"
+                        n == 0                    ? "empty"
                         : n > TK__WORKER_NAME_MAX ? "too long"
-                                                   : "holds a character that is not printable ASCII",
+                                                  : "holds a character that is not printable ASCII",
                         TK__WORKER_NAME_MAX);
     else
       memcpy(out->worker, w, n + 1);
@@ -60,7 +61,8 @@ int tk__claim_body_parse(const char *body, size_t len, tk__claim_body *out, tk__
     else
       out->max = (int)json_integer_value(max);
   }
-  if (rc == 0 && wait != NULL) rc = seconds_member(wait, "wait", TK__CLAIM_WAIT_MAX_S, &out->wait_ms, e);
+  if (rc == 0 && wait != NULL)
+    rc = seconds_member(wait, "wait", TK__CLAIM_WAIT_MAX_S, &out->wait_ms, e);
   json_decref(root);
   return rc;
 }
@@ -115,7 +117,8 @@ int tk__fail_body_parse(const char *body, size_t len, tk__fail_body *out, tk__ap
   int rc = tk__body_only(out->root, "body", members, "error, retryable or retry_after", e);
   if (rc == 0 && (!json_is_string(error) || json_string_length(error) == 0 ||
                   strlen(json_string_value(error)) != json_string_length(error)))
-    rc = tk__api_fail(e, 400, "bad_request", "error", "error: %s: expected a non-empty string saying why",
+    rc = tk__api_fail(e, 400, "bad_request", "error",
+                      "error: %s: expected a non-empty string saying why",
                       !json_is_string(error)           ? tk__json_type_name(error)
                       : json_string_length(error) == 0 ? "empty"
                                                        : "the string holds a NUL character");

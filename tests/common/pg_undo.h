@@ -7,10 +7,9 @@
 #define TESTS_PG_UNDO_H
 
 /* 0013_worker_steps.sql: no worker steps (worker_queue, token_hash) and the
- * readiness indexes over every step again. */
+ * readiness indexes without their leading worker_queue. */
 #define PG_UNDO_0013                                                                            \
-  "DROP INDEX steps_queue_retry_due, steps_queue_fresh, steps_queue_delayed,"                   \
-  " steps_retry_due, steps_fresh, steps_delayed;"                                               \
+  "DROP INDEX steps_retry_due, steps_fresh, steps_delayed;"                                     \
   " CREATE INDEX steps_retry_due ON steps (run_at, id) WHERE state = 'waiting_for_retry';"      \
   " CREATE INDEX steps_fresh ON steps (task_id, id) WHERE state = 'pending'"                    \
   " AND parents_remaining = 0;"                                                                 \

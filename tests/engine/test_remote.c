@@ -105,6 +105,40 @@ static void a_worker_step_runs_through_the_engine(void **state) {
   tk_engine_free(serve);
 }
 
+/* With no orchestrator running, the serving engine's next claim reaps a
+ * dead worker's lease: the step waits for its retry under the policy, the
+ * dead worker's token is fenced, and the retry is claimed when due. */
+static void a_dead_workers_lease_is_reaped_by_the_server(void **state) {
+  efx *f = *state;
+  efx_template(f, crawl_toml);
+  int64_t t = efx_submit(f, "crawl", NULL);
+  tk_engine *serve = efx_engine_on(f, f->store, "serve-1");
+  tk__remote_claimed c[2], d[2];
+  int n = 0, m = 0;
+  tk_err err;
+  assert_int_equal(tk__remote_claim(serve, "pages", "w-dead", 2, c, &n, &err), 0);
+  assert_int_equal(n, 1);
+  f->clock.now_ms = c[0].lease_expires_at;
+  assert_int_equal(tk__remote_claim(serve, "pages", "w-2", 2, d, &m, &err), 0);
+  assert_int_equal(m, 0);
+  efx_expect(f, t, "in_progress", "fetch", "waiting_for_retry", "index", "pending", NULL);
+  assert_int_equal(efx_events(f, "step.lease_expired", "fetch"), 1);
+  assert_int_equal(efx_sql_int(f->db, "SELECT count(*) FROM attempts WHERE owner = 'w-dead'"
+                                      " AND outcome = 'lease_expired'"),
+                   1);
+  tk__remote_result res;
+  assert_int_equal(tk__remote_complete(serve, c[0].token, "{}", &res, &err), TK_EFENCED);
+  int64_t run_at = efx_sql_int(f->db, "SELECT run_at FROM steps WHERE name = 'fetch'");
+  assert_true(run_at > f->clock.now_ms);
+  f->clock.now_ms = run_at;
+  assert_int_equal(tk__remote_claim(serve, "pages", "w-2", 2, d, &m, &err), 0);
+  assert_int_equal(m, 1);
+  assert_int_equal(d[0].attempt, 2);
+  tk__remote_claims_free(c, n);
+  tk__remote_claims_free(d, m);
+  tk_engine_free(serve);
+}
+
 /* A worker step handed to an orchestrator anyway (a row written by hand
  * without its queue) fails for good, saying why, instead of pretending. */
 static void a_worker_step_without_its_queue_fails_for_good(void **state) {
@@ -130,6 +164,8 @@ int main(void) {
                                       efx_teardown),
       cmocka_unit_test_setup_teardown(a_worker_step_runs_through_the_engine, setup, efx_teardown),
       cmocka_unit_test_setup_teardown(a_worker_step_without_its_queue_fails_for_good, setup,
+                                      efx_teardown),
+      cmocka_unit_test_setup_teardown(a_dead_workers_lease_is_reaped_by_the_server, setup,
                                       efx_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

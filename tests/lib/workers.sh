@@ -5,7 +5,8 @@
 # tests/server/workers.sh runs it on SQLite, workers_pg.sh on PostgreSQL.
 # Checked: the tokens (the workers' and the operator's, each refused where
 # the other belongs, never the same), a claim and its input, queues kept apart,
-# a map's instances claimed with their items, heartbeat,
+# a map's instances claimed with their items, two waiting claims of one
+# queue woken one after the other for two steps made ready at once, heartbeat,
 # fail with retry_after (retried under the policy, the retry handed to a
 # waiting claim), complete releasing the next step and finishing the task,
 # a permanent failure, a stale token (a second outcome, a lease that
@@ -146,9 +147,10 @@ name = "done"
 depends_on = ["thumbs"]
 handler = { kind = "builtin", name = "noop" }
 TOML
+  sed 's/"solo"/"pair"/; s/"other"/"pair"/' "$W/solo.toml" >"$W/pair.toml"
   run t init
   [ "$RC" -eq 0 ] || wk_fatal "init" "$ERR"
-  run t template add "$W/img.toml" "$W/solo.toml" "$W/batch.toml"
+  run t template add "$W/img.toml" "$W/solo.toml" "$W/batch.toml" "$W/pair.toml"
   [ "$RC" -eq 0 ] || wk_fatal "template add" "$ERR"
   printf 'same-token\n' >"$W/same.token"
   run t serve --listen 127.0.0.1:0 --token-file "$W/same.token" --worker-token-file "$W/same.token"
@@ -302,6 +304,31 @@ TOML
     [ "$CODE" = 200 ] || tap_fail "complete an instance" "status $CODE: $BODY"
   done
   wait_for "task 4 (the map's) is complete" 60 wk_task_is 4 complete
+
+  # Two claims wait on one queue and one transaction makes two steps
+  # ready: the store's signal wakes the oldest, which gets all it asked
+  # for and so wakes the next at once (not at the recheck).
+  signal0=$(wk_answers store_signal)
+  more0=$(wk_answers more)
+  recheck0=$(wk_answers recheck)
+  wk_claim_bg first pair 60
+  FIRST=$BG
+  wait_for "a first claim waits" 30 wk_waiting_is 1
+  wk_claim_bg second pair 60
+  SECOND=$BG
+  wait_for "a second claim waits" 30 wk_waiting_is 2
+  printf '{"context": {"n": 4}}\n{"context": {"n": 5}}\n' | t submit pair --contexts - >/dev/null
+  wait "$FIRST"
+  wait "$SECOND"
+  expect_eq "each waiting claim got one of the two steps" \
+    "$(jq -sc '[.[].claims[] | .input.context.n] | sort' "$W/first.json" "$W/second.json")" '[4,5]'
+  expect_eq "the first after the signal, the second after it (more), none at the recheck" \
+    "$(wk_answers store_signal) $(wk_answers more) $(wk_answers recheck)" \
+    "$((signal0 + 1)) $((more0 + 1)) $recheck0"
+  for f in first second; do
+    wk_post "/api/v1/claims/$(jq -r '.claims[0].token' "$W/$f.json")/complete" '{}'
+    [ "$CODE" = 200 ] || tap_fail "complete the $f claim's step" "status $CODE: $BODY"
+  done
 
   # A waiting worker that hangs up: noticed, nothing claimed for it.
   hang0=$(wk_answers hang_up)

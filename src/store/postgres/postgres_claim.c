@@ -47,8 +47,11 @@
  * position (item_index; -1 for any other step).
  * `ready` is the condition that makes a step the claim's (0013): an
  * orchestrator's (CLAIM_SQL) takes only steps of no worker queue, a
- * worker's (CLAIM_QUEUE_SQL) only its queue's ($8), each through its own
- * partial indexes. A worker's claim also numbers the steps it picked
+ * worker's (CLAIM_QUEUE_SQL) only its queue's ($8), each a range of the
+ * same partial indexes, which lead with worker_queue. Each scan is ordered
+ * by worker_queue first: the planner takes `worker_queue IS NULL` for no
+ * equality, and would sort every row of the range (or walk another index)
+ * to order them by run_at or task_id alone. A worker's claim also numbers the steps it picked
  * (`picked`), writes hash number tok of its token hashes ($9) into each
  * attempt row (hash_col, hash_val) and returns tok after the input
  * (tok_out, tk__claimed.token_index); an orchestrator's passes "" for
@@ -57,18 +60,20 @@
     "WITH due AS ("                                                                             \
     " SELECT id, task_id, attempts, run_at, 0 AS kind FROM steps"                               \
     " WHERE state = " Q(TK__STEP_WAITING) " AND " ready " AND run_at <= $4::bigint"             \
-    " ORDER BY run_at, id LIMIT $5::int FOR UPDATE SKIP LOCKED),"                               \
+    " ORDER BY worker_queue, run_at, id LIMIT $5::int FOR UPDATE SKIP LOCKED),"                 \
     " late AS ("                                                                                \
     " SELECT id, task_id, attempts, run_at, 1 AS kind FROM steps"                               \
     " WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = -1 AND " ready              \
     " AND run_at <= $2::bigint"                                                                 \
-    " ORDER BY run_at, id LIMIT GREATEST(0, LEAST($6::int, $5 - (SELECT count(*) FROM due)))"   \
+    " ORDER BY worker_queue, run_at, id"                                                        \
+    " LIMIT GREATEST(0, LEAST($6::int, $5 - (SELECT count(*) FROM due)))"                       \
     " FOR UPDATE SKIP LOCKED),"                                                                 \
     " fresh AS ("                                                                               \
     " SELECT id, task_id, attempts, run_at, 2 AS kind FROM steps"                               \
     " WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = 0 AND " ready               \
     " AND run_at <= $2::bigint"                                                                 \
-    " ORDER BY task_id, id LIMIT GREATEST(0, LEAST($6::int - (SELECT count(*) FROM late),"      \
+    " ORDER BY worker_queue, task_id, id"                                                       \
+    " LIMIT GREATEST(0, LEAST($6::int - (SELECT count(*) FROM late),"                           \
     " $5 - (SELECT count(*) FROM due) - (SELECT count(*) FROM late)))"                          \
     " FOR UPDATE SKIP LOCKED),"                                                                 \
     " picked AS (" picked "),"                                                                  \
@@ -133,7 +138,8 @@ static const char CLAIM_QUEUE_SQL[] =
 /* The earliest retry still waiting after the claim (its own snapshot, so
  * the steps just claimed are no longer among them). */
 static const char NEXT_RETRY_SQL[] =
-    "SELECT MIN(run_at) FROM steps WHERE state = " Q(TK__STEP_WAITING) " AND worker_queue IS NULL";
+    "SELECT (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_WAITING)
+    " AND worker_queue IS NULL ORDER BY worker_queue, run_at, id LIMIT 1)";
 
 int tk__pg_claim_queue(tk__pg_pipe *p, tk__claim_request *r, int *claim_slot, int *retry_slot) {
   /* The store's clock, read right before the claim is sent (after the
@@ -240,6 +246,27 @@ int tk__pg_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t exp
   return rc;
 }
 
+/* A claim as the reaper's query and claim_get read it, from columns 0..13
+ * of row i: step id, task id, template id, template step (a map's for its
+ * instance), attempt, max_attempts, retryable, run_at, last_delay_ms,
+ * backoff, owner (into owner[cap]), lease expiry, claim id, item_index. */
+static void claim_columns(PGresult *r, int i, tk__claimed *c, char *owner, size_t cap) {
+  c->step_id = tk__pg_i64(r, i, 0);
+  c->task_id = tk__pg_i64(r, i, 1);
+  c->template_id = tk__pg_i64(r, i, 2);
+  c->idx = (int)tk__pg_i64(r, i, 3);
+  c->attempt = (int)tk__pg_i64(r, i, 4);
+  c->max_attempts = (int)tk__pg_i64(r, i, 5);
+  c->retryable = tk__pg_bool(r, i, 6);
+  c->run_at = tk__pg_i64(r, i, 7);
+  c->last_delay_ms = tk__pg_i64(r, i, 8);
+  tk__pg_copy(c->backoff, sizeof c->backoff, r, i, 9);
+  tk__pg_copy(owner, cap, r, i, 10);
+  c->lease_expires_at = tk__pg_i64(r, i, 11);
+  c->claim_id = tk__pg_i64(r, i, 12);
+  c->item_index = (int)tk__pg_i64(r, i, 13);
+}
+
 /* Expired leases, oldest first. SKIP LOCKED: a row locked now belongs to
  * a transaction recording its outcome or to another reaper's look, and is
  * left to it; several reapers at once each take what is free. (A reaper
@@ -262,22 +289,8 @@ int tk__pg_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
       &a, "expired leases", &r, err);
   for (int i = 0; rc == 0 && i < PQntuples(r) && i < limit; i++) {
     tk__expired *e = &out[i];
-    tk__claimed *c = &e->step;
     memset(e, 0, sizeof *e);
-    c->step_id = tk__pg_i64(r, i, 0);
-    c->task_id = tk__pg_i64(r, i, 1);
-    c->template_id = tk__pg_i64(r, i, 2);
-    c->idx = (int)tk__pg_i64(r, i, 3);
-    c->attempt = (int)tk__pg_i64(r, i, 4);
-    c->max_attempts = (int)tk__pg_i64(r, i, 5);
-    c->retryable = tk__pg_bool(r, i, 6);
-    c->run_at = tk__pg_i64(r, i, 7);
-    c->last_delay_ms = tk__pg_i64(r, i, 8);
-    tk__pg_copy(c->backoff, sizeof c->backoff, r, i, 9);
-    tk__pg_copy(e->owner, sizeof e->owner, r, i, 10);
-    c->lease_expires_at = tk__pg_i64(r, i, 11);
-    c->claim_id = tk__pg_i64(r, i, 12);
-    c->item_index = (int)tk__pg_i64(r, i, 13);
+    claim_columns(r, i, &e->step, e->owner, sizeof e->owner);
     *n = i + 1;
   }
   PQclear(r);
@@ -290,16 +303,20 @@ int tk__pg_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *e
    * claim order stands for them all, without a scan of every one. */
   int rc = tk__pg_query(
       s, PG_NEXT_DUE,
-      "SELECT (SELECT MIN(run_at) FROM steps WHERE state = " Q(TK__STEP_WAITING)
-      " AND worker_queue IS NULL),"
+      /* An orchestrator's steps only (0013), each the first entry of its
+       * index's range (ordered by worker_queue first, as the claim is). */
+      "SELECT (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_WAITING)
+      " AND worker_queue IS NULL ORDER BY worker_queue, run_at, id LIMIT 1),"
       " (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_PENDING)
-      " AND parents_remaining = 0 AND worker_queue IS NULL ORDER BY task_id, id LIMIT 1),"
+      " AND parents_remaining = 0 AND worker_queue IS NULL"
+      " ORDER BY worker_queue, task_id, id LIMIT 1),"
       " (SELECT MIN(lease_expires_at) FROM steps WHERE lease_expires_at IS NOT NULL"
       " AND state = " Q(TK__STEP_IN_PROGRESS) "),"
       /* The index's first entry, not MIN(): with statistics from when the
        * table was small the planner aggregates every delayed step. */
       " (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_PENDING)
-      " AND parents_remaining = -1 AND worker_queue IS NULL ORDER BY run_at, id LIMIT 1)",
+      " AND parents_remaining = -1 AND worker_queue IS NULL"
+      " ORDER BY worker_queue, run_at, id LIMIT 1)",
       NULL, "next due", &r, err);
   if (rc == 0) {
     int64_t retry = or_never(tk__pg_i64(r, 0, 0)), fresh = or_never(tk__pg_i64(r, 0, 1));
@@ -317,15 +334,10 @@ int tk__pg_has_work(tk_store *s, int *yes, tk_err *err) {
   PGresult *r;
   int rc = tk__pg_query(
       s, PG_HAS_WORK,
-      "SELECT EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_PENDING)
-      " AND parents_remaining = 0 AND worker_queue IS NULL)"
-      " OR EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_WAITING)
-      " AND worker_queue IS NULL)"
       /* Outside workers' steps (0013) are work left too. */
-      " OR EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_PENDING)
-      " AND parents_remaining = 0 AND worker_queue IS NOT NULL)"
-      " OR EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_WAITING)
-      " AND worker_queue IS NOT NULL)"
+      "SELECT EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_PENDING)
+      " AND parents_remaining = 0)"
+      " OR EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_WAITING) ")"
       " OR EXISTS (SELECT 1 FROM steps WHERE lease_expires_at IS NOT NULL"
       " AND state = " Q(TK__STEP_IN_PROGRESS) ")",
       NULL, "has work", &r, err);
@@ -342,7 +354,9 @@ static int hexval(char c) {
 }
 
 /* A worker's claim by its attempt row (DESIGN §19), with its step as it
- * is now: one read by keys (the attempt's, the step's, the task's). */
+ * is now: one read by keys (the attempt's, the step's, the task's). The
+ * reaper's columns (claim_columns), as the claim saw them: its attempt
+ * number, owner and due time are the attempt row's. */
 int tk__pg_claim_get(tk_store *s, int64_t claim_id, tk__claim_rec *out, tk_err *err) {
   memset(out, 0, sizeof *out);
   tk__pg_args a = {0};
@@ -351,8 +365,8 @@ int tk__pg_claim_get(tk_store *s, int64_t claim_id, tk__claim_rec *out, tk_err *
   int rc = tk__pg_query(
       s, PG_CLAIM_GET,
       "SELECT a.step_id, s.task_id, t.template_id, COALESCE(s.map_idx, s.idx), a.attempt,"
-      " s.max_attempts, s.retryable, a.due_at, s.last_delay_ms, s.backoff, s.state,"
-      " COALESCE(s.item_index, -1), a.owner, a.started_at, s.lease_expires_at,"
+      " s.max_attempts, s.retryable, a.due_at, s.last_delay_ms, s.backoff, a.owner,"
+      " s.lease_expires_at, a.id, COALESCE(s.item_index, -1), s.state, a.started_at,"
       " s.state = " Q(TK__STEP_IN_PROGRESS) " AND s.claim_id = a.id,"
       " encode(a.token_hash, 'hex')"
       " FROM attempts a JOIN steps s ON s.id = a.step_id JOIN tasks t ON t.id = s.task_id"
@@ -361,25 +375,12 @@ int tk__pg_claim_get(tk_store *s, int64_t claim_id, tk__claim_rec *out, tk_err *
   if (rc == 0 && PQntuples(r) != 1)
     rc = tk_err_set(err, TK_ENOENT, "no claim %lld", (long long)claim_id);
   if (rc == 0) {
-    tk__claimed *c = &out->step;
-    c->claim_id = claim_id;
-    c->step_id = tk__pg_i64(r, 0, 0);
-    c->task_id = tk__pg_i64(r, 0, 1);
-    c->template_id = tk__pg_i64(r, 0, 2);
-    c->idx = (int)tk__pg_i64(r, 0, 3);
-    c->attempt = (int)tk__pg_i64(r, 0, 4);
-    c->max_attempts = (int)tk__pg_i64(r, 0, 5);
-    c->retryable = tk__pg_bool(r, 0, 6);
-    c->run_at = tk__pg_i64(r, 0, 7);
-    c->last_delay_ms = tk__pg_i64(r, 0, 8);
-    tk__pg_copy(c->backoff, sizeof c->backoff, r, 0, 9);
-    tk__pg_copy(out->state, sizeof out->state, r, 0, 10);
-    c->item_index = (int)tk__pg_i64(r, 0, 11);
-    tk__pg_copy(out->owner, sizeof out->owner, r, 0, 12);
-    out->started_at = tk__pg_i64(r, 0, 13);
-    out->lease_expires_at = c->lease_expires_at = tk__pg_i64(r, 0, 14);
-    out->held = tk__pg_bool(r, 0, 15);
-    const char *hex = PQgetisnull(r, 0, 16) ? NULL : PQgetvalue(r, 0, 16);
+    claim_columns(r, 0, &out->step, out->owner, sizeof out->owner);
+    out->lease_expires_at = out->step.lease_expires_at;
+    tk__pg_copy(out->state, sizeof out->state, r, 0, 14);
+    out->started_at = tk__pg_i64(r, 0, 15);
+    out->held = tk__pg_bool(r, 0, 16);
+    const char *hex = PQgetisnull(r, 0, 17) ? NULL : PQgetvalue(r, 0, 17);
     if (hex && strlen(hex) == 2 * TK__TOKEN_HASH_LEN) {
       out->has_token = 1;
       for (int i = 0; i < TK__TOKEN_HASH_LEN; i++) {

@@ -24,7 +24,7 @@ enum {
   SQ_FLOW_RUN_AT, SQ_FLOW_MAP_STATE, SQ_FLOW_MAP_COUNT, SQ_FLOW_MAP_LEFT, SQ_FLOW_MAP_RESULTS,
   SQ_FLOW_COUNTERS, SQ_FLOW_INSTANCE_DONE, SQ_FLOW_INSTANCE_LEFT,
   SQ_BULK_NEXT_ID, SQ_BULK_TASK, SQ_BULK_TASKS, SQ_BULK_STEP, SQ_BULK_STEPS,
-  SQ_CLAIM_QUEUE_RETRY, SQ_CLAIM_QUEUE_FRESH, SQ_CLAIM_TOKEN, SQ_CLAIM_GET, SQ_STEP_QUEUE,
+  SQ_CLAIM_TOKEN, SQ_CLAIM_GET, SQ_STEP_QUEUE,
   SQ__COUNT
 };
 
@@ -208,6 +208,11 @@ int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
 /* A new step's worker queue (DESIGN §19), set after its row is inserted:
  * nothing for queue NULL, so that submitting other steps costs nothing. */
 int tk__sq_step_queue(tk__sqlite *q, int64_t task_id, int idx, const char *queue, tk_err *err);
+/* A claim as the reaper's query and claim_get read it, from columns 0..13
+ * of st: step id, task id, template id, template step (a map's for its
+ * instance), attempt, max_attempts, retryable, run_at, last_delay_ms,
+ * backoff, owner (into owner[cap]), lease expiry, claim id, item_index. */
+void tk__sq_claim_columns(sqlite3_stmt *st, tk__claimed *c, char *owner, size_t cap);
 /* The claim_get op (sqlite_claims.c). */
 int tk__sq_claim_get(tk_store *s, int64_t claim_id, tk__claim_rec *out, tk_err *err);
 /* task_create's writes inside the caller's transaction (*existed: the

@@ -545,19 +545,10 @@ int tk__sq_status(tk_store *s, int64_t now, tk__status_report *out, tk_err *err)
   if (rc) return rc;
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(q->db,
-                         /* Orchestrators' steps and outside workers' (0012). */
                          "SELECT (SELECT COUNT(*) FROM steps INDEXED BY steps_fresh"
-                         " WHERE state = 'pending' AND parents_remaining = 0"
-                         " AND worker_queue IS NULL AND run_at <= ?1)"
+                         " WHERE state = 'pending' AND parents_remaining = 0 AND run_at <= ?1)"
                          " + (SELECT COUNT(*) FROM steps INDEXED BY steps_retry_due"
-                         " WHERE state = 'waiting_for_retry' AND worker_queue IS NULL"
-                         " AND run_at <= ?1)"
-                         " + (SELECT COUNT(*) FROM steps INDEXED BY steps_queue_fresh"
-                         " WHERE state = 'pending' AND parents_remaining = 0"
-                         " AND worker_queue IS NOT NULL AND run_at <= ?1)"
-                         " + (SELECT COUNT(*) FROM steps INDEXED BY steps_queue_retry_due"
-                         " WHERE state = 'waiting_for_retry' AND worker_queue IS NOT NULL"
-                         " AND run_at <= ?1)",
+                         " WHERE state = 'waiting_for_retry' AND run_at <= ?1)",
                          -1, &st, NULL))
     return tk__sq_fail(q, "status", err);
   sqlite3_bind_int64(st, 1, now);

@@ -122,7 +122,7 @@ static void column_copy(char *dst, size_t cap, sqlite3_stmt *st, int col) {
 }
 
 /* Append to out[*count] the rows of the cached claim query `id` (?1: due
- * until, ?2: how many, ?3: r's worker queue if it has one) until *count
+ * until, ?2: how many, ?3: r's worker queue or NULL) until *count
  * reaches limit, leased for r->lease_ms from now. Every
  * row is read before any is changed: the claim's updates take rows out of
  * the index scanned. */
@@ -135,6 +135,7 @@ static int claim_scan(tk__sqlite *q, int id, const char *sql, int64_t until, int
   sqlite3_bind_int64(st, 1, until);
   sqlite3_bind_int(st, 2, limit - *count);
   if (r->worker_queue) sqlite3_bind_text(st, 3, r->worker_queue, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(st, 3);
   int rc = SQLITE_DONE;
   while (*count < limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     tk__claimed *c = &out[(*count)++];
@@ -274,18 +275,13 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
    * fails whole, before anything is claimed. */
   if (tk__sq_minutes_ready(q, err) != 0) return TK_ESTORE;
   /* INDEXED BY: each query must be a range scan of its partial index (and
-   * fails to prepare if a schema change ever makes that impossible). */
-  /* A worker's claim reads its queue's indexes (migration 0012). */
-  int w = r->worker_queue != NULL;
-  if ((rc = claim_scan(q, w ? SQ_CLAIM_QUEUE_RETRY : SQ_CLAIM_RETRY,
-                       w ? CLAIM_COLUMNS " INDEXED BY steps_queue_retry_due"
-                           " JOIN tasks t ON t.id = s.task_id"
-                           " WHERE s.state = 'waiting_for_retry' AND s.worker_queue = ?3"
-                           " AND s.run_at <= ?1 ORDER BY s.run_at, s.id LIMIT ?2"
-                         : CLAIM_COLUMNS " INDEXED BY steps_retry_due"
-                           " JOIN tasks t ON t.id = s.task_id"
-                           " WHERE s.state = 'waiting_for_retry' AND s.worker_queue IS NULL"
-                           " AND s.run_at <= ?1 ORDER BY s.run_at, s.id LIMIT ?2",
+   * fails to prepare if a schema change ever makes that impossible): of
+   * the worker queue ?3's steps, or with ?3 NULL an orchestrator's own
+   * (migration 0012). */
+  if ((rc = claim_scan(q, SQ_CLAIM_RETRY,
+                       CLAIM_COLUMNS " INDEXED BY steps_retry_due JOIN tasks t ON t.id = s.task_id"
+                       " WHERE s.state = 'waiting_for_retry' AND s.worker_queue IS ?3"
+                       " AND s.run_at <= ?1 ORDER BY s.run_at, s.id LIMIT ?2",
                        now + r->retry_ahead_ms, now, r, r->limit, r->out, &count, err)))
     return rc;
   int fresh_end = r->fresh_limit < r->limit - count ? count + r->fresh_limit : r->limit;
@@ -293,16 +289,11 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
   if (count < fresh_end && (rc = tk__sq_release_delayed(q, now, fresh_end - count, err)))
     return rc;
   if (count < fresh_end &&
-      (rc = claim_scan(q, w ? SQ_CLAIM_QUEUE_FRESH : SQ_CLAIM_FRESH,
-                       w ? CLAIM_COLUMNS " INDEXED BY steps_queue_fresh"
-                           " JOIN tasks t ON t.id = s.task_id"
-                           " WHERE s.state = 'pending' AND s.parents_remaining = 0"
-                           " AND s.worker_queue = ?3 AND s.run_at <= ?1"
-                           " ORDER BY s.task_id, s.id LIMIT ?2"
-                         : CLAIM_COLUMNS " INDEXED BY steps_fresh JOIN tasks t ON t.id = s.task_id"
-                           " WHERE s.state = 'pending' AND s.parents_remaining = 0"
-                           " AND s.worker_queue IS NULL AND s.run_at <= ?1"
-                           " ORDER BY s.task_id, s.id LIMIT ?2",
+      (rc = claim_scan(q, SQ_CLAIM_FRESH,
+                       CLAIM_COLUMNS " INDEXED BY steps_fresh JOIN tasks t ON t.id = s.task_id"
+                       " WHERE s.state = 'pending' AND s.parents_remaining = 0"
+                       " AND s.worker_queue IS ?3 AND s.run_at <= ?1"
+                       " ORDER BY s.task_id, s.id LIMIT ?2",
                        now, now, r, fresh_end, r->out, &count, err)))
     return rc;
   if (count == 0) return 0;
@@ -679,25 +670,28 @@ int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     tk__expired *e = &out[(*n)++];
-    tk__claimed *c = &e->step;
     memset(e, 0, sizeof *e);
-    c->step_id = sqlite3_column_int64(st, 0);
-    c->task_id = sqlite3_column_int64(st, 1);
-    c->template_id = sqlite3_column_int64(st, 2);
-    c->idx = sqlite3_column_int(st, 3);
-    c->attempt = sqlite3_column_int(st, 4);
-    c->max_attempts = sqlite3_column_int(st, 5);
-    c->retryable = sqlite3_column_int(st, 6);
-    c->run_at = sqlite3_column_int64(st, 7);
-    c->last_delay_ms = sqlite3_column_int64(st, 8);
-    snprintf(c->backoff, sizeof c->backoff, "%s", tk__sq_text(st, 9));
-    snprintf(e->owner, sizeof e->owner, "%s", tk__sq_text(st, 10) ? tk__sq_text(st, 10) : "");
-    c->lease_expires_at = sqlite3_column_int64(st, 11);
-    c->claim_id = sqlite3_column_int64(st, 12);
-    c->item_index = sqlite3_column_int(st, 13);
+    tk__sq_claim_columns(st, &e->step, e->owner, sizeof e->owner);
   }
   sqlite3_reset(st);
   return rc == SQLITE_DONE ? 0 : tk__sq_fail(q, "expired leases", err);
+}
+
+void tk__sq_claim_columns(sqlite3_stmt *st, tk__claimed *c, char *owner, size_t cap) {
+  c->step_id = sqlite3_column_int64(st, 0);
+  c->task_id = sqlite3_column_int64(st, 1);
+  c->template_id = sqlite3_column_int64(st, 2);
+  c->idx = sqlite3_column_int(st, 3);
+  c->attempt = sqlite3_column_int(st, 4);
+  c->max_attempts = sqlite3_column_int(st, 5);
+  c->retryable = sqlite3_column_int(st, 6);
+  c->run_at = sqlite3_column_int64(st, 7);
+  c->last_delay_ms = sqlite3_column_int64(st, 8);
+  snprintf(c->backoff, sizeof c->backoff, "%s", tk__sq_text(st, 9));
+  snprintf(owner, cap, "%s", tk__sq_text(st, 10) ? tk__sq_text(st, 10) : "");
+  c->lease_expires_at = sqlite3_column_int64(st, 11);
+  c->claim_id = sqlite3_column_int64(st, 12);
+  c->item_index = sqlite3_column_int(st, 13);
 }
 
 int tk__sq_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *err) {
@@ -730,14 +724,11 @@ int tk__sq_has_work(tk_store *s, int *yes, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   int64_t v = 0;
   int rc = scalar(q, SQ_HAS_WORK,
+                  /* Outside workers' steps (0012) are work left too. */
                   "SELECT EXISTS (SELECT 1 FROM steps INDEXED BY steps_fresh WHERE"
-                  " state = 'pending' AND parents_remaining = 0 AND worker_queue IS NULL)"
+                  " state = 'pending' AND parents_remaining = 0)"
                   " OR EXISTS (SELECT 1 FROM steps INDEXED BY steps_retry_due WHERE"
-                  " state = 'waiting_for_retry' AND worker_queue IS NULL)"
-                  " OR EXISTS (SELECT 1 FROM steps INDEXED BY steps_queue_fresh WHERE"
-                  " state = 'pending' AND parents_remaining = 0 AND worker_queue IS NOT NULL)"
-                  " OR EXISTS (SELECT 1 FROM steps INDEXED BY steps_queue_retry_due WHERE"
-                  " state = 'waiting_for_retry' AND worker_queue IS NOT NULL)"
+                  " state = 'waiting_for_retry')"
                   " OR EXISTS (SELECT 1 FROM steps WHERE state = 'in_progress')",
                   0, &v, err);
   *yes = v != 0;
