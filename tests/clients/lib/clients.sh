@@ -25,7 +25,8 @@
 # refused and dropped, the step finished by another; serve stopped and
 # started again (a claim and an outcome tried again until it is back, the
 # claim token kept out of the log); SIGTERM lets the
-# running step finish and report, and the worker exits 0. Nothing is
+# running step finish and report, claims nothing more, and the worker
+# exits 0. Nothing is
 # completed twice. The example (examples/workers) runs as its template's
 # comment says.
 
@@ -45,6 +46,16 @@ cl_start() {
   cl_worker_exec "$1" "$URL" cl "$W/calls.log" "${2:-4}" 2>"$W/$1.err" >/dev/null &
   PID=$!
   CL_WORKERS="$CL_WORKERS $PID"
+}
+
+# cl_wait PID: waits for worker PID to exit, its status in RC (137 when it
+# was still running after 30 s and killed).
+cl_wait() {
+  (sleep 30; kill -9 "$1") >/dev/null 2>&1 &
+  cl_dog=$!
+  wait "$1"
+  RC=$?
+  kill "$cl_dog" 2>/dev/null
 }
 
 # cl_stop_all: every worker still running, killed (a trap calls it too).
@@ -114,17 +125,12 @@ cl_run() {
   "$TASKER" --config "$W/tasker.toml" run >"$W/run.out" 2>"$W/run.err" &
   WK_RUN=$!
   # A wrong token: the worker stops at once, non-zero, saying what to fix.
-  # (Killed after 20 s if it does not: 137.)
   (
     TK_WTOKEN=not-the-token
     cl_worker_exec w0 "$URL" cl "$W/calls.log" 1 2>"$W/w0.err" >/dev/null
   ) &
-  PID=$!
-  (sleep 20; kill -9 "$PID") >/dev/null 2>&1 &
-  DOG=$!
-  wait "$PID"
-  expect_eq "a worker with a wrong token exits 1" "$?" 1
-  kill "$DOG" 2>/dev/null
+  cl_wait $!
+  expect_eq "a worker with a wrong token exits 1" "$RC" 1
   expect_match "saying so" "$(cat "$W/w0.err")" \
     "the server refused its claims on queue cl: HTTP 401 unauthorized"
   cl_start w1
@@ -239,19 +245,25 @@ done slow $KILLED 2 w2"
       [.attempt, .owner, .outcome]])]')" \
     '["complete",2,{"slept":2,"by":"w3"},[[1,"w2","lease_expired"],[2,"w3","success"]]]'
   kill -TERM "$W2"
-  wait "$W2"
-  expect_eq "w2 exits 0 on SIGTERM" "$?" 0
+  cl_wait "$W2"
+  expect_eq "w2 exits 0 on SIGTERM" "$RC" 0
 
   # SIGTERM mid-step: the step finishes and is reported, the worker exits 0.
   cl_submit slow '{"secs": 2}'; TERMED=$TASK
   wait_for "w3 starts a slow step" 20 cl_logged "start slow $TERMED 1 w3" ||
     cl_fatal "slow step started by w3" "$(grep " slow $TERMED " "$W/calls.log")"
   kill -TERM "$W3"
-  wait "$W3"
-  expect_eq "w3 exits 0 on SIGTERM" "$?" 0
+  # Once it says it is stopping (its claims over), a new step stays
+  # unclaimed.
+  wait_for "w3 says it is stopping" 20 grep -q "stopping" "$W/w3.err"
+  cl_submit slow '{"secs": 1}'; AFTER=$TASK
+  cl_wait "$W3"
+  expect_eq "w3 exits 0 on SIGTERM" "$RC" 0
   expect_eq "its running step finished and was reported" \
     "$(cl_show "$TERMED" '[.state, (.steps[0] | .attempts, .results)]')" \
     '["complete",1,{"slept":2,"by":"w3"}]'
+  expect_eq "a step made ready while it stopped: not claimed" \
+    "$(cl_show "$AFTER" '[.state, .steps[0].attempts]')" '["pending",0]'
 
   # (The stopped worker's function did finish: its outcome was dropped.)
   expect_eq "no other function ran to its end twice" \
@@ -267,8 +279,8 @@ done slow $KILLED 2 w2"
   expect_eq "the example's results" "$(cl_show "$IMAGES" '[.state, .steps[].results]')" \
     '["complete",{"bytes":27000},{"width":640,"bytes":6750}]'
   kill -TERM "$EXAMPLE"
-  wait "$EXAMPLE"
-  expect_eq "the example worker exits 0 on SIGTERM" "$?" 0
+  cl_wait "$EXAMPLE"
+  expect_eq "the example worker exits 0 on SIGTERM" "$RC" 0
   cl_stop_all
   wk_stop
 }
