@@ -74,9 +74,12 @@ deps:
 # curl, with which tests/server/api_pg.sh reads the API, clang with its
 # libFuzzer runtime, with which `make tests` builds the fuzz targets, and
 # nodejs and npm, with which tests/server/openapi.sh installs (npm ci) and
-# runs the OpenAPI validator. npm only when there is none: a nodejs that
-# bundles its own npm (not Debian's) conflicts with Debian's npm package.
-SERVER_DEPS := postgresql faketime chromium mandoc man-db jq curl clang libclang-rt-14-dev nodejs
+# runs the OpenAPI validator, and python3, whose worker (clients/python)
+# tests/clients/python.sh runs, as it runs the Node one (clients/node).
+# npm only when there is none: a nodejs that bundles its own npm (not
+# Debian's) conflicts with Debian's npm package.
+SERVER_DEPS := postgresql faketime chromium mandoc man-db jq curl clang libclang-rt-14-dev nodejs \
+  python3
 server-deps:
 	@TASKER_EXTRA_DEPS="$(SERVER_DEPS)" scripts/ensure-deps
 	@command -v npm >/dev/null 2>&1 || TASKER_EXTRA_DEPS=npm scripts/ensure-deps

@@ -1,0 +1,392 @@
+"""A worker: claims steps of one queue from tasker serve (docs/api.md
+"Workers"), runs each by the function registered for its name on a pool of
+threads, heartbeats while it runs, and reports its outcome."""
+
+import json
+import logging
+import os
+import random
+import re
+import select
+import signal
+import socket
+import threading
+import time
+import urllib.parse
+import queue as queue_module
+
+from .errors import Permanent, Retry, WorkerError
+from .api import ANSWER_TIMEOUT_S, Api, Connection, HttpError, TransportError
+from .step import Step, base_name
+
+QUEUE_NAME = re.compile(r"^[a-z0-9_.-]{1,64}$")
+WORKER_NAME = re.compile(r"^[\x21-\x7e]{1,128}$")
+CLAIM_MAX = 100  # the most one claim may ask for
+WAIT_MAX = 60  # the longest a claim may wait, in seconds
+ERROR_MAX = 4096  # characters of a failure's text sent, the rest cut
+
+
+class _Backoff:
+    """Delays between tries after connection errors: 0.1 s doubling up to
+    5 s, each drawn between half and all of that."""
+
+    def __init__(self, first=0.1, most=5.0):
+        self._first = first
+        self._most = most
+        self._next = first
+
+    def next(self):
+        d = self._next
+        self._next = min(d * 2, self._most)
+        return random.uniform(d / 2, d)
+
+    def reset(self):
+        self._next = self._first
+
+
+def _error_text(message, fallback):
+    """A failure's text as the server takes it: not empty, not too long."""
+    text = str(message).strip() or fallback
+    return text if len(text) <= ERROR_MAX else text[: ERROR_MAX - 1] + "\u2026"
+
+
+def _default_worker_name():
+    return f"{socket.gethostname()[:100]}.{os.getpid()}"
+
+
+class Worker:
+    """Runs the steps of worker queue `queue` of the server at `url` (its
+    base, e.g. http://127.0.0.1:8080) with the workers' token `token`
+    (None: the environment's TASKER_WORKER_TOKEN; none at all for a
+    loopback server with no tokens), `threads` at a time. `worker` names
+    this worker to the server (default HOST.PID); `wait` is how long each
+    claim waits for work (seconds, up to 60); `grace` how long a stop lets
+    running functions finish before their leases are left to expire."""
+
+    def __init__(self, url, token=None, queue=None, worker=None, threads=8, *, wait=30,
+                 grace=30.0, logger=None):
+        if not isinstance(queue, str) or not QUEUE_NAME.match(queue):
+            raise ValueError(f"queue {queue!r}: expected 1 to 64 of a-z 0-9 _ . -")
+        worker = _default_worker_name() if worker is None else worker
+        if not isinstance(worker, str) or not WORKER_NAME.match(worker):
+            raise ValueError(f"worker {worker!r}: expected 1 to 128 printable ASCII characters")
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads {threads!r}: expected a whole number, at least 1")
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= WAIT_MAX:
+            raise ValueError(f"wait {wait!r}: expected 0 to {WAIT_MAX} seconds")
+        if isinstance(grace, bool) or not isinstance(grace, (int, float)) or grace < 0:
+            raise ValueError(f"grace {grace!r}: expected seconds, at least 0")
+        if token is None:
+            token = os.environ.get("TASKER_WORKER_TOKEN")
+        self.url = url
+        self.queue = queue
+        self.worker = worker
+        self.threads = threads
+        self.wait = wait
+        self.grace = grace
+        self.log = logger or logging.getLogger("tasker_worker")
+        self._api = Api(url, token)
+        self._functions = {}
+        self._cond = threading.Condition()
+        self._held = {}  # claim token -> Step: claimed, outcome not yet reported
+        self._stopping = threading.Event()  # no more claims
+        self._abandon = threading.Event()  # the grace ran out: report nothing more
+        self._done = False  # run() is over: the heartbeats end
+        self._fatal = None
+        self._started = False
+        self._claim_conn = Connection(self._api)
+        self._jobs = queue_module.SimpleQueue()
+        # Stop requests (a signal, stop(), a refusal) and the last held step
+        # going, as bytes on a pipe: all a signal handler may safely do.
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+
+    def __del__(self):
+        # Not in run(): a step left running past the grace may still wake.
+        for fd in (getattr(self, "_wake_r", None), getattr(self, "_wake_w", None)):
+            if fd is not None:
+                os.close(fd)
+
+    def step(self, name):
+        """Decorator: the function runs every step named `name` (and each
+        instance "name[i]" of a map step so named). It gets a Step and
+        returns the step's results (any JSON value); raising Retry or
+        Permanent fails the attempt so, any other exception fails it
+        retryably with the exception's text."""
+        if not isinstance(name, str) or not name or "[" in name:
+            raise ValueError(f"step name {name!r}: expected a template's step name")
+
+        def register(fn):
+            if name in self._functions:
+                raise ValueError(f"step {name!r} already has a function")
+            self._functions[name] = fn
+            return fn
+
+        return register
+
+    def stop(self):
+        """Ask run() to stop, as SIGTERM does (from any thread); a second
+        call stops at once, without waiting out the grace."""
+        self._wake(b"x")
+
+    def _wake(self, why):
+        try:
+            os.write(self._wake_w, why)
+        except BlockingIOError:
+            pass  # the pipe is full of wake-ups already
+
+    def _on_signal(self, signum, frame):
+        self._wake(b"s")
+
+    def run(self, handle_signals=True):
+        """Claim and run steps until stopped: by SIGTERM or SIGINT (when
+        `handle_signals` and called from the main thread) or stop(). A stop
+        claims nothing more, lets running functions finish and report for up
+        to `grace` seconds (a second signal: none), then returns, leaving the
+        leases of any still running to expire (their outcomes are never
+        reported). Raises WorkerError when the server refuses the worker for
+        good (its token, its queue)."""
+        if self._started:
+            raise RuntimeError("a Worker runs once")
+        self._started = True
+        previous = {}
+        if handle_signals and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, self._on_signal)
+        try:
+            self._run()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self._api.close()
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _run(self):
+        executors = [threading.Thread(target=self._execute, name=f"tasker-worker-{i}", daemon=True)
+                     for i in range(self.threads)]
+        heartbeats = threading.Thread(target=self._heartbeat_loop, name="tasker-heartbeats",
+                                      daemon=True)
+        claims = threading.Thread(target=self._claim_loop, name="tasker-claims", daemon=True)
+        for t in executors + [heartbeats, claims]:
+            t.start()
+        self.log.info("worker %s: running steps of queue %s from %s, %d at a time", self.worker,
+                      self.queue, self.url, self.threads)
+        while not any(c in b"sxf" for c in os.read(self._wake_r, 256)):
+            pass
+        self._stopping.set()
+        self._claim_conn.abort()  # a claim waiting is abandoned: nothing is claimed for it
+        with self._cond:
+            self._cond.notify_all()
+        claims.join()
+        deadline = time.monotonic() + self.grace
+        with self._cond:
+            running = len(self._held)
+        if running and self._fatal is None:
+            self.log.info("worker %s: stopping; %d step(s) running, waiting up to %gs for them",
+                          self.worker, running, self.grace)
+        while running:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select([self._wake_r], [], [], left)
+            if ready and any(c in b"sx" for c in os.read(self._wake_r, 256)):
+                break  # asked again: stop now
+            with self._cond:
+                running = len(self._held)
+        with self._cond:
+            for st in self._held.values():
+                st._abandoned = True
+                self.log.warning("worker %s: %r left running; its lease will expire and the "
+                                 "step be retried", self.worker, st)
+            self._done = True
+            self._cond.notify_all()
+        self._abandon.set()
+        for _ in executors:
+            self._jobs.put(None)
+        self.log.info("worker %s: stopped", self.worker)
+
+    def _claim_loop(self):
+        """Claims as many steps as threads are free, waiting for work."""
+        backoff = _Backoff()
+        path = f"/api/v1/queues/{self.queue}/claim"
+        while not self._stopping.is_set():
+            with self._cond:
+                while len(self._held) >= self.threads and not self._stopping.is_set():
+                    self._cond.wait()
+                free = self.threads - len(self._held)
+            if self._stopping.is_set():
+                return
+            body = {"worker": self.worker, "max": min(free, CLAIM_MAX), "wait": self.wait}
+            try:
+                answer = self._claim_conn.post(path, body, timeout=self.wait + ANSWER_TIMEOUT_S)
+            except TransportError as e:
+                if self._stopping.is_set():
+                    return
+                self.log.warning("worker %s: claim: %s; trying again", self.worker, e)
+                self._stopping.wait(backoff.next())
+                continue
+            except HttpError as e:
+                if e.status in (400, 401, 403, 404):
+                    self._refused(e)
+                    return
+                self.log.warning("worker %s: claim: %s; trying again", self.worker, e)
+                self._stopping.wait(backoff.next())
+                continue
+            backoff.reset()
+            claimed = answer.get("claims") if isinstance(answer, dict) else None
+            if not isinstance(claimed, list):
+                self.log.error("worker %s: claim: an answer without claims: %.160r", self.worker,
+                               answer)
+                self._stopping.wait(backoff.next())
+                continue
+            for claim in claimed:
+                self._hold(claim)
+
+    def _refused(self, e):
+        """The server refused a claim for good: run() raises WorkerError."""
+        hint = ""
+        if e.status == 401:
+            hint = ("; the worker's token must be the server's workers' token "
+                    "(tasker serve --worker-token-file, TASKER_WORKER_TOKEN)")
+        self._fatal = WorkerError(f"worker {self.worker}: the server refused its claims on queue "
+                                  f"{self.queue}: {e}{hint}", e.status, e.code)
+        self.log.error("%s", self._fatal)
+        self._wake(b"f")
+
+    def _hold(self, claim):
+        try:
+            st = Step(claim, self.worker)
+        except (KeyError, TypeError) as e:
+            self.log.error("worker %s: a claim without %s: dropped", self.worker, e)
+            return
+        st._next_heartbeat = time.monotonic() + st.heartbeat_ms / 1000
+        with self._cond:
+            self._held[st._token] = st
+            self._cond.notify_all()
+        self._jobs.put(st)
+
+    def _execute(self):
+        """One thread of the pool: runs held steps one at a time."""
+        while True:
+            st = self._jobs.get()
+            if st is None:
+                return
+            try:
+                kind, body = self._call(st)
+                self._report(st, kind, body)
+            except Exception:  # a bug here must not lose the thread
+                self.log.exception("worker %s: %r", self.worker, st)
+            finally:
+                with self._cond:
+                    self._held.pop(st._token, None)
+                    last = not self._held
+                    self._cond.notify_all()
+                if last and self._stopping.is_set():
+                    self._wake(b"e")
+
+    def _call(self, st):
+        """The outcome of running st's function: ("complete", body) or
+        ("fail", body), each as its endpoint takes it."""
+        name = base_name(st.name)
+        fn = self._functions.get(name)
+        if fn is None:
+            known = ", ".join(sorted(self._functions)) or "none"
+            return "fail", {"error": _error_text(
+                f"worker {self.worker} has no function for step {name!r} (it runs: {known})", ""),
+                "retryable": False}
+        try:
+            results = fn(st)
+        except Retry as e:
+            body = {"error": _error_text(e.message, "retry requested"), "retryable": True}
+            if e.after is not None:
+                body["retry_after"] = e.after
+            return "fail", body
+        except Permanent as e:
+            return "fail", {"error": _error_text(e.message, "permanent failure"),
+                            "retryable": False}
+        except BaseException as e:  # SystemExit too: it must not end a pool thread
+            self.log.info("worker %s: %r failed: %s: %s", self.worker, st, type(e).__name__, e)
+            return "fail", {"error": _error_text(f"{type(e).__name__}: {e}", type(e).__name__),
+                            "retryable": True}
+        try:
+            json.dumps(results, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            return "fail", {"error": _error_text(f"the results are not JSON: {e}", ""),
+                            "retryable": False}
+        return "complete", {"results": results}
+
+    def _report(self, st, kind, body):
+        """Sends st's outcome until the server takes or refuses it: a
+        connection error or 5xx is tried again (a second try of one that
+        did arrive is answered 409, which drops it: never recorded twice)."""
+        backoff = _Backoff()
+        st._finishing = True
+        token = urllib.parse.quote(st._token, safe="")
+        while True:
+            if st._abandoned:
+                self.log.warning("worker %s: %r not reported: stopped past its grace",
+                                 self.worker, st)
+                return
+            if st.lost:
+                self.log.warning("worker %s: %r dropped: its lease was lost", self.worker, st)
+                return
+            try:
+                self._api.post(f"/api/v1/claims/{token}/{kind}", body)
+                self.log.debug("worker %s: %r: %s", self.worker, st, kind)
+                return
+            except TransportError as e:
+                self.log.warning("worker %s: %s of %r: %s; trying again", self.worker, kind, st, e)
+            except HttpError as e:
+                if e.status == 409:
+                    st.lost = True
+                    self.log.warning("worker %s: %s of %r refused, dropped: %s", self.worker, kind,
+                                     st, e.message)
+                    return
+                if e.status == 413 and kind == "complete":
+                    kind, body = "fail", {"error": _error_text(
+                        f"the results are over the server's body limit: {e.message}", ""),
+                        "retryable": False}
+                    continue
+                if e.status < 500:
+                    self.log.error("worker %s: %s of %r refused: %s", self.worker, kind, st, e)
+                    return
+                self.log.warning("worker %s: %s of %r: %s; trying again", self.worker, kind, st, e)
+            self._abandon.wait(backoff.next())
+
+    def _heartbeat_loop(self):
+        """Heartbeats each held step every heartbeat_ms its claim said."""
+        while True:
+            with self._cond:
+                while True:
+                    if self._done:
+                        return
+                    now = time.monotonic()
+                    live = [st for st in self._held.values() if not st.lost and not st._abandoned]
+                    due = [st for st in live if st._next_heartbeat <= now]
+                    if due:
+                        break
+                    nearest = min((st._next_heartbeat for st in live), default=None)
+                    self._cond.wait(None if nearest is None else nearest - now)
+                for st in due:
+                    st._next_heartbeat = now + st.heartbeat_ms / 1000
+            for st in due:
+                self._heartbeat(st)
+
+    def _heartbeat(self, st):
+        token = urllib.parse.quote(st._token, safe="")
+        try:
+            self._api.post(f"/api/v1/claims/{token}/heartbeat", {})
+        except TransportError as e:
+            self.log.warning("worker %s: heartbeat of %r: %s", self.worker, st, e)
+            # Sooner than the next one due: the lease may be short of it.
+            with self._cond:
+                st._next_heartbeat = time.monotonic() + min(1.0, st.heartbeat_ms / 4000)
+        except HttpError as e:
+            if e.status != 409:
+                self.log.warning("worker %s: heartbeat of %r: %s", self.worker, st, e)
+                return
+            st.lost = True
+            if not st._finishing:
+                self.log.warning("worker %s: %r lost its lease (%s): its outcome will be "
+                                 "dropped", self.worker, st, e.message)
