@@ -134,20 +134,19 @@ int tk__remote_claim(tk_engine *e, const char *queue, const char *worker, int ma
   return 0;
 }
 
-/* Why claim rec no longer holds its step, for a fenced write's message. */
+/* Why claim rec no longer holds its step, for a fenced write's message:
+ * what the step's state shows, without guessing which of an earlier
+ * outcome and an expired lease ended the claim when either could have. */
 static int fenced(const tk__claim_rec *rec, tk_err *err) {
-  const char *state = rec->state;
-  if (strcmp(state, TK__STEP_IN_PROGRESS) == 0)
+  if (strcmp(rec->state, TK__STEP_IN_PROGRESS) == 0)
     return tk_err_set(err, TK_EFENCED,
-                      "the claim's lease was lost: step %lld was claimed again after it expired",
+                      "step %lld is held by a later claim: this claim's lease expired and the "
+                      "step was claimed again",
                       (long long)rec->step.step_id);
-  if (strcmp(state, TK__STEP_WAITING) == 0 || strcmp(state, TK__STEP_PENDING) == 0)
-    return tk_err_set(err, TK_EFENCED,
-                      "the claim's lease was lost: step %lld expired and waits for another "
-                      "attempt",
-                      (long long)rec->step.step_id);
-  return tk_err_set(err, TK_EFENCED, "the step moved on: step %lld is %s now",
-                    (long long)rec->step.step_id, state);
+  return tk_err_set(err, TK_EFENCED,
+                    "this claim no longer holds step %lld: its outcome was recorded already or "
+                    "its lease expired; the step is %s now",
+                    (long long)rec->step.step_id, rec->state);
 }
 
 /* The claim that token names, checked against its stored hash, into *rec:

@@ -142,6 +142,13 @@ extern const tk__handler_kind tk__command_kind;
 extern const tk__handler_kind tk__function_kind;
 extern const tk__handler_kind tk__http_kind;
 extern const tk__handler_kind tk__worker_kind;
+
+/* The rule for a worker queue's name, which the worker handler's table and
+ * the server's /api/v1/queues/NAME/claim both apply (worker.c): 1 to
+ * TK__QUEUE_NAME_MAX of [a-z0-9_.-], since it appears in URLs unescaped.
+ * s is len bytes, not necessarily NUL-terminated. */
+#define TK__QUEUE_NAME_MAX 64
+int tk__queue_name_ok(const char *s, size_t len);
 /* What runs a builtin spec named "choose": tk__handler_kind_of gives it
  * instead of tk__builtin_kind, whose validate reads the spec. */
 extern const tk__handler_kind tk__choose_kind;

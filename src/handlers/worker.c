@@ -9,7 +9,6 @@
 #include <string.h>
 
 /* The longest queue name. */
-#define QUEUE_MAX 64
 
 static const tk__key keys[] = {
     TK__HANDLER_COMMON_KEYS,
@@ -20,17 +19,6 @@ static const tk__key keys[] = {
 
 static const tk__schema schema = {"worker", keys, sizeof keys / sizeof keys[0]};
 
-/* Whether s (len bytes) is a queue name: 1..QUEUE_MAX of [a-z0-9_.-]
- * (it appears in URLs, /api/v1/queues/NAME/claim, unescaped). */
-static int queue_name_ok(const char *s, size_t len) {
-  if (len == 0 || len > QUEUE_MAX) return 0;
-  for (size_t i = 0; i < len; i++) {
-    char c = s[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
-      return 0;
-  }
-  return 1;
-}
 
 static int validate(const tk__handler_site *site, const tk_toml_value *table, json_t *spec) {
   int rc = tk__spec_read(&site->where, &schema, table, spec);
@@ -38,11 +26,11 @@ static int validate(const tk__handler_site *site, const tk_toml_value *table, js
   const tk_toml_value *v = tk_toml_get(table, "queue");
   size_t len = 0;
   const char *name = tk_toml_type_of(v) == TK_TOML_STRING ? tk_toml_string(v, &len) : NULL;
-  if (name == NULL || !queue_name_ok(name, len) || strlen(name) != len) {
+  if (name == NULL || !tk__queue_name_ok(name, len) || strlen(name) != len) {
     tk__complaint why = {.at = v};
     snprintf(why.what, sizeof why.what,
              "expected a queue name: 1 to %d lowercase letters, digits, '_', '.' or '-'",
-             QUEUE_MAX);
+             TK__QUEUE_NAME_MAX);
     return tk__spec_refuse(&site->where, "queue", &why);
   }
   if (json_object_set_new(spec, "queue", json_stringn(name, len)) != 0)

@@ -104,8 +104,8 @@ const char *tk__action_name(tk_operator_action a);
 /* Whether r is a worker's endpoint (claim, heartbeat, complete, fail). */
 int tk__route_is_worker(tk__route_id id);
 
-/* Longest queue name (docs/handlers.md: [a-z0-9_.-], 1 to 64). */
-#define TK__QUEUE_NAME_MAX 64
+/* The longest queue name, TK__QUEUE_NAME_MAX, and the rule: */
+#include "handlers/handler.h"
 
 /* ---- query strings ----------------------------------------------------- */
 

@@ -57,12 +57,11 @@ int tk__route_is_worker(tk__route_id id) {
   return id == TK__R_CLAIM || id == TK__R_HEARTBEAT || id == TK__R_COMPLETE || id == TK__R_FAIL;
 }
 
-/* A queue's name as a path segment: [a-z0-9_.-], 1 to 64 characters (the
- * rule a worker step's queue follows, docs/handlers.md); 404 otherwise,
+/* A queue's name as a path segment, under the rule a worker step's queue
+ * follows (tk__queue_name_ok, docs/handlers.md); 404 otherwise,
  * since no step can be in such a queue. */
 static int queue_name(const char *text, size_t n, char *out, tk__api_error *e) {
-  if (n == 0 || n > TK__QUEUE_NAME_MAX ||
-      strspn(text, "abcdefghijklmnopqrstuvwxyz0123456789_.-") != n)
+  if (!tk__queue_name_ok(text, n))
     return tk__api_fail(e, 404, "not_found", "queue",
                         "no queue \"%.100s\": a queue's name is 1 to %d of a-z, 0-9, _, . and -",
                         text, TK__QUEUE_NAME_MAX);

@@ -250,7 +250,8 @@ static void remote_claim_heartbeat_complete(world *w) {
   before = task_text(w, t);
   int64_t fenced = counter(w, "fenced_writes");
   assert_int_equal(tk__remote_complete(e, c.token, "{}", &res, &err), TK_EFENCED);
-  expect_contains(err.msg, "moved on");
+  expect_contains(err.msg, "no longer holds step");
+  expect_contains(err.msg, "the step is complete now");
   assert_int_equal(counter(w, "fenced_writes"), fenced + 1);
   assert_int_equal(tk__remote_heartbeat(e, c.token, &until, &err), TK_EFENCED);
   tk_engine_stats stats = tk_engine_stats_get(e);
@@ -303,9 +304,9 @@ static void remote_fail_and_lost_lease(world *w) {
   int64_t fenced = counter(w, "fenced_writes");
   int64_t until;
   assert_int_equal(tk__remote_heartbeat(e, c.token, &until, &err), TK_EFENCED);
-  expect_contains(err.msg, "lease was lost");
+  expect_contains(err.msg, "lease expired");
   assert_int_equal(tk__remote_complete(e, c.token, "{}", &res, &err), TK_EFENCED);
-  expect_contains(err.msg, "lease was lost");
+  expect_contains(err.msg, "lease expired");
   assert_int_equal(counter(w, "fenced_writes"), fenced + 1);
   expect_unchanged(w, t, before);
   tk__remote_claims_free(&c, 1);
