@@ -138,13 +138,18 @@ static json_t *why_step(json_t *steps, json_t *s, int64_t now) {
   if (is(s, TK__STEP_CANCELLED))
     return json_pack("{s:s, s:s}", "reason", "cancelled", "detail", "the task was cancelled");
   if (is(s, TK__STEP_ERROR)) return why_error(s);
-  if (is(s, TK__STEP_IN_PROGRESS))
+  /* A worker step (DESIGN §19) is claimed by its queue's workers only. */
+  const char *queue = json_string_value(json_object_get(s, "worker_queue"));
+  char text[160];
+  if (is(s, TK__STEP_IN_PROGRESS)) {
+    if (queue)
+      snprintf(text, sizeof text, "a worker of queue \"%s\" holds the step's lease", queue);
     return json_pack("{s:s, s:I, s:s}", "reason", "running", "until", num(s, "lease_expires_at"),
-                     "detail", "an orchestrator holds the step's lease");
+                     "detail", queue ? text : "an orchestrator holds the step's lease");
+  }
   if (num(s, "parents_remaining") > 0) {
     json_t *deps = json_object_get(s, "depends_on");
     json_t *blocking = blocking_parents(steps, deps);
-    char text[160];
     snprintf(text, sizeof text,
              "waiting for %zu of its %zu parents (a parent counts once complete, resolved or "
              "skipped)",
@@ -158,8 +163,13 @@ static json_t *why_step(json_t *steps, json_t *s, int64_t now) {
   if (num(s, "run_at") > now) /* a delayed start (submit --at, --in) */
     return json_pack("{s:s, s:I, s:o}", "reason", "scheduled", "until", num(s, "run_at"),
                      "detail", waiting_until(num(s, "run_at"), now));
-  return json_pack("{s:s, s:s}", "reason", "ready",
-                   "detail", "ready now: the next claim by any orchestrator takes it");
+  if (queue)
+    snprintf(text, sizeof text,
+             "ready now: the next claim of a worker of queue \"%s\" takes it (orchestrators "
+             "never run it)",
+             queue);
+  return json_pack("{s:s, s:s}", "reason", "ready", "detail",
+                   queue ? text : "ready now: the next claim by any orchestrator takes it");
 }
 
 /* A nullable integer column as JSON. */
@@ -252,6 +262,10 @@ static json_t *step_json(const tk__task_report *r, const tk__step_rec *s, json_t
       parsed(s->results), "id", (json_int_t)s->id);
   json_t *deps = json_object_get(def_step, "depends_on");
   json_object_set_new(st, "depends_on", deps ? json_incref(deps) : json_array());
+  json_t *handler = json_object_get(def_step, "handler");
+  const char *kind = json_string_value(json_object_get(handler, "kind"));
+  if (kind && strcmp(kind, "worker") == 0)
+    json_object_set(st, "worker_queue", json_object_get(handler, "queue"));
   json_t *history = json_array();
   for (int i = 0; i < r->nattempts; i++)
     if (r->attempts[i].step_id == s->id)

@@ -179,6 +179,9 @@ TOML
   wait_for "task 1's fetch is complete (tasker run)" 60 wk_step_is 1 fetch complete
   wk_post /api/v1/queues/other/claim '{"worker": "w1", "max": 5}'
   wk_expect "another queue's claim takes none of it" 200 . '{"claims":[]}'
+  expect_eq "why: the ready worker step waits for its queue's workers, not an orchestrator" \
+    "$(wk_step 1 resize '[.worker_queue, .why.reason, .why.detail]')" \
+    '["images","ready","ready now: the next claim of a worker of queue \"images\" takes it (orchestrators never run it)"]'
   wk_post /api/v1/queues/images/claim '{"worker": "w1", "max": 5, "wait": 30}'
   wk_expect "claim: resize, attempt 1, with its input" 200 \
     '[.claims[] | [.task_id, .step, .attempt, .input, .heartbeat_ms > 0]]' \
@@ -189,6 +192,8 @@ TOML
   LEASE1=$(printf '%s' "$BODY" | jq -r '.claims[0].lease_expires_at')
   expect_eq "the step is in progress, owned by the worker" "$(wk_step 1 resize '[.state, .lease_owner]')" \
     '["in_progress","w1"]'
+  expect_eq "why: a worker of the queue holds it" "$(wk_step 1 resize '.why.detail')" \
+    '"a worker of queue \"images\" holds the step'"'"'s lease"'
 
   wk_post "/api/v1/claims/$TOK1/heartbeat" ''
   wk_expect "heartbeat (no body): 200" 200 '.lease_expires_at >= "'"$LEASE1"'"' true
