@@ -15,46 +15,27 @@
 # process (by the store's signal, as /metrics counts it), a waiting worker
 # that hangs up (nothing claimed for it), and a stop while a claim waits.
 
-. "$(dirname "$0")/../lib/bg.sh"
+. "$(dirname "$0")/../lib/serve.sh"
 
 WK_WTOKEN=worker-secret-1
 WK_OTOKEN=operator-secret-1
-WK_SERVE=""
-WK_RUN=""
 
-# wk_stop: the test's serve and run, stopped (a trap calls it too).
-wk_stop() {
-  for wk_p in $WK_SERVE $WK_RUN; do kill "$wk_p" 2>/dev/null; wait "$wk_p" 2>/dev/null; done
-  WK_SERVE=""
-  WK_RUN=""
-}
-
-# wk_fatal NAME WHY...: a failure the rest cannot run without.
+# wk_fatal NAME WHY...: a failure the rest cannot run without (tap.sh's EXIT
+# trap ends the test's serve and run).
 wk_fatal() {
   tap_fail "$@"
-  wk_stop
   tap_done
   exit 1
 }
 
-# wk_serve: `tasker serve` on a free loopback port with both tokens; its
-# address in URL, its pid in WK_SERVE.
+# wk_serve: `tasker serve` (serve.sh's serve_start) with both tokens; its
+# address in URL.
 wk_serve() {
   printf '%s\n' "$WK_WTOKEN" >"$W/worker.token"
   printf '%s\n' "$WK_OTOKEN" >"$W/operator.token"
-  : >"$W/serve.err"
-  # The binary itself in the background (not the function t, which would
-  # be a subshell: its pid is not serve's).
-  "$TASKER" --config "$W/tasker.toml" serve --listen 127.0.0.1:0 --token-file "$W/operator.token" \
-    --worker-token-file "$W/worker.token" 2>"$W/serve.err" >/dev/null &
-  WK_SERVE=$!
-  URL=""
-  wk_deadline=$(($(date +%s) + 120))
-  while [ -z "$URL" ] && [ "$(date +%s)" -lt "$wk_deadline" ]; do
-    URL=$(sed -n 's|^tasker serve: listening on \(http://127\.0\.0\.1:[0-9]*\)/$|\1|p' "$W/serve.err")
-    [ -n "$URL" ] || sleep 0.05
-  done
-  [ -n "$URL" ] || wk_fatal "serve says where it listens" "$(cat "$W/serve.err")"
+  serve_start serve --token-file "$W/operator.token" --worker-token-file "$W/worker.token" ||
+    wk_fatal "serve starts" "see above"
+  URL=$BASE
 }
 
 # wk_post PATH BODY [TOKEN]: POST as a worker (the workers' token unless
@@ -109,7 +90,6 @@ wk_claim_bg() {
 }
 
 wk_run() {
-  trap 'wk_stop; rm -rf "$TMPDIR_TEST"' EXIT
   cat >"$W/img.toml" <<'TOML'
 name = "img"
 version = "1"
@@ -159,8 +139,7 @@ TOML
   expect_rc "serve refuses one token for both" 2
   expect_match "saying why" "$ERR" "the workers' token is the operator's"
   wk_serve
-  "$TASKER" --config "$W/tasker.toml" run >"$W/run.out" 2>"$W/run.err" &
-  WK_RUN=$!
+  bg_start run "$TASKER" --config "$W/tasker.toml" run >"$W/run.out" 2>"$W/run.err"
 
   # Tokens: each kind of endpoint takes its own only.
   wk_post /api/v1/queues/images/claim '{"worker": "w1"}' -
@@ -350,14 +329,12 @@ TOML
   wk_claim_bg stop images 60
   STOPPED=$BG
   wait_for "a claim waits before the stop" 30 wk_waiting_is 1
-  kill -TERM "$WK_SERVE"
-  wait "$WK_SERVE"
-  RC=$?
-  WK_SERVE=""
-  OUT=""
-  ERR=$(tail -n 20 "$W/serve.err")
-  expect_rc "serve exits 0 on SIGTERM with a claim waiting" 0
+  serve_stop
   wait "$STOPPED"
   expect_eq "the waiting claim was answered with none" "$(cat "$W/stop.json")" '{"claims":[]}'
-  wk_stop
+  kill -TERM "$(bg_pid run)"
+  bg_wait run 60
+  RC=$BG_RC
+  ERR=$(tail -n 5 "$W/run.err")
+  expect_rc "tasker run exits 0 on SIGTERM" 0
 }
