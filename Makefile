@@ -259,7 +259,7 @@ fuzz: $(FUZZ_BINS)
 
 # One rule per target: its sources and headers.
 define FUZZ_RULE
-build-fuzz/fuzz_$(1): fuzz/fuzz_$(1).c $$(FUZZ_SRC_$(1)) $$(wildcard src/*/*.h include/tasker/*.h)
+build-fuzz/fuzz_$(1): fuzz/fuzz_$(1).c $$(FUZZ_SRC_$(1)) $$(wildcard fuzz/*.h src/*/*.h include/tasker/*.h)
 	@command -v $$(FUZZ_CC) >/dev/null 2>&1 || TASKER_EXTRA_DEPS="clang libclang-rt-14-dev" scripts/ensure-deps || \
 	  { echo "fuzz: $$(FUZZ_CC) not found; run: sudo apt-get install -y clang libclang-rt-14-dev" >&2; exit 1; }
 	@mkdir -p $$(@D)

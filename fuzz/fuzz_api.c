@@ -16,20 +16,7 @@
 #include "server/request_parse.h"
 #include "server/server_internal.h"
 
-/* A refusal must be whole, and its JSON must say the same. */
-static void check_error(const tk__api_error *e) {
-  if (e->status < 400 || e->status > 599 || e->code == NULL || e->message[0] == '\0') abort();
-  char *text = tk__api_error_json(e);
-  if (text == NULL) abort();
-  json_t *j = json_loads(text, 0, NULL);
-  json_t *inner = json_object_get(j, "error");
-  if (json_integer_value(json_object_get(inner, "status")) != e->status ||
-      strcmp(json_string_value(json_object_get(inner, "code")), e->code) != 0 ||
-      json_string_value(json_object_get(inner, "message")) == NULL)
-    abort();
-  json_decref(j);
-  free(text);
-}
+#include "fuzz_request.h"
 
 static void check_list(const tk__list_query *lq, int steps) {
   if (lq->limit < 1 || lq->limit > TK_PAGE_MAX) abort();
@@ -41,16 +28,16 @@ static void query(const tk__route *r) {
   tk__query q;
   tk__api_error e;
   if (tk__query_parse(r->query, r->query_len, &q, &e) != 0) {
-    check_error(&e);
+    fuzz_check_error(&e);
     return;
   }
   for (int steps = 0; steps < 2; steps++) {
     tk__list_query lq;
-    if (tk__list_query_parse(&q, steps, &lq, &e) != 0) check_error(&e);
+    if (tk__list_query_parse(&q, steps, &lq, &e) != 0) fuzz_check_error(&e);
     else check_list(&lq, steps);
   }
   int64_t n;
-  if (tk__query_int(&q, "attempts", 1, 1000, 10, &n, &e) != 0) check_error(&e);
+  if (tk__query_int(&q, "attempts", 1, 1000, 10, &n, &e) != 0) fuzz_check_error(&e);
   else if (n < 1 || n > 1000) abort();
   tk__query_free(&q);
 }
@@ -59,7 +46,7 @@ static void bodies(const char *body, size_t len) {
   tk__api_error e;
   tk__submit_body sb;
   if (tk__submit_body_parse(body, len, &sb, &e) != 0) {
-    check_error(&e);
+    fuzz_check_error(&e);
   } else {
     if (sb.template_name == NULL || sb.template_name[0] == '\0') abort();
     tk__submit_body_free(&sb);
@@ -67,7 +54,7 @@ static void bodies(const char *body, size_t len) {
   /* A bulk submit: every element a checked submission. */
   tk__submit_list sl;
   if (tk__submit_list_parse(body, len, &sl, &e) != 0) {
-    check_error(&e);
+    fuzz_check_error(&e);
   } else {
     if (sl.n == 0 || sl.n > TK__SUBMIT_LIST_MAX) abort();
     for (size_t k = 0; k < sl.n; k++)
@@ -78,7 +65,7 @@ static void bodies(const char *body, size_t len) {
   for (int i = 0; i < 3; i++) {
     tk__bulk_body bb;
     if (tk__bulk_body_parse(body, len, actions[i], &bb, &e) != 0) {
-      check_error(&e);
+      fuzz_check_error(&e);
       continue;
     }
     if (bb.kind == TK__BULK_TASKS)
@@ -93,24 +80,17 @@ static void bodies(const char *body, size_t len) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const char *const methods[] = {"GET", "POST", "HEAD", "DELETE"};
-  if (size == 0) return 0;
-  const char *method = methods[data[0] % 4];
-  const char *rest = (const char *)data + 1;
-  size_t n = size - 1;
-  const char *nul = memchr(rest, 0, n);
-  size_t ulen = nul ? (size_t)(nul - rest) : n;
-  /* The body gets a NUL of its own, as the server hands it over. */
-  size_t blen = nul ? n - ulen - 1 : 0;
-  char *body = malloc(blen + 1);
-  if (body == NULL) return 0;
-  memcpy(body, nul ? nul + 1 : "", blen);
-  body[blen] = '\0';
+  const char *method, *rest;
+  size_t ulen, blen;
+  char *body;
+  if (fuzz_request_split(data, size, methods, &method, &rest, &ulen, &body, &blen) != 0)
+    return 0;
 
   tk__route r;
   tk__api_error e;
   const char *allow;
   if (tk__route_parse(method, rest, ulen, &r, &allow, &e) != 0) {
-    check_error(&e);
+    fuzz_check_error(&e);
     if ((e.status == 405) != (allow != NULL)) abort();
   } else {
     if (r.path_len > ulen || r.query_len > ulen) abort();

@@ -17,24 +17,14 @@
 #include "engine/remote.h"
 #include "server/request_parse.h"
 
-/* A refusal must be whole, and its JSON must say the same status. */
-static void check_error(const tk__api_error *e) {
-  if (e->status < 400 || e->status > 599 || e->code == NULL || e->message[0] == '\0') abort();
-  char *text = tk__api_error_json(e);
-  if (text == NULL) abort();
-  json_t *j = json_loads(text, 0, NULL);
-  if (json_integer_value(json_object_get(json_object_get(j, "error"), "status")) != e->status)
-    abort();
-  json_decref(j);
-  free(text);
-}
+#include "fuzz_request.h"
 
 static void route(const char *method, const char *target, size_t len) {
   tk__route r;
   tk__api_error e;
   const char *allow;
   if (tk__route_parse(method, target, len, &r, &allow, &e) != 0) {
-    check_error(&e);
+    fuzz_check_error(&e);
     return;
   }
   if (r.worker != tk__route_is_worker(r.id) || (r.worker && !r.post)) abort();
@@ -53,7 +43,7 @@ static void bodies(const char *body, size_t len) {
   tk__api_error e;
   tk__claim_body cb;
   if (tk__claim_body_parse(body, len, &cb, &e) != 0) {
-    check_error(&e);
+    fuzz_check_error(&e);
   } else {
     size_t n = strlen(cb.worker);
     if (n == 0 || n > TK__WORKER_NAME_MAX || cb.max < 1 || cb.max > TK__CLAIM_MAX ||
@@ -62,10 +52,10 @@ static void bodies(const char *body, size_t len) {
     for (size_t i = 0; i < n; i++)
       if (cb.worker[i] < 0x20 || cb.worker[i] > 0x7e) abort();
   }
-  if (tk__heartbeat_body_parse(body, len, &e) != 0) check_error(&e);
+  if (tk__heartbeat_body_parse(body, len, &e) != 0) fuzz_check_error(&e);
   tk__complete_body co;
   if (tk__complete_body_parse(body, len, &co, &e) != 0) {
-    check_error(&e);
+    fuzz_check_error(&e);
   } else {
     /* The results handed to the engine are JSON text of one value. */
     json_t *j = co.results ? json_loads(co.results, JSON_DECODE_ANY, NULL) : NULL;
@@ -75,7 +65,7 @@ static void bodies(const char *body, size_t len) {
   }
   tk__fail_body fb;
   if (tk__fail_body_parse(body, len, &fb, &e) != 0) {
-    check_error(&e);
+    fuzz_check_error(&e);
   } else {
     if (fb.error == NULL || fb.error[0] == '\0' || (fb.retryable != 0 && fb.retryable != 1) ||
         fb.retry_after_ms < -1 || fb.retry_after_ms > (int64_t)TK__RETRY_AFTER_MAX_S * 1000 ||
@@ -87,17 +77,11 @@ static void bodies(const char *body, size_t len) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const char *const methods[] = {"POST", "GET", "HEAD", "PUT"};
-  if (size == 0) return 0;
-  const char *method = methods[data[0] % 4];
-  const char *rest = (const char *)data + 1;
-  size_t n = size - 1;
-  const char *nul = memchr(rest, 0, n);
-  size_t ulen = nul ? (size_t)(nul - rest) : n;
-  size_t blen = nul ? n - ulen - 1 : 0;
-  char *body = malloc(blen + 1);
-  if (body == NULL) return 0;
-  memcpy(body, nul ? nul + 1 : "", blen);
-  body[blen] = '\0'; /* as the server hands it over */
+  const char *method, *rest;
+  size_t ulen, blen;
+  char *body;
+  if (fuzz_request_split(data, size, methods, &method, &rest, &ulen, &body, &blen) != 0)
+    return 0;
   route(method, rest, ulen);
   bodies(body, blen);
   free(body);
