@@ -38,6 +38,20 @@ wk_serve() {
   URL=$BASE
 }
 
+# wk_orch_start: the test's orchestrator (`tasker run`, under bg.sh's
+# name run), which runs the builtin steps and reaps expired leases.
+wk_orch_start() {
+  bg_start run "$TASKER" --config "$W/tasker.toml" run >"$W/run.out" 2>"$W/run.err"
+}
+
+# wk_orch_stop: SIGTERM to it; it must exit 0 within 60 s.
+wk_orch_stop() {
+  kill -TERM "$(bg_pid run)"
+  if bg_wait run 60; then RC=$BG_RC; else RC=none; fi
+  ERR=$(tail -n 5 "$W/run.err")
+  expect_rc "tasker run exits 0 on SIGTERM" 0
+}
+
 # wk_post PATH BODY [TOKEN]: POST as a worker (the workers' token unless
 # TOKEN; "-" for none); BODY as curl's --data-binary takes it (@FILE: the
 # file's); the status in CODE, the answer in BODY.
@@ -139,7 +153,7 @@ TOML
   expect_rc "serve refuses one token for both" 2
   expect_match "saying why" "$ERR" "the workers' token is the operator's"
   wk_serve
-  bg_start run "$TASKER" --config "$W/tasker.toml" run >"$W/run.out" 2>"$W/run.err"
+  wk_orch_start
 
   # Tokens: each kind of endpoint takes its own only.
   wk_post /api/v1/queues/images/claim '{"worker": "w1"}' -
@@ -332,9 +346,5 @@ TOML
   serve_stop
   wait "$STOPPED"
   expect_eq "the waiting claim was answered with none" "$(cat "$W/stop.json")" '{"claims":[]}'
-  kill -TERM "$(bg_pid run)"
-  bg_wait run 60
-  RC=$BG_RC
-  ERR=$(tail -n 5 "$W/run.err")
-  expect_rc "tasker run exits 0 on SIGTERM" 0
+  wk_orch_stop
 }

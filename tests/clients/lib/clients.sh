@@ -1,6 +1,6 @@
 # A client library (clients/*) run by real worker processes against a real
 # `tasker serve` and `tasker run` (its reaper) on a SQLite store: source
-# it (it sources tap.sh, config.sh and workers.sh, for wk_serve), define
+# it (it sources tap.sh, config.sh and workers.sh: wk_serve, wk_orch_start), define
 # cl_worker_exec NAME URL QUEUE LOG THREADS (exec's the worker program
 # tests/clients/worker.* with those arguments), cl_example_exec URL (exec's
 # the example worker, examples/workers/worker.*) and CL_BOOM_ERROR (the
@@ -68,7 +68,7 @@ cl_stop_all() {
 cl_fatal() {
   tap_fail "$@"
   cl_stop_all
-  wk_stop
+  bg_kill_all
   tap_done
   exit 1
 }
@@ -114,7 +114,7 @@ cl_templates() {
 }
 
 cl_run() {
-  trap 'cl_stop_all; wk_stop; rm -rf "$TMPDIR_TEST"' EXIT
+  trap 'cl_stop_all; bg_kill_all; rm -rf "$TMPDIR_TEST"' EXIT
   cl_templates
   run t init
   [ "$RC" -eq 0 ] || cl_fatal "init" "$ERR"
@@ -122,8 +122,7 @@ cl_run() {
     "$W/stray.toml" "$W/fan.toml" "$W/slow.toml" "$TK_TOP/examples/workers/images.toml"
   [ "$RC" -eq 0 ] || cl_fatal "template add" "$ERR"
   wk_serve
-  "$TASKER" --config "$W/tasker.toml" run >"$W/run.out" 2>"$W/run.err" &
-  WK_RUN=$!
+  wk_orch_start
   # A wrong token: the worker stops at once, non-zero, saying what to fix.
   (
     TK_WTOKEN=not-the-token
@@ -186,16 +185,15 @@ cl_run() {
   cl_submit slow '{"secs": 1}'; AWAY=$TASK
   wait_for "w1 starts a slow step" 20 cl_logged "start slow $AWAY 1 w1" ||
     cl_fatal "slow step started" "$(tail -n 20 "$W/w1.err")"
-  kill "$WK_SERVE"
-  wait "$WK_SERVE"
+  serve_stop
   cl_submit pipe '{"n": 7}'; LATER=$TASK
   wait_for "w1 tries its outcome again" 20 grep -q "complete of .*slow.*trying again" "$W/w1.err"
   expect_match "saying why, without the claim's token" \
     "$(grep "complete of .*slow.*trying again" "$W/w1.err")" "/api/v1/claims/TOKEN/complete"
   expect_match "its claims too" "$(cat "$W/w1.err")" "claim: POST /api/v1/queues/cl/claim"
-  "$TASKER" --config "$W/tasker.toml" serve --listen "${URL#http://}" --token-file \
-    "$W/operator.token" --worker-token-file "$W/worker.token" 2>"$W/serve2.err" >/dev/null &
-  WK_SERVE=$!
+  bg_start serve2 "$TASKER" --config "$W/tasker.toml" serve --listen "${URL#http://}" \
+    --token-file "$W/operator.token" --worker-token-file "$W/worker.token" 2>"$W/serve2.err" \
+    >/dev/null
   wait_for "serve listens again" 20 grep -q "listening on $URL/" "$W/serve2.err" ||
     cl_fatal "serve restarts" "$(cat "$W/serve2.err")"
   wait_for "both tasks finish" 20 cl_all_finished "$AWAY" "$LATER"
@@ -282,5 +280,6 @@ done slow $KILLED 2 w2"
   cl_wait "$EXAMPLE"
   expect_eq "the example worker exits 0 on SIGTERM" "$RC" 0
   cl_stop_all
-  wk_stop
+  serve_stop serve2
+  wk_orch_stop
 }
