@@ -93,6 +93,11 @@ ORDER=$OUT
 setup "submit files" t submit files
 FILES=$OUT
 setup "run the decision and the map" t run --until-idle --workers 2
+# A task of worker steps (DESIGN §19), submitted after the runs: only a
+# worker of its queue takes it, and its page says so.
+setup "template add images" t template add "$TK_TOP/examples/workers/images.toml"
+setup "submit images" t submit images --context '{"url": "u", "width": 2}'
+IMAGES=$OUT
 
 # serve on a port the kernel picks (serve.sh; flow_views.sh sourced it).
 serve_start serve --db "sqlite:$W/store.db" || { tap_done; exit 1; }
@@ -135,6 +140,11 @@ expect_count() {
   if [ "$n" -eq "$3" ]; then tap_ok "$1"
   else tap_fail "$1" "\"$2\" occurs $n times in the page ($PAGE), want $3"; fi
 }
+
+chrome worker "/task/$IMAGES"
+has "worker step: its why names the queue whose workers take it" \
+  '>ready</span>: <span class="muted">waiting for a worker of queue images</span>'
+expect_count "worker step: no error shown" 'flash-error' 0
 
 chrome task "/task/$FLAKY"
 has "task page: title" ">Task $FLAKY <span class=\"badge st-complete big\">complete</span>"

@@ -239,6 +239,10 @@
     if (!st.why) return '';
     const label = h('span', { title: st.why.detail || '' }, TK.stateLabel(st.why.reason));
     if (st.state === 'skipped') return [label, ': ', h('span', { class: 'skip-reason' }, st.why.detail)];
+    // A worker step (DESIGN §19): only its queue's outside workers run it.
+    if (st.worker_queue && (st.why.reason === 'ready' || st.why.reason === 'running'))
+      return [label, ': ', h('span', { class: 'muted' }, st.why.reason === 'ready'
+        ? `waiting for a worker of queue ${st.worker_queue}` : `a worker of queue ${st.worker_queue} holds it`)];
     if (st.state === 'mapped' || (st.why.reason === 'waiting_for_dependencies' && (st.why.blocking || []).length))
       return [label, ': ', h('span', { class: 'muted' }, st.state === 'mapped' ? st.why.detail
         : 'waiting for ' + st.why.blocking.map((b) => `${b.step} (${TK.stateLabel(b.state)})`).join(', '))];
