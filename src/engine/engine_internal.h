@@ -219,6 +219,12 @@ void tk__engine_templates_free(tk_engine *e);
  * error (TK_EDISCONNECTED: nothing was recorded). */
 int tk__engine_reap(tk_engine *e, int64_t now, tk_err *err);
 
+/* The reaper when a lease known to this engine has run out by now (then
+ * the earliest one is read again: reap_at), else nothing; and after a
+ * claim of this engine at now, its leases' expiry known. loop.c */
+int tk__engine_reap_due(tk_engine *e, int64_t now, tk_err *err);
+void tk__engine_claimed_leases(tk_engine *e, int64_t now);
+
 /* The backoff policy of profile `profile`; a profile no longer configured
  * falls back to "default" with a warning (engine thread: it may log). */
 const tk_backoff_policy *tk__engine_policy(tk_engine *e, const char *profile);

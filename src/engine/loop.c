@@ -77,6 +77,20 @@ static job *take_finished(tk_engine *e) {
   return list;
 }
 
+/* Reap only when a known lease has run out; reaping refreshes what is
+ * known. The engine's own claims bring reap_at forward to their expiry
+ * (tk__engine_claimed_leases), so even a busy engine looks at every lease
+ * at least once a lease period. */
+int tk__engine_reap_due(tk_engine *e, int64_t now, tk_err *err) {
+  if (now < e->reap_at) return 0;
+  int rc = tk__engine_reap(e, now, err);
+  return rc ? rc : e->store->ops->next_due(e->store, NULL, &e->reap_at, err);
+}
+
+void tk__engine_claimed_leases(tk_engine *e, int64_t now) {
+  if (now + e->lease_ms < e->reap_at) e->reap_at = now + e->lease_ms;
+}
+
 /* Turn expired leases into lease_expired failures (DESIGN §4). */
 int tk__engine_reap(tk_engine *e, int64_t now, tk_err *err) {
   int n = 0;
@@ -97,7 +111,7 @@ int tk__engine_reap(tk_engine *e, int64_t now, tk_err *err) {
     const step_def *d = t && x->step.idx < t->nsteps ? &t->steps[x->step.idx] : NULL;
     results[i] = (tk_handler_result){.status = TK_HANDLER_RETRY, .retry_after_ms = -1};
     snprintf(results[i].error, sizeof results[i].error,
-             "lease held by %s expired (the orchestrator stopped or hung)", x->owner);
+             "lease held by %s expired (its holder stopped or hung)", x->owner);
     const char *name = tk__claim_step_name(&x->step, d ? d->name : "?", names[i], sizeof names[i]);
     items[i] = (tk__finish){&x->step, name, x->owner, "lease_expired",
                             &results[i], .reaped = 1, .budget = d ? d->budget : NULL};
@@ -278,18 +292,12 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, tk_err *err) {
    * not reap attempts its own workers are still running. */
   int64_t unused = INT64_MAX;
   heartbeat(e, now, &unused);
-  /* Reap only when a known lease has run out; reaping refreshes what is
-   * known. Our own claims below bring reap_at forward to their expiry, so
-   * even a busy engine looks at every lease at least once a lease period. */
-  if (now >= e->reap_at) {
-    if ((rc = tk__engine_reap(e, now, err))) return rc;
-    if ((rc = e->store->ops->next_due(e->store, NULL, &e->reap_at, err))) return rc;
-  }
+  if ((rc = tk__engine_reap_due(e, now, err))) return rc;
   tk__budgets_bring_earlier(e, now);
   int claimed = 0;
   if ((rc = record_and_claim(e, rounds, &claimed, err))) return rc;
   now = tk_clock_now(&e->clock);
-  if (claimed > 0 && now + e->lease_ms < e->reap_at) e->reap_at = now + e->lease_ms;
+  if (claimed > 0) tk__engine_claimed_leases(e, now);
   /* After the claims: pruning never holds up ready work. */
   int64_t retention_at = tk__engine_retention(e, now);
   if (next_due == NULL) return 0;

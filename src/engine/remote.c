@@ -86,9 +86,10 @@ int tk__remote_claim(tk_engine *e, const char *queue, const char *worker, int ma
     if (tk__claim_secret_new(secrets[i], hashes[i]) != 0)
       return tk_err_set(err, TK_EIO, "no random bytes for claim tokens (getrandom failed)");
   /* A server with workers and no orchestrator reaps too: a worker that
-   * died loses its lease, and its step is retried, with no `tasker run`. */
+   * died loses its lease, and its step is retried, with no `tasker run`;
+   * as an orchestrator does, only once a lease it knows of has run out. */
   tk_err reaping;
-  if (tk__engine_reap(e, tk_clock_now(&e->clock), &reaping) != 0)
+  if (tk__engine_reap_due(e, tk_clock_now(&e->clock), &reaping) != 0)
     tk__engine_log(e, TK_LOG_WARN, "queue %s: reaping expired leases: %s", queue,
                    tk_err_message(&reaping));
   char owner[TK__OWNER_MAX];
@@ -104,6 +105,7 @@ int tk__remote_claim(tk_engine *e, const char *queue, const char *worker, int ma
   if (rc) return rc;
   int64_t claim_us = (tk_monotonic_ns() - t0) / 1000;
   e->stats.claimed += r.n;
+  if (r.n > 0) tk__engine_claimed_leases(e, r.now);
   int handed = 0;
   for (int i = 0; i < r.n; i++) {
     tk__claimed *c = &claimed[i];
@@ -209,10 +211,7 @@ static int finish(tk_engine *e, const char *token, const char *outcome,
       .decision = def->decision,
   };
   tk_err lost;
-  rc = tk__engine_finish(e, &item, 1, NULL, &lost);
-  if (rc == TK_EDISCONNECTED && e->store->ops->reconnect &&
-      e->store->ops->reconnect(e->store, NULL) == 0)
-    rc = tk__engine_finish(e, &item, 1, NULL, &lost);
+  STORE_CALL(e, rc, tk__engine_finish(e, &item, 1, NULL, &lost));
   if (rc) {
     if (err) *err = lost;
     return rc;

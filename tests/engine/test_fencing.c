@@ -317,7 +317,7 @@ static void an_expired_lease_is_reaped_at_its_expiry_and_retried_after_the_backo
   efx_expect(f, id, "in_progress", "s", "waiting_for_retry", NULL);
   json_t *t = efx_task(f, id);
   assert_string_equal(json_string_value(json_object_get(efx_step(t, "s"), "last_error")),
-                      "lease held by ghost expired (the orchestrator stopped or hung)");
+                      "lease held by ghost expired (its holder stopped or hung)");
   json_decref(t);
   efx_drive(f, 5);
   efx_expect(f, id, "complete", "s", "complete", NULL);
