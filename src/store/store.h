@@ -39,13 +39,18 @@
  * (create or not); 9: decisions and map (DESIGN §17): item_index in claims
  * and outcomes, map counts in step records, instance_list; 10: submit_many
  * (bulk submit, at the end); 11: worker steps (DESIGN §19): claim
- * requests with worker_queue and token_hashes, claim_get (at the end). */
-#define TK__STORE_OPS_VERSION 11
+ * requests with worker_queue and token_hashes, claim_get (at the end);
+ * 12: queues and priority (DESIGN §4, §19): tk__new_step.queue,
+ * tk__new_task.priority, claim requests' next_due_at, queue_put,
+ * queue_list and worker_seen (at the end). */
+#define TK__STORE_OPS_VERSION 12
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 #define TK__STATE_MAX 24
 /* A claim token's secret as the store keeps it: its SHA-256. */
 #define TK__TOKEN_HASH_LEN 32
+/* Longest queue name, without its NUL (handlers/queue_name.c's rule). */
+#define TK__QUEUE_MAX 64
 
 /* An integer column that is NULL, in typed rows. */
 #define TK__NONE INT64_MIN
@@ -111,6 +116,11 @@ typedef struct tk__new_step {
    * from (handler = { kind = "worker", queue = ... }); NULL: an
    * orchestrator runs it. Stored as steps.worker_queue. */
   const char *worker_queue;
+  /* The queue the step names (DESIGN §19: `queue = "payments"` on any
+   * step; a worker step's is its worker_queue), whose limits its claims
+   * obey; NULL: none. Stored as steps.queue; a map's instances inherit
+   * it. */
+  const char *queue;
 } tk__new_step;
 
 typedef struct tk__new_task {
@@ -124,6 +134,11 @@ typedef struct tk__new_task {
    * time stores them with parents_remaining = -1 (TK__DELAYED) and run_at
    * = start_at, out of the fresh steps' index until a claim takes them. */
   int64_t start_at;
+  /* Higher first (DESIGN §4): among the fresh steps ready at a claim,
+   * those of tasks of higher priority are claimed first; due retries keep
+   * their run_at order. Stored on the task and copied to its steps (and a
+   * map's instances). 0: the default. */
+  int priority;
 } tk__new_task;
 
 /* parents_remaining of a root step waiting for its task's start time
@@ -230,6 +245,15 @@ typedef struct tk__claim_request {
    * (core/claim_token.h); the i-th step claimed keeps token_hashes[i] in
    * its attempt row. */
   const unsigned char (*token_hashes)[TK__TOKEN_HASH_LEN];
+  /* out (12): when the claim may find more of what it looks for, the
+   * earliest of: the run_at of a retry or a delayed start of its steps
+   * (a worker claim: of its queue; an orchestrator's: of every step no
+   * worker runs) that it did not take, and the time a queue's token
+   * bucket gives its next token while that queue's ready steps wait for
+   * one. INT64_MAX: nothing will come due without a change some writer
+   * signals (an outcome, a submit, an operator action); INT64_MIN:
+   * unknown (look again soon). A backend sets it on every claim. */
+  int64_t next_due_at;
 } tk__claim_request;
 
 /* A claim as its attempt row names it (claim_get): the step as the claim
@@ -542,6 +566,31 @@ typedef struct tk__schedule_step {
   int existed;              /* out: the identity existed already */
 } tk__schedule_step;
 
+/* A queue's limits as configured ([queues.NAME], DESIGN §19), given to
+ * queue_put. 0 in a member: no such limit. */
+typedef struct tk__queue_def {
+  const char *name;
+  int concurrency; /* its steps in progress at once, store-wide */
+  double rate;     /* steps started per second (token bucket), store-wide */
+  int burst;       /* the bucket's size; 0: max(1, ceil(rate)) */
+} tk__queue_def;
+
+/* A queue as `tasker queues` shows it (queue_list): every queue that a
+ * stored step names (its queue or worker_queue) or queue_put defined. */
+typedef struct tk__queue_rec {
+  char name[TK__QUEUE_MAX + 1];
+  int concurrency; /* as stored; 0: none */
+  double rate;     /* 0: none */
+  int burst;       /* the bucket's size in effect; 0 when rate is 0 */
+  double tokens;   /* the bucket refilled to now; 0 when rate is 0 */
+  int64_t ready;   /* steps a claim could take now but for the limits */
+  int64_t scheduled; /* steps waiting for a retry or a delayed start not due yet */
+  int64_t in_progress; /* steps in progress (any claimant) */
+  int64_t oldest_ready_at; /* the earliest run_at among the ready; TK__NONE: none */
+  int64_t workers_seen;    /* distinct workers worker_seen recorded since now - 60 s */
+  int worker; /* some stored step of it is a worker step */
+} tk__queue_rec;
+
 typedef struct tk__store_ops {
   int version; /* TK__STORE_OPS_VERSION: checked when a store opens */
   const char *scheme;
@@ -750,6 +799,20 @@ typedef struct tk__store_ops {
    * row) with its step as it is now, one read: TK_ENOENT when no attempt
    * row has that id. */
   int (*claim_get)(tk_store *s, int64_t claim_id, tk__claim_rec *out, tk_err *err);
+
+  /* Queues (12; DESIGN §19). Make defs[0..n) the limits of their queues,
+   * and every other queue's limits none, in one transaction (the
+   * configuration's whole set, as schedule_put with a source). A queue's
+   * bucket keeps its tokens (cut to the new burst); a new one starts
+   * full. The next claim anywhere obeys them; wakes sleeping claimants. */
+  int (*queue_put)(tk_store *s, const tk__queue_def *defs, int n, tk_err *err);
+  /* Every queue (see tk__queue_rec) by name, counted at now, one read:
+   * a malloc'd array (free()). */
+  int (*queue_list)(tk_store *s, int64_t now, tk__queue_rec **out, int *n, tk_err *err);
+  /* Record that `worker` polled `queue` at `now` (for workers_seen). The
+   * caller calls it at most every few seconds per worker; one small write. */
+  int (*worker_seen)(tk_store *s, const char *queue, const char *worker, int64_t now,
+                     tk_err *err);
 } tk__store_ops;
 
 /* Every backend's store struct starts with this. */
