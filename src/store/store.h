@@ -41,8 +41,8 @@
  * (bulk submit, at the end); 11: worker steps (DESIGN §19): claim
  * requests with worker_queue and token_hashes, claim_get (at the end);
  * 12: queues and priority (DESIGN §4, §19): tk__new_step.queue,
- * tk__new_task.priority, claim requests' next_due_at, queue_put,
- * queue_list and worker_seen (at the end). */
+ * tk__new_task.priority (and in task reports and rows), claim requests'
+ * next_due_at, queue_put, queue_list and worker_seen (at the end). */
 #define TK__STORE_OPS_VERSION 12
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
@@ -444,6 +444,7 @@ typedef struct tk__task_report {
   char *identity;
   int64_t created_at, updated_at, finished_at;
   int steps_total, steps_done, steps_error;
+  int priority;               /* (12) tk__new_task.priority as submitted */
   char *context;              /* JSON text */
   tk__template_rec template_; /* with its definition */
   tk__step_rec *steps;        /* in template order */
@@ -505,6 +506,7 @@ typedef struct tk__task_row {
   int steps_total, steps_done, steps_error;
   char *last_error;    /* of the step that failed most recently, or NULL */
   int64_t next_run_at; /* earliest run_at of a step waiting for a retry; TK__NONE */
+  int priority;        /* (12) as submitted */
 } tk__task_row;
 
 /* A step as lists show it (tk__step_rows_free). */
