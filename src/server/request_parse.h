@@ -162,6 +162,9 @@ typedef struct tk__submit_body {
   json_t *root;
   const char *template_name, *version, *identity; /* into root */
   char *context;                                  /* JSON text; NULL: {} */
+  /* "priority": an integer (0 when absent), its range left to the library
+   * (tk_priority_check), which names the value the body gave. */
+  int64_t priority;
 } tk__submit_body;
 
 int tk__submit_body_parse(const char *body, size_t len, tk__submit_body *out, tk__api_error *e);
