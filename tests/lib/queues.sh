@@ -17,7 +17,7 @@
 . "$(dirname "$0")/../lib/serve.sh"
 
 q_config() {
-  tasker_config $QUICK_RETRIES queues.payments.concurrency=2 queues.payments.rate=120/m \
+  tasker_config $QUICK_RETRIES queues.payments.concurrency=2 queues.payments.rate=90/m \
     queues.pix.concurrency=1 "$@"
 }
 
@@ -161,23 +161,23 @@ q_seen() {
   run curl -s -H 'Content-Type: application/json' -d '{"worker": "w1", "max": 1, "wait": 0}' \
     "$BASE/api/v1/queues/pix/claim"
   expect_eq "a worker claims one step of pix" "$(printf '%s' "$OUT" | jq -c '[.claims[].step]')" '["resize"]'
-  want='[["payments",3,1,0,2,"120/m",2,false,true,true],["pix",1,0,1,1,null,null,true,true,true]]'
+  want='[["payments",3,1,0,2,"90/m",2,false,true,true],["pix",1,0,1,1,null,null,true,true,true]]'
   run t queues --json
   expect_rc "tasker queues --json" 0
   expect_eq "tasker queues --json: ready, scheduled, in progress, limits" \
     "$(printf '%s' "$OUT" | q_counts)" "$want"
-  expect_eq "tokens: within the bucket" \
+  expect_eq "tokens: within the bucket of 2" \
     "$(printf '%s' "$OUT" | jq -c '[.[] | .tokens | if . == null then null else (. >= 0 and . <= 2) end]')" \
     '[true,null]'
-  expect_eq "rate_per_second" "$(printf '%s' "$OUT" | jq -c '[.[] | .rate_per_second]')" '[2,null]'
+  expect_eq "rate_per_second" "$(printf '%s' "$OUT" | jq -c '[.[] | .rate_per_second]')" '[1.5,null]'
   run curl -s "$BASE/api/v1/queues"
   expect_eq "GET /api/v1/queues: the same report" "$(printf '%s' "$OUT" | q_counts)" "$want"
   run t queues
   expect_rc "tasker queues" 0
   expect_eq "tasker queues: its header" "$(printf '%s\n' "$OUT" | head -n 1 | tr -s ' ')" \
     "QUEUE READY IN PROGRESS LIMIT RATE TOKENS OLDEST WORKERS"
-  expect_match "tasker queues: payments' line (ready 3, none in progress, limit 2, 120/m)" \
-    "$(printf '%s\n' "$OUT" | grep '^payments ' | tr -s ' ')" "payments 3 0 2 120/m "
+  expect_match "tasker queues: payments' line (ready 3, none in progress, limit 2, 90/m)" \
+    "$(printf '%s\n' "$OUT" | grep '^payments ' | tr -s ' ')" "payments 3 0 2 90/m "
   expect_match "tasker queues: pix's line (1 ready, 1 in progress, limit 1, no rate)" \
     "$(printf '%s\n' "$OUT" | grep '^pix ' | tr -s ' ')" "pix 1 1 1 - - "
   # The store's figures are counted every few seconds: until they show
@@ -192,18 +192,18 @@ q_seen() {
     'tasker_store_queue_ready{queue="pix"} 1' \
     'tasker_store_queue_concurrency_limit{queue="payments"} 2' \
     'tasker_store_queue_concurrency_limit{queue="pix"} 1' \
-    'tasker_store_queue_rate_limit{queue="payments"} 2'; do
+    'tasker_store_queue_rate_limit{queue="payments"} 1.5'; do
     if grep -qxF "$line" "$W/metrics"; then tap_ok "/metrics: $line"
     else tap_fail "/metrics: $line" "$(grep tasker_store_queue "$W/metrics")"; fi
   done
   expect_eq "/metrics: no rate series for pix (no rate)" \
     "$(grep -c 'tasker_store_queue_rate_limit{queue="pix"}' "$W/metrics")" 0
   # A changed configuration: its whole set replaces the store's.
-  tasker_config $QUICK_RETRIES queues.payments.concurrency=5 queues.payments.rate=120/m
+  tasker_config $QUICK_RETRIES queues.payments.concurrency=5 queues.payments.rate=90/m
   # An orchestrator started with it (not --until-idle: pix's steps are
   # work left for a worker) syncs it at start.
   q_limits() { t queues --json | jq -c '[.[] | [.name, .concurrency, .rate]]'; }
-  q_limits_new() { [ "$(q_limits)" = '[["payments",5,"120/m"],["pix",null,null]]' ]; }
+  q_limits_new() { [ "$(q_limits)" = '[["payments",5,"90/m"],["pix",null,null]]' ]; }
   bg_start orch "$TASKER" --config "$W/tasker.toml" run >"$W/orch.log" 2>&1
   if wait_for "an orchestrator started with a changed configuration syncs its queues" 120 q_limits_new; then
     tap_ok "the store's limits are the new configuration's whole set: $(q_limits)"

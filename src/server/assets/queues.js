@@ -40,8 +40,8 @@
   TK.views.queues = function () {
     const list = h('div');
     const el = h('div', { class: 'page' }, h('h1', null, 'Queues'),
-      h('p', { class: 'muted' }, 'A step names its queue with queue = "NAME" (a worker step: its handler’s). ',
-        '[queues.NAME] in the configuration limits how many of its steps are in progress anywhere (concurrency) and how fast they start (rate), for every orchestrator and worker.'),
+      h('p', { class: 'muted' }, 'A step names its queue with ', h('code', null, 'queue = "NAME"'), ' (a worker step: its handler’s). ',
+        h('code', null, '[queues.NAME]'), ' in the configuration limits how many of its steps are in progress anywhere (concurrency) and how fast they start (rate), for every orchestrator and worker.'),
       h('section', { class: 'card' }, list));
     const refresh = async function () {
       const qs = await TK.apiInto(list, '/queues');
