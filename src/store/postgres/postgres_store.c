@@ -95,7 +95,11 @@ static int exec_simple(tk__pg *pg, const char *sql, const char *what, PGresult *
  * sequential scans are left to the reports, which turn them back on for
  * their own transactions. */
 static int session_setup(tk__pg *pg, tk_err *err) {
-  int rc = exec_simple(pg, "SET enable_seqscan = off", "session", NULL, err);
+  /* No JIT either: a plan that must scan a small table whole (the
+   * queues') carries the disabled scan's cost of 10^10, far past
+   * jit_above_cost, and was compiled at every execution: seconds for a
+   * claim's look at its lanes. */
+  int rc = exec_simple(pg, "SET enable_seqscan = off; SET jit = off", "session", NULL, err);
   return rc == 0 && pg->sync_off ? tk__pg_durability_apply(pg, err) : rc;
 }
 

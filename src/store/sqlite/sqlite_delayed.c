@@ -52,21 +52,6 @@ int tk__sq_release_delayed(tk__sqlite *q, int64_t now, int limit, tk_err *err) {
   return 0;
 }
 
-/* The earliest start of a delayed task not yet released; INT64_MAX: none. */
-int tk__sq_next_delayed(tk__sqlite *q, int64_t *at, tk_err *err) {
-  sqlite3_stmt *st = tk__sq_stmt(q, SQ_NEXT_DELAYED,
-                                 "SELECT MIN(start_at) FROM tasks INDEXED BY tasks_delayed"
-                                 " WHERE start_at IS NOT NULL",
-                                 err);
-  if (st == NULL) return TK_ESTORE;
-  int rc = sqlite3_step(st);
-  *at = rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL
-            ? sqlite3_column_int64(st, 0)
-            : INT64_MAX;
-  sqlite3_reset(st);
-  return rc == SQLITE_ROW ? 0 : tk__sq_fail(q, "next delayed start", err);
-}
-
 int tk__sq_delay_task(tk__sqlite *q, int64_t task_id, int64_t start_at, tk_err *err) {
   sqlite3_stmt *st =
       tk__sq_stmt(q, SQ_DELAYED_SET, "UPDATE tasks SET start_at = ?1 WHERE id = ?2", err);

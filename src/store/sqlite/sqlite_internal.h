@@ -18,7 +18,7 @@ enum {
   SQ_CHILDREN, SQ_RELEASE_CHILD, SQ_TASK_CAN_PROGRESS, SQ_TASK_BY_IDENTITY, SQ_TASK_INSERT,
   SQ_BATCH_INSERT, SQ_ITEM_INSERT, SQ_ITEM_UPDATE, SQ_BATCH_GET, SQ_ITEMS_GET, SQ_STEP_HELD,
   SQ_STEP_INPUT,
-  SQ_DELAYED_DUE, SQ_DELAYED_RELEASE, SQ_DELAYED_CLEAR, SQ_NEXT_DELAYED, SQ_DELAYED_SET,
+  SQ_DELAYED_DUE, SQ_DELAYED_RELEASE, SQ_DELAYED_CLEAR, SQ_DELAYED_SET,
   SQ_RETRY_EARLIER_STEP, SQ_RETRY_EARLIER_ATTEMPT, SQ_ACTIVITY_MINUTE,
   SQ_FLOW_MOVE, SQ_FLOW_RESULTS, SQ_FLOW_EXPAND, SQ_FLOW_LIVE_PARENT, SQ_FLOW_RELEASE,
   SQ_FLOW_RUN_AT, SQ_FLOW_MAP_STATE, SQ_FLOW_MAP_COUNT, SQ_FLOW_MAP_LEFT, SQ_FLOW_MAP_RESULTS,
@@ -263,10 +263,9 @@ int tk__sq_schedule_fire(tk_store *s, tk__schedule_step *step, tk_err *err);
 /* Remove one schedule inside the caller's transaction (TK_ENOENT: none). */
 int tk__sq_schedule_remove_in(tk__sqlite *q, const char *name, tk_err *err);
 /* Delayed starts (sqlite_delayed.c): release the roots of up to limit
- * tasks due by now (in the caller's transaction); the earliest start not
- * yet released (INT64_MAX: none). */
+ * tasks due by now (in the caller's transaction). The earliest start not
+ * yet released is each lane's (tk__sq_lanes_due). */
 int tk__sq_release_delayed(tk__sqlite *q, int64_t now, int limit, tk_err *err);
-int tk__sq_next_delayed(tk__sqlite *q, int64_t *at, tk_err *err);
 /* Give a task just inserted its start time (its roots are inserted with
  * parents_remaining -1): a statement of its own, so the insert of every
  * task stays as it was (and works on a schema before 0009). */

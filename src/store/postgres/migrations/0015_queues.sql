@@ -54,6 +54,9 @@ CREATE TABLE queues (
   worker      boolean NOT NULL DEFAULT false,
   plain       boolean NOT NULL DEFAULT false
 );
+-- The queues an orchestrator's claim looks at (sequential scans are off
+-- for tasker's sessions: postgres_store.c).
+CREATE INDEX queues_plain ON queues (name) WHERE plain;
 INSERT INTO queues (name, worker)
   SELECT DISTINCT worker_queue, true FROM steps WHERE worker_queue IS NOT NULL;
 
