@@ -243,7 +243,7 @@ FUZZ_SRC_placeholder := src/handlers/placeholder.c src/core/buf.c src/core/error
 FUZZ_SRC_command_stdout := src/handlers/command.c src/handlers/builtin.c \
   src/handlers/builtin_choose.c src/handlers/placeholder.c \
   $(sort $(wildcard src/config/*.c src/toml/*.c src/core/*.c src/backoff/*.c)) src/retry/budget.c \
-  src/schedule/def.c src/schedule/cron.c src/schedule/tz.c
+  src/schedule/def.c src/schedule/cron.c src/schedule/tz.c src/handlers/queue_name.c
 FUZZ_EXTRA_command_stdout := -Wno-duplicate-decl-specifier
 # The API's request parsing (routes, query strings, bodies), apart from HTTP.
 FUZZ_SRC_api := src/server/route.c src/handlers/queue_name.c src/server/query_parse.c src/server/body_parse.c \

@@ -105,6 +105,19 @@ typedef struct tk_budget_settings {
                    tk_handler_result.downstream); 0: one for every step naming it */
 } tk_budget_settings;
 
+/* A [queues.NAME] table (DESIGN §19, docs/config.md): limits that hold
+ * store-wide, across every orchestrator and outside worker, for the steps
+ * naming the queue (a step's `queue`, a worker handler's queue). The
+ * store keeps them (tk_queue_sync). */
+typedef struct tk_queue_settings {
+  const char *name;      /* 1 to 64 of a-z 0-9 '_' '.' '-' */
+  int concurrency;       /* its steps in progress at once; 0: no limit */
+  double rate;           /* its steps started per second; 0: no limit */
+  const char *rate_text; /* the rate as written ("50/s"); NULL: none */
+  int burst;             /* the token bucket's size in effect (the one set,
+                            else max(1, ceil(rate))); 0 without a rate */
+} tk_queue_settings;
+
 typedef enum tk_config_origin_kind {
   TK_CONFIG_DEFAULT = 0, /* built in */
   TK_CONFIG_FILE,        /* a config file or an overlay */
@@ -179,6 +192,20 @@ const tk_budget_settings *tk_config_budget(const tk_config *c, const char *name)
  * returns NULL out of range. */
 size_t tk_config_budget_count(const tk_config *c);
 const char *tk_config_budget_name(const tk_config *c, size_t i);
+
+/* The queues [queues.NAME], in the order they were first defined;
+ * tk_config_queue_at returns NULL out of range, tk_config_queue NULL for
+ * a name not configured. */
+size_t tk_config_queue_count(const tk_config *c);
+const tk_queue_settings *tk_config_queue_at(const tk_config *c, size_t i);
+const tk_queue_settings *tk_config_queue(const tk_config *c, const char *name);
+
+/* Where key `key` ("concurrency", "rate" or "burst") of configured queue
+ * i was set, for `tasker config show`: kind TK_CONFIG_DEFAULT when it was
+ * not (a burst then is the default for its rate). TK_EINVAL for an index
+ * or a key out of range. */
+int tk_config_queue_origin(const tk_config *c, size_t i, const char *key,
+                           tk_config_origin *out);
 
 /* Every effective setting: [backoff], each profile, [engine], [batch],
  * [retention], [limits], then each budget, in schema order. tk_config_setting_at returns NULL out

@@ -38,6 +38,10 @@ int tk_template_add_file(tk_store *s, const tk_config *cfg, const char *path, in
 int tk_template_add_files(tk_store *s, const tk_config *cfg, const char *const *paths, int n,
                           int64_t now, tk_template_info *out, tk_err *err);
 
+/* The range of a task's priority (tk_submit_request.priority). */
+#define TK_PRIORITY_MIN (-1000)
+#define TK_PRIORITY_MAX 1000
+
 typedef struct tk_submit_request {
   const char *template_name; /* "name" or "namespace/name" */
   const char *version;       /* NULL: the newest version */
@@ -48,6 +52,11 @@ typedef struct tk_submit_request {
    * Until then the task is pending and nothing polls for it: an engine's
    * next wake-up is the start time (DESIGN §16). */
   int64_t start_at;
+  /* Among the steps ready at a claim, those of tasks of higher priority
+   * are claimed first (DESIGN §4; due retries keep their run_at order).
+   * TK_PRIORITY_MIN..TK_PRIORITY_MAX, else the submit is refused
+   * (TK_EINVAL); 0: the default. */
+  int priority;
   /* May be NULL. When a task is created (not when its identity already
    * existed), tk_task_submit emits task.created to it after the commit,
    * on the caller's thread, if its interest has TK_EV_TASK_CREATED; the
@@ -55,6 +64,11 @@ typedef struct tk_submit_request {
   const tk_observer *observer;
   void *observer_ud;
 } tk_submit_request;
+
+/* 0 when `priority` is one a task may have (TK_PRIORITY_MIN to
+ * TK_PRIORITY_MAX), else TK_EINVAL saying so: the rule tk_task_submit
+ * applies, for callers that read a wider integer (a flag, a JSON body). */
+int tk_priority_check(int64_t priority, tk_err *err);
 
 /* Create a task from a stored template. Each step's attempts, retryability
  * and backoff profile are resolved now: the step's retry table, else the

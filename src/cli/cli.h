@@ -64,6 +64,11 @@ const char *cli_store_url(const cli_globals *g, const struct tk_config *cfg);
  * Prints the error and returns an exit status on failure. */
 int cli_open_store(const char *cmd, const cli_globals *g, const struct tk_config *cfg,
                    int initialized, struct tk_store **out);
+/* cli_open_store (initialized) for a command that runs the engine or the
+ * server (run, serve): then the configuration's queue limits are given
+ * to the store (tk_queue_sync), as their source is the configuration. */
+int cli_open_synced_store(const char *cmd, const cli_globals *g, const struct tk_config *cfg,
+                          struct tk_store **out);
 /* A task id argument; prints and returns CLI_EXIT_USAGE when invalid. */
 int cli_task_id(const char *cmd, const char *text, int64_t *id);
 
@@ -153,6 +158,8 @@ int cmd_prune(cli_globals *g, int argc, char **argv);
 extern const char cmd_prune_usage[];
 int cmd_run(cli_globals *g, int argc, char **argv);
 extern const char cmd_run_usage[];
+int cmd_queues(cli_globals *g, int argc, char **argv);
+extern const char cmd_queues_usage[];
 int cmd_status(cli_globals *g, int argc, char **argv);
 extern const char cmd_status_usage[];
 int cmd_show(cli_globals *g, int argc, char **argv);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <tasker/config.h>
+#include <tasker/queue.h>
 #include <tasker/store.h>
 
 const char *cli_store_url(const cli_globals *g, const tk_config *cfg) {
@@ -49,6 +50,20 @@ int cli_open_store(const char *cmd, const cli_globals *g, const tk_config *cfg, 
   }
   if (version == 0) {
     cli_error(cmd, "store %s is not initialized: run `tasker init` first", url);
+    tk_store_close(*out);
+    *out = NULL;
+    return CLI_EXIT_FAILURE;
+  }
+  return 0;
+}
+
+int cli_open_synced_store(const char *cmd, const cli_globals *g, const tk_config *cfg,
+                          tk_store **out) {
+  int rc = cli_open_store(cmd, g, cfg, 1, out);
+  if (rc) return rc;
+  tk_err err;
+  if (tk_queue_sync(*out, cfg, &err) != 0) {
+    cli_error(cmd, "queues: %s", err.msg);
     tk_store_close(*out);
     *out = NULL;
     return CLI_EXIT_FAILURE;

@@ -20,8 +20,9 @@ const char cmd_config_usage[] =
     "       configuration every command loads; exit 78 naming the first problem\n"
     "show   print every effective setting and where it came from: default,\n"
     "       FILE:LINE or --set; a profile key it does not set shows the default\n"
-    "       profile's value as inherited; then each budget's and each\n"
-    "       schedule's keys (schedules.NAME.KEY)\n"
+    "       profile's value as inherited; then each budget's, each\n"
+    "       schedule's (schedules.NAME.KEY) and each queue's keys\n"
+    "       (queues.NAME.KEY)\n"
     "\n"
     "  --json   print {\"KEY\": {\"value\": V, \"origin\": \"...\"}}; durations also\n"
     "           carry \"ms\", inherited keys \"inherited_from\"\n"
@@ -72,6 +73,54 @@ static json_t *schedule_value(const tk_schedule_def *d, size_t k) {
   }
 }
 
+/* A key config show lists after the settings: one of a schedule's or a
+ * queue's, its effective value (JSON) and where it was set. */
+typedef struct extra_key {
+  char key[160];
+  json_t *value;
+  tk_config_origin origin;
+} extra_key;
+
+/* Key k (0..2: concurrency, rate, burst) of configured queue q as JSON, or
+ * NULL for a limit not configured (a burst goes with a rate). */
+static json_t *queue_value(const tk_queue_settings *q, size_t k) {
+  switch (k) {
+  case 0: return q->concurrency > 0 ? json_integer(q->concurrency) : NULL;
+  case 1: return q->rate_text ? json_string(q->rate_text) : NULL;
+  default: return q->rate_text ? json_integer(q->burst) : NULL;
+  }
+}
+static const char *const queue_keys[] = {"concurrency", "rate", "burst"};
+
+/* Extra key i: each key with a value of each schedule, then of each
+ * queue; 0 when i is past the end. out->value is the caller's. */
+static int extra_at(const tk_config *cfg, size_t i, extra_key *out) {
+  size_t at = 0, nschedules = tk_config_schedule_count(cfg);
+  for (size_t k = 0; k < nschedules + tk_config_queue_count(cfg); k++) {
+    const tk_schedule_def *d = k < nschedules ? tk_config_schedule_at(cfg, k) : NULL;
+    const tk_queue_settings *q = d ? NULL : tk_config_queue_at(cfg, k - nschedules);
+    size_t nkeys = d ? SCHEDULE_NKEYS : sizeof queue_keys / sizeof queue_keys[0];
+    for (size_t j = 0; j < nkeys; j++) {
+      json_t *v = d ? schedule_value(d, j) : queue_value(q, j);
+      if (v == NULL) continue;
+      if (at++ != i) {
+        json_decref(v);
+        continue;
+      }
+      out->value = v;
+      if (d) {
+        snprintf(out->key, sizeof out->key, "schedules.%s.%s", d->name, schedule_keys[j]);
+        tk_config_schedule_origin(cfg, k, schedule_keys[j], &out->origin);
+      } else {
+        snprintf(out->key, sizeof out->key, "queues.%s.%s", q->name, queue_keys[j]);
+        tk_config_queue_origin(cfg, k - nschedules, queue_keys[j], &out->origin);
+      }
+      return 1;
+    }
+  }
+  return 0;
+}
+
 /* One line of `config show`: "KEY = VALUE" and where it came from. */
 typedef struct show_line {
   char line[2048];
@@ -79,8 +128,8 @@ typedef struct show_line {
   const char *inherited_from;
 } show_line;
 
-/* Line i of every line config show prints (the settings, then each key
- * of each schedule); 0 when i is past the end. */
+/* Line i of every line config show prints (the settings, then each extra
+ * key); 0 when i is past the end. */
 static int line_at(const tk_config *cfg, size_t i, show_line *out) {
   size_t n = tk_config_setting_count(cfg);
   if (i < n) {
@@ -90,27 +139,15 @@ static int line_at(const tk_config *cfg, size_t i, show_line *out) {
     out->inherited_from = s->inherited_from;
     return 1;
   }
-  for (size_t k = 0, at = n; k < tk_config_schedule_count(cfg); k++)
-    for (size_t j = 0; j < SCHEDULE_NKEYS; j++) {
-      const tk_schedule_def *d = tk_config_schedule_at(cfg, k);
-      json_t *v = schedule_value(d, j);
-      if (v == NULL) continue;
-      if (at++ != i) {
-        json_decref(v);
-        continue;
-      }
-      char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_PRESERVE_ORDER);
-      json_decref(v);
-      snprintf(out->line, sizeof out->line, "schedules.%s.%s = %s", d->name, schedule_keys[j],
-               text ? text : "?");
-      free(text);
-      tk_config_origin o;
-      tk_config_schedule_origin(cfg, k, schedule_keys[j], &o);
-      tk_config_origin_format(&o, out->origin, sizeof out->origin);
-      out->inherited_from = NULL;
-      return 1;
-    }
-  return 0;
+  extra_key x;
+  if (!extra_at(cfg, i - n, &x)) return 0;
+  char *text = json_dumps(x.value, JSON_ENCODE_ANY | JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(x.value);
+  snprintf(out->line, sizeof out->line, "%s = %s", x.key, text ? text : "?");
+  free(text);
+  tk_config_origin_format(&x.origin, out->origin, sizeof out->origin);
+  out->inherited_from = NULL;
+  return 1;
 }
 
 static void show_text(const tk_config *cfg) {
@@ -162,21 +199,14 @@ static json_t *setting_json(const tk_config_setting *s) {
   return o;
 }
 
-/* Each configured schedule's keys into all, as the settings are:
- * "schedules.NAME.KEY": {"value", "origin"}. */
-static void schedules_json(const tk_config *cfg, json_t *all) {
-  for (size_t k = 0; k < tk_config_schedule_count(cfg); k++) {
-    const tk_schedule_def *d = tk_config_schedule_at(cfg, k);
-    for (size_t j = 0; j < SCHEDULE_NKEYS; j++) {
-      json_t *v = schedule_value(d, j);
-      if (v == NULL) continue;
-      char key[160], origin[1024];
-      tk_config_origin o;
-      tk_config_schedule_origin(cfg, k, schedule_keys[j], &o);
-      tk_config_origin_format(&o, origin, sizeof origin);
-      snprintf(key, sizeof key, "schedules.%s.%s", d->name, schedule_keys[j]);
-      json_object_set_new(all, key, json_pack("{s:o, s:s}", "value", v, "origin", origin));
-    }
+/* Each extra key into all, as the settings are: "schedules.NAME.KEY"
+ * or "queues.NAME.KEY": {"value", "origin"}. */
+static void extras_json(const tk_config *cfg, json_t *all) {
+  extra_key x;
+  for (size_t i = 0; extra_at(cfg, i, &x); i++) {
+    char origin[1024];
+    tk_config_origin_format(&x.origin, origin, sizeof origin);
+    json_object_set_new(all, x.key, json_pack("{s:o, s:s}", "value", x.value, "origin", origin));
   }
 }
 
@@ -190,7 +220,7 @@ static int show(cli_globals *g) {
       const tk_config_setting *s = tk_config_setting_at(cfg, i);
       json_object_set_new(all, s->key, setting_json(s));
     }
-    schedules_json(cfg, all);
+    extras_json(cfg, all);
     /* 15 digits: 0.1 prints as 0.1, and no setting needs more. */
     char *text =
         json_dumps(all, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));

@@ -339,6 +339,8 @@ int cmd_show(cli_globals *g, int argc, char **argv) {
          str(tp, "version"), str(t, "state"), str(t, "execution_status"));
   /* A schedule's task is known by its identity (schedule:NAME:SLOT). */
   if (json_is_string(json_object_get(t, "identity"))) printf("identity: %s\n", str(t, "identity"));
+  /* The default (0) goes unsaid, as a missing identity does. */
+  if (N(t, "priority") != 0) printf("priority: %lld\n", N(t, "priority"));
   printf("%-20s %-18s %9s  %-12s %s\n", "STEP", "STATE", "ATTEMPTS", "NEXT RUN", "DETAIL");
   size_t i;
   json_t *s;

@@ -139,7 +139,7 @@ int cmd_run(cli_globals *g, int argc, char **argv) {
     return rc;
   }
   tk_store *s;
-  if ((rc = cli_open_store("run", g, cfg, 1, &s))) {
+  if ((rc = cli_open_synced_store("run", g, cfg, &s))) {
     tk_config_free(cfg);
     free(token);
     return rc;

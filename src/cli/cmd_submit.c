@@ -16,8 +16,9 @@
 const char cmd_submit_usage[] =
     "usage: tasker submit NAME [--version V] [--context JSON|@FILE] [--identity KEY]\n"
     "                          [--count N] [--events FILE] [--at TIME | --in DURATION]\n"
+    "                          [--priority N]\n"
     "       tasker submit NAME --contexts FILE [--version V] [--events FILE]\n"
-    "                          [--at TIME | --in DURATION]\n"
+    "                          [--at TIME | --in DURATION] [--priority N]\n"
     "\n"
     "Create a task from template NAME (or NAMESPACE/NAME), newest version unless\n"
     "--version is given, and print its id on stdout. With --identity, submitting\n"
@@ -26,13 +27,16 @@ const char cmd_submit_usage[] =
     "each; their ids one per line). --events FILE appends a task.created event\n"
     "(JSON line) per task to FILE. --at TIME (RFC 3339, e.g. 2026-11-25T09:00:00Z)\n"
     "or --in DURATION (e.g. 3h) delays the task's start: its first steps run then.\n"
+    "--priority N (-1000 to 1000, default 0): among ready steps, those of tasks\n"
+    "of higher priority are claimed first.\n"
     "\n"
     "--contexts FILE (- for stdin) submits one task per line of FILE, all in one\n"
-    "transaction: each line a JSON object {\"context\": {...}, \"identity\": \"KEY\"}\n"
-    "(both optional). A bad line is named with its number and nothing is\n"
-    "submitted. The ids go to stdout one per line, in the lines' order; an\n"
-    "identity that exists (or an earlier line's) prints its task's id, as\n"
-    "--identity does. On a terminal, progress goes to stderr.\n";
+    "transaction: each line a JSON object {\"context\": {...}, \"identity\": \"KEY\",\n"
+    "\"priority\": N} (each optional; priority: --priority's, else 0). A bad\n"
+    "line is named with its number and nothing is submitted. The ids go to\n"
+    "stdout one per line, in the lines' order; an identity that exists (or an\n"
+    "earlier line's) prints its task's id, as --identity does. On a terminal,\n"
+    "progress goes to stderr.\n";
 
 /* The start time of --at TIME (RFC 3339 only: tk_time_arg_parse would take
  * a bare duration as "that long ago") or --in DURATION (from now); 0 for
@@ -101,11 +105,13 @@ static void append_line(const char *line, void *ud) {
 }
 
 int cmd_submit(cli_globals *g, int argc, char **argv) {
-  enum { O_VERSION, O_CONTEXT, O_IDENTITY, O_COUNT, O_EVENTS, O_AT, O_IN, O_CONTEXTS, O_N };
+  enum { O_VERSION, O_CONTEXT, O_IDENTITY, O_COUNT, O_EVENTS, O_AT, O_IN, O_CONTEXTS,
+         O_PRIORITY, O_N };
   cli_opt o[O_N] = {{"version", "V", NULL, 0},     {"context", "JSON", NULL, 0},
                     {"identity", "KEY", NULL, 0},  {"count", "N", NULL, 0},
                     {"events", "FILE", NULL, 0},   {"at", "TIME", NULL, 0},
-                    {"in", "DURATION", NULL, 0},   {"contexts", "FILE", NULL, 0}};
+                    {"in", "DURATION", NULL, 0},   {"contexts", "FILE", NULL, 0},
+                    {"priority", "N", NULL, 0}};
   const char *pos[1];
   int npos, rc = cli_parse("submit", o, O_N, argc, argv, pos, &npos, 1);
   if (rc) return rc;
@@ -126,6 +132,10 @@ int cmd_submit(cli_globals *g, int argc, char **argv) {
                 "identity", o[k].name);
       return CLI_EXIT_USAGE;
     }
+  int64_t priority = 0;
+  if (o[O_PRIORITY].seen &&
+      (rc = cli_int("submit", &o[O_PRIORITY], TK_PRIORITY_MIN, TK_PRIORITY_MAX, &priority)))
+    return rc;
   char *context = NULL;
   if (o[O_CONTEXT].seen && o[O_CONTEXT].value[0] == '@') {
     context = read_file(o[O_CONTEXT].value + 1);
@@ -150,6 +160,7 @@ int cmd_submit(cli_globals *g, int argc, char **argv) {
       .version = o[O_VERSION].value,
       .context_json = context ? context : o[O_CONTEXT].value,
       .identity = o[O_IDENTITY].value,
+      .priority = (int)priority,
   };
   created_sink created = {o[O_EVENTS].value, 0};
   tk_jsonl_sink sink = {append_line, &created};

@@ -1,6 +1,6 @@
 /* tasker submit NAME --contexts FILE: many tasks in one transaction, one
  * per JSON line of FILE ("-": stdin), each {"context": {...}, "identity":
- * "KEY"} with both members optional. Every line is read and checked
+ * "KEY", "priority": N} with every member optional. Every line is read and checked
  * before anything is stored: a bad one is named by its line number and
  * nothing is submitted. */
 #include "cli.h"
@@ -47,10 +47,11 @@ static int lines_grow(lines *l) {
 }
 
 /* One line's JSON into *ctx (its context as compact text, NULL when
- * absent; the library checks what it holds) and *identity (or NULL);
- * else a message in why (the line's fault). */
-static int line_parse(const char *text, size_t len, char **ctx, char **identity, char *why,
-                      size_t cap) {
+ * absent; the library checks what it holds), *identity (or NULL) and
+ * *priority (left alone when absent); else a message in why (the line's
+ * fault). */
+static int line_parse(const char *text, size_t len, char **ctx, char **identity, int *priority,
+                      char *why, size_t cap) {
   json_error_t je;
   *ctx = *identity = NULL;
   json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
@@ -62,17 +63,31 @@ static int line_parse(const char *text, size_t len, char **ctx, char **identity,
   const char *key;
   json_t *v;
   if (!json_is_object(j)) {
-    snprintf(why, cap, "expected an object {\"context\": {...}, \"identity\": \"KEY\"}");
+    snprintf(why, cap, "expected an object {\"context\": {...}, \"identity\": \"KEY\", "
+             "\"priority\": N}");
     goto done;
   }
   json_object_foreach(j, key, v) {
-    if (strcmp(key, "context") != 0 && strcmp(key, "identity") != 0) {
+    if (strcmp(key, "context") != 0 && strcmp(key, "identity") != 0 &&
+        strcmp(key, "priority") != 0) {
       snprintf(why, cap, "unknown member \"%.100s\": expected \"context\" (the task's context, "
-               "an object) or \"identity\"", key);
+               "an object), \"identity\" or \"priority\"", key);
       goto done;
     }
   }
   json_t *c = json_object_get(j, "context"), *id = json_object_get(j, "identity");
+  json_t *p = json_object_get(j, "priority");
+  tk_err perr;
+  if (p && !json_is_integer(p)) {
+    snprintf(why, cap, "priority: expected an integer from %d to %d", TK_PRIORITY_MIN,
+             TK_PRIORITY_MAX);
+    goto done;
+  }
+  if (p && tk_priority_check(json_integer_value(p), &perr) != 0) {
+    snprintf(why, cap, "%.200s", perr.msg);
+    goto done;
+  }
+  if (p) *priority = (int)json_integer_value(p);
   if (id && (!json_is_string(id) || json_string_length(id) == 0 ||
              strlen(json_string_value(id)) != json_string_length(id))) {
     snprintf(why, cap, "identity: expected a non-empty string (with no NUL)");
@@ -107,7 +122,8 @@ static int lines_read(FILE *f, const char *path, const tk_submit_request *like, 
       k--;
     if (strspn(buf, " \t") == k) continue; /* blank */
     char why[300], *ctx, *identity;
-    if (line_parse(buf, k, &ctx, &identity, why, sizeof why) != 0) {
+    int priority = like->priority;
+    if (line_parse(buf, k, &ctx, &identity, &priority, why, sizeof why) != 0) {
       cli_error("submit", "%s:%ld: %s; nothing submitted", path, lineno, why);
       rc = CLI_EXIT_USAGE;
     } else if (lines_grow(l) != 0) {
@@ -120,6 +136,7 @@ static int lines_read(FILE *f, const char *path, const tk_submit_request *like, 
       *r = *like;
       r->context_json = ctx;
       r->identity = identity;
+      r->priority = priority;
       l->owned[2 * l->n] = ctx;
       l->owned[2 * l->n + 1] = identity;
       l->lineno[l->n++] = lineno;

@@ -12,8 +12,8 @@
 
 #define KEY_MAX 256
 
-static const char *const sections[] = {"backoff",   "engine",    "batch",    "budgets",
-                                       "schedules", "retention", "limits"};
+static const char *const sections[] = {"backoff",   "engine",    "batch",  "budgets",
+                                       "schedules", "retention", "limits", "queues"};
 
 /* The place of a problem: "FILE:L:C" for a file, "--set K=V" for a flag. */
 static void place(const tk__layer *L, tk_toml_pos pos, char *buf, size_t len) {
@@ -45,9 +45,13 @@ static void value_text(const tk_toml_value *v, char *buf, size_t len) {
   if (tk_toml_format_value(v, buf, len) >= (int)len && len > 4) strcpy(buf + len - 4, "...");
 }
 
+int tk__layer_fail_at(const tk__layer *L, tk_toml_pos pos, const char *msg) {
+  return fail(L, pos, "%s", msg);
+}
+
 /* "KEY = VALUE: what is wrong". A --set flag already shows the key and
  * the value, so there only what is wrong (and which schedule entry). */
-static int bad_value(const tk__layer *L, const char *key, const tk__complaint *why) {
+int tk__layer_refuse(const tk__layer *L, const char *key, const tk__complaint *why) {
   char val[80], idx[16] = "";
   value_text(why->at, val, sizeof val);
   if (why->index > 0) snprintf(idx, sizeof idx, "[%d]", why->index);
@@ -74,7 +78,7 @@ static int need_table(const tk__layer *L, const char *path, const tk_toml_entry 
   if (tk__expect_table(e->value, NULL, &why) == 0) return 0;
   char key[KEY_MAX];
   join(key, path, e->key, e->key_len);
-  return bad_value(L, key, &why);
+  return tk__layer_refuse(L, key, &why);
 }
 
 /* Where the values of one table go: a struct described by a schema, the
@@ -101,7 +105,7 @@ static int apply_key(const tk__layer *L, const target *t, const tk_toml_entry *e
   if (tk__convert(k, e->value, t->obj, &why) != 0) {
     char key[KEY_MAX];
     join(key, t->path, e->key, e->key_len);
-    return bad_value(L, key, &why);
+    return tk__layer_refuse(L, key, &why);
   }
   if (k->kind == TK__K_STRING) {
     /* The document dies after this layer; keep a copy. */
@@ -250,14 +254,16 @@ int tk__apply_layer(const tk__layer *L, const tk_toml_value *root) {
     const target *t = NULL;
     int budgets = strcmp(e->key, "budgets") == 0;
     int schedules = strcmp(e->key, "schedules") == 0;
+    int queues = strcmp(e->key, "queues") == 0;
     if (strcmp(e->key, "engine") == 0) t = &engine;
     else if (strcmp(e->key, "batch") == 0) t = &batch;
     else if (strcmp(e->key, "retention") == 0) t = &retention;
     else if (strcmp(e->key, "limits") == 0) t = &limits;
-    else if (strcmp(e->key, "backoff") != 0 && !budgets && !schedules)
+    else if (strcmp(e->key, "backoff") != 0 && !budgets && !schedules && !queues)
       return unknown_key(L, "", e, sections, sizeof sections / sizeof sections[0]);
     int rc = need_table(L, "", e);
     if (rc == 0 && schedules) rc = tk__apply_schedules(L, e->value);
+    else if (rc == 0 && queues) rc = tk__apply_queues(L, e->value);
     else if (rc == 0 && budgets) rc = apply_budgets(L, e->value);
     else if (rc == 0) rc = t ? apply_table(L, t, e->value) : apply_backoff(L, e->value);
     if (rc) return rc;

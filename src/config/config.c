@@ -28,6 +28,7 @@ void tk_config_free(tk_config *c) {
   free(c->profiles);
   free(c->budgets);
   free(c->schedules);
+  free(c->queues);
   free(c->settings);
   free(c);
 }

@@ -219,5 +219,6 @@ int tk__config_finish(tk_config *c, tk_err *err) {
     if ((rc = check_budget(b, err))) return rc;
     if (add_settings(c, &v, NULL) != 0) return tk_err_set(err, TK_ENOMEM, "out of memory");
   }
+  if ((rc = tk__queues_finish(c, err))) return rc;
   return tk__schedules_finish(c, err);
 }

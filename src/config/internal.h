@@ -183,6 +183,19 @@ typedef struct tk__schedule_cfg {
  * expression parses in its zone; else TK_ECONFIG naming the place. */
 int tk__schedules_finish(const tk_config *c, tk_err *err);
 
+/* A queue [queues.NAME] (queues.c): its settings, where it was first
+ * defined and where each of its keys (concurrency, rate, burst) was last
+ * set (kind TK_CONFIG_DEFAULT: not set). */
+#define TK__QUEUE_NKEYS 3
+typedef struct tk__queue_cfg {
+  tk_queue_settings s;
+  tk_config_origin table_at, key_at[TK__QUEUE_NKEYS];
+} tk__queue_cfg;
+
+/* After every layer: a burst goes with a rate, and a queue without one
+ * set gets max(1, ceil(rate)); else TK_ECONFIG naming the place. */
+int tk__queues_finish(tk_config *c, tk_err *err);
+
 struct tk_config {
   tk__profile *profiles; /* [0] is the default profile */
   size_t nprofiles, profiles_cap;
@@ -190,6 +203,8 @@ struct tk_config {
   size_t nbudgets, budgets_cap;
   tk__schedule_cfg *schedules; /* in the order first defined */
   size_t nschedules, schedules_cap;
+  tk__queue_cfg *queues; /* in the order first defined */
+  size_t nqueues, queues_cap;
   tk_engine_settings engine;
   tk_config_origin engine_origin[TK__ENGINE_NKEYS];
   tk_batch_settings batch;

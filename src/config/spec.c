@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "handlers/handler.h"
+
 /* Unknown-key candidates listed at most (more are never suggested). */
 #define MAX_CANDS 48
 
@@ -76,4 +78,16 @@ int tk__spec_read(const tk__spec_where *w, const tk__schema *s, const tk_toml_va
       return tk__spec_fail(w, t, k->name, "missing: %s", k->missing);
   }
   return 0;
+}
+
+int tk__spec_queue_name(const tk__spec_where *w, const char *key, const tk_toml_value *v,
+                        const char **name, size_t *len) {
+  *len = 0;
+  *name = tk_toml_type_of(v) == TK_TOML_STRING ? tk_toml_string(v, len) : NULL;
+  if (*name != NULL && tk__queue_name_ok(*name, *len) && strlen(*name) == *len) return 0;
+  tk__complaint why = {.at = v};
+  snprintf(why.what, sizeof why.what,
+           "expected a queue name: 1 to %d lowercase letters, digits, '_', '.' or '-'",
+           TK__QUEUE_NAME_MAX);
+  return tk__spec_refuse(w, key, &why);
 }

@@ -33,6 +33,13 @@ int tk__spec_fail(const tk__spec_where *w, const tk_toml_value *v, const char *k
  * refused (key NULL: PATH = VALUE). Returns why's code, TK_ECONFIG. */
 int tk__spec_refuse(const tk__spec_where *w, const char *key, const tk__complaint *why);
 
+/* v (the value of `key` in w's table) as a queue name (DESIGN §19; the
+ * rule of tk__queue_name_ok) into *name and *len, which point into v's
+ * document; else "FILE:L:C: PATH.KEY = VALUE: expected a queue name ..."
+ * (TK_ECONFIG). */
+int tk__spec_queue_name(const tk__spec_where *w, const char *key, const tk_toml_value *v,
+                        const char **name, size_t *len);
+
 /* Read the TOML table t against schema s into the JSON object out. A key
  * not in s fails ("unknown key", with the nearest known one); each value
  * is read with tk__convert_json and written under the key's JSON name

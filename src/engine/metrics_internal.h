@@ -66,6 +66,9 @@ void tk__prom_family(tk__buf *b, const char *name, const char *type, const char 
  * is escaped (backslash, double quote, newline). */
 void tk__prom_int(tk__buf *b, const char *name, const char *label, const char *value,
                   int64_t v);
+/* tk__prom_int with a real value (printed with up to 15 digits). */
+void tk__prom_float(tk__buf *b, const char *name, const char *label, const char *value,
+                    double v);
 /* Every line of one histogram series: cumulative _bucket{...,le} up to
  * +Inf, _sum (seconds) and _count (the buckets' total as read, so equal to
  * +Inf). label NULL: no label but le. */

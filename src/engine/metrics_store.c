@@ -5,6 +5,7 @@
 #include "engine/metrics_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "store/store.h"
@@ -70,6 +71,71 @@ static void store_counter(tk__buf *b, const char *counter, const char *help, int
   tk__prom_int(b, name, NULL, NULL, v);
 }
 
+/* The queues' series (DESIGN §19), one sample per queue of each family
+ * (a family with no queue is left out: a label-less sample would read as
+ * a queue's). A store without queues has none. */
+static int queue_families(tk_store *s, int64_t now, tk__buf *b, tk_err *err) {
+  if (s->ops->queue_list == NULL) return 0;
+  tk__queue_rec *q = NULL;
+  int n = 0;
+  int rc = s->ops->queue_list(s, now, &q, &n, err);
+  if (rc || n == 0) {
+    free(q);
+    return rc;
+  }
+  enum { READY, SCHEDULED, IN_PROGRESS, CONCURRENCY, RATE, TOKENS, OLDEST, WORKERS, NFAMILIES };
+  static const struct {
+    const char *name, *help;
+  } families[NFAMILIES] = {
+      {"tasker_store_queue_ready", "Steps of the queue a claim could take now but for its limits."},
+      {"tasker_store_queue_scheduled",
+       "Steps of the queue waiting for a retry or a delayed start not due yet."},
+      {"tasker_store_queue_in_progress",
+       "Steps of the queue in progress, by orchestrators and outside workers."},
+      {"tasker_store_queue_concurrency_limit",
+       "The most steps of the queue in progress at once ([queues.NAME] concurrency); queues "
+       "without one are left out."},
+      {"tasker_store_queue_rate_limit",
+       "Steps of the queue started per second at most ([queues.NAME] rate); queues without one "
+       "are left out."},
+      {"tasker_store_queue_tokens",
+       "Starts the queue's token bucket allows now; queues without a rate are left out."},
+      {"tasker_store_queue_oldest_ready_age_seconds",
+       "How long the queue's oldest ready step has waited; 0 with none ready."},
+      {"tasker_store_queue_workers_seen",
+       "Outside workers that polled the queue in the last minute."},
+  };
+  for (int f = 0; f < NFAMILIES; f++) {
+    tk__prom_family(b, families[f].name, "gauge", families[f].help);
+    for (int i = 0; i < n; i++) {
+      const char *name = families[f].name, *queue = q[i].name;
+      switch (f) {
+      case READY: tk__prom_int(b, name, "queue", queue, q[i].ready); break;
+      case SCHEDULED: tk__prom_int(b, name, "queue", queue, q[i].scheduled); break;
+      case IN_PROGRESS: tk__prom_int(b, name, "queue", queue, q[i].in_progress); break;
+      case CONCURRENCY:
+        if (q[i].concurrency > 0) tk__prom_int(b, name, "queue", queue, q[i].concurrency);
+        break;
+      case RATE:
+        if (q[i].rate > 0) tk__prom_float(b, name, "queue", queue, q[i].rate);
+        break;
+      case TOKENS:
+        if (q[i].rate > 0) tk__prom_float(b, name, "queue", queue, q[i].tokens);
+        break;
+      case OLDEST: {
+        int64_t at = q[i].oldest_ready_at;
+        tk__prom_float(b, name, "queue", queue,
+                       at == TK__NONE || at >= now ? 0 : (double)(now - at) / 1000.0);
+        break;
+      }
+      default: tk__prom_int(b, name, "queue", queue, q[i].workers_seen);
+      }
+    }
+  }
+  free(q);
+  return 0;
+}
+
 int tk_metrics_render_store(tk_store *s, int64_t now, char **text, size_t *len, tk_err *err) {
   *text = NULL;
   tk__status_report r;
@@ -97,6 +163,10 @@ int tk_metrics_render_store(tk_store *s, int64_t now, char **text, size_t *len, 
                     "A persistent counter of the store (its counters table), since the store "
                     "was created.",
                     r.counters[i].value);
+  }
+  if ((rc = queue_families(s, now, &b, err)) != 0) {
+    tk__buf_free(&b);
+    return rc;
   }
   return tk__prom_take(&b, text, len, err);
 }

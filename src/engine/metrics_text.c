@@ -43,6 +43,12 @@ void tk__prom_int(tk__buf *b, const char *name, const char *label, const char *v
   tk__buf_addf(b, " %lld\n", (long long)v);
 }
 
+void tk__prom_float(tk__buf *b, const char *name, const char *label, const char *value,
+                    double v) {
+  series(b, name, "", label, value, NULL);
+  tk__buf_addf(b, " %.15g\n", v);
+}
+
 void tk__prom_histo(tk__buf *b, const char *name, const char *label, const char *value,
                     const tk__histo *h) {
   const tk__buckets *bk = h->buckets;

@@ -23,16 +23,11 @@ static const tk__schema schema = {"worker", keys, sizeof keys / sizeof keys[0]};
 static int validate(const tk__handler_site *site, const tk_toml_value *table, json_t *spec) {
   int rc = tk__spec_read(&site->where, &schema, table, spec);
   if (rc) return rc;
-  const tk_toml_value *v = tk_toml_get(table, "queue");
-  size_t len = 0;
-  const char *name = tk_toml_type_of(v) == TK_TOML_STRING ? tk_toml_string(v, &len) : NULL;
-  if (name == NULL || !tk__queue_name_ok(name, len) || strlen(name) != len) {
-    tk__complaint why = {.at = v};
-    snprintf(why.what, sizeof why.what,
-             "expected a queue name: 1 to %d lowercase letters, digits, '_', '.' or '-'",
-             TK__QUEUE_NAME_MAX);
-    return tk__spec_refuse(&site->where, "queue", &why);
-  }
+  size_t len;
+  const char *name;
+  if ((rc = tk__spec_queue_name(&site->where, "queue", tk_toml_get(table, "queue"), &name,
+                                &len)))
+    return rc;
   if (json_object_set_new(spec, "queue", json_stringn(name, len)) != 0)
     return tk_err_set(site->where.err, TK_ENOMEM, "out of memory reading %s", site->where.file);
   return 0;

@@ -116,13 +116,14 @@ static int page_json(const char *key, json_t *rows, int n, int limit, int64_t la
 }
 
 static json_t *task_row_json(const tk__task_row *r) {
-  return json_pack("{s:I, s:s, s:o, s:o, s:I, s:I, s:o, s:i, s:i, s:i, s:o, s:o}", "id",
+  return json_pack("{s:I, s:s, s:o, s:o, s:I, s:I, s:o, s:i, s:i, s:i, s:o, s:o, s:i}", "id",
                    (json_int_t)r->id, "state", r->state, "template",
                    template_of(r->namespace_, r->name, r->version), "identity",
                    opt_str(r->identity), "created_at", (json_int_t)r->created_at, "updated_at",
                    (json_int_t)r->updated_at, "finished_at", opt_int(r->finished_at), "steps_total",
                    r->steps_total, "steps_done", r->steps_done, "steps_error", r->steps_error,
-                   "last_error", opt_str(r->last_error), "next_run_at", opt_int(r->next_run_at));
+                   "last_error", opt_str(r->last_error), "next_run_at", opt_int(r->next_run_at),
+                   "priority", r->priority);
 }
 
 int tk_tasks_json(tk_store *s, const tk_task_filter *f, const char *cursor, int limit, char **json,

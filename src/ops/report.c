@@ -264,8 +264,13 @@ static json_t *step_json(const tk__task_report *r, const tk__step_rec *s, json_t
   json_object_set_new(st, "depends_on", deps ? json_incref(deps) : json_array());
   json_t *handler = json_object_get(def_step, "handler");
   const char *kind = json_string_value(json_object_get(handler, "kind"));
-  if (kind && strcmp(kind, "worker") == 0)
-    json_object_set(st, "worker_queue", json_object_get(handler, "queue"));
+  int worker = kind && strcmp(kind, "worker") == 0;
+  if (worker) json_object_set(st, "worker_queue", json_object_get(handler, "queue"));
+  /* The queue whose limits its claims obey (DESIGN §19): the one it
+   * names, a worker step's its handler's; null for none. */
+  json_t *queue = json_object_get(def_step, "queue");
+  if (queue == NULL && worker) queue = json_object_get(handler, "queue");
+  json_object_set_new(st, "queue", queue ? json_incref(queue) : json_null());
   json_t *history = json_array();
   for (int i = 0; i < r->nattempts; i++)
     if (r->attempts[i].step_id == s->id)
@@ -302,6 +307,7 @@ static json_t *task_json(const tk__task_report *r) {
       (json_int_t)r->updated_at, "finished_at", opt_int(r->finished_at), "steps_total",
       r->steps_total, "steps_done", r->steps_done, "steps_error", r->steps_error, "template", "namespace", t->namespace_, "name", t->name,
       "version", t->version, "context", parsed(r->context));
+  json_object_set_new(task, "priority", json_integer(r->priority));
   json_t *def = parsed(t->definition);
   json_t *def_steps = json_object_get(def, "steps");
   json_t *steps = json_array();

@@ -32,18 +32,26 @@ static void submit_list(tk_server *s, const char *body, size_t len, tk__response
   if (!reqs || !ids || !existed) {
     rc = tk_err_set(&err, TK_ENOMEM, "out of memory submitting %zu tasks", l.n);
   } else {
-    for (size_t i = 0; i < l.n; i++)
+    rc = 0;
+    for (size_t i = 0; i < l.n && rc == 0; i++) {
       reqs[i] = (tk_submit_request){.template_name = l.items[i].template_name,
                                     .version = l.items[i].version,
                                     .context_json = l.items[i].context,
-                                    .identity = l.items[i].identity};
-    rc = tk_task_submit_many(s->store, s->config, reqs, (int)l.n, now(s), ids, existed, &failed,
-                             &err);
+                                    .identity = l.items[i].identity,
+                                    .priority = (int)l.items[i].priority};
+      if ((rc = tk_priority_check(l.items[i].priority, &err))) failed = (int)i;
+    }
+    if (rc == 0)
+      rc = tk_task_submit_many(s->store, s->config, reqs, (int)l.n, now(s), ids, existed,
+                               &failed, &err);
   }
   if (rc != 0) {
     tk_err at = err;
     if (failed >= 0) tk_err_set(&at, err.code, "body[%d]: %.480s", failed, err.msg);
-    tk__respond_tk_error(s, out, &at, err.code == TK_ENOENT ? "template" : NULL);
+    int bad_priority = failed >= 0 && (size_t)failed < l.n &&
+                       tk_priority_check(l.items[failed].priority, NULL) != 0;
+    tk__respond_tk_error(s, out, &at,
+                         bad_priority ? "priority" : err.code == TK_ENOENT ? "template" : NULL);
   } else {
     json_t *tasks = json_array();
     int created = 0;
@@ -73,11 +81,14 @@ static void submit(tk_server *s, const char *body, size_t len, tk__response *out
     return;
   }
   tk_submit_request req = {.template_name = b.template_name, .version = b.version,
-                           .context_json = b.context, .identity = b.identity};
+                           .context_json = b.context, .identity = b.identity,
+                           .priority = (int)b.priority};
   int64_t id;
   int existed;
   tk_err err;
-  if (tk_task_submit(s->store, s->config, &req, now(s), &id, &existed, &err) != 0) {
+  if (tk_priority_check(b.priority, &err) != 0) {
+    tk__respond_tk_error(s, out, &err, "priority");
+  } else if (tk_task_submit(s->store, s->config, &req, now(s), &id, &existed, &err) != 0) {
     tk__respond_tk_error(s, out, &err, err.code == TK_ENOENT ? "template" : NULL);
   } else {
     json_t *j = json_pack("{s:I, s:b}", "id", (json_int_t)id, "existed", existed);

@@ -81,9 +81,11 @@ void tk__submit_body_free(tk__submit_body *b) {
  * *out, whose strings borrow from obj. */
 static int submit_object(json_t *obj, const char *where, tk__submit_body *out,
                          tk__api_error *e) {
-  static const char *const members[] = {"template", "version", "context", "identity", NULL};
-  json_t *ctx = json_object_get(obj, "context");
-  if (tk__body_only(obj, where, members, "template, version, context or identity", e) != 0 ||
+  static const char *const members[] = {"template", "version", "context", "identity",
+                                        "priority", NULL};
+  json_t *ctx = json_object_get(obj, "context"), *priority = json_object_get(obj, "priority");
+  if (tk__body_only(obj, where, members, "template, version, context, identity or priority",
+                    e) != 0 ||
       string_member(obj, "template", "bad_request", &out->template_name, e) != 0 ||
       string_member(obj, "version", "bad_request", &out->version, e) != 0 ||
       string_member(obj, "identity", "bad_request", &out->identity, e) != 0)
@@ -92,6 +94,11 @@ static int submit_object(json_t *obj, const char *where, tk__submit_body *out,
     return tk__api_fail(e, 400, "bad_request", "template",
                         "template is missing: expected the template's name (\"name\" or "
                         "\"namespace/name\")");
+  if (priority != NULL && !json_is_integer(priority))
+    return tk__api_fail(e, 400, "bad_request", "priority",
+                        "priority: %s: expected an integer (higher is claimed first)",
+                        tk__json_type_name(priority));
+  out->priority = priority ? json_integer_value(priority) : 0;
   if (ctx != NULL && !json_is_object(ctx))
     return tk__api_fail(e, 400, "bad_request", "context", "context: %s: expected a JSON object",
                         tk__json_type_name(ctx));
@@ -146,7 +153,7 @@ int tk__submit_list_parse(const char *body, size_t len, tk__submit_list *out, tk
     json_t *v = json_array_get(j, out->n);
     if (!json_is_object(v)) {
       tk__api_fail(e, 400, "bad_request", NULL, "%s: %s: expected an object {\"template\", "
-                   "\"version\"?, \"context\"?, \"identity\"?}", where, tk__json_type_name(v));
+                   "\"version\"?, \"context\"?, \"identity\"?, \"priority\"?}", where, tk__json_type_name(v));
       goto fail;
     }
     if (submit_object(v, where, &out->items[out->n], e) != 0) {

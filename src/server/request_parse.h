@@ -63,6 +63,7 @@ typedef enum tk__route_id {
   TK__R_HEARTBEAT,   /* POST /api/v1/claims/TOKEN/heartbeat (a worker's) */
   TK__R_COMPLETE,    /* POST /api/v1/claims/TOKEN/complete (a worker's) */
   TK__R_FAIL,        /* POST /api/v1/claims/TOKEN/fail (a worker's) */
+  TK__R_QUEUES,      /* GET /api/v1/queues */
   TK__R_ASSET        /* GET anything else outside /api/: the dashboard (last: tests
                       * iterate the routes up to it) */
 } tk__route_id;
@@ -162,6 +163,9 @@ typedef struct tk__submit_body {
   json_t *root;
   const char *template_name, *version, *identity; /* into root */
   char *context;                                  /* JSON text; NULL: {} */
+  /* "priority": an integer (0 when absent), its range left to the library
+   * (tk_priority_check), which names the value the body gave. */
+  int64_t priority;
 } tk__submit_body;
 
 int tk__submit_body_parse(const char *body, size_t len, tk__submit_body *out, tk__api_error *e);

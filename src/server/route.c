@@ -48,6 +48,7 @@ const char *tk__route_name(tk__route_id id) {
       [TK__R_HEARTBEAT] = "POST /api/v1/claims/TOKEN/heartbeat",
       [TK__R_COMPLETE] = "POST /api/v1/claims/TOKEN/complete",
       [TK__R_FAIL] = "POST /api/v1/claims/TOKEN/fail",
+      [TK__R_QUEUES] = "GET /api/v1/queues",
       [TK__R_ASSET] = "GET /PATH (the dashboard's files)",
   };
   return (int)id > 0 && (size_t)id < sizeof names / sizeof names[0] ? names[id] : NULL;
@@ -129,6 +130,7 @@ static int match_api(const segs *s, tk__route *r, int *methods, tk__api_error *e
   else if (k == 1 && is(s, first, "activity")) r->id = TK__R_ACTIVITY;
   else if (k == 1 && is(s, first, "backoff")) r->id = TK__R_BACKOFF;
   else if (k == 1 && is(s, first, "openapi.json")) r->id = TK__R_OPENAPI;
+  else if (k == 1 && is(s, first, "queues")) r->id = TK__R_QUEUES;
   else if (k == 1 && is(s, first, "tasks")) {
     r->id = TK__R_TASKS;
     *methods = TK__M_GET | TK__M_POST;

@@ -35,6 +35,8 @@ static const tk__key step_keys[] = {
      .max = INT64_MAX, .allowed = "a duration >= 0"},
     {.name = "description", .kind = TK__K_TEXT, .allowed = "a string"},
     {.name = "batch", .kind = TK__K_OTHER},
+    /* The queue whose limits its claims obey (DESIGN §19); read below. */
+    {.name = "queue", .kind = TK__K_OTHER},
     TK__FLOW_STEP_KEYS,
 };
 
@@ -124,6 +126,30 @@ static int parse_retry(const tk__spec_where *at, const tk_config *cfg, const tk_
                        budget, known);
 }
 
+/* The step's queue = "NAME" (at `where`, "steps[N]") into step: a queue
+ * name by the workers' rule, and for a worker step (handler, its spec)
+ * the handler's own queue, the one its workers claim from. */
+static int parse_queue(const tk__spec_where *at, const char *where, const tk_toml_value *v,
+                       json_t *handler, json_t *step) {
+  tk__spec_where w = {at->file, where, at->err};
+  size_t len;
+  const char *name;
+  int rc = tk__spec_queue_name(&w, "queue", v, &name, &len);
+  if (rc) return rc;
+  const char *own = json_string_value(json_object_get(handler, "queue"));
+  if (own != NULL && strcmp(own, name) != 0) {
+    tk__complaint why = {.at = v};
+    snprintf(why.what, sizeof why.what,
+             "a worker step's queue is its handler's (\"%.64s\"), the one its workers claim "
+             "from: leave queue out or make it \"%.64s\"",
+             own, own);
+    return tk__spec_refuse(&w, "queue", &why);
+  }
+  if (json_object_set_new(step, "queue", json_stringn(name, len)) != 0)
+    return tk_err_set(at->err, TK_ENOMEM, "out of memory reading %s", at->file);
+  return 0;
+}
+
 /* Step i (0-based) into JSON: its keys, its handler's spec by the
  * handler's kind, its retry and batch tables. */
 static int parse_step(const tk__spec_where *at, const tk_config *cfg, const tk_toml_value *s,
@@ -145,6 +171,7 @@ static int parse_step(const tk__spec_where *at, const tk_config *cfg, const tk_t
   }
   json_object_set_new(step, "handler", part);
   const tk_toml_value *v;
+  if ((v = tk_toml_get(s, "queue")) && (rc = parse_queue(at, where, v, part, step))) goto fail;
   if ((v = tk_toml_get(s, "retry"))) {
     snprintf(key, sizeof key, "%s.retry", where);
     if ((rc = parse_retry(at, cfg, v, key, &part))) goto fail;

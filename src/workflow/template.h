@@ -12,7 +12,7 @@
  *   {namespace, name, version, description,
  *    retry: {max_attempts?, backoff?, retryable?},
  *    steps: [{name, depends_on: [names], handler: {kind, ...},
- *             retry: {...}, timeout_ms?,
+ *             retry: {...}, timeout_ms?, queue?,
  *             batch?: {items_from, max_in_call_retries?, max_item_attempts?,
  *                      fail_if_any_gave_up?}}]}
  * and edges are (parent_idx, child_idx) pairs. */

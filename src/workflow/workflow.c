@@ -113,6 +113,14 @@ static int context_parse(const char *text, json_t **out, tk_err *err) {
   return 0;
 }
 
+int tk_priority_check(int64_t priority, tk_err *err) {
+  if (priority >= TK_PRIORITY_MIN && priority <= TK_PRIORITY_MAX) return 0;
+  return tk_err_set(err, TK_EINVAL,
+                    "priority %lld: must be an integer from %d to %d (higher is claimed first; "
+                    "0 is the default)",
+                    (long long)priority, TK_PRIORITY_MIN, TK_PRIORITY_MAX);
+}
+
 /* The rest of a build once b has its context and its template's
  * definition: each step's settings and batch items, and b->t. With
  * `like` (a task built from the same definition), the settings are
@@ -157,6 +165,10 @@ static int steps_resolve(const tk_config *cfg, const tk_submit_request *req, int
     /* Only a worker handler's spec has a queue (handlers/worker.c). */
     json_t *handler = json_object_get(step, "handler");
     ns[i].worker_queue = json_string_value(json_object_get(handler, "queue"));
+    /* A worker step's queue is its worker_queue (template.c refuses any
+     * other); any other step's is the one it names, if any. */
+    json_t *queue = json_object_get(step, "queue");
+    ns[i].queue = queue ? json_string_value(queue) : ns[i].worker_queue;
     if ((rc = tk__batch_step_resolve(step, b->ctx, cfg, &ns[i], err))) goto done;
     batch |= ns[i].batch;
   }
@@ -174,6 +186,7 @@ static int steps_resolve(const tk_config *cfg, const tk_submit_request *req, int
       .nsteps = (int)n,
       .now = now,
       .start_at = req->start_at,
+      .priority = req->priority,
   };
 done:
   if (rc) tk__built_task_free(b);
@@ -183,7 +196,8 @@ done:
 int tk__task_build(tk_store *s, const tk_config *cfg, const tk_submit_request *req, int64_t now,
                    tk__built_task *b, tk_err *err) {
   memset(b, 0, sizeof *b);
-  int rc = context_parse(req->context_json, &b->ctx, err);
+  int rc = tk_priority_check(req->priority, err);
+  if (rc == 0) rc = context_parse(req->context_json, &b->ctx, err);
   if (rc) return rc;
   if ((rc = tk__template_lookup(s, req->template_name, req->version, &b->tmpl, err))) {
     tk__built_task_free(b);
@@ -198,7 +212,8 @@ int tk__task_build_like(const tk__built_task *like, const tk_config *cfg,
                         const tk_submit_request *req, int64_t now, tk__built_task *b,
                         tk_err *err) {
   memset(b, 0, sizeof *b);
-  int rc = context_parse(req->context_json, &b->ctx, err);
+  int rc = tk_priority_check(req->priority, err);
+  if (rc == 0) rc = context_parse(req->context_json, &b->ctx, err);
   if (rc) return rc;
   b->tmpl.id = like->tmpl.id;
   b->def = json_incref(like->def);

@@ -193,7 +193,7 @@ static void json_prints_the_apis_page(void **state) {
   assert_true(json_is_string(json_object_get(p, "next_cursor")));
   json_t *t = json_array_get(json_object_get(p, "tasks"), 0);
   expect_keys(t, "id,state,template,identity,created_at,updated_at,finished_at,steps_total,"
-                 "steps_done,steps_error,last_error,next_run_at");
+                 "steps_done,steps_error,last_error,next_run_at,priority");
   assert_int_equal(json_integer_value(json_object_get(t, "id")), 7);
   assert_string_equal(json_string_value(json_object_get(t, "state")), "error");
   json_t *tp = json_object_get(t, "template");

@@ -295,7 +295,7 @@ static void show_why_and_status_print_their_json_shapes(void **state) {
   json_t *t = json_of(c, "show", "1", NULL);
   /* Objects print in a fixed key order (JSON_PRESERVE_ORDER). */
   expect_keys(t, "id,state,cancellable,identity,created_at,updated_at,finished_at,steps_total,steps_done,"
-                 "steps_error,template,context,steps,transitions,execution_status,now");
+                 "steps_error,template,context,priority,steps,transitions,execution_status,now");
   assert_int_equal(num(t, "id"), 1);
   assert_string_equal(str(t, "state"), "error");
   assert_string_equal(str(t, "execution_status"), "blocked_by_failures");
@@ -314,7 +314,7 @@ static void show_why_and_status_print_their_json_shapes(void **state) {
     json_t *s = json_array_get(steps, i);
     expect_keys(s, "name,state,attempts,max_attempts,retryable,backoff,parents_remaining,run_at,"
                    "lease_owner,lease_expires_at,last_delay_ms,last_error,results,id,depends_on,"
-                   "history,why");
+                   "queue,history,why");
     assert_string_equal(str(s, "name"), names[i]);
     assert_string_equal(str(s, "state"), states[i]);
     assert_true(json_is_boolean(json_object_get(s, "retryable")));

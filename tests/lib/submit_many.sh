@@ -101,12 +101,12 @@ $W/orders.jsonl:5: task 3 already exists with identity \"a\"; nothing submitted"
 {"context": [1, 2]}
 ' "tasker submit: stdin:3: context: expected a JSON object such as {\"order\": 42}, got an array; nothing submitted"
   sm_refused "an unknown member" '{"contxt": {"n": 1}}
-' "tasker submit: stdin:1: unknown member \"contxt\": expected \"context\" (the task's context, an object) or \"identity\"; nothing submitted"
+' "tasker submit: stdin:1: unknown member \"contxt\": expected \"context\" (the task's context, an object), \"identity\" or \"priority\"; nothing submitted"
   sm_refused "an identity that is not a string" '{}
 {"identity": 7}
 ' "tasker submit: stdin:2: identity: expected a non-empty string (with no NUL); nothing submitted"
   sm_refused "a line that is not an object" '[1]
-' "tasker submit: stdin:1: expected an object {\"context\": {...}, \"identity\": \"KEY\"}; nothing submitted"
+' "tasker submit: stdin:1: expected an object {\"context\": {...}, \"identity\": \"KEY\", \"priority\": N}; nothing submitted"
   sm_refused "no lines" '
 
 ' "tasker submit: stdin: no tasks: expected one JSON object per line, {\"context\": {...}, \"identity\": \"KEY\"}"

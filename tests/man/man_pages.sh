@@ -155,7 +155,8 @@ expect_eq "tasker.1 has every flag of each command's --help in its entry" "$miss
 # tables, or nothing for a value that is not a table.
 probe() {
   if [ -z "$1" ]; then printf 'zzz = 1\n' >"$W/probe.toml"
-  else printf '[%s]\nzzz = 1\n' "$1" >"$W/probe.toml"; fi
+  # A named table is probed as "name": a queue's name is lower case.
+  else printf '[%s]\nzzz = 1\n' "$(printf '%s' "$1" | sed 's/NAME/name/g')" >"$W/probe.toml"; fi
   msg=$("$TASKER" --env '' config check "$W/probe.toml" 2>&1 | head -n 1)
   case "$msg" in
   *'unknown key'*'(known keys: '*) printf '%s\n' "${msg##*known keys: }" ;;

@@ -196,7 +196,8 @@ static void task_pages(void **state) {
   /* Every member docs/api.md lists, and no other. */
   const char *keys[] = {"id",         "state",       "template",    "identity",
                         "created_at", "updated_at",  "finished_at", "steps_total",
-                        "steps_done", "steps_error", "last_error",  "next_run_at"};
+                        "steps_done", "steps_error", "last_error",  "next_run_at",
+                        "priority"};
   assert_int_equal(json_object_size(slow), sizeof keys / sizeof keys[0]);
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
     assert_non_null(json_object_get(slow, keys[i]));

@@ -4,7 +4,7 @@
 # states: a task in error (a step exhausted), one complete (a template in a
 # namespace), a decision's task with a step failed for good, a map's task
 # with an instance failed, one pending and one cancelled, and two whose
-# step waits for a worker.
+# step waits for a worker; [queues.payments] limits a queue (GET /api/v1/queues).
 # - validate.mjs: GET /api/v1/openapi.json (application/json, info.version
 #   the binary's) is valid OpenAPI 3.1 by the pinned validator from the npm
 #   registry (tests/server/openapi/package-lock.json), its schemas compile,
@@ -56,7 +56,8 @@ setup() {
   run "$@"
   [ "$RC" -eq 0 ] || stop_here "$name" "exit $RC" "stdout: $OUT" "stderr: $ERR"
 }
-tasker_config $QUICK_RETRIES backoff.profiles.slow.base=1h backoff.profiles.slow.jitter=full
+tasker_config $QUICK_RETRIES backoff.profiles.slow.base=1h backoff.profiles.slow.jitter=full \
+  queues.payments.concurrency=3 queues.payments.rate=50/s
 etl_template "$W/etl.toml"
 cat >"$W/quick.toml" <<'TOML'
 namespace = "ops"

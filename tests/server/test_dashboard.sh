@@ -9,6 +9,8 @@
 # (the other skipped, and a step after it), and one whose map's instance
 # an operator retried (the map mapped again): the chosen path, the skipped
 # nodes, the map's node and its instances page by page.
+# Queues (issue 23): the Queues page over a queue the configuration
+# limits, and a task's priority and its steps' queue on its page.
 # Screenshots go to $BUILD/screenshots (or TK_SCREENSHOTS) for people.
 # Needs Debian's chromium: without it the test is skipped as requiring
 # chromium (a failure when TK_REQUIRE_CHROMIUM=1, as in CI).
@@ -34,6 +36,9 @@ jitter = "none"
 base = "1s"
 max_delay = "1m"
 jitter = "full"
+[queues.images]
+concurrency = 2
+rate = "90/m"
 TOML
 # transform: attempt 1 asks for 250ms (the server's delay), attempt 2 fails
 # plainly (the computed one), attempt 3 succeeds.
@@ -96,7 +101,7 @@ setup "run the decision and the map" t run --until-idle --workers 2
 # A task of worker steps (DESIGN §19), submitted after the runs: only a
 # worker of its queue takes it, and its page says so.
 setup "template add images" t template add "$TK_TOP/examples/workers/images.toml"
-setup "submit images" t submit images --context '{"url": "u", "width": 2}'
+setup "submit images" t submit images --context '{"url": "u", "width": 2}' --priority 5
 IMAGES=$OUT
 
 # serve on a port the kernel picks (serve.sh; flow_views.sh sourced it).
@@ -145,6 +150,21 @@ chrome worker "/task/$IMAGES"
 has "worker step: its why names the queue whose workers take it" \
   '>ready</span>: <span class="muted">waiting for a worker of queue images</span>'
 expect_count "worker step: no error shown" 'flash-error' 0
+has "task page: the task's priority" '<dt>priority</dt><dd title="among ready steps, those of tasks of higher priority are claimed first">5</dd>'
+expect_count "task page: each step's queue, linked to the queues" '<a class="qname" href="#/queues" title="its queue, whose limits its claims obey">images</a>' 2
+
+# The queues (issue 23 item 5): images, limited by the configuration
+# ([queues.images], given to the store by the runs above), with fetch
+# ready and nothing in progress; the nav links the page.
+chrome queues "/queues"
+has "queues: the nav links the page" '<a href="#/queues" data-view="queues" class="active">Queues</a>'
+has "queues: the images queue, run by workers" '<strong class="mono">images</strong> <span class="qtag" title="outside workers run its steps">workers</span>'
+has "queues: fetch ready" '<td class="num">1</td>'
+has "queues: none of 2 in progress" '<span class="num">0 / 2</span>'
+has "queues: its rate" '<span title="1.5 per second">90/m</span>'
+has "queues: its bucket full" '>2 / 2</span>'
+has "queues: no worker seen" '<td class="num">0</td>'
+expect_count "queues: no error shown" 'flash-error' 0
 
 chrome task "/task/$FLAKY"
 has "task page: title" ">Task $FLAKY <span class=\"badge st-complete big\">complete</span>"
@@ -288,5 +308,5 @@ else tap_fail "retry all matching: all only without filters, no task state" "got
 # at exit, a leak or a crash on shutdown, is a non-zero status).
 serve_stop
 
-echo "# screenshots: $SHOTS/{task,decision,map_failed,map,map_page,template_flow,failed,tasks,broken,overview,backoff,templates,template}.png"
+echo "# screenshots: $SHOTS/{worker,queues,task,decision,map_failed,map,map_page,template_flow,failed,tasks,broken,overview,backoff,templates,template}.png"
 tap_done

@@ -271,7 +271,7 @@
       // The latest retry's delay: a finished step's last attempt has none.
       const last = (st.history || []).filter((a) => a.delay_ms !== null && a.delay_ms !== undefined).pop();
       return h('tr', { id: 'step-' + st.name },
-        h('td', null, h('strong', null, st.name)),
+        h('td', null, h('strong', null, st.name), st.queue ? h('a', { class: 'qname', href: '#/queues', title: 'its queue, whose limits its claims obey' }, st.queue) : null),
         h('td', null, TK.badge(st.state)),
         h('td', { class: 'num' }, `${st.attempts}/${st.max_attempts}`),
         h('td', null, st.state === 'waiting_for_retry' || (st.state === 'pending' && !st.parents_remaining) ? TK.time(st.run_at) : h('span', { class: 'muted' }, '–')),
@@ -413,7 +413,7 @@
         return;
       }
       const order = TK.layers(task.steps || []).flat();
-      TK.swap(head, [task.id, task.state, task.cancellable, task.template, task.created_at, task.updated_at, task.finished_at, task.steps_done, task.steps_total, task.identity], () =>
+      TK.swap(head, [task.id, task.state, task.cancellable, task.template, task.created_at, task.updated_at, task.finished_at, task.steps_done, task.steps_total, task.identity, task.priority], () =>
         h('div', { class: 'task-head' },
           h('div', { class: 'title-row' },
             h('h1', null, 'Task ' + task.id, ' ', TK.badge(task.state, 'big')),
@@ -428,6 +428,7 @@
             h('dt', null, 'template'), h('dd', null, TK.templateLink(task.template), ' ', h('span', { class: 'muted' }, task.template.version)),
             h('dt', null, 'progress'), h('dd', null, `${task.steps_done}/${task.steps_total} steps done`),
             task.identity ? [h('dt', null, 'identity'), h('dd', null, task.identity)] : null,
+            h('dt', null, 'priority'), h('dd', { title: 'among ready steps, those of tasks of higher priority are claimed first' }, String(task.priority ?? 0), task.priority ? null : h('span', { class: 'muted' }, ' (the default)')),
             h('dt', null, 'created'), h('dd', null, TK.time(task.created_at)),
             h('dt', null, 'updated'), h('dd', null, TK.time(task.updated_at)),
             task.finished_at ? [h('dt', null, 'finished'), h('dd', null, TK.time(task.finished_at), ' (took ', TK.fmtDur(task.finished_at - task.created_at), ')')] : null)));

@@ -91,6 +91,11 @@ const calls = [
   { op: "submitTasks", body: { template: "ops/quick", identity: "k1" }, headers: X, want: 200 },
   { op: "submitTasks", body: [{ template: "etl" }, { template: "ops/quick", identity: "k1" }], headers: X, want: 201 },
   { op: "submitTasks", body: [{ template: "ops/quick", identity: "k1" }], headers: X, want: 200 },
+  { op: "submitTasks", body: { template: "ops/quick", priority: 7 }, headers: X, want: 201 },
+  { op: "submitTasks", body: [{ template: "ops/quick", priority: -1000 }], headers: X, want: 201 },
+  { op: "submitTasks", body: { template: "ops/quick", priority: 1001 }, headers: X, want: 400, outOfBounds: "body" },
+  { op: "submitTasks", body: [{ template: "ops/quick", priority: -1001 }], headers: X, want: 400, outOfBounds: "body" },
+  { op: "submitTasks", body: { template: "ops/quick", priority: "high" }, headers: X, want: 400, outOfBounds: "body" },
   { op: "submitTasks", body: { template: "nosuch" }, headers: X, want: 404 },
   { op: "submitTasks", body: { templat: "etl" }, headers: X, want: 400, outOfBounds: "body" },
   { op: "submitTasks", body: [], headers: X, want: 400, outOfBounds: "body" },
@@ -115,6 +120,10 @@ const calls = [
   { op: "bulkAction", path: { action: "retry" }, body: { tasks: [] }, headers: X, want: 400, outOfBounds: "body" },
   { op: "bulkAction", path: { action: "retry" }, body: { tasks: [1], max: 5 }, headers: X, want: 400, outOfBounds: "body" },
   { op: "bulkAction", path: { action: "explode" }, body: { tasks: [1] }, headers: X, want: 404, outOfBounds: "action" },
+  // The queues: pix (tasks 7 and 8's worker steps) and payments, which
+  // the configuration limits (tests/server/openapi.sh).
+  { op: "listQueues", want: 200 },
+  { op: "listQueues", query: { x: "1" }, want: 400 },
   // The worker protocol (tests/server/openapi.sh: tasks 7 and 8 wait for
   // a worker of queue "pix"); no token on this server: JSON is the proof.
   { op: "claimSteps", path: { queue: "pix" }, body: { worker: "conform", max: 1, wait: 0 }, want: 200, save: "a" },
