@@ -169,6 +169,7 @@ export class Worker {
           `the step be retried`);
       }
       this.#abandon.abort();
+      this.#api.close();
       this.log.info(`worker ${this.worker}: stopped`);
     } finally {
       if (handleSignals) {
