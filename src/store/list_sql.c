@@ -258,7 +258,7 @@ int tk__sql_task_list(tk__sql *q, const tk__task_query *f, const tk__sql_templat
       " ORDER BY COALESCE((SELECT MAX(a.id) FROM attempts a WHERE a.step_id = s.id), 0) DESC,"
       " s.id DESC LIMIT 1),"
       " (SELECT MIN(s.run_at) FROM steps s WHERE s.task_id = t.id"
-      " AND s.state = 'waiting_for_retry')"
+      " AND s.state = 'waiting_for_retry'), t.priority"
       " FROM page p JOIN tasks t ON t.id = p.id JOIN templates tp ON tp.id = t.template_id"
       " ORDER BY t.id DESC");
   return q->text.oom ? TK_ENOMEM : 0;

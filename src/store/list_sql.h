@@ -45,7 +45,7 @@ typedef struct tk__sql_templates {
  *
  * Task rows: id, state, namespace, name, version, identity, created_at,
  * updated_at, finished_at, steps_total, steps_done, steps_error,
- * last_error, next_run_at. */
+ * last_error, next_run_at, priority. */
 int tk__sql_task_list(tk__sql *q, const tk__task_query *f, const tk__sql_templates *tp);
 /* One row, one column: the count. */
 int tk__sql_task_count(tk__sql *q, const tk__task_query *f, const tk__sql_templates *tp);

@@ -95,6 +95,21 @@ int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *t
                       const char *step, const char *step_state, const tk__op_step_kind *kind,
                       tk__op_plan *plan, tk_err *err);
 
+/* Queues' limits (queue_rules.c; DESIGN §19). */
+/* TK_EINVAL naming the queue and the value when a definition is not valid:
+ * a name by tk__queue_name_ok's rule, given once; no negative limit. */
+int tk__queue_defs_check(const tk__queue_def *defs, int n, tk_err *err);
+/* The size of d's bucket: burst, or max(1, ceil(rate)); 0 with no rate. */
+int tk__queue_burst(const tk__queue_def *d);
+/* A bucket of `tokens` as of refilled_at refilled to now at rate tokens a
+ * second, up to burst; 0 with no rate. */
+double tk__queue_tokens(double tokens, int64_t refilled_at, double rate, int burst, int64_t now);
+/* The steps a bucket of `tokens` lets start: its whole tokens. */
+int tk__queue_room(double tokens);
+/* When a bucket of `tokens` at now has a whole token (now if it has one);
+ * INT64_MAX with no rate. */
+int64_t tk__queue_token_at(double tokens, double rate, int64_t now);
+
 /* The message of a refused (fenced) outcome, and of a refused heartbeat. */
 int tk__fenced_error(tk_err *err, const tk__outcome *o);
 int tk__heartbeat_refused(tk_err *err, int64_t step_id, int64_t claim_id);

@@ -1,10 +1,25 @@
 /* SQL that takes a PostgreSQL store's schema back before a migration, its
  * rows as a tasker of that time would have written them, for tests of a
  * store written before it: apply it (efx_pg_text), then let tasker
- * migrate the store again. The newest migration first: undo 0014 before
- * 0013, 0013 before 0012, and so on down to 0009 before an older one. */
+ * migrate the store again. The newest migration first: undo 0015 before
+ * 0014, 0014 before 0013, 0013 before 0012, and so on down to 0009 before an older one. */
 #ifndef TESTS_PG_UNDO_H
 #define TESTS_PG_UNDO_H
+
+/* 0015_queues.sql: no queues, no priority; the readiness indexes as 0013
+ * made them. */
+#define PG_UNDO_0015                                                                            \
+  "DROP TABLE queue_workers, queues; DROP INDEX steps_queue_busy, steps_retry_due,"             \
+  " steps_fresh, steps_delayed;"                                                                \
+  " CREATE INDEX steps_retry_due ON steps (worker_queue, run_at, id)"                           \
+  " WHERE state = 'waiting_for_retry';"                                                         \
+  " CREATE INDEX steps_fresh ON steps (worker_queue, task_id, id) WHERE state = 'pending'"      \
+  " AND parents_remaining = 0;"                                                                 \
+  " CREATE INDEX steps_delayed ON steps (worker_queue, run_at, id) WHERE state = 'pending'"     \
+  " AND parents_remaining = -1;"                                                                \
+  " ALTER TABLE steps DROP COLUMN queue, DROP COLUMN priority;"                                  \
+  " ALTER TABLE tasks DROP COLUMN priority;"                                                     \
+  " DELETE FROM schema_migrations WHERE version = 15; SELECT 1"
 
 /* 0014_smaller_error_text_flushes.sql: the index's default pending list. */
 #define PG_UNDO_0014                                                                            \

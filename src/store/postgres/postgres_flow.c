@@ -138,14 +138,15 @@ static const char RESULTS_SQL[] =
  * unfinished (0008_map_countdowns.sql). $1 task, $2 the map's idx, $3 its
  * name, $4 now, $5 elements, $6 their count, $7 the reason. */
 static const char EXPAND_SQL[] =
-    "WITH m AS (SELECT id, max_attempts, retryable, backoff, worker_queue FROM steps"
+    "WITH m AS (SELECT id, max_attempts, retryable, backoff, worker_queue, queue, priority"
+    " FROM steps"
     " WHERE task_id = $1::bigint AND idx = $2::int AND state = " Q(TK__STEP_PENDING) "),"
     " top AS (SELECT max(idx) AS top FROM steps WHERE task_id = $1),"
     " ins AS (INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable, backoff,"
-    " parents_remaining, run_at, map_idx, item_index, item, worker_queue)"
+    " parents_remaining, run_at, map_idx, item_index, item, worker_queue, queue, priority)"
     " SELECT $1, top.top + e.ord, $3::text || '[' || (e.ord - 1) || ']', " Q(TK__STEP_PENDING)
     ", m.max_attempts, m.retryable, m.backoff, 0, $4::bigint, $2, e.ord - 1, e.value::text,"
-    " m.worker_queue"
+    " m.worker_queue, m.queue, m.priority"
     " FROM m, top, json_array_elements($5::json) WITH ORDINALITY AS e(value, ord)"
     " RETURNING 1),"
     " upd AS (UPDATE steps s SET state = " Q(TK__STEP_MAPPED) ", parents_remaining = 0"

@@ -74,6 +74,7 @@ static void read_task(const PGresult *res, int i, void *row, int *oom) {
   r->steps_error = (int)tk__pg_i64(res, i, 11);
   r->last_error = tk__dup(tk__pg_text(res, i, 12), oom);
   r->next_run_at = tk__pg_i64(res, i, 13);
+  r->priority = (int)tk__pg_i64(res, i, 14);
 }
 
 static void read_step(const PGresult *res, int i, void *row, int *oom) {

@@ -23,10 +23,10 @@
  * worker step (DESIGN §19, 0013) $22 the steps' worker queues (queue and
  * its parts: STEP_QUEUE; a task of no worker step writes no such column,
  * so that it can be stored at any schema version). */
-#define CREATE_SQL_FOR(col, val, arr, name)                                                    \
+#define CREATE_SQL_FOR(tcol, tval, col, val, arr, name, more)                                   \
     "WITH t AS (INSERT INTO tasks (template_id, identity, context, state, steps_total,"         \
-    " created_at, updated_at) VALUES ($1::bigint, $2::text, $3::text, " Q(TK__TASK_PENDING) "," \
-    " $4::int, $5::bigint, $5) ON CONFLICT (identity) WHERE identity IS NOT NULL DO NOTHING"    \
+    " created_at, updated_at" tcol ") VALUES ($1::bigint, $2::text, $3::text, "                 \
+    Q(TK__TASK_PENDING) ", $4::int, $5::bigint, $5" tval ") ON CONFLICT (identity) WHERE identity IS NOT NULL DO NOTHING"    \
     " RETURNING id),"                                                                           \
     " s AS (INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable, backoff,"    \
     " parents_remaining, run_at" col ")"                                                        \
@@ -42,12 +42,28 @@
     " AS u(idx, seq, key, data) ON u.idx = s.idx),"                                             \
     " tr AS (INSERT INTO transitions (task_id, to_state, at, reason)"                           \
     " SELECT id, " Q(TK__TASK_PENDING) ", $5, $21::text FROM t),"                               \
+    more                                                                                        \
     " n AS (SELECT pg_notify('" TK__PG_CHANNEL "', '') FROM t)"                                 \
     " SELECT id, (SELECT count(*) FROM n) FROM t"
 
-static const char CREATE_SQL[] = CREATE_SQL_FOR("", "", "", "");
-static const char CREATE_QUEUE_SQL[] =
-    CREATE_SQL_FOR(", worker_queue", ", u.queue", ", $22::text[]", ", queue");
+/* A queues row for each queue the steps name (0015), with `worker` or
+ * `plain` set for the kinds of step that named it, kept once set: worker
+ * queues w, queues q (arrays of one element per step), rows written only
+ * when `when` holds. */
+#define QUEUES_NAMED(w, q, when)                                                               \
+    "INSERT INTO queues (name, worker, plain) SELECT u.q, bool_or(u.w IS NOT NULL),"            \
+    " bool_or(u.w IS NULL) FROM unnest(" w ", " q ") AS u(w, q) WHERE u.q IS NOT NULL AND "     \
+    when " GROUP BY u.q ON CONFLICT (name) DO UPDATE SET"                                       \
+    " worker = queues.worker OR EXCLUDED.worker, plain = queues.plain OR EXCLUDED.plain"        \
+    " WHERE (EXCLUDED.worker AND NOT queues.worker) OR (EXCLUDED.plain AND NOT queues.plain)"
+
+static const char CREATE_SQL[] = CREATE_SQL_FOR("", "", "", "", "", "", "");
+/* A task with a priority or a step naming a queue (12): $22 the steps'
+ * worker queues, $23 their queues, $24 the priority. */
+static const char CREATE_QUEUE_SQL[] = CREATE_SQL_FOR(
+    ", priority", ", $24::int", ", worker_queue, queue, priority", ", u.wq, u.queue, $24",
+    ", $22::text[], $23::text[]", ", wq, queue",
+    " qn AS (" QUEUES_NAMED("$22", "$23", "EXISTS (SELECT 1 FROM t)") "),");
 
 /* The arrays of new tasks' rows, one element per task (M_ID..M_NSTEPS),
  * per step (M_STASK..M_RUNAT, and M_QUEUE), per batch step
@@ -57,7 +73,7 @@ static const char CREATE_QUEUE_SQL[] =
 enum { M_ID, M_TEMPLATE, M_IDENTITY, M_CONTEXT, M_NSTEPS,
        M_STASK, M_SIDX, M_NAME, M_MAX, M_RETRYABLE, M_BACKOFF, M_PARENTS, M_RUNAT,
        M_BTASK, M_BIDX, M_MIC, M_MIA, M_FAIL,
-       M_ITASK, M_IIDX, M_SEQ, M_KEY, M_DATA, M_QUEUE, M_COUNT };
+       M_ITASK, M_IIDX, M_SEQ, M_KEY, M_DATA, M_QUEUE, M_SQUEUE, M_SPRIO, M_PRIO, M_COUNT };
 
 /* Every array of m[] empty, open for elements. */
 static void arrays_open(tk__buf *m) {
@@ -72,7 +88,8 @@ static int arrays_close(tk__buf *m, const char **v) {
 }
 
 /* Append task t's rows, as task `id`, to the arrays m[]; *batch set when
- * it has a batch step, *queue when it has a worker step. A root step of a task that starts later waits with
+ * it has a batch step, *queue when it has a priority or a step naming a
+ * queue (a worker step's queue is its worker queue: store.h). A root step of a task that starts later waits with
  * parents_remaining TK__DELAYED until its run_at, the start time (0005). */
 static void task_arrays(const tk__new_task *t, int64_t id, tk__buf *m, int *batch,
                         int *queue) {
@@ -81,6 +98,8 @@ static void task_arrays(const tk__new_task *t, int64_t id, tk__buf *m, int *batc
   tk__pg_array_text(&m[M_IDENTITY], t->identity);
   tk__pg_array_text(&m[M_CONTEXT], t->context);
   tk__pg_array_i64(&m[M_NSTEPS], t->nsteps);
+  tk__pg_array_i64(&m[M_PRIO], t->priority);
+  *queue |= t->priority != 0;
   for (int j = 0; j < t->nsteps; j++) {
     const tk__new_step *ns = &t->steps[j];
     int delayed = t->start_at > t->now && ns->nparents == 0;
@@ -93,7 +112,9 @@ static void task_arrays(const tk__new_task *t, int64_t id, tk__buf *m, int *batc
     tk__pg_array_i64(&m[M_PARENTS], delayed ? TK__DELAYED : ns->nparents);
     tk__pg_array_i64(&m[M_RUNAT], delayed ? t->start_at : t->now);
     tk__pg_array_text(&m[M_QUEUE], ns->worker_queue);
-    *queue |= ns->worker_queue != NULL;
+    tk__pg_array_text(&m[M_SQUEUE], ns->queue ? ns->queue : ns->worker_queue);
+    tk__pg_array_i64(&m[M_SPRIO], t->priority);
+    *queue |= ns->worker_queue != NULL || ns->queue != NULL;
     if (!ns->batch) continue;
     *batch = 1;
     tk__pg_array_i64(&m[M_BTASK], id);
@@ -148,7 +169,11 @@ int tk__pg_task_create_guarded(tk_store *s, const tk__new_task *t, const tk__pg_
     for (int k = M_BIDX; k <= M_FAIL; k++) tk__pg_arg_text(&a, v[k]);
     for (int k = M_IIDX; k <= M_DATA; k++) tk__pg_arg_text(&a, v[k]);
     tk__pg_arg_text(&a, TK__REASON_CREATED);
-    if (queue) tk__pg_arg_text(&a, v[M_QUEUE]);
+    if (queue) {
+      tk__pg_arg_text(&a, v[M_QUEUE]);
+      tk__pg_arg_text(&a, v[M_SQUEUE]);
+      tk__pg_arg_i64(&a, t->priority);
+    }
     tk__pg_begin(&p);
     if (g && (rc = g->check(&p, g->ud, err)) != 0) goto end;
     int created = queue ? tk__pg_pipe_stmt(&p, PG_TASK_CREATE_QUEUE, CREATE_QUEUE_SQL, a.n, a.v)
@@ -197,11 +222,17 @@ static const char IDS_SQL[] =
     " FROM unnest($1::text[]) WITH ORDINALITY AS v(identity, ord)"
     " LEFT JOIN tasks t ON t.identity = v.identity";
 
-static const char TASKS_SQL[] =
-    "INSERT INTO tasks (id, template_id, identity, context, state, steps_total, created_at,"
-    " updated_at) SELECT v.id, v.template_id, v.identity, v.context, " Q(TK__TASK_PENDING) ","
-    " v.nsteps, $1::bigint, $1 FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[],"
-    " $6::int[]) AS v(id, template_id, identity, context, nsteps)";
+#define TASKS_SQL_FOR(col, val, arr, name)                                                     \
+    "INSERT INTO tasks (id, template_id, identity, context, state, steps_total, created_at,"    \
+    " updated_at" col ") SELECT v.id, v.template_id, v.identity, v.context, "                  \
+    Q(TK__TASK_PENDING) ", v.nsteps, $1::bigint, $1" val " FROM unnest($2::bigint[],"          \
+    " $3::bigint[], $4::text[], $5::text[], $6::int[]" arr ")"                                 \
+    " AS v(id, template_id, identity, context, nsteps" name ")"
+static const char TASKS_SQL[] = TASKS_SQL_FOR("", "", "", "");
+/* A chunk with a priority or a queue (12): $7 the tasks' priorities. */
+static const char TASKS_PRIORITY_SQL[] =
+    TASKS_SQL_FOR(", priority", ", v.priority", ", $7::int[]", ", priority");
+static const char QUEUES_NAMED_SQL[] = QUEUES_NAMED("$1::text[]", "$2::text[]", "true");
 
 /* Steps in task and position order, so that their ids increase as a
  * single submit's do; a delayed root step's parents_remaining and run_at
@@ -215,8 +246,10 @@ static const char TASKS_SQL[] =
     " $8::bigint[]" arr ") AS v(task_id, idx, name, max_attempts, retryable, backoff, parents," \
     " run_at" name ")"
 static const char STEPS_SQL[] = STEPS_SQL_FOR("", "", "", "");
+/* $9 worker queues, $10 queues, $11 priorities (12). */
 static const char STEPS_QUEUE_SQL[] =
-    STEPS_SQL_FOR(", worker_queue", ", v.queue", ", $9::text[]", ", queue");
+    STEPS_SQL_FOR(", worker_queue, queue, priority", ", v.wq, v.queue, v.priority",
+                  ", $9::text[], $10::text[], $11::int[]", ", wq, queue, priority");
 
 static const char CREATED_SQL[] =
     "INSERT INTO transitions (task_id, to_state, at, reason)"
@@ -265,12 +298,16 @@ static int queue_chunk(tk__pg_pipe *p, const tk__new_task *t, int n, const int64
   tk__pg_args a = {0};
   tk__pg_arg_i64(&a, t[0].now);
   for (int k = M_ID; k <= M_NSTEPS; k++) tk__pg_arg_text(&a, v[k]);
-  tk__pg_pipe_stmt(p, -1, TASKS_SQL, a.n, a.v);
-  const char *steps[M_RUNAT - M_STASK + 2];
+  if (queue) tk__pg_arg_text(&a, v[M_PRIO]);
+  tk__pg_pipe_stmt(p, -1, queue ? TASKS_PRIORITY_SQL : TASKS_SQL, a.n, a.v);
+  const char *steps[M_RUNAT - M_STASK + 4];
   memcpy(steps, v + M_STASK, (M_RUNAT - M_STASK + 1) * sizeof *steps);
   steps[M_RUNAT - M_STASK + 1] = v[M_QUEUE];
-  tk__pg_pipe_stmt(p, -1, queue ? STEPS_QUEUE_SQL : STEPS_SQL, M_RUNAT - M_STASK + 1 + queue,
-                   steps);
+  steps[M_RUNAT - M_STASK + 2] = v[M_SQUEUE];
+  steps[M_RUNAT - M_STASK + 3] = v[M_SPRIO];
+  tk__pg_pipe_stmt(p, -1, queue ? STEPS_QUEUE_SQL : STEPS_SQL,
+                   M_RUNAT - M_STASK + 1 + (queue ? 3 : 0), steps);
+  if (queue) tk__pg_pipe_stmt(p, -1, QUEUES_NAMED_SQL, 2, v + M_QUEUE);
   a.n = 0;
   tk__pg_arg_i64(&a, t[0].now);
   tk__pg_arg_text(&a, TK__REASON_CREATED);

@@ -140,11 +140,12 @@ static int expand(flow_run *r, int m) {
   sqlite3_stmt *st = prepare(
       r, SQ_FLOW_EXPAND,
       "INSERT INTO steps (task_id, idx, name, state, max_attempts, retryable, backoff,"
-      " parents_remaining, run_at, map_idx, item_index, item, worker_queue)"
+      " parents_remaining, run_at, map_idx, item_index, item, worker_queue, queue, priority)"
       " SELECT ?1, b.top + 1 + j.key, m.name || '[' || j.key || ']', 'pending', m.max_attempts,"
       " m.retryable, m.backoff, 0, ?3, ?2, j.key,"
       " CASE j.type WHEN 'text' THEN json_quote(j.value) WHEN 'true' THEN 'true'"
-      " WHEN 'false' THEN 'false' WHEN 'null' THEN 'null' ELSE j.value END, m.worker_queue"
+      " WHEN 'false' THEN 'false' WHEN 'null' THEN 'null' ELSE j.value END, m.worker_queue,"
+      " m.queue, m.priority"
       " FROM steps m, (SELECT MAX(idx) AS top FROM steps WHERE task_id = ?1) b, json_each(?4) j"
       " WHERE m.task_id = ?1 AND m.idx = ?2 AND m.state = 'pending' ORDER BY j.key",
       m);

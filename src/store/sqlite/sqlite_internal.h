@@ -25,6 +25,8 @@ enum {
   SQ_FLOW_COUNTERS, SQ_FLOW_INSTANCE_DONE, SQ_FLOW_INSTANCE_LEFT,
   SQ_BULK_NEXT_ID, SQ_BULK_TASK, SQ_BULK_TASKS, SQ_BULK_STEP, SQ_BULK_STEPS,
   SQ_CLAIM_TOKEN, SQ_CLAIM_GET, SQ_STEP_QUEUE,
+  SQ_TASK_PRIORITY, SQ_STEPS_PRIORITY, SQ_QUEUE_NAMED, SQ_QUEUE_LANES, SQ_QUEUE_ONE, SQ_QUEUE_BUSY,
+  SQ_QUEUE_TOKENS, SQ_LANE_RETRY, SQ_QUEUE_PUT, SQ_QUEUE_CLEAR, SQ_QUEUE_LIST, SQ_WORKER_SEEN,
   SQ__COUNT
 };
 
@@ -39,6 +41,22 @@ typedef struct tk__sq_minute {
   char owner[TK__OWNER_MAX];
   int64_t succeeded, failed, retries, lateness_n, lateness_sum_ms, lateness_max_ms;
 } tk__sq_minute;
+
+/* A range of ready steps that a claim may take from (0014_queues.sql):
+ * the steps of worker queue wq (NULL: an orchestrator's) that name queue
+ * `name` (named 0: the steps of no queue), with that queue's limits and
+ * its room at the claim (sqlite_queues.c). */
+typedef struct tk__sq_lane {
+  char name[TK__QUEUE_MAX + 1];
+  int named, worker;   /* worker: wq is name, else NULL */
+  int64_t id;          /* its queues row; 0: none (no limits) */
+  int concurrency, burst;
+  double rate, tokens; /* tokens: the bucket refilled to the claim's now */
+  int64_t busy;        /* its steps in progress before the claim */
+  int room;            /* steps the claim may take from it: INT_MAX, no limit */
+  int taken;           /* steps the claim takes from it */
+  int cut;             /* a scan of it stopped at a cap: ready steps may be left */
+} tk__sq_lane;
 
 typedef struct tk__sqlite {
   tk_store base; /* first: a tk__sqlite is a tk_store */
@@ -61,6 +79,14 @@ typedef struct tk__sqlite {
   /* Activity counts of the open transaction (sqlite_activity.c). */
   tk__sq_minute minutes[TK__SQ_MINUTES];
   int nminutes;
+  /* The lanes of the claim being made (sqlite_queues.c), which lane each
+   * step claimed came from, and the turn that rotates the order in which
+   * an orchestrator's claims visit them. */
+  tk__sq_lane *lanes;
+  int nlanes, lanes_cap;
+  int *lane_of;
+  int lane_of_cap;
+  unsigned turn;
 } tk__sqlite;
 
 /* The cached statement `id`, prepared from `sql` on first use and reset and
@@ -207,7 +233,12 @@ int tk__sq_task_create(tk_store *s, const tk__new_task *t, int64_t *task_id, int
                        tk_err *err);
 /* A new step's worker queue (DESIGN §19), set after its row is inserted:
  * nothing for queue NULL, so that submitting other steps costs nothing. */
-int tk__sq_step_queue(tk__sqlite *q, int64_t task_id, int idx, const char *queue, tk_err *err);
+/* What a new task stores beyond the rows that every schema writes (12;
+ * 0014_queues.sql), after its task and step rows are in: its priority on
+ * the task and its steps, each step's worker queue and queue, and a queues
+ * row for each queue named. Nothing for a task of priority 0 naming no
+ * queue. */
+int tk__sq_task_extras(tk__sqlite *q, int64_t task_id, const tk__new_task *t, tk_err *err);
 /* A claim as the reaper's query and claim_get read it, from columns 0..13
  * of st: step id, task id, template id, template step (a map's for its
  * instance), attempt, max_attempts, retryable, run_at, last_delay_ms,
@@ -259,6 +290,27 @@ int tk__sq_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_
  * transaction (tk__claim_request.want_inputs): c[i].input, or NULL for a
  * step whose handler takes none or whose input could not be read. */
 void tk__sq_claim_inputs(tk__sqlite *q, tk__claim_request *r, tk__claimed *c, int n);
+/* Queues (sqlite_queues.c, 0014_queues.sql). The lanes a claim looks at
+ * into q->lanes: a worker's claim of queue wq, its queue's one; an
+ * orchestrator's (wq NULL), the steps of no queue first, then each queue an
+ * orchestrator's step named; each with its room at now. */
+int tk__sq_lanes_load(tk__sqlite *q, const char *wq, int64_t now, tk_err *err);
+/* After the claim took lane->taken steps of each lane: the buckets of the
+ * lanes with a rate give up what was taken. */
+int tk__sq_lanes_spend(tk__sqlite *q, int64_t now, tk_err *err);
+/* When the lanes may give more (tk__claim_request.next_due_at) and the
+ * earliest retry a claim could take (next_retry_at), both INT64_MAX for
+ * none: from each lane's next retry, its fresh steps (fresh: probe them;
+ * else a lane cut short has some now), its limits (a lane full by
+ * concurrency waits for an outcome; one out of tokens for its next token),
+ * and the next delayed start. */
+int tk__sq_lanes_due(tk__sqlite *q, int64_t now, int fresh, int64_t *due, int64_t *retry,
+                     tk_err *err);
+void tk__sq_lanes_free(tk__sqlite *q);
+int tk__sq_queue_put(tk_store *s, const tk__queue_def *defs, int n, tk_err *err);
+int tk__sq_queue_list(tk_store *s, int64_t now, tk__queue_rec **out, int *n, tk_err *err);
+int tk__sq_worker_seen(tk_store *s, const char *queue, const char *worker, int64_t now,
+                       tk_err *err);
 int tk__sq_operator(tk_store *s, tk__operator_action action, int64_t task_id, const char *step,
                     int64_t now, tk__effects *fx, tk_err *err);
 int tk__sq_task_report(tk_store *s, int64_t task_id, tk__task_report *out, tk_err *err);

@@ -73,6 +73,7 @@ static void read_task(sqlite3_stmt *st, void *row, int *oom) {
   r->steps_error = sqlite3_column_int(st, 11);
   r->last_error = tk__sq_col_dup(st, 12, oom);
   r->next_run_at = tk__sq_col_i64(st, 13);
+  r->priority = sqlite3_column_int(st, 14);
 }
 
 static void read_step(sqlite3_stmt *st, void *row, int *oom) {

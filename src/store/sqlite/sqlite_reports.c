@@ -244,6 +244,7 @@ static int report_task(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *
                                 "SELECT t.id, t.state, t.identity, t.created_at, t.updated_at,"
                                 " t.finished_at, t.steps_total, t.steps_done, t.steps_error,"
                                 " t.context," TK__SQ_TEMPLATE_COLUMNS(" tp.")
+                                ", t.priority"
                                 " FROM tasks t JOIN templates tp ON tp.id = t.template_id"
                                 " WHERE t.id = ?1",
                                 task_id, err);
@@ -261,6 +262,7 @@ static int report_task(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *
     r->steps_error = sqlite3_column_int(st, 8);
     r->context = tk__sq_col_dup(st, 9, oom);
     if (tk__sq_template_rec(st, 10, &r->template_) != 0) *oom = 1;
+    r->priority = sqlite3_column_int(st, 17); /* after the template's 7 columns */
   }
   sqlite3_finalize(st);
   if (rc) return rc;

@@ -88,21 +88,59 @@ int tk__sq_task_insert(tk__sqlite *q, const tk__new_task *t, int64_t *task_id, i
     if (ns->batch &&
         (rc = tk__sq_items_insert(q, sqlite3_last_insert_rowid(q->db), ns, err)))
       return rc;
-    if ((rc = tk__sq_step_queue(q, *task_id, i, ns->worker_queue, err))) return rc;
   }
-  return 0;
+  return tk__sq_task_extras(q, *task_id, t, err);
 }
 
-int tk__sq_step_queue(tk__sqlite *q, int64_t task_id, int idx, const char *queue, tk_err *err) {
-  if (queue == NULL) return 0;
-  sqlite3_stmt *st = tk__sq_stmt(q, SQ_STEP_QUEUE,
-                                 "UPDATE steps SET worker_queue = ?1 WHERE task_id = ?2 AND idx = ?3",
+/* One queue's row at submit (0014): inserted if new, with `worker` or
+ * `plain` set for the kind of step that named it (kept once set). */
+static int queue_named(tk__sqlite *q, const char *name, int worker, tk_err *err) {
+  sqlite3_stmt *st = tk__sq_stmt(q, SQ_QUEUE_NAMED,
+                                 "INSERT INTO queues (name, worker, plain) VALUES (?1, ?2, 1 - ?2)"
+                                 " ON CONFLICT (name) DO UPDATE SET worker = MAX(worker, ?2),"
+                                 " plain = MAX(plain, 1 - ?2)"
+                                 " WHERE worker < ?2 OR plain < 1 - ?2",
                                  err);
   if (st == NULL) return TK_ESTORE;
-  sqlite3_bind_text(st, 1, queue, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(st, 2, task_id);
-  sqlite3_bind_int(st, 3, idx);
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 2, worker);
   return tk__sq_done(q, st, err);
+}
+
+int tk__sq_task_extras(tk__sqlite *q, int64_t task_id, const tk__new_task *t, tk_err *err) {
+  int rc;
+  if (t->priority != 0) {
+    sqlite3_stmt *st =
+        tk__sq_stmt(q, SQ_TASK_PRIORITY, "UPDATE tasks SET priority = ?1 WHERE id = ?2", err);
+    if (st == NULL) return TK_ESTORE;
+    sqlite3_bind_int(st, 1, t->priority);
+    sqlite3_bind_int64(st, 2, task_id);
+    if ((rc = tk__sq_done(q, st, err))) return rc;
+    st = tk__sq_stmt(q, SQ_STEPS_PRIORITY, "UPDATE steps SET priority = ?1 WHERE task_id = ?2",
+                     err);
+    if (st == NULL) return TK_ESTORE;
+    sqlite3_bind_int(st, 1, t->priority);
+    sqlite3_bind_int64(st, 2, task_id);
+    if ((rc = tk__sq_done(q, st, err))) return rc;
+  }
+  for (int i = 0; i < t->nsteps; i++) {
+    const tk__new_step *ns = &t->steps[i];
+    /* A worker step's queue is its worker queue (store.h). */
+    const char *queue = ns->queue ? ns->queue : ns->worker_queue;
+    if (queue == NULL) continue;
+    sqlite3_stmt *st = tk__sq_stmt(q, SQ_STEP_QUEUE,
+                                   "UPDATE steps SET worker_queue = ?1, queue = ?2"
+                                   " WHERE task_id = ?3 AND idx = ?4",
+                                   err);
+    if (st == NULL) return TK_ESTORE;
+    if (ns->worker_queue) sqlite3_bind_text(st, 1, ns->worker_queue, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, queue, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, task_id);
+    sqlite3_bind_int(st, 4, i);
+    if ((rc = tk__sq_done(q, st, err)) || (rc = queue_named(q, queue, ns->worker_queue != NULL, err)))
+      return rc;
+  }
+  return 0;
 }
 
 /* The columns a claim reads, from steps s joined with their task t. */
@@ -122,24 +160,32 @@ static void column_copy(char *dst, size_t cap, sqlite3_stmt *st, int col) {
 }
 
 /* Append to out[*count] the rows of the cached claim query `id` (?1: due
- * until, ?2: how many, ?3: r's worker queue or NULL) until *count
- * reaches limit, leased for r->lease_ms from now. Every
- * row is read before any is changed: the claim's updates take rows out of
- * the index scanned. */
+ * until, ?2: how many, ?3 and ?4: lane li's worker queue and queue) until
+ * *count reaches end, leased for r->lease_ms from now; q->lane_of says
+ * which lane each came from. A row already in out[dedupe..*count) (a lane
+ * scanned again) is passed over. Every row is read before any is changed:
+ * the claim's updates take rows out of the index scanned. */
 static int claim_scan(tk__sqlite *q, int id, const char *sql, int64_t until, int64_t now,
-                      const tk__claim_request *r, int limit, tk__claimed *out, int *count,
+                      const tk__claim_request *r, int li, int end, int dedupe, int *count,
                       tk_err *err) {
   sqlite3_stmt *st = tk__sq_stmt(q, id, sql, err);
   if (st == NULL) return TK_ESTORE;
+  const tk__sq_lane *lane = &q->lanes[li];
+  tk__claimed *out = r->out;
   int64_t lease_ms = r->lease_ms;
   sqlite3_bind_int64(st, 1, until);
-  sqlite3_bind_int(st, 2, limit - *count);
-  if (r->worker_queue) sqlite3_bind_text(st, 3, r->worker_queue, -1, SQLITE_STATIC);
-  else sqlite3_bind_null(st, 3);
-  int rc = SQLITE_DONE;
-  while (*count < limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+  sqlite3_bind_int(st, 2, end - *count + (*count - dedupe));
+  if (lane->worker) sqlite3_bind_text(st, 3, lane->name, -1, SQLITE_STATIC);
+  if (lane->named) sqlite3_bind_text(st, 4, lane->name, -1, SQLITE_STATIC);
+  int rc = SQLITE_DONE, from = *count;
+  while (*count < end && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int64_t step_id = sqlite3_column_int64(st, 0);
+    int seen = 0;
+    for (int k = dedupe; k < from && !seen; k++) seen = out[k].step_id == step_id;
+    if (seen) continue;
+    q->lane_of[*count] = li;
     tk__claimed *c = &out[(*count)++];
-    c->step_id = sqlite3_column_int64(st, 0);
+    c->step_id = step_id;
     c->task_id = sqlite3_column_int64(st, 1);
     c->template_id = sqlite3_column_int64(st, 2);
     c->idx = sqlite3_column_int(st, 3);
@@ -261,42 +307,106 @@ static int attempt_finished(tk__sqlite *q, sqlite3_stmt *st, const char *what, t
   return rc;
 }
 
-/* Claim for request r inside the caller's transaction (DESIGN §4): the
- * retries that are due (or due within r->retry_ahead_ms), earliest first,
- * then ready pending steps, oldest task first (see migration 0005). A retry
- * has a promised time and fresh work has none, so a backlog of new tasks
- * does not make retries late; and a started task goes on before new ones
- * start, which keeps the pages being written few. */
+/* The claim's two readiness scans (0014_queues.sql): INDEXED BY, each must
+ * be a range scan of its partial index (and fails to prepare if a schema
+ * change ever makes that impossible), of one lane: ?3 its worker queue,
+ * ?4 its queue (both NULL: an orchestrator's steps of no queue). */
+static const char RETRY_SQL[] =
+    CLAIM_COLUMNS " INDEXED BY steps_retry_due JOIN tasks t ON t.id = s.task_id"
+    " WHERE s.state = 'waiting_for_retry' AND s.worker_queue IS ?3 AND s.queue IS ?4"
+    " AND s.run_at <= ?1 ORDER BY s.run_at, s.id LIMIT ?2";
+static const char FRESH_SQL[] =
+    CLAIM_COLUMNS " INDEXED BY steps_fresh JOIN tasks t ON t.id = s.task_id"
+    " WHERE s.state = 'pending' AND s.parents_remaining = 0"
+    " AND s.worker_queue IS ?3 AND s.queue IS ?4 AND s.run_at <= ?1"
+    " ORDER BY s.priority DESC, s.task_id, s.id LIMIT ?2";
+
+/* Claim up to cap more steps of lane li (its room allowing): its due
+ * retries, then its fresh steps while *fresh_left lasts. */
+static int lane_take(tk__sqlite *q, tk__claim_request *r, int li, int cap, int dedupe,
+                     int64_t now, int *count, int *fresh_left, tk_err *err) {
+  tk__sq_lane *l = &q->lanes[li];
+  int before = *count, rc;
+  if (l->room - l->taken < cap) cap = l->room - l->taken;
+  l->cut = 1; /* until a scan ends before its cap */
+  if (cap <= 0) return 0;
+  int end = *count + cap;
+  if ((rc = claim_scan(q, SQ_CLAIM_RETRY, RETRY_SQL, now + r->retry_ahead_ms, now, r, li, end,
+                       dedupe < 0 ? *count : dedupe, count, err)))
+    return rc;
+  if (*count < end) {
+    int fend = *fresh_left < end - *count ? *count + *fresh_left : end, from = *count;
+    if (fend > *count &&
+        (rc = claim_scan(q, SQ_CLAIM_FRESH, FRESH_SQL, now, now, r, li, fend,
+                         dedupe < 0 ? *count : dedupe, count, err)))
+      return rc;
+    *fresh_left -= *count - from;
+    l->cut = *count == fend;
+  }
+  l->taken += *count - before;
+  return 0;
+}
+
+/* Claim up to cap more steps of the queues' lanes (1..nlanes), visited in
+ * an order that rotates with q->turn. */
+static int queues_take(tk__sqlite *q, tk__claim_request *r, int cap, int dedupe, int64_t now,
+                       int *count, int *fresh_left, tk_err *err) {
+  int nq = q->nlanes - 1, start = (int)(q->turn / 2 % (unsigned)nq), end = *count + cap, rc = 0;
+  for (int k = 0; k < nq && *count < end && rc == 0; k++)
+    rc = lane_take(q, r, 1 + (start + k) % nq, end - *count, dedupe, now, count, fresh_left, err);
+  return rc;
+}
+
+/* Claim for request r inside the caller's transaction (DESIGN §4): of each
+ * lane it takes from, the retries that are due (or due within
+ * r->retry_ahead_ms), earliest first, then ready pending steps, higher
+ * priority first and then oldest task first (see migrations 0005 and
+ * 0014). A retry has a promised time and fresh work has none, so a
+ * backlog of new tasks does not make retries late; and a started task goes
+ * on before new ones start, which keeps the pages being written few.
+ *
+ * Lanes (sqlite_queues.c): a worker's claim takes from its queue's; an
+ * orchestrator's from the steps of no queue and from each queue that an
+ * orchestrator's step named, each queue only as far as its room (its
+ * concurrency less its steps in progress, whoever holds them; its bucket's
+ * whole tokens). With no such queue (none was ever named) that is the
+ * claim of old. Otherwise the claim divides its limit so that neither side
+ * starves the other: one side (the steps of no queue, or the queues, in
+ * turn from claim to claim) first takes up to half of it (rounded up), the
+ * other up to what is left, then the first what the other left; the
+ * queues are visited in an order that rotates from claim to claim. */
 static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
   int rc, count = 0;
   int64_t now = r->now = tk__store_now(&q->base);
   r->n = 0;
+  r->next_due_at = INT64_MIN;
   /* A claim needs the per-minute counts (0010): on an older schema it
    * fails whole, before anything is claimed. */
   if (tk__sq_minutes_ready(q, err) != 0) return TK_ESTORE;
-  /* INDEXED BY: each query must be a range scan of its partial index (and
-   * fails to prepare if a schema change ever makes that impossible): of
-   * the worker queue ?3's steps, or with ?3 NULL an orchestrator's own
-   * (migration 0012). */
-  if ((rc = claim_scan(q, SQ_CLAIM_RETRY,
-                       CLAIM_COLUMNS " INDEXED BY steps_retry_due JOIN tasks t ON t.id = s.task_id"
-                       " WHERE s.state = 'waiting_for_retry' AND s.worker_queue IS ?3"
-                       " AND s.run_at <= ?1 ORDER BY s.run_at, s.id LIMIT ?2",
-                       now + r->retry_ahead_ms, now, r, r->limit, r->out, &count, err)))
-    return rc;
-  int fresh_end = r->fresh_limit < r->limit - count ? count + r->fresh_limit : r->limit;
+  if ((rc = tk__sq_lanes_load(q, r->worker_queue, now, err))) return rc;
+  if (tk__grow((void **)&q->lane_of, &q->lane_of_cap, r->limit + 1, sizeof *q->lane_of) != 0)
+    return tk_err_set(err, TK_ENOMEM, "out of memory claiming");
+  int fresh_left = r->fresh_limit < r->limit ? r->fresh_limit : r->limit;
   /* Delayed starts that came due join the fresh steps (migration 0009). */
-  if (count < fresh_end && (rc = tk__sq_release_delayed(q, now, fresh_end - count, err)))
-    return rc;
-  if (count < fresh_end &&
-      (rc = claim_scan(q, SQ_CLAIM_FRESH,
-                       CLAIM_COLUMNS " INDEXED BY steps_fresh JOIN tasks t ON t.id = s.task_id"
-                       " WHERE s.state = 'pending' AND s.parents_remaining = 0"
-                       " AND s.worker_queue IS ?3 AND s.run_at <= ?1"
-                       " ORDER BY s.task_id, s.id LIMIT ?2",
-                       now, now, r, fresh_end, r->out, &count, err)))
-    return rc;
-  if (count == 0) return 0;
+  if (fresh_left > 0 && (rc = tk__sq_release_delayed(q, now, fresh_left, err))) return rc;
+  if (q->nlanes == 1) {
+    rc = lane_take(q, r, 0, r->limit, -1, now, &count, &fresh_left, err);
+  } else {
+    int queues_first = q->turn & 1, half = (r->limit + 1) / 2;
+    rc = queues_first ? queues_take(q, r, half, -1, now, &count, &fresh_left, err)
+                      : lane_take(q, r, 0, half, -1, now, &count, &fresh_left, err);
+    if (rc == 0 && count < r->limit)
+      rc = queues_first
+               ? lane_take(q, r, 0, r->limit - count, -1, now, &count, &fresh_left, err)
+               : queues_take(q, r, r->limit - count, -1, now, &count, &fresh_left, err);
+    if (rc == 0 && count < r->limit)
+      rc = queues_first ? queues_take(q, r, r->limit - count, 0, now, &count, &fresh_left, err)
+                        : lane_take(q, r, 0, r->limit - count, 0, now, &count, &fresh_left, err);
+    q->turn++;
+  }
+  if (rc) return rc;
+  if (count > 0 && (rc = tk__sq_lanes_spend(q, now, err))) return rc;
+  if (count == 0) return tk__sq_lanes_due(q, now, 0, &r->next_due_at, &r->next_retry_at, err);
   if ((rc = claim_rows(q, r->out, count, r->owner, now, err))) return rc;
   if (r->token_hashes && (rc = claim_tokens(q, r->out, count, r->token_hashes, err))) return rc;
   if ((rc = activity_claimed(q, r->out, count, r->owner, now, err))) return rc;
@@ -320,6 +430,8 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
         return rc;
     }
   }
+  /* After the steps moved: those claimed are out of the retries' index. */
+  if ((rc = tk__sq_lanes_due(q, now, 0, &r->next_due_at, &r->next_retry_at, err))) return rc;
   tk__sq_claim_inputs(q, r, r->out, count);
   r->n = count;
   return 0;
@@ -460,14 +572,6 @@ static int fenced_out(tk__sqlite *q, const tk__outcome *o, tk_err *err) {
   return rc;
 }
 
-/* The earliest run_at of a step waiting for a retry; INT64_MAX: none. */
-static int next_retry(tk__sqlite *q, int64_t *at, tk_err *err) {
-  return scalar(q, SQ_NEXT_RETRY,
-                "SELECT MIN(run_at) FROM steps INDEXED BY steps_retry_due"
-                " WHERE state = 'waiting_for_retry' AND worker_queue IS NULL",
-                INT64_MAX, at, err);
-}
-
 /* Record one outcome inside the caller's transaction. TK_EFENCED when the
  * claim no longer holds the step. */
 static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_err *err) {
@@ -592,8 +696,7 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_
     if (rc != 0 && rc != TK_EFENCED) failed = i;
   }
   if (failed < 0 && next) {
-    if ((rc = claim_in_txn(q, next, &one)) != 0 ||
-        (rc = next_retry(q, &next->next_retry_at, &one)) != 0) {
+    if ((rc = claim_in_txn(q, next, &one)) != 0) {
       if (n == 0) { /* a claim alone: its failure is the call's */
         tk__sq_rollback(q);
         tk__claimed_inputs_free(next->out, next->n);
@@ -609,7 +712,7 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_
   if (next) {
     tk__claimed_inputs_free(next->out, next->n);
     next->n = 0;
-    next->next_retry_at = INT64_MIN; /* unknown: look again soon */
+    next->next_retry_at = next->next_due_at = INT64_MIN; /* unknown: look again soon */
   }
   /* A store error in one outcome (rare) undid the group: record them one
    * per transaction, so that only the failing one is lost (its lease then
@@ -698,20 +801,11 @@ int tk__sq_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *e
   tk__sqlite *q = (tk__sqlite *)s;
   int rc = 0;
   if (ready_at) {
-    /* A ready pending step is due since it became ready: the first one in
-     * claim order stands for them all, without a scan of every one. */
-    int64_t retry = INT64_MAX, fresh = INT64_MAX;
-    rc = next_retry(q, &retry, err);
-    if (rc == 0)
-      rc = scalar(q, SQ_NEXT_READY,
-                  "SELECT (SELECT run_at FROM steps INDEXED BY steps_fresh WHERE state = 'pending'"
-                  " AND parents_remaining = 0 AND worker_queue IS NULL"
-                  " ORDER BY task_id, id LIMIT 1)",
-                  INT64_MAX, &fresh, err);
-    int64_t delayed = INT64_MAX;
-    if (rc == 0) rc = tk__sq_next_delayed(q, &delayed, err);
-    if (delayed < fresh) fresh = delayed;
-    *ready_at = retry < fresh ? retry : fresh;
+    /* An orchestrator's lanes (sqlite_queues.c): the first ready step of
+     * each stands for all of its lane, unless its queue has no room. */
+    int64_t retry;
+    rc = tk__sq_lanes_load(q, NULL, tk__store_now(&q->base), err);
+    if (rc == 0) rc = tk__sq_lanes_due(q, tk__store_now(&q->base), 1, ready_at, &retry, err);
   }
   if (rc == 0 && lease_at)
     rc = scalar(q, SQ_NEXT_LEASE,

@@ -188,6 +188,7 @@ static void sq_close(tk_store *s) {
   for (int i = 0; i < SQ__COUNT; i++) sqlite3_finalize(q->stmts[i]);
   tk__sq_edges_free(q);
   tk__sq_transitions_free(q);
+  tk__sq_lanes_free(q);
   sqlite3_close(q->db);
   free(q->path);
   free(q);
@@ -375,4 +376,7 @@ const tk__store_ops tk__sqlite_store_ops = {
     .instance_list = tk__sq_instance_list,
     .submit_many = tk__sq_submit_many,
     .claim_get = tk__sq_claim_get,
+    .queue_put = tk__sq_queue_put,
+    .queue_list = tk__sq_queue_list,
+    .worker_seen = tk__sq_worker_seen,
 };

@@ -75,8 +75,7 @@ static int group_flush(tk__sqlite *q, const tk__new_task *t, const int64_t *task
     const tk__new_task *k = &t[g->idx[i]];
     int64_t id = task_ids[g->idx[i]];
     if (k->start_at > k->now) rc = tk__sq_delay_task(q, id, k->start_at, err);
-    for (int j = 0; rc == 0 && j < k->nsteps; j++)
-      rc = tk__sq_step_queue(q, id, j, k->steps[j].worker_queue, err);
+    if (rc == 0) rc = tk__sq_task_extras(q, id, k, err);
     if (rc == 0)
       rc = tk__sq_transition(q, id, 0, NULL, TK__TASK_PENDING, k->now, TK__REASON_CREATED, 0,
                              err);
