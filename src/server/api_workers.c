@@ -60,7 +60,8 @@ typedef struct tk__seen {
 #define SEEN_MAX 256
 
 /* Record that w's worker claims from its queue, unless this pair was
- * recorded less than TK__SEEN_MS ago; a failure is logged only. */
+ * recorded less than TK__SEEN_MS ago; a failure is logged only. Called
+ * right before a claim (see the drain). */
 static void worker_seen(tk_server *s, const tk__waiter *w) {
   int64_t now = tk_monotonic_ns();
   if (s->seen == NULL && (s->seen = calloc(SEEN_MAX, sizeof *s->seen)) == NULL) return;
@@ -84,6 +85,11 @@ static void worker_seen(tk_server *s, const tk__waiter *w) {
   if (tk__remote_seen(s->engine, w->queue, w->body.worker, &err) != 0)
     tk__server_log(s, TK_LOG_WARN, "queue %s: recording worker %s: %s", w->queue, w->body.worker,
                    tk_err_message(&err));
+  /* The write signals a change (SQLite's watch sees this process's
+   * writes too), which would wake the claim for nothing once it waits.
+   * Drained before the claim that follows, which sees every change the
+   * drained signal may have stood for. */
+  tk__remote_drain(s->engine);
 }
 
 int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len, tk__waiter *w,
