@@ -6,10 +6,11 @@
 # and the Node client (clients/node, concurrency 8). The time is the
 # worker's own, from its first step's start until it stopped after the N-th
 # step, every outcome reported (bench/workers/noop.{py,mjs}). SQLite in a
-# temporary directory; PostgreSQL too when BENCH_PG_URL names an empty
-# database (one per client run is made from it: BENCH_PG_URL is used
-# for the first; give a cluster, see bench/bench_pg.sh). A client whose
-# interpreter is missing (python3 >= 3.11, node >= 18) is reported as such.
+# temporary directory; PostgreSQL too with BENCH_WORKERS_PG=1: a private
+# cluster (scripts/pg-cluster, as bench/bench_pg.sh), a fresh database per
+# run. A client whose interpreter is missing (python3 >= 3.11, node >= 18)
+# is reported as such. Durability is tasker's default (full: a sync per
+# commit), or BENCH_WORKERS_DURABILITY=fast.
 # Claim-to-start latency is build/bench/bench_workers's second table.
 # Usage: sh bench/bench_workers.sh   (BENCH_WORKERS_N steps, default 20000;
 # BENCH_QUICK=1: 3000). Builds build/bin/tasker first when missing.
@@ -21,13 +22,25 @@ TASKER=$BUILD/bin/tasker
 [ -x "$TASKER" ] || make -C "$TOP" -s "BUILD=$BUILD" "$TASKER" >/dev/null
 N=${BENCH_WORKERS_N:-20000}
 [ "${BENCH_QUICK:-0}" = 1 ] && N=${BENCH_WORKERS_N:-3000}
+DURABILITY=${BENCH_WORKERS_DURABILITY:-full}
 W=$(mktemp -d /tmp/bench_workers.XXXXXX)
+chmod 755 "$W"
 SERVE=
+PG_BASE=
 cleanup() {
   [ -z "$SERVE" ] || kill "$SERVE" 2>/dev/null || true
+  [ -z "$PG_BASE" ] || "$TOP/scripts/pg-cluster" stop "$W/pg" >/dev/null 2>&1 || true
   rm -rf "$W"
 }
 trap cleanup EXIT INT TERM
+if [ "${BENCH_WORKERS_PG:-0}" = 1 ]; then
+  PG_BASE=$("$TOP/scripts/pg-cluster" start "$W/pg")
+fi
+# fresh_pg NAME: the URL of a new database NAME on the private cluster.
+fresh_pg() {
+  psql -qAtX -d "$PG_BASE" -c "CREATE DATABASE $1" >/dev/null
+  printf '%s' "$PG_BASE" | sed "s|:///[^?]*|:///$1|"
+}
 
 cat >"$W/one.toml" <<'TOML'
 name = "bench_workers"
@@ -41,13 +54,14 @@ export TASKER_WORKER_TOKEN=bench-worker-token
 
 # run_one STORE_LABEL DB CLIENT_LABEL CMD...: one row.
 run_one() {
-  label=$1 db=$2 client=$3
+  store=$1 db=$2 who=$3
   shift 3
   "$TASKER" --db "$db" init >/dev/null 2>&1
   "$TASKER" --db "$db" template add "$W/one.toml" >/dev/null 2>&1
   "$TASKER" --db "$db" submit bench_workers --count "$N" >/dev/null
   rm -f "$W/serve.err"
-  "$TASKER" --db "$db" serve --listen 127.0.0.1:0 --worker-token-file "$W/worker.token" \
+  "$TASKER" --db "$db" --set "engine.durability=$DURABILITY" serve --listen 127.0.0.1:0 \
+    --worker-token-file "$W/worker.token" \
     2>"$W/serve.err" &
   SERVE=$!
   i=0
@@ -58,22 +72,21 @@ run_one() {
   done
   url=$(sed -n 's|^tasker serve: listening on \(http://[^/]*\)/$|\1|p' "$W/serve.err")
   secs=$("$@" "$url" count "$N" 8 2>"$W/worker.err") || {
-    echo "$client worker failed: $(tail -n 5 "$W/worker.err")" >&2
+    echo "$who worker failed: $(tail -n 5 "$W/worker.err")" >&2
     exit 1
   }
   kill "$SERVE"
   wait "$SERVE" || true
   SERVE=
   left=$("$TASKER" --db "$db" status --json | jq '[.tasks | to_entries[] | select(.key != "complete") | .value] | add // 0')
-  printf '%-12s %-22s %7d %8s %9s %6s\n' "$label" "$client" "$N" "$secs" \
+  printf '%-12s %-22s %7d %8s %9s %6s\n' "$store" "$who" "$N" "$secs" \
     "$(awk -v n="$N" -v s="$secs" 'BEGIN { printf "%.0f", n / s }')" "$left"
 }
 
-echo "noop worker steps drained by one worker process through tasker serve"
+echo "noop worker steps drained by one worker process through tasker serve (durability $DURABILITY)"
 printf '%-12s %-22s %7s %8s %9s %6s\n' store client steps seconds "steps/s" "left"
-pg_n=0
-for client in python node; do
-  case $client in
+for kind in python node; do
+  case $kind in
     python)
       python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null ||
         { printf '%-12s %-22s (python3 >= 3.11 not installed)\n' sqlite "python (8 threads)"; continue; }
@@ -85,14 +98,7 @@ for client in python node; do
       label="node (concurrency 8)"
       set -- node "$TOP/bench/workers/noop.mjs" ;;
   esac
-  run_one sqlite "sqlite:$W/$client.db" "$label" "$@"
-  if [ -n "${BENCH_PG_URL:-}" ]; then
-    pg_n=$((pg_n + 1))
-    if [ $pg_n -eq 1 ]; then
-      run_one postgresql "$BENCH_PG_URL" "$label" "$@"
-    else
-      echo "(postgresql: one run per database; give BENCH_PG_URL afresh for $label)"
-    fi
-  fi
+  run_one sqlite "sqlite:$W/$kind.db" "$label" "$@"
+  [ -z "$PG_BASE" ] || run_one postgresql "$(fresh_pg "bench_$kind")" "$label" "$@"
 done
 echo "(left: tasks not complete afterwards, 0 expected; the goal is >= 3,000 steps/s each on SQLite)"
