@@ -105,6 +105,7 @@ export class Api {
         else resolve(value);
       };
       const broke = (e) => {
+        if (settled) return; // "close" follows every answer
         const err = new TransportError(`${shown}: ${why ?? e.message}`, e);
         err.reused = why === null && req.reusedSocket;
         settle(err);
