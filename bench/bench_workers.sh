@@ -11,15 +11,18 @@
 # run. A client whose interpreter is missing (python3 >= 3.11, node >= 18)
 # is reported as such. Durability is tasker's default (full: a sync per
 # commit), or BENCH_WORKERS_DURABILITY=fast.
-# Claim-to-start latency is build/bench/bench_workers's second table.
+# Then claim-to-start latency p50/p99: build/bench/bench_workers (its own
+# header says what it measures; BENCH_WORKERS_ROUNDS, default 200).
 # Usage: sh bench/bench_workers.sh   (BENCH_WORKERS_N steps, default 20000;
-# BENCH_QUICK=1: 3000). Builds build/bin/tasker first when missing.
+# BENCH_QUICK=1: 3000). Builds what it runs first (make).
 set -eu
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
-case $BUILD in /*) ;; *) BUILD=$TOP/$BUILD ;; esac
-TASKER=$BUILD/bin/tasker
-[ -x "$TASKER" ] || make -C "$TOP" -s "BUILD=$BUILD" "$TASKER" >/dev/null
+case $BUILD in /*) TASKER=$BUILD/bin/tasker ;; *) TASKER=$TOP/$BUILD/bin/tasker ;; esac
+# Built as bench_pg.sh builds its tools (a fresh clone has none yet).
+make -C "$TOP" --no-print-directory BUILD="$BUILD" "$BUILD/bin/tasker" \
+  "$BUILD/bench/bench_workers" >&2 ||
+  { echo "bench_workers.sh: building tasker failed (try: make)" >&2; exit 1; }
 N=${BENCH_WORKERS_N:-20000}
 [ "${BENCH_QUICK:-0}" = 1 ] && N=${BENCH_WORKERS_N:-3000}
 DURABILITY=${BENCH_WORKERS_DURABILITY:-full}
@@ -102,3 +105,6 @@ for kind in python node; do
   [ -z "$PG_BASE" ] || run_one postgresql "$(fresh_pg "bench_$kind")" "$label" "$@"
 done
 echo "(left: tasks not complete afterwards, 0 expected; the goal is >= 3,000 steps/s each on SQLite)"
+echo
+[ -z "$PG_BASE" ] || BENCH_PG_URL=$(fresh_pg bench_latency) && export BENCH_PG_URL
+(cd "$TOP" && "${TASKER%/bin/tasker}/bench/bench_workers")
