@@ -32,50 +32,89 @@
  * insert of their transitions rows had them. Due retries
  * come first, earliest run_at first, then delayed starts that came due,
  * earliest first (kind 1: parents_remaining -1 until claimed,
- * 0005_delayed_and_retention.sql), then ready pending steps, oldest task
- * first (DESIGN §4), each a range scan of its partial index
- * (0001_init.sql). Rows of tables are reached by their keys (= ANY of an
- * array, a scalar subquery) rather than by joins, so that the plan stays a
- * few index lookups per step when the server uses its generic plan for
- * this prepared statement, whose estimate of the LIMIT (a parameter) would
- * otherwise make it hash whole tables.
+ * 0005_delayed_and_retention.sql), then ready pending steps, higher
+ * priority first, then oldest task first (DESIGN §4), each a range scan of
+ * its partial index (0015_queues.sql). Rows of tables are reached by their
+ * keys (= ANY of an array, a scalar subquery) rather than by joins, so
+ * that the plan stays a few index lookups per step when the server uses
+ * its generic plan for this prepared statement, whose estimate of the
+ * LIMIT (a parameter) would otherwise make it hash whole tables.
  * $1 owner, $2 now, $3 lease expiry, $4 retries due until, $5 limit,
  * $6 fresh limit, $7 the tk__step_key of the template steps that take no
  * input (NULL: no inputs at all; tk__claim_request.no_input).
  * An instance of a map step (DESIGN §17) is claimed as any ready row and
  * handed out as its map's template step (idx) with its element's
  * position (item_index; -1 for any other step).
- * `ready` is the condition that makes a step the claim's (0013): an
- * orchestrator's (CLAIM_SQL) takes only steps of no worker queue, a
- * worker's (CLAIM_QUEUE_SQL) only its queue's ($8), each a range of the
- * same partial indexes, which lead with worker_queue. Each scan is ordered
- * by worker_queue first: the planner takes `worker_queue IS NULL` for no
- * equality, and would sort every row of the range (or walk another index)
- * to order them by run_at or task_id alone. A worker's claim also numbers the steps it picked
- * (`picked`), writes hash number tok of its token hashes ($9) into each
- * attempt row (hash_col, hash_val) and returns tok after the input
- * (tok_out, tk__claimed.token_index); an orchestrator's passes "" for
- * those, and its statement is the one it was before 0013 but for `ready`. */
-#define CLAIM_SQL_FOR(ready, picked, hash_col, hash_val, tok_out)                               \
-    "WITH due AS ("                                                                             \
-    " SELECT id, task_id, attempts, run_at, 0 AS kind FROM steps"                               \
-    " WHERE state = " Q(TK__STEP_WAITING) " AND " ready " AND run_at <= $4::bigint"             \
-    " ORDER BY worker_queue, run_at, id LIMIT $5::int FOR UPDATE SKIP LOCKED),"                 \
-    " late AS ("                                                                                \
-    " SELECT id, task_id, attempts, run_at, 1 AS kind FROM steps"                               \
-    " WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = -1 AND " ready              \
-    " AND run_at <= $2::bigint"                                                                 \
-    " ORDER BY worker_queue, run_at, id"                                                        \
-    " LIMIT GREATEST(0, LEAST($6::int, $5 - (SELECT count(*) FROM due)))"                       \
+ *
+ * Lanes (0015): `ready` is the range a claim takes from, `lim` how many
+ * it may take from it. An orchestrator's plain claim (CLAIM_SQL) takes
+ * the steps of no worker queue and no queue, up to $5, as before queues
+ * existed; it is the claim while no orchestrator's step ever named a
+ * queue (the connection's no_lanes, which each claim's look after it,
+ * NEXT_SQL, renews). Otherwise CLAIM_LANES_SQL takes from that range and
+ * from each queue an orchestrator's step named (LANE_SCANS), each queue
+ * as far as its room (ROOM: concurrency less its steps in progress,
+ * whoever holds them; its bucket's whole tokens), and then divides $5
+ * between the lanes: the candidates are ranked within their lane, and
+ * rank by rank the lanes take turns (the first turn rotating with $8 from
+ * claim to claim), so that no lane starves another: when every lane has
+ * more ready than its share, each gets an equal share of the claim. A
+ * worker's claim (CLAIM_QUEUE_SQL) takes only its queue's ($8: worker
+ * queue and queue), up to its room. A queue with limits is claimed only
+ * under its advisory lock, taken by LOCK_SQL in a statement before (so
+ * that the count of its steps in progress sees the commit of the claim
+ * that held it before): the lanes of the queues locked are named by the
+ * transaction's setting tasker.lanes. Each scan is ordered by its index's
+ * leading columns first: the planner takes `IS NULL` for no equality,
+ * and would sort every row of the range otherwise. A worker's claim also
+ * numbers the steps it picked (`picked`), writes hash number tok of its
+ * token hashes ($9) into each attempt row (hash_col, hash_val) and returns
+ * tok after the input (tok_out, tk__claimed.token_index); `spent` takes
+ * the steps claimed from the buckets of their queues. */
+#define SCANS(name, kind_extra, ready, lim, fresh_lim, late_cnt, due_cnt)                       \
+    " " name "due AS (SELECT id, task_id, attempts, run_at, 0 AS kind, priority" kind_extra     \
+    " FROM steps WHERE state = " Q(TK__STEP_WAITING) " AND " ready " AND run_at <= $4::bigint"  \
+    " ORDER BY queue, run_at, id LIMIT GREATEST(0, " lim ")"                      \
     " FOR UPDATE SKIP LOCKED),"                                                                 \
-    " fresh AS ("                                                                               \
-    " SELECT id, task_id, attempts, run_at, 2 AS kind FROM steps"                               \
-    " WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = 0 AND " ready               \
-    " AND run_at <= $2::bigint"                                                                 \
-    " ORDER BY worker_queue, task_id, id"                                                       \
-    " LIMIT GREATEST(0, LEAST($6::int - (SELECT count(*) FROM late),"                           \
-    " $5 - (SELECT count(*) FROM due) - (SELECT count(*) FROM late)))"                          \
+    " " name "late AS (SELECT id, task_id, attempts, run_at, 1 AS kind, priority" kind_extra    \
+    " FROM steps WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = -1 AND " ready   \
+    " AND run_at <= $2::bigint ORDER BY queue, run_at, id"                        \
+    " LIMIT GREATEST(0, LEAST(" fresh_lim ", " lim " - " due_cnt "))"                           \
     " FOR UPDATE SKIP LOCKED),"                                                                 \
+    " " name "fresh AS (SELECT id, task_id, attempts, run_at, 2 AS kind, priority" kind_extra   \
+    " FROM steps WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = 0 AND " ready    \
+    " AND run_at <= $2::bigint ORDER BY queue, priority DESC, task_id, id"        \
+    " LIMIT GREATEST(0, LEAST(" fresh_lim " - " late_cnt ", " lim " - " due_cnt " - " late_cnt \
+    ")) FOR UPDATE SKIP LOCKED),"
+
+/* The plain scans of one range, as three CTEs due, late and fresh. */
+#define PLAIN_SCANS(ready, lim)                                                                 \
+    SCANS("", "", ready, lim, "$6::int", "(SELECT count(*) FROM late)",                       \
+          "(SELECT count(*) FROM due)")
+
+/* A queue's bucket refilled to $2 (its tokens; 0 with no rate), and the
+ * steps its limits let a claim start now, of the queues row q (NULL: no
+ * limit). */
+#define TOKENS(q)                                                                               \
+    "CASE WHEN " q ".rate > 0 THEN LEAST(" q ".burst::float8, " q ".tokens"                     \
+    " + GREATEST(0, $2::bigint - " q ".refilled_at) * " q ".rate / 1000.0) ELSE 0 END"
+#define ROOM(q)                                                                                 \
+    "LEAST(CASE WHEN " q ".concurrency > 0 THEN " q ".concurrency - (SELECT count(*)"         \
+    " FROM steps b WHERE b.queue = " q ".name AND b.queue IS NOT NULL"                          \
+    " AND b.state = " Q(TK__STEP_IN_PROGRESS) ") END,"                                          \
+    " CASE WHEN " q ".rate > 0 THEN floor(" TOKENS(q) " + 1e-9) END)"
+
+/* The lanes of the queues (rows of queues q meeting cond) whose steps the
+ * claim may take: those with no limits, and those locked by LOCK_SQL. */
+#define LANES(cond)                                                                             \
+    " lanes AS MATERIALIZED (SELECT q.id, q.name, q.rate, " TOKENS("q") " AS tokens,"          \
+    " LEAST($5::int, COALESCE(" ROOM("q") ", $5))::int AS room,"                                \
+    " row_number() OVER (ORDER BY q.name) AS li FROM queues q WHERE " cond                      \
+    " AND ((q.concurrency = 0 AND q.rate = 0) OR q.id = ANY (string_to_array(NULLIF("           \
+    "current_setting('tasker.lanes', true), ''), ',')::bigint[]))),"
+
+#define CLAIM_SQL_FOR(pre, scans, picked, spent, hash_col, hash_val, tok_out)                   \
+    "WITH" pre scans                                                                            \
     " picked AS (" picked "),"                                                                  \
     " att AS (INSERT INTO attempts (step_id, attempt, owner, started_at, due_at, claim_seq,"    \
     " claim_from_retry" hash_col ")"                                                            \
@@ -95,6 +134,7 @@
     " AND pg_try_advisory_xact_lock(" TK__PG_TASK_LOCK_KEY("id") ")))"                          \
     " AND t.state = " Q(TK__TASK_PENDING) " AND (SELECT count(*) FROM att) > 0"                 \
     " RETURNING t.id),"                                                                         \
+    spent                                                                                       \
     /* The retries among them in the per-minute counts (migration 0006): an                     \
      * attempt after the first, or a first one after an operator's retry                        \
      * (the step was waiting for one), and how late each started. */                            \
@@ -126,30 +166,142 @@
     " FROM moved m JOIN picked p ON p.id = m.id"                                                \
     " CROSS JOIN LATERAL (SELECT template_id, context FROM tasks WHERE id = m.task_id) t"       \
     " ORDER BY p.kind, CASE WHEN p.kind < 2 THEN p.run_at END,"                                 \
-    " CASE p.kind WHEN 2 THEN p.task_id END, p.id"
+    " CASE p.kind WHEN 2 THEN -p.priority END, CASE p.kind WHEN 2 THEN p.task_id END, p.id"
 
 #define PICKED "SELECT * FROM due UNION ALL SELECT * FROM late UNION ALL SELECT * FROM fresh"
-static const char CLAIM_SQL[] = CLAIM_SQL_FOR("worker_queue IS NULL", PICKED, "", "", "");
-static const char CLAIM_QUEUE_SQL[] =
-    CLAIM_SQL_FOR("worker_queue = $8::text",
-                  "SELECT *, row_number() OVER () AS tok FROM (" PICKED ") u", ", token_hash",
-                  ", ($9::bytea[])[tok]", ", p.tok");
+#define NO_QUEUE "worker_queue IS NULL AND queue IS NULL"
+static const char CLAIM_SQL[] = CLAIM_SQL_FOR("", PLAIN_SCANS(NO_QUEUE, "$5::int"), PICKED, "",
+                                              "", "", "");
 
-/* The earliest retry still waiting after the claim (its own snapshot, so
- * the steps just claimed are no longer among them). */
-static const char NEXT_RETRY_SQL[] =
-    "SELECT (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_WAITING)
-    " AND worker_queue IS NULL ORDER BY worker_queue, run_at, id LIMIT 1)";
+/* The candidates of the queues' lanes: each lane's scans, limited by its
+ * room, as the plain scans (a lateral join per lane). */
+#define LANE_SCAN(name, kind, cond, order, lim)                                                 \
+    " " name " AS (SELECT x.*, l.li FROM lanes l CROSS JOIN LATERAL (SELECT id, task_id,"      \
+    " attempts, run_at, " kind " AS kind, priority FROM steps WHERE " cond                      \
+    " AND worker_queue IS NULL AND queue = l.name ORDER BY queue, " order         \
+    " LIMIT GREATEST(0, " lim ") FOR UPDATE SKIP LOCKED) x),"
+#define LANE_COUNT(cte) "(SELECT count(*) FROM " cte " c WHERE c.li = l.li)"
+#define LANE_SCANS                                                                              \
+    LANE_SCAN("qdue", "0", "state = " Q(TK__STEP_WAITING) " AND run_at <= $4::bigint",          \
+              "run_at, id", "l.room")                                                           \
+    LANE_SCAN("qlate", "1",                                                                     \
+              "state = " Q(TK__STEP_PENDING) " AND parents_remaining = -1"                      \
+              " AND run_at <= $2::bigint",                                                      \
+              "run_at, id", "LEAST($6::int, l.room - " LANE_COUNT("qdue") ")")                  \
+    LANE_SCAN("qfresh", "2",                                                                    \
+              "state = " Q(TK__STEP_PENDING) " AND parents_remaining = 0"                       \
+              " AND run_at <= $2::bigint",                                                      \
+              "priority DESC, task_id, id",                                                     \
+              "LEAST($6::int - " LANE_COUNT("qlate") ", l.room - " LANE_COUNT("qdue")           \
+              " - " LANE_COUNT("qlate") ")")                                                    \
+    " cand AS (SELECT *, 0::bigint AS li FROM (" PICKED ") u UNION ALL SELECT * FROM qdue"      \
+    " UNION ALL SELECT * FROM qlate UNION ALL SELECT * FROM qfresh),"                           \
+    " ranked AS (SELECT c.*, row_number() OVER (PARTITION BY c.li, c.kind > 0 ORDER BY c.kind," \
+    " CASE WHEN c.kind < 2 THEN c.run_at END, CASE WHEN c.kind = 2 THEN -c.priority END,"       \
+    " CASE WHEN c.kind = 2 THEN c.task_id END, c.id) AS rk FROM cand c),"                       \
+    " ordered AS (SELECT r.*, row_number() OVER w AS ord, sum((r.kind > 0)::int) OVER w AS nf"  \
+    " FROM ranked r WINDOW w AS (ORDER BY r.kind > 0, r.rk,"                                    \
+    " (r.li + $8::bigint) % ((SELECT count(*) FROM lanes) + 1), r.id)),"
+
+/* What the claim took from each queue's bucket (rows of `lanes` l, taken
+ * n steps each by `taken`: li, n). */
+#define SPENT(taken)                                                                            \
+    " spent AS (UPDATE queues q SET tokens = l.tokens - c.n, refilled_at = $2"                  \
+    " FROM lanes l JOIN (" taken ") c ON c.li = l.li WHERE q.id = l.id AND l.rate > 0),"
+
+static const char CLAIM_LANES_SQL[] = CLAIM_SQL_FOR(
+    LANES("q.plain"), PLAIN_SCANS(NO_QUEUE, "$5::int") LANE_SCANS,
+    "SELECT id, task_id, attempts, run_at, kind, priority, li FROM ordered"
+    " WHERE ord <= $5 AND (kind = 0 OR nf <= $6)",
+    SPENT("SELECT li, count(*) AS n FROM picked GROUP BY li"), "", "", "");
+
+/* A worker's claim of queue $8: its lane's room, or all of $5 when the
+ * queue has no row (or no limits); nothing when its lock is another's. */
+static const char CLAIM_QUEUE_SQL[] = CLAIM_SQL_FOR(
+    LANES("q.name = $8::text")
+    " wl AS (SELECT COALESCE((SELECT room FROM lanes), (SELECT 0 FROM queues"
+    " WHERE name = $8), $5::int) AS lim),",
+    PLAIN_SCANS("worker_queue = $8::text AND queue = $8", "(SELECT lim FROM wl)"),
+    "SELECT *, row_number() OVER () AS tok FROM (" PICKED ") u",
+    SPENT("SELECT 1::bigint AS li, count(*) AS n FROM picked HAVING count(*) > 0"),
+    ", token_hash", ", ($9::bytea[])[tok]", ", p.tok");
+
+/* The advisory lock of each queue with limits whose lane a claim looks
+ * at (orchestrator's: every queue an orchestrator's step named; a
+ * worker's: its queue $1), taken only when free (a claim never waits for
+ * another: it leaves that queue to it), and the ids of those it took in
+ * the transaction's setting tasker.lanes for the claim's statement. The
+ * result: how many were busy. Keys are the queues' ids offset by "tq" <<
+ * 48, apart from the tasks' (TK__PG_TASK_LOCK_KEY). */
+#define TK__PG_QUEUE_LOCK_KEY(id) "(8390487580767944704 + " id ")"
+#define LOCK_SQL_FOR(cond)                                                                      \
+    "SELECT set_config('tasker.lanes', COALESCE(string_agg(id::text, ',') FILTER (WHERE got),"  \
+    " ''), true), count(*) FILTER (WHERE NOT got) FROM (SELECT id, pg_try_advisory_xact_lock("  \
+    TK__PG_QUEUE_LOCK_KEY("id") ") AS got FROM (SELECT id FROM queues WHERE " cond              \
+    " AND (concurrency > 0 OR rate > 0) ORDER BY id OFFSET 0) c) x"
+static const char LOCK_SQL[] = LOCK_SQL_FOR("plain");
+static const char LOCK_QUEUE_SQL[] = LOCK_SQL_FOR("name = $1::text");
+
+/* When the lanes of a claim may give more, after it (its own snapshot:
+ * what it claimed is in progress): per lane, its first retry, its first
+ * delayed start and whether fresh steps are ready ($1: now); a lane full
+ * by concurrency gives nothing until an outcome (which notifies), one out
+ * of tokens nothing before its next token. Columns: the earliest retry
+ * (next_retry_at), the earliest of all (next_due_at), and whether an
+ * orchestrator's step ever named a queue (the connection's no_lanes).
+ * `first(cond, order)`: the run_at of the lane's first step by cond. */
+#define LANE_DUE(first)                                                                         \
+    " d AS (SELECT l.*, " first("state = " Q(TK__STEP_WAITING), "run_at, id") " AS r_at,"       \
+    " LEAST(" first("state = " Q(TK__STEP_PENDING) " AND parents_remaining = -1", "run_at, id")  \
+    ", " first("state = " Q(TK__STEP_PENDING) " AND parents_remaining = 0",                     \
+               "priority DESC, task_id, id") ") AS f_at,"                                      \
+    " CASE WHEN l.rate <= 0 THEN NULL WHEN floor(l.tokens + 1e-9) >= 1 THEN $1::bigint ELSE $1::bigint"\
+    " + GREATEST(1, ceil((1 - l.tokens) * 1000 / l.rate - 1e-6))::bigint END AS token_at"      \
+    " FROM l WHERE l.concurrency <= 0 OR (SELECT count(*) FROM steps b WHERE b.queue = l.name"  \
+    " AND b.queue IS NOT NULL AND b.state = " Q(TK__STEP_IN_PROGRESS) ") < l.concurrency)"     \
+    " SELECT min(CASE WHEN r_at IS NOT NULL THEN GREATEST(r_at, token_at) END),"               \
+    " min(CASE WHEN LEAST(r_at, f_at) IS NOT NULL THEN GREATEST(LEAST(r_at, f_at), token_at) END)"
+/* $2 in TOKENS is now here: the statements below pass now as both. */
+#define FIRST_PLAIN(cond, order)                                                                \
+    "CASE WHEN l.li = 0 THEN (SELECT run_at FROM steps WHERE " cond " AND " NO_QUEUE           \
+    " ORDER BY queue, " order " LIMIT 1) ELSE (SELECT run_at FROM steps WHERE "   \
+    cond " AND worker_queue IS NULL AND queue = l.name ORDER BY queue, " order    \
+    " LIMIT 1) END"
+#define FIRST_QUEUE(cond, order)                                                                \
+    "(SELECT run_at FROM steps WHERE " cond " AND worker_queue = $3::text AND queue = $3"       \
+    " ORDER BY queue, " order " LIMIT 1)"
+static const char NEXT_SQL[] =
+    "WITH l AS (SELECT 0 AS li, NULL::text AS name, 0 AS concurrency, 0::float8 AS rate,"
+    " 0::float8 AS tokens UNION ALL SELECT 1, q.name, q.concurrency, q.rate, " TOKENS("q")
+    " FROM queues q WHERE q.plain AND $2::bigint IS NOT NULL),"
+    LANE_DUE(FIRST_PLAIN) ", EXISTS (SELECT 1 FROM queues WHERE plain) FROM d";
+static const char NEXT_QUEUE_SQL[] =
+    "WITH l AS (SELECT q.name, q.concurrency, q.rate, " TOKENS("q") " AS tokens FROM queues q"
+    " WHERE q.name = $3::text UNION ALL SELECT $3, 0, 0, 0 WHERE NOT EXISTS (SELECT 1"
+    " FROM queues WHERE name = $3) AND $2::bigint IS NOT NULL),"
+    LANE_DUE(FIRST_QUEUE) ", false FROM d";
 
 int tk__pg_claim_queue(tk__pg_pipe *p, tk__claim_request *r, int *claim_slot, int *retry_slot) {
   /* The store's clock, read right before the claim is sent (after the
    * outcomes of the same transaction were queued): a retry that came due
    * meanwhile is found. */
-  r->now = tk__store_now(&p->pg->base);
+  tk__pg *pg = p->pg;
+  r->now = tk__store_now(&pg->base);
   *claim_slot = -1;
+  p->claim_lock_slot = -1;
+  p->claim_lanes = 0;
   if (r->limit > 0) {
     int fresh = r->fresh_limit < r->limit ? r->fresh_limit : r->limit;
+    int lanes = r->worker_queue == NULL && !pg->no_lanes;
     tk__pg_args a = {0};
+    if (r->worker_queue) {
+      tk__pg_arg_text(&a, r->worker_queue);
+      p->claim_lock_slot = tk__pg_pipe_stmt(p, PG_CLAIM_LOCK_QUEUE, LOCK_QUEUE_SQL, a.n, a.v);
+      a.n = 0;
+    } else if (lanes) {
+      p->claim_lock_slot = tk__pg_pipe_stmt(p, PG_CLAIM_LOCK, LOCK_SQL, 0, NULL);
+    }
+    p->claim_lanes = lanes;
     tk__pg_arg_text(&a, r->owner);
     tk__pg_arg_i64(&a, r->now);
     tk__pg_arg_i64(&a, r->now + r->lease_ms);
@@ -176,16 +328,29 @@ int tk__pg_claim_queue(tk__pg_pipe *p, tk__claim_request *r, int *claim_slot, in
       }
       tk__buf_adds(&hashes, "}");
       tk__pg_arg_text(&a, hashes.oom ? NULL : hashes.p);
+    } else if (lanes) {
+      tk__pg_arg_i64(&a, pg->turn++); /* $8: the lane that goes first */
     }
-    *claim_slot = r->worker_queue
-                      ? tk__pg_pipe_stmt(p, PG_CLAIM_QUEUE, CLAIM_QUEUE_SQL, a.n, a.v)
-                      : tk__pg_pipe_stmt(p, PG_CLAIM, CLAIM_SQL, a.n, a.v);
+    *claim_slot = r->worker_queue ? tk__pg_pipe_stmt(p, PG_CLAIM_QUEUE, CLAIM_QUEUE_SQL, a.n, a.v)
+                  : lanes         ? tk__pg_pipe_stmt(p, PG_CLAIM_LANES, CLAIM_LANES_SQL, a.n, a.v)
+                                  : tk__pg_pipe_stmt(p, PG_CLAIM, CLAIM_SQL, a.n, a.v);
     tk__buf_free(&keys);
     tk__buf_free(&hashes);
     if (*claim_slot < 0) return -1;
   }
-  *retry_slot = tk__pg_pipe_stmt(p, PG_NEXT_RETRY, NEXT_RETRY_SQL, 0, NULL);
+  *retry_slot = tk__pg_next_queue(p, r->now, r->worker_queue);
   return *retry_slot < 0 ? -1 : 0;
+}
+
+int tk__pg_next_queue(tk__pg_pipe *p, int64_t now, const char *worker_queue) {
+  tk__pg_args a = {0};
+  tk__pg_arg_i64(&a, now);
+  tk__pg_arg_i64(&a, now); /* TOKENS' $2 */
+  if (worker_queue) {
+    tk__pg_arg_text(&a, worker_queue);
+    return tk__pg_pipe_stmt(p, PG_NEXT_QUEUE, NEXT_QUEUE_SQL, a.n, a.v);
+  }
+  return tk__pg_pipe_stmt(p, PG_NEXT_RETRY, NEXT_SQL, a.n, a.v);
 }
 
 /* An absent time (SQL NULL) as "never". */
@@ -221,7 +386,18 @@ int tk__pg_claim_read(tk__pg_pipe *p, tk__claim_request *r, int claim_slot, int 
     if (r->worker_queue) c->token_index = (int)tk__pg_i64(res, i, 15) - 1;
   }
   r->n = rows;
-  r->next_retry_at = or_never(tk__pg_i64(tk__pg_result(p, retry_slot), 0, 0));
+  PGresult *next = tk__pg_result(p, retry_slot);
+  r->next_retry_at = or_never(tk__pg_i64(next, 0, 0));
+  r->next_due_at = or_never(tk__pg_i64(next, 0, 1));
+  if (r->worker_queue == NULL) {
+    int lanes = tk__pg_bool(next, 0, 2);
+    /* A claim that did not look at the queues that exist now: look again. */
+    if (lanes && !p->claim_lanes && r->limit > 0) r->next_due_at = INT64_MIN;
+    p->pg->no_lanes = !lanes;
+  }
+  /* A queue whose lock another claim held was not looked at: soon. */
+  PGresult *lock = tk__pg_result(p, p->claim_lock_slot);
+  if (lock && PQntuples(lock) == 1 && tk__pg_i64(lock, 0, 1) > 0) r->next_due_at = INT64_MIN;
   return 0;
 }
 
@@ -298,34 +474,25 @@ int tk__pg_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
 }
 
 int tk__pg_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *err) {
-  PGresult *r;
-  /* A ready pending step is due since it became ready: the first one in
-   * claim order stands for them all, without a scan of every one. */
-  int rc = tk__pg_query(
-      s, PG_NEXT_DUE,
-      /* An orchestrator's steps only (0013), each the first entry of its
-       * index's range (ordered by worker_queue first, as the claim is). */
-      "SELECT (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_WAITING)
-      " AND worker_queue IS NULL ORDER BY worker_queue, run_at, id LIMIT 1),"
-      " (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_PENDING)
-      " AND parents_remaining = 0 AND worker_queue IS NULL"
-      " ORDER BY worker_queue, task_id, id LIMIT 1),"
-      " (SELECT MIN(lease_expires_at) FROM steps WHERE lease_expires_at IS NOT NULL"
-      " AND state = " Q(TK__STEP_IN_PROGRESS) "),"
-      /* The index's first entry, not MIN(): with statistics from when the
-       * table was small the planner aggregates every delayed step. */
-      " (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_PENDING)
-      " AND parents_remaining = -1 AND worker_queue IS NULL"
-      " ORDER BY worker_queue, run_at, id LIMIT 1)",
-      NULL, "next due", &r, err);
-  if (rc == 0) {
-    int64_t retry = or_never(tk__pg_i64(r, 0, 0)), fresh = or_never(tk__pg_i64(r, 0, 1));
-    int64_t delayed = or_never(tk__pg_i64(r, 0, 3));
-    if (delayed < fresh) fresh = delayed;
-    if (ready_at) *ready_at = retry < fresh ? retry : fresh;
-    if (lease_at) *lease_at = or_never(tk__pg_i64(r, 0, 2));
+  tk__pg_pipe p;
+  int rc = tk__pg_pipe_begin((tk__pg *)s, &p, "next due", err);
+  if (rc) return rc;
+  /* An orchestrator's lanes as its claim's look after it sees them (the
+   * first ready step of each stands for all of its lane, unless its queue
+   * has no room), and the earliest lease. */
+  int next = tk__pg_next_queue(&p, tk__store_now(s), NULL);
+  int lease = tk__pg_pipe_stmt(&p, PG_NEXT_DUE,
+                               "SELECT MIN(lease_expires_at) FROM steps"
+                               " WHERE lease_expires_at IS NOT NULL"
+                               " AND state = " Q(TK__STEP_IN_PROGRESS),
+                               0, NULL);
+  if ((rc = tk__pg_pipe_run(&p, "next due", err)) == 0) {
+    PGresult *r = tk__pg_result(&p, next);
+    if (ready_at) *ready_at = or_never(tk__pg_i64(r, 0, 1));
+    if (lease_at) *lease_at = or_never(tk__pg_i64(tk__pg_result(&p, lease), 0, 0));
+    ((tk__pg *)s)->no_lanes = !tk__pg_bool(r, 0, 2);
   }
-  PQclear(r);
+  tk__pg_pipe_end(&p);
   return rc;
 }
 

@@ -79,6 +79,8 @@ enum {
   PG_FLOW_EXPAND, PG_FLOW_MAP_END, PG_FLOW_MAP_COUNT, PG_FLOW_MAP_DONE, PG_FLOW_MAP_REOPEN,
   PG_FLOW_TASK, PG_INSTANCE_LIST, PG_REPORT_INSTANCES,
   PG_CLAIM_QUEUE, PG_CLAIM_GET, PG_TASK_CREATE_QUEUE,
+  PG_CLAIM_LOCK, PG_CLAIM_LOCK_QUEUE, PG_CLAIM_LANES, PG_NEXT_QUEUE, PG_QUEUE_PUT, PG_QUEUE_CLEAR,
+  PG_QUEUE_LIST, PG_WORKER_SEEN,
   PG__COUNT
 };
 
@@ -94,6 +96,11 @@ typedef struct tk__pg {
    * read once (postgres_flow.c): a stored template never changes. */
   struct tk__flow **flows;
   int nflows, flows_cap;
+  /* Queues (0015_queues.sql, postgres_claim.c): no orchestrator's step
+   * named a queue as of this connection's last look (its claims take the
+   * plain range alone); the turn that rotates the lanes' order. */
+  int no_lanes;
+  int64_t turn;
 } tk__pg;
 
 /* The notification channel: every transaction that makes work visible to
@@ -113,6 +120,9 @@ typedef struct tk__pg_pipe {
   int nslots;   /* slots handed out */
   int *slot_of; /* per command: its slot, -1 for prepares */
   int failed;   /* after a run: the slot of the first failed command, -1 none */
+  /* The claim queued (tk__pg_claim_queue): the slot of its queues' locks
+   * (-1: none taken), and whether it looked at the queues' lanes. */
+  int claim_lock_slot, claim_lanes;
   int broken;   /* the connection failed: nothing more can be sent */
   char error[TK_ERR_MSG_MAX]; /* after a run: the first failure's first line */
   char sqlstate[6];
@@ -344,6 +354,14 @@ int tk__pg_activity(tk_store *s, int64_t since, int64_t bucket_ms, int n,
  * clock now; *claim_slot and *retry_slot get the slots whose results
  * tk__pg_claim_read turns into r->out and r->next_retry_at. */
 int tk__pg_claim_queue(tk__pg_pipe *p, tk__claim_request *r, int *claim_slot, int *retry_slot);
+/* Queue the look at what a claim's lanes may give next (of worker queue
+ * worker_queue, or an orchestrator's with NULL) at now: columns next retry,
+ * next due, whether an orchestrator's step named a queue. */
+int tk__pg_next_queue(tk__pg_pipe *p, int64_t now, const char *worker_queue);
+int tk__pg_queue_put(tk_store *s, const tk__queue_def *defs, int n, tk_err *err);
+int tk__pg_queue_list(tk_store *s, int64_t now, tk__queue_rec **out, int *n, tk_err *err);
+int tk__pg_worker_seen(tk_store *s, const char *queue, const char *worker, int64_t now,
+                       tk_err *err);
 int tk__pg_claim_read(tk__pg_pipe *p, tk__claim_request *r, int claim_slot, int retry_slot,
                       tk_err *err);
 

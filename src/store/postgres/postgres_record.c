@@ -66,7 +66,10 @@
     " run_at = COALESCE($6::bigint, run_at), last_delay_ms = COALESCE($7::bigint, last_delay_ms)," \
     " lease_owner = NULL, lease_expires_at = NULL, claim_id = NULL"                                \
     " WHERE id = $1::bigint AND state = " Q(TK__STEP_IN_PROGRESS) " AND claim_id = $2::bigint"     \
-    " AND ($8::bigint IS NULL OR lease_expires_at <= $8) RETURNING id),"                           \
+    " AND ($8::bigint IS NULL OR lease_expires_at <= $8) RETURNING id, queue),"                    \
+    /* A step of a queue leaving in_progress makes room in it: wake the                            \
+     * claimants waiting for room (0015_queues.sql). */                                            \
+    " qn AS (SELECT pg_notify('" TK__PG_CHANNEL "', '') FROM upd WHERE queue IS NOT NULL),"        \
     " fin AS (UPDATE attempts a SET"                                                               \
     " finished_at = CASE WHEN u.ok THEN $9::bigint ELSE $12::bigint END,"                          \
     " outcome = CASE WHEN u.ok THEN $10::text ELSE 'fenced_out' END,"                              \
@@ -98,7 +101,8 @@
     " CASE WHEN t.steps_error > 0 OR t.state = " Q(TK__TASK_ERROR) " THEN"                      \
     " EXISTS (SELECT 1 FROM steps x WHERE x.task_id = $13 AND x.id <> $1"                       \
     " AND " TK__PG_CAN_PROGRESS("x") ") OR " TK__PG_RELEASED("rel") " > 0 END"
-#define OUTCOME_FROM " FROM (SELECT 1) one LEFT JOIN tsk t ON true"
+/* qn is read (so run) by the FROM item that gives the one row. */
+#define OUTCOME_FROM " FROM (SELECT count(*) FROM qn) one LEFT JOIN tsk t ON true"
 static const char OUTCOME_SQL[] = OUTCOME_WITH OUTCOME_COLUMNS OUTCOME_FROM;
 
 /* The outcome of an instance of a map step (DESIGN §17): OUTCOME_SQL with
@@ -644,7 +648,7 @@ static int commit_group(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, 
   tk__pg_commit(p);
   if (tk__pg_pipe_run(p, "record outcome", err) != 0) return 1;
   next->n = 0;
-  next->next_retry_at = INT64_MIN; /* unknown: look again soon */
+  next->next_retry_at = next->next_due_at = INT64_MIN; /* unknown: look again soon */
   return 0;
 }
 
@@ -729,7 +733,7 @@ int tk__pg_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_
   tk__pg *pg = (tk__pg *)s;
   if (next) {
     next->n = 0;
-    next->next_retry_at = INT64_MIN;
+    next->next_retry_at = next->next_due_at = INT64_MIN;
   }
   for (int i = 0; i < n; i++) {
     tk_err_clear(&errs[i]);

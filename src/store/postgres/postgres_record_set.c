@@ -94,7 +94,9 @@ static const char SET_SQL[] =
     " lease_owner = NULL, lease_expires_at = NULL, claim_id = NULL FROM o"
     " WHERE s.id = ANY ($1) AND s.id = o.step AND CASE WHEN s.state = " Q(TK__STEP_IN_PROGRESS)
     " THEN s.claim_id END = o.claim AND (o.reap IS NULL OR s.lease_expires_at <= o.reap)"
-    " RETURNING o.ord),"
+    " RETURNING o.ord, s.queue),"
+    /* Room made in a queue wakes its claimants (0015_queues.sql). */
+    " qn AS (SELECT pg_notify('" TK__PG_CHANNEL "', '') FROM upd WHERE queue IS NOT NULL LIMIT 1),"
     " f AS (SELECT x.*, CASE WHEN x.ok THEN " TK__PG_NEXT_SEQ " END AS seq FROM (SELECT o.*,"
     " u.ord IS NOT NULL AS ok FROM o LEFT JOIN upd u ON u.ord = o.ord ORDER BY o.ord) x),"
     " fin AS (UPDATE attempts a SET"
@@ -141,7 +143,7 @@ static const char SET_SQL[] =
     " FROM f LEFT JOIN (SELECT last, count(*) AS n FROM rel WHERE parents_remaining = 0"
     " AND state = " Q(TK__STEP_PENDING) " GROUP BY last) r ON r.last = f.ord"
     " LEFT JOIN tasks t ON t.id = ANY ($13) AND t.id = f.task"
-    " LEFT JOIN mp ON mp.last = f.ord ORDER BY f.ord";
+    " LEFT JOIN mp ON mp.last = f.ord CROSS JOIN (SELECT count(*) FROM qn) q0 ORDER BY f.ord";
 
 enum { NARRAYS = 18 };
 

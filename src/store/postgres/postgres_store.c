@@ -358,4 +358,7 @@ const tk__store_ops tk__postgres_store_ops = {
     .instance_list = tk__pg_instance_list,
     .submit_many = tk__pg_submit_many,
     .claim_get = tk__pg_claim_get,
+    .queue_put = tk__pg_queue_put,
+    .queue_list = tk__pg_queue_list,
+    .worker_seen = tk__pg_worker_seen,
 };

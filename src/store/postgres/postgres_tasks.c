@@ -92,7 +92,7 @@ static int arrays_close(tk__buf *m, const char **v) {
  * queue (a worker step's queue is its worker queue: store.h). A root step of a task that starts later waits with
  * parents_remaining TK__DELAYED until its run_at, the start time (0005). */
 static void task_arrays(const tk__new_task *t, int64_t id, tk__buf *m, int *batch,
-                        int *queue) {
+                        int *queue, int *plain) {
   tk__pg_array_i64(&m[M_ID], id);
   tk__pg_array_i64(&m[M_TEMPLATE], t->template_id);
   tk__pg_array_text(&m[M_IDENTITY], t->identity);
@@ -113,6 +113,7 @@ static void task_arrays(const tk__new_task *t, int64_t id, tk__buf *m, int *batc
     tk__pg_array_i64(&m[M_RUNAT], delayed ? t->start_at : t->now);
     tk__pg_array_text(&m[M_QUEUE], ns->worker_queue);
     tk__pg_array_text(&m[M_SQUEUE], ns->queue ? ns->queue : ns->worker_queue);
+    *plain |= ns->queue != NULL && ns->worker_queue == NULL;
     tk__pg_array_i64(&m[M_SPRIO], t->priority);
     *queue |= ns->worker_queue != NULL || ns->queue != NULL;
     if (!ns->batch) continue;
@@ -149,9 +150,11 @@ int tk__pg_task_create_guarded(tk_store *s, const tk__new_task *t, const tk__pg_
   tk__buf m[M_COUNT];
   memset(m, 0, sizeof m);
   const char *v[M_COUNT];
-  int batch = 0, queue = 0;
+  int batch = 0, queue = 0, plain = 0;
   arrays_open(m);
-  task_arrays(t, 0, m, &batch, &queue);
+  task_arrays(t, 0, m, &batch, &queue, &plain);
+  /* This connection's claims look at the queues' lanes from now on. */
+  if (plain) ((tk__pg *)s)->no_lanes = 0;
   if (!arrays_close(m, v)) {
     arrays_free(m);
     return tk__pg_oom(err, "create task");
@@ -275,13 +278,14 @@ static const char ITEMS_SQL[] =
  * into m[]; *created how many, *batch whether any has a batch step,
  * *queue a worker step. */
 static int chunk_arrays(const tk__new_task *t, int n, const int64_t *ids, const int *existed,
-                        tk__buf *m, const char **v, int *created, int *batch, int *queue) {
+                        tk__buf *m, const char **v, int *created, int *batch, int *queue,
+                        int *plain) {
   arrays_open(m);
   *created = *batch = *queue = 0;
   for (int i = 0; i < n; i++) {
     if (existed[i]) continue;
     (*created)++;
-    task_arrays(&t[i], ids[i], m, batch, queue);
+    task_arrays(&t[i], ids[i], m, batch, queue, plain);
   }
   return arrays_close(m, v);
 }
@@ -291,9 +295,10 @@ static int chunk_arrays(const tk__new_task *t, int n, const int64_t *ids, const 
 static int queue_chunk(tk__pg_pipe *p, const tk__new_task *t, int n, const int64_t *ids,
                        const int *existed, tk__buf *m, tk_err *err) {
   const char *v[M_COUNT];
-  int created, batch, queue;
-  if (!chunk_arrays(t, n, ids, existed, m, v, &created, &batch, &queue))
+  int created, batch, queue, plain = 0;
+  if (!chunk_arrays(t, n, ids, existed, m, v, &created, &batch, &queue, &plain))
     return tk__pg_oom(err, "submit tasks");
+  if (plain) p->pg->no_lanes = 0; /* this connection's claims look at the lanes */
   if (created == 0) return 0;
   tk__pg_args a = {0};
   tk__pg_arg_i64(&a, t[0].now);

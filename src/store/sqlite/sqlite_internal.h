@@ -26,7 +26,7 @@ enum {
   SQ_BULK_NEXT_ID, SQ_BULK_TASK, SQ_BULK_TASKS, SQ_BULK_STEP, SQ_BULK_STEPS,
   SQ_CLAIM_TOKEN, SQ_CLAIM_GET, SQ_STEP_QUEUE,
   SQ_TASK_PRIORITY, SQ_STEPS_PRIORITY, SQ_QUEUE_NAMED, SQ_QUEUE_LANES, SQ_QUEUE_ONE, SQ_QUEUE_BUSY,
-  SQ_QUEUE_TOKENS, SQ_LANE_RETRY, SQ_QUEUE_PUT, SQ_QUEUE_CLEAR, SQ_QUEUE_LIST, SQ_WORKER_SEEN,
+  SQ_QUEUE_TOKENS, SQ_LANE_RETRY, SQ_LANE_DELAYED, SQ_QUEUE_PUT, SQ_QUEUE_CLEAR, SQ_QUEUE_LIST, SQ_WORKER_SEEN,
   SQ__COUNT
 };
 
@@ -303,7 +303,7 @@ int tk__sq_lanes_spend(tk__sqlite *q, int64_t now, tk_err *err);
  * none: from each lane's next retry, its fresh steps (fresh: probe them;
  * else a lane cut short has some now), its limits (a lane full by
  * concurrency waits for an outcome; one out of tokens for its next token),
- * and the next delayed start. */
+ * and its next delayed start. */
 int tk__sq_lanes_due(tk__sqlite *q, int64_t now, int fresh, int64_t *due, int64_t *retry,
                      tk_err *err);
 void tk__sq_lanes_free(tk__sqlite *q);

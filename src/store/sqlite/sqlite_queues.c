@@ -37,9 +37,8 @@ static int lane_limits(tk__sqlite *q, tk__sq_lane *l, sqlite3_stmt *st, int64_t 
   if (l->rate > 0) l->room = tk__queue_room(l->tokens);
   if (l->concurrency <= 0) return 0;
   sqlite3_stmt *busy = tk__sq_stmt(q, SQ_QUEUE_BUSY,
-                                   "SELECT count(*) FROM steps INDEXED BY steps_queue_busy"
-                                   " WHERE queue = ?1 AND queue IS NOT NULL"
-                                   " AND state = 'in_progress'",
+                                   "SELECT count(*) FROM steps INDEXED BY steps_leases"
+                                   " WHERE state = 'in_progress' AND queue = ?1",
                                    err);
   if (busy == NULL) return TK_ESTORE;
   sqlite3_bind_text(busy, 1, l->name, -1, SQLITE_STATIC);
@@ -111,8 +110,7 @@ int tk__sq_lanes_spend(tk__sqlite *q, int64_t now, tk_err *err) {
   return 0;
 }
 
-/* The run_at of the first step of lane l in the cached probe `id`
- * (INT64_MAX: none). */
+/* The first time of lane l in the cached probe `id` (INT64_MAX: none). */
 static int lane_first(tk__sqlite *q, int id, const char *sql, const tk__sq_lane *l,
                       int64_t *at, tk_err *err) {
   sqlite3_stmt *st = tk__sq_stmt(q, id, sql, err);
@@ -133,20 +131,31 @@ int tk__sq_lanes_due(tk__sqlite *q, int64_t now, int fresh, int64_t *due, int64_
     tk__sq_lane *l = &q->lanes[i];
     /* Full: only an outcome (which wakes claimants) makes room. */
     if (l->concurrency > 0 && l->busy + l->taken >= l->concurrency) continue;
-    int64_t r_at, d_at;
+    int64_t r_at, d_at, late_at;
     if ((rc = lane_first(q, SQ_LANE_RETRY,
                          "SELECT run_at FROM steps INDEXED BY steps_retry_due"
-                         " WHERE state = 'waiting_for_retry' AND worker_queue IS ?1"
-                         " AND queue IS ?2 ORDER BY run_at LIMIT 1",
+                         " WHERE state = 'waiting_for_retry' AND queue IS ?2"
+                         " AND worker_queue IS ?1 ORDER BY run_at LIMIT 1",
                          l, &r_at, err)))
       break;
-    d_at = r_at;
+    /* The lane's first delayed start, through the delayed tasks in start
+     * order (their roots are in no readiness index): one probe when none
+     * waits, which is the common case. */
+    if ((rc = lane_first(q, SQ_LANE_DELAYED,
+                         "SELECT t.start_at FROM tasks t INDEXED BY tasks_delayed"
+                         " JOIN steps s ON s.task_id = t.id WHERE t.start_at IS NOT NULL"
+                         " AND s.parents_remaining = -1 AND s.state = 'pending'"
+                         " AND s.queue IS ?2 AND s.worker_queue IS ?1"
+                         " ORDER BY t.start_at LIMIT 1",
+                         l, &late_at, err)))
+      break;
+    d_at = r_at < late_at ? r_at : late_at;
     if (fresh) {
       int64_t f_at;
       if ((rc = lane_first(q, SQ_NEXT_READY,
                            "SELECT run_at FROM steps INDEXED BY steps_fresh"
                            " WHERE state = 'pending' AND parents_remaining = 0"
-                           " AND worker_queue IS ?1 AND queue IS ?2 LIMIT 1",
+                           " AND queue IS ?2 AND worker_queue IS ?1 LIMIT 1",
                            l, &f_at, err)))
         break;
       if (f_at < d_at) d_at = f_at;
@@ -161,9 +170,6 @@ int tk__sq_lanes_due(tk__sqlite *q, int64_t now, int fresh, int64_t *due, int64_
     if (d_at < *due) *due = d_at;
     if (r_at < *retry) *retry = r_at;
   }
-  int64_t delayed = INT64_MAX;
-  if (rc == 0 && (rc = tk__sq_next_delayed(q, &delayed, err)) == 0 && delayed < *due)
-    *due = delayed;
   return rc;
 }
 
@@ -238,45 +244,32 @@ int tk__sq_queue_put(tk_store *s, const tk__queue_def *defs, int n, tk_err *err)
   return tk__sq_commit(q, err);
 }
 
-/* A queue's counts at ?2 in the ranges of its own (0014): the steps of an
- * orchestrator naming it (worker_queue NULL) and its worker steps
- * (worker_queue = ?1), ready and waiting for a retry; its delayed roots
- * through the delayed tasks; in progress through steps_queue_busy;
- * workers through queue_workers' key. */
-#define RETRY_FIRST(w)                                                                  \
-  "(SELECT run_at FROM steps INDEXED BY steps_retry_due WHERE state = 'waiting_for_retry'" \
-  " AND worker_queue " w " AND queue = q.name ORDER BY run_at LIMIT 1)"
+/* A queue's counts at ?1 from the ranges of its own (0014: each readiness
+ * index leads with queue): its ready steps and its retries waiting; its
+ * delayed roots through the delayed tasks (tasks_delayed, whose steps are
+ * in no readiness index: a look at every delayed task's steps); in
+ * progress through steps_leases (every step in progress); workers through queue_workers' key
+ * (?2: seen since). No other queue's steps, nor finished ones, are read. */
+#define DELAYED(what, when)                                                                     \
+  "(SELECT " what " FROM tasks t INDEXED BY tasks_delayed JOIN steps s ON s.task_id = t.id"     \
+  " WHERE t.start_at IS NOT NULL AND " when " AND s.parents_remaining = -1"                     \
+  " AND s.state = 'pending' AND s.queue = q.name)"
 static const char LIST_SQL[] =
     "SELECT q.name, q.concurrency, q.rate, q.burst, q.tokens, q.refilled_at, q.worker,"
     " (SELECT count(*) FROM steps INDEXED BY steps_fresh WHERE state = 'pending'"
-    " AND parents_remaining = 0 AND worker_queue IS NULL AND queue = q.name)"
-    " + (SELECT count(*) FROM steps INDEXED BY steps_fresh WHERE state = 'pending'"
-    " AND parents_remaining = 0 AND worker_queue = q.name AND queue = q.name),"
+    " AND parents_remaining = 0 AND queue = q.name),"
     " (SELECT MIN(run_at) FROM steps INDEXED BY steps_fresh WHERE state = 'pending'"
-    " AND parents_remaining = 0 AND worker_queue IS NULL AND queue = q.name),"
-    " (SELECT MIN(run_at) FROM steps INDEXED BY steps_fresh WHERE state = 'pending'"
-    " AND parents_remaining = 0 AND worker_queue = q.name AND queue = q.name),"
+    " AND parents_remaining = 0 AND queue = q.name),"
     " (SELECT count(*) FROM steps INDEXED BY steps_retry_due WHERE state = 'waiting_for_retry'"
-    " AND worker_queue IS NULL AND queue = q.name AND run_at <= ?1)"
-    " + (SELECT count(*) FROM steps INDEXED BY steps_retry_due WHERE state = 'waiting_for_retry'"
-    " AND worker_queue = q.name AND queue = q.name AND run_at <= ?1),"
-    " MIN(COALESCE(" RETRY_FIRST("IS NULL") ", " RETRY_FIRST("= q.name") "),"
-    " COALESCE(" RETRY_FIRST("= q.name") ", " RETRY_FIRST("IS NULL") ")),"
+    " AND queue = q.name AND run_at <= ?1),"
+    " (SELECT run_at FROM steps INDEXED BY steps_retry_due WHERE state = 'waiting_for_retry'"
+    " AND queue = q.name ORDER BY run_at LIMIT 1),"
     " (SELECT count(*) FROM steps INDEXED BY steps_retry_due WHERE state = 'waiting_for_retry'"
-    " AND worker_queue IS NULL AND queue = q.name AND run_at > ?1)"
-    " + (SELECT count(*) FROM steps INDEXED BY steps_retry_due WHERE state = 'waiting_for_retry'"
-    " AND worker_queue = q.name AND queue = q.name AND run_at > ?1),"
-    " (SELECT count(*) FROM tasks t INDEXED BY tasks_delayed JOIN steps s ON s.task_id = t.id"
-    " WHERE t.start_at IS NOT NULL AND t.start_at <= ?1 AND s.parents_remaining = -1"
-    " AND s.state = 'pending' AND s.queue = q.name),"
-    " (SELECT MIN(t.start_at) FROM tasks t INDEXED BY tasks_delayed JOIN steps s"
-    " ON s.task_id = t.id WHERE t.start_at IS NOT NULL AND t.start_at <= ?1"
-    " AND s.parents_remaining = -1 AND s.state = 'pending' AND s.queue = q.name),"
-    " (SELECT count(*) FROM tasks t INDEXED BY tasks_delayed JOIN steps s ON s.task_id = t.id"
-    " WHERE t.start_at > ?1 AND s.parents_remaining = -1 AND s.state = 'pending'"
-    " AND s.queue = q.name),"
-    " (SELECT count(*) FROM steps INDEXED BY steps_queue_busy WHERE queue = q.name"
-    " AND queue IS NOT NULL AND state = 'in_progress'),"
+    " AND queue = q.name AND run_at > ?1),"
+    " " DELAYED("count(*)", "t.start_at <= ?1") ", " DELAYED("MIN(t.start_at)", "t.start_at <= ?1")
+    ", " DELAYED("count(*)", "t.start_at > ?1") ","
+    " (SELECT count(*) FROM steps INDEXED BY steps_leases WHERE state = 'in_progress'"
+    " AND queue = q.name),"
     " (SELECT count(*) FROM queue_workers w WHERE w.queue = q.name AND w.last_seen >= ?2)"
     " FROM queues q ORDER BY q.name";
 
@@ -309,14 +302,14 @@ int tk__sq_queue_list(tk_store *s, int64_t now, tk__queue_rec **out, int *n, tk_
     r->tokens = tk__queue_tokens(sqlite3_column_double(st, 4), sqlite3_column_int64(st, 5),
                                  r->rate, r->burst, now);
     r->worker = sqlite3_column_int(st, 6) != 0;
-    r->ready = sqlite3_column_int64(st, 7) + sqlite3_column_int64(st, 10) +
-               sqlite3_column_int64(st, 13);
-    int64_t oldest = earliest(tk__sq_col_i64(st, 8), tk__sq_col_i64(st, 9));
-    if (sqlite3_column_int64(st, 10) > 0) oldest = earliest(oldest, tk__sq_col_i64(st, 11));
-    r->oldest_ready_at = earliest(oldest, tk__sq_col_i64(st, 14));
-    r->scheduled = sqlite3_column_int64(st, 12) + sqlite3_column_int64(st, 15);
-    r->in_progress = sqlite3_column_int64(st, 16);
-    r->workers_seen = sqlite3_column_int64(st, 17);
+    r->ready = sqlite3_column_int64(st, 7) + sqlite3_column_int64(st, 9) +
+               sqlite3_column_int64(st, 12);
+    int64_t oldest = tk__sq_col_i64(st, 8);
+    if (sqlite3_column_int64(st, 9) > 0) oldest = earliest(oldest, tk__sq_col_i64(st, 10));
+    r->oldest_ready_at = earliest(oldest, tk__sq_col_i64(st, 13));
+    r->scheduled = sqlite3_column_int64(st, 11) + sqlite3_column_int64(st, 14);
+    r->in_progress = sqlite3_column_int64(st, 15);
+    r->workers_seen = sqlite3_column_int64(st, 16);
   }
   if (rc == 0) rc = tk__sq_rows_end(q, step, "list queues", err);
   sqlite3_reset(st);

@@ -163,26 +163,32 @@ static void column_copy(char *dst, size_t cap, sqlite3_stmt *st, int col) {
  * until, ?2: how many, ?3 and ?4: lane li's worker queue and queue) until
  * *count reaches end, leased for r->lease_ms from now; q->lane_of says
  * which lane each came from. A row already in out[dedupe..*count) (a lane
- * scanned again) is passed over. Every row is read before any is changed:
+ * scanned again) is passed over. *more: a row was left after end (one
+ * row past it is read to know). Every row is read before any is changed:
  * the claim's updates take rows out of the index scanned. */
 static int claim_scan(tk__sqlite *q, int id, const char *sql, int64_t until, int64_t now,
                       const tk__claim_request *r, int li, int end, int dedupe, int *count,
-                      tk_err *err) {
+                      int *more, tk_err *err) {
   sqlite3_stmt *st = tk__sq_stmt(q, id, sql, err);
   if (st == NULL) return TK_ESTORE;
   const tk__sq_lane *lane = &q->lanes[li];
   tk__claimed *out = r->out;
   int64_t lease_ms = r->lease_ms;
   sqlite3_bind_int64(st, 1, until);
-  sqlite3_bind_int(st, 2, end - *count + (*count - dedupe));
+  sqlite3_bind_int(st, 2, end - *count + (*count - dedupe) + 1);
   if (lane->worker) sqlite3_bind_text(st, 3, lane->name, -1, SQLITE_STATIC);
   if (lane->named) sqlite3_bind_text(st, 4, lane->name, -1, SQLITE_STATIC);
   int rc = SQLITE_DONE, from = *count;
-  while (*count < end && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+  *more = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     int64_t step_id = sqlite3_column_int64(st, 0);
     int seen = 0;
     for (int k = dedupe; k < from && !seen; k++) seen = out[k].step_id == step_id;
     if (seen) continue;
+    if (*count == end) {
+      *more = 1;
+      break;
+    }
     q->lane_of[*count] = li;
     tk__claimed *c = &out[(*count)++];
     c->step_id = step_id;
@@ -326,22 +332,23 @@ static const char FRESH_SQL[] =
 static int lane_take(tk__sqlite *q, tk__claim_request *r, int li, int cap, int dedupe,
                      int64_t now, int *count, int *fresh_left, tk_err *err) {
   tk__sq_lane *l = &q->lanes[li];
-  int before = *count, rc;
+  int before = *count, rc, more = 0;
   if (l->room - l->taken < cap) cap = l->room - l->taken;
-  l->cut = 1; /* until a scan ends before its cap */
+  l->cut = 1; /* rows may be left: unless a scan says there are none */
   if (cap <= 0) return 0;
   int end = *count + cap;
   if ((rc = claim_scan(q, SQ_CLAIM_RETRY, RETRY_SQL, now + r->retry_ahead_ms, now, r, li, end,
-                       dedupe < 0 ? *count : dedupe, count, err)))
+                       dedupe < 0 ? *count : dedupe, count, &more, err)))
     return rc;
   if (*count < end) {
     int fend = *fresh_left < end - *count ? *count + *fresh_left : end, from = *count;
-    if (fend > *count &&
-        (rc = claim_scan(q, SQ_CLAIM_FRESH, FRESH_SQL, now, now, r, li, fend,
-                         dedupe < 0 ? *count : dedupe, count, err)))
-      return rc;
+    if (fend > *count) {
+      if ((rc = claim_scan(q, SQ_CLAIM_FRESH, FRESH_SQL, now, now, r, li, fend,
+                           dedupe < 0 ? *count : dedupe, count, &more, err)))
+        return rc;
+      l->cut = more;
+    }
     *fresh_left -= *count - from;
-    l->cut = *count == fend;
   }
   l->taken += *count - before;
   return 0;

@@ -6,12 +6,14 @@
 -- map's instances too), so that the readiness index orders by it without a
 -- join. Rows written before: queue NULL (but worker steps), priority 0.
 --
--- The three readiness indexes of 0013 gain queue after worker_queue (and
--- the fresh steps' priority, higher first, before task_id): an
--- orchestrator's steps of no queue are one range of each; an
--- orchestrator's steps of queue Q (worker_queue NULL, queue Q) a range, a
--- worker queue's (worker_queue Q, queue Q) another. A claim reads each
--- range it may take from with room. queue and priority are written once,
+-- The three readiness indexes of 0013 lead with queue instead of
+-- worker_queue (and the fresh steps' gain priority, higher first, before
+-- task_id): an orchestrator's steps of no queue are one range of each (a
+-- worker step always names its queue), and each queue's steps a range of
+-- their own, which a claim reads only while the queue has room (as
+-- SQLite's 0014_queues.sql, which says why not both columns). The steps
+-- of a queue that both worker steps and an orchestrator's steps name share
+-- its range, and each kind of claim passes over the other's. queue and priority are written once,
 -- with the row: no update is less HOT than it was.
 --
 -- steps_queue_busy counts a queue's steps in progress at claim time (its
@@ -30,13 +32,13 @@ ALTER TABLE steps ADD COLUMN priority integer NOT NULL DEFAULT 0;
 UPDATE steps SET queue = worker_queue WHERE worker_queue IS NOT NULL;
 
 DROP INDEX steps_retry_due;
-CREATE INDEX steps_retry_due ON steps (worker_queue, queue, run_at, id)
+CREATE INDEX steps_retry_due ON steps (queue, run_at, id)
   WHERE state = 'waiting_for_retry';
 DROP INDEX steps_fresh;
-CREATE INDEX steps_fresh ON steps (worker_queue, queue, priority DESC, task_id, id)
+CREATE INDEX steps_fresh ON steps (queue, priority DESC, task_id, id)
   WHERE state = 'pending' AND parents_remaining = 0;
 DROP INDEX steps_delayed;
-CREATE INDEX steps_delayed ON steps (worker_queue, queue, run_at, id)
+CREATE INDEX steps_delayed ON steps (queue, run_at, id)
   WHERE state = 'pending' AND parents_remaining = -1;
 CREATE INDEX steps_queue_busy ON steps (queue)
   WHERE queue IS NOT NULL AND state = 'in_progress';

@@ -6,17 +6,28 @@
 -- map's instances too), so that the readiness index orders by it without a
 -- join. Rows written before: queue NULL (but worker steps), priority 0.
 --
--- The two readiness indexes of 0012 gain queue after worker_queue (and the
--- fresh steps' priority, higher first, before task_id): an orchestrator's
--- steps of no queue are one range of each, in the order they were claimed
--- before but for priority; an orchestrator's steps of queue Q (worker_queue
--- NULL, queue Q) are a range, and a worker queue's steps (worker_queue Q,
--- queue Q) another. A claim reads each range it may take from with room.
+-- The two readiness indexes of 0012 lead with queue instead of worker_queue
+-- (and the fresh steps' gain priority, higher first, before task_id): an
+-- orchestrator's steps of no queue are one range of each (a worker step
+-- always names its queue), in the order they were claimed before but for
+-- priority, and each queue's steps are a range of their own, which a claim
+-- reads only while the queue has room. The steps of a queue that both
+-- worker steps and an orchestrator's steps name share its range, and each
+-- kind of claim passes over the other's. Measured with
+-- bench/callgrind_compare.sh: worker_queue and queue both leading cost
+-- about +3% on the steps of no queue (two more fields in every key
+-- comparison of the indexes the engine's updates keep); queue alone costs
+-- what worker_queue did, and priority one integer field more.
 --
--- steps_queue_busy counts a queue's steps in progress at claim time (its
--- concurrency, whoever holds them): no counter that could drift. Its
--- condition tests queue first, so a step of no queue costs one test of a
--- NULL on each change of state.
+-- A queue's steps in progress are counted at claim time (its concurrency,
+-- whoever holds them), no counter that could drift, through steps_leases
+-- (0001: every step in progress): a look at each step in progress
+-- store-wide, made only by a claim of a queue with a concurrency limit. A
+-- partial index of the queues' steps in progress would make it a look at
+-- the queue's alone, but the engine's every claim and outcome of a step
+-- of no queue then pays for keeping it: +1.4% instructions per step on
+-- bench_engine throughput (bench/callgrind_compare.sh), for a count that
+-- the steps of no queue never need.
 --
 -- queues: a row per queue that a stored step named (written at submit, with
 -- whether a worker step, `worker`, or an orchestrator's step, `plain`, named
@@ -30,13 +41,11 @@ ALTER TABLE steps ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
 UPDATE steps SET queue = worker_queue WHERE worker_queue IS NOT NULL;
 
 DROP INDEX steps_retry_due;
-CREATE INDEX steps_retry_due ON steps (worker_queue, queue, run_at)
+CREATE INDEX steps_retry_due ON steps (queue, run_at)
   WHERE state = 'waiting_for_retry';
 DROP INDEX steps_fresh;
-CREATE INDEX steps_fresh ON steps (worker_queue, queue, priority DESC, task_id)
+CREATE INDEX steps_fresh ON steps (queue, priority DESC, task_id)
   WHERE state = 'pending' AND parents_remaining = 0;
-CREATE INDEX steps_queue_busy ON steps (queue)
-  WHERE queue IS NOT NULL AND state = 'in_progress';
 
 CREATE TABLE queues (
   id          INTEGER PRIMARY KEY,
