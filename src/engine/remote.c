@@ -74,8 +74,9 @@ static int handed_out(tk_engine *e, tk__claimed *c, const unsigned char *secret,
 }
 
 int tk__remote_claim(tk_engine *e, const char *queue, const char *worker, int max,
-                     tk__remote_claimed *out, int *n, tk_err *err) {
+                     tk__remote_claimed *out, int *n, int64_t *next_due_at, tk_err *err) {
   *n = 0;
+  if (next_due_at) *next_due_at = INT64_MIN;
   if (queue == NULL || !*queue || worker == NULL || !*worker)
     return tk_err_set(err, TK_EINVAL, "a claim needs a queue and a worker name");
   if (max < 1 || max > REMOTE_MAX)
@@ -98,7 +99,8 @@ int tk__remote_claim(tk_engine *e, const char *queue, const char *worker, int ma
   tk__claim_request r = {.owner = owner, .lease_ms = e->lease_ms, .limit = max,
                          .fresh_limit = max, .out = claimed, .next_retry_at = INT64_MIN,
                          .want_inputs = 1, .worker_queue = queue,
-                         .token_hashes = (const unsigned char(*)[TK__TOKEN_HASH_LEN])hashes};
+                         .token_hashes = (const unsigned char(*)[TK__TOKEN_HASH_LEN])hashes,
+                         .next_due_at = INT64_MIN /* unknown, until the store says */};
   int64_t t0 = tk_monotonic_ns();
   int rc;
   STORE_CALL(e, rc, e->store->ops->record(e->store, NULL, 0, NULL, NULL, &r, err));
@@ -106,6 +108,13 @@ int tk__remote_claim(tk_engine *e, const char *queue, const char *worker, int ma
   int64_t claim_us = (tk_monotonic_ns() - t0) / 1000;
   e->stats.claimed += r.n;
   if (r.n > 0) tk__engine_claimed_leases(e, r.now);
+  if (next_due_at) {
+    /* A lease that runs out makes its step ready too, once reaped (by the
+     * next claim here, tk__engine_reap_due): when this engine knows of one
+     * sooner, look then. */
+    *next_due_at = r.next_due_at;
+    if (r.next_due_at != INT64_MIN && e->reap_at < r.next_due_at) *next_due_at = e->reap_at;
+  }
   int handed = 0;
   for (int i = 0; i < r.n; i++) {
     tk__claimed *c = &claimed[i];
@@ -183,80 +192,170 @@ int tk__remote_heartbeat(tk_engine *e, const char *token, int64_t *lease_expires
   return rc;
 }
 
-/* Record the outcome r of the claim token names, as a handler's would be
- * (tk__engine_finish), into *out. */
-static int finish(tk_engine *e, const char *token, const char *outcome,
-                  const tk_handler_result *res, tk__remote_result *out, tk_err *err) {
+/* One outcome of a group on its way to tk__engine_finish: what the
+ * token names, and the handler's result it stands for. */
+typedef struct pending {
+  tk__remote_outcome *o;
   tk__claim_rec rec;
-  int rc = token_claim(e, token, &rec, err);
-  if (rc) return rc;
-  const template_entry *t = tk__engine_template(e, rec.step.template_id, err);
-  if (t == NULL) return err ? err->code : TK_ESTORE;
-  if (rec.step.idx < 0 || rec.step.idx >= t->nsteps)
-    return tk_err_set(err, TK_ESTORE, "step %lld: its index is past its template's steps",
-                      (long long)rec.step.step_id);
-  const step_def *def = &t->steps[rec.step.idx];
+  tk_handler_result res;
   char name[TK__STEP_NAME_MAX];
+  int ready; /* checked, and not yet recorded */
+} pending;
+
+/* Check outcome p->o (its token's claim, its body) and make the handler's
+ * result it stands for: 0, or the error in p->o->err. */
+static int prepare(tk_engine *e, pending *p, tk__finish *item) {
+  tk__remote_outcome *o = p->o;
+  tk_err *err = &o->err;
+  if (o->failed) {
+    if (o->retry_after_ms < -1)
+      return tk_err_set(err, TK_EINVAL, "retry_after: expected a delay >= 0");
+    p->res = (tk_handler_result){.status = o->retryable ? TK_HANDLER_RETRY : TK_HANDLER_PERMANENT,
+                                 .retry_after_ms = o->retry_after_ms};
+    snprintf(p->res.error, sizeof p->res.error, "%s",
+             o->error && *o->error ? o->error
+                                   : "the worker reported a failure without a message");
+  } else {
+    p->res = (tk_handler_result){.status = TK_HANDLER_SUCCESS, .retry_after_ms = -1};
+    /* Stored as compact JSON text, as a handler's results are. */
+    json_error_t why;
+    json_t *doc = json_loads(o->results ? o->results : "null", JSON_DECODE_ANY, &why);
+    if (doc == NULL)
+      return tk_err_set(err, TK_EINVAL, "results: not JSON (line %d, column %d: %s)", why.line,
+                        why.column, why.text);
+    p->res.results = json_dumps(doc, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(doc);
+    if (p->res.results == NULL)
+      return tk_err_set(err, TK_ENOMEM, "out of memory reading results");
+  }
+  int rc = token_claim(e, o->token, &p->rec, err);
+  if (rc) return rc;
+  const template_entry *t = tk__engine_template(e, p->rec.step.template_id, err);
+  if (t == NULL) return err->code ? err->code : tk_err_set(err, TK_ESTORE, "no template");
+  if (p->rec.step.idx < 0 || p->rec.step.idx >= t->nsteps)
+    return tk_err_set(err, TK_ESTORE, "step %lld: its index is past its template's steps",
+                      (long long)p->rec.step.step_id);
+  const step_def *def = &t->steps[p->rec.step.idx];
   int64_t now = tk_clock_now(&e->clock);
-  tk__finish item = {
-      .claim = &rec.step,
-      .step_name = tk__claim_step_name(&rec.step, def->name, name, sizeof name),
-      .owner = rec.owner,
-      .attempt_outcome = outcome,
-      .result = res,
-      .started_at = rec.started_at,
+  *item = (tk__finish){
+      .claim = &p->rec.step,
+      .step_name = tk__claim_step_name(&p->rec.step, def->name, p->name, sizeof p->name),
+      .owner = p->rec.owner,
+      .attempt_outcome = o->failed ? "failure" : "success",
+      .result = &p->res,
+      .started_at = p->rec.started_at,
       .finished_at = now,
-      .run_ns = now > rec.started_at ? (now - rec.started_at) * 1000000 : 0,
+      .run_ns = now > p->rec.started_at ? (now - p->rec.started_at) * 1000000 : 0,
       .budget = def->budget,
       .decision = def->decision,
   };
+  return 0;
+}
+
+/* Record the group items[0..m) (of pending outcomes from[0..m)) in one
+ * tk__engine_finish, and answer each. */
+static void record_group(tk_engine *e, tk__finish *items, pending **from, int m) {
   tk_err lost;
-  STORE_CALL(e, rc, tk__engine_finish(e, &item, 1, NULL, &lost));
-  if (rc) {
-    if (err) *err = lost;
-    return rc;
+  int rc;
+  STORE_CALL(e, rc, tk__engine_finish(e, items, m, NULL, &lost));
+  for (int i = 0; i < m; i++) {
+    tk__remote_outcome *o = from[i]->o;
+    if (rc) {
+      o->err = lost;
+    } else if (e->fin_cap < m) {
+      tk_err_set(&o->err, TK_ENOMEM, "out of memory recording an outcome");
+    } else if (e->fin_errs[i].code == TK_EFENCED) {
+      fenced(&from[i]->rec, &o->err);
+    } else if (e->fin_errs[i].code != 0) {
+      o->err = e->fin_errs[i];
+    } else {
+      const tk__outcome *out = &e->fin_outcomes[i];
+      o->result.state = out->next == TK__NEXT_COMPLETE ? TK__STEP_COMPLETE
+                        : out->next == TK__NEXT_RETRY  ? TK__STEP_WAITING
+                                                       : TK__STEP_ERROR;
+      o->result.run_at = out->next == TK__NEXT_RETRY ? out->run_at : 0;
+    }
   }
-  if (e->fin_cap < 1) return tk_err_set(err, TK_ENOMEM, "out of memory recording an outcome");
-  const tk_err *one = &e->fin_errs[0];
-  if (one->code == TK_EFENCED) return fenced(&rec, err);
-  if (one->code != 0) {
-    if (err) *err = *one;
-    return one->code;
+}
+
+void tk__remote_record(tk_engine *e, tk__remote_outcome *o, int n) {
+  if (n <= 0) return;
+  pending *p = calloc((size_t)n, sizeof *p);
+  tk__finish *items = calloc((size_t)n, sizeof *items);
+  pending **from = calloc((size_t)n, sizeof *from);
+  for (int i = 0; i < n; i++) {
+    tk_err_clear(&o[i].err);
+    o[i].result = (tk__remote_result){0};
+    if (p == NULL || items == NULL || from == NULL)
+      tk_err_set(&o[i].err, TK_ENOMEM, "out of memory recording an outcome");
   }
-  const tk__outcome *o = &e->fin_outcomes[0];
-  out->state = o->next == TK__NEXT_COMPLETE ? TK__STEP_COMPLETE
-               : o->next == TK__NEXT_RETRY  ? TK__STEP_WAITING
-                                            : TK__STEP_ERROR;
-  out->run_at = o->next == TK__NEXT_RETRY ? o->run_at : 0;
+  if (p == NULL || items == NULL || from == NULL) goto done;
+  tk__finish *checked = calloc((size_t)n, sizeof *checked);
+  if (checked == NULL) {
+    for (int i = 0; i < n; i++)
+      tk_err_set(&o[i].err, TK_ENOMEM, "out of memory recording an outcome");
+    goto done;
+  }
+  for (int i = 0; i < n; i++) {
+    p[i].o = &o[i];
+    p[i].ready = prepare(e, &p[i], &checked[i]) == 0;
+  }
+  /* Groups of distinct claims: a claim's second outcome goes in the next
+   * group, after its first was recorded (the store then fences it). */
+  for (;;) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+      if (!p[i].ready) continue;
+      int again = 0;
+      for (int j = 0; j < m && !again; j++)
+        again = from[j]->rec.step.claim_id == p[i].rec.step.claim_id;
+      if (again) continue;
+      p[i].ready = 0;
+      items[m] = checked[i];
+      from[m++] = &p[i];
+    }
+    if (m == 0) break;
+    record_group(e, items, from, m);
+  }
+  free(checked);
+done:
+  for (int i = 0; p && i < n; i++) free(p[i].res.results);
+  free(p);
+  free(items);
+  free(from);
+}
+
+/* Record one outcome (a group of one) into *out. */
+static int record_one(tk_engine *e, tk__remote_outcome *o, tk__remote_result *out,
+                      tk_err *err) {
+  tk__remote_record(e, o, 1);
+  if (o->err.code) {
+    if (err) *err = o->err;
+    return o->err.code;
+  }
+  *out = o->result;
   return 0;
 }
 
 int tk__remote_complete(tk_engine *e, const char *token, const char *results,
                         tk__remote_result *out, tk_err *err) {
-  tk_handler_result res = {.status = TK_HANDLER_SUCCESS, .retry_after_ms = -1};
-  /* Stored as compact JSON text, as a handler's results are. */
-  json_error_t why;
-  json_t *doc = json_loads(results ? results : "null", JSON_DECODE_ANY, &why);
-  if (doc == NULL)
-    return tk_err_set(err, TK_EINVAL, "results: not JSON (line %d, column %d: %s)", why.line,
-                      why.column, why.text);
-  res.results = json_dumps(doc, JSON_COMPACT | JSON_ENCODE_ANY);
-  json_decref(doc);
-  if (res.results == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory reading results");
-  int rc = finish(e, token, "success", &res, out, err);
-  free(res.results);
-  return rc;
+  tk__remote_outcome o = {.token = token, .results = results};
+  return record_one(e, &o, out, err);
 }
 
 int tk__remote_fail(tk_engine *e, const char *token, const char *error, int retryable,
                     int64_t retry_after_ms, tk__remote_result *out, tk_err *err) {
-  if (retry_after_ms < -1)
-    return tk_err_set(err, TK_EINVAL, "retry_after: expected a delay >= 0");
-  tk_handler_result res = {.status = retryable ? TK_HANDLER_RETRY : TK_HANDLER_PERMANENT,
-                           .retry_after_ms = retry_after_ms};
-  snprintf(res.error, sizeof res.error, "%s",
-           error && *error ? error : "the worker reported a failure without a message");
-  return finish(e, token, "failure", &res, out, err);
+  tk__remote_outcome o = {.token = token, .failed = 1, .error = error, .retryable = retryable,
+                          .retry_after_ms = retry_after_ms};
+  return record_one(e, &o, out, err);
+}
+
+int tk__remote_seen(tk_engine *e, const char *queue, const char *worker, tk_err *err) {
+  if (e->store->ops->worker_seen == NULL) return 0;
+  int rc;
+  STORE_CALL(e, rc, e->store->ops->worker_seen(e->store, queue, worker,
+                                               tk_clock_now(&e->clock), err));
+  return rc;
 }
 
 int tk__remote_wake_fd(tk_engine *e) {

@@ -54,9 +54,13 @@ typedef struct tk__remote_result {
  * Leases that expired by now (any step's) are reaped first, as an
  * orchestrator's pass does, so a server without orchestrators still
  * retries the steps of workers that died.
- * *n = 0 when none is ready (not an error). Free with tk__remote_claims_free. */
+ * *n = 0 when none is ready (not an error). Free with tk__remote_claims_free.
+ * *next_due_at (may be NULL): when a claim of this queue may find more
+ * without a change some writer signals (the store's tk__claim_request
+ * next_due_at: unix ms; INT64_MAX: not before a signal; INT64_MIN:
+ * unknown, look again soon). */
 int tk__remote_claim(tk_engine *e, const char *queue, const char *worker, int max,
-                     tk__remote_claimed *out, int *n, tk_err *err);
+                     tk__remote_claimed *out, int *n, int64_t *next_due_at, tk_err *err);
 void tk__remote_claims_free(tk__remote_claimed *c, int n);
 
 /* Extend the claim's lease by the step's lease_ms from now. TK_EINVAL: not
@@ -78,6 +82,34 @@ int tk__remote_complete(tk_engine *e, const char *token, const char *results,
  * "retry_after" in events); -1: none. */
 int tk__remote_fail(tk_engine *e, const char *token, const char *error, int retryable,
                     int64_t retry_after_ms, tk__remote_result *out, tk_err *err);
+
+/* One outcome of a group (tk__remote_record): a complete (failed = 0,
+ * results as for tk__remote_complete) or a fail (failed = 1, the rest as
+ * tk__remote_fail's). result and err are set for each. */
+typedef struct tk__remote_outcome {
+  const char *token;
+  int failed;
+  const char *results;
+  const char *error;
+  int retryable;
+  int64_t retry_after_ms;
+  tk__remote_result result; /* out, when err.code is 0 */
+  tk_err err;               /* out: 0, or as tk__remote_complete's and _fail's errors */
+} tk__remote_outcome;
+
+/* Record the outcomes o[0..n) as tk__remote_complete and tk__remote_fail
+ * would one by one, but in one store transaction (group commit: one
+ * tk__engine_finish of all of them), each still fenced by its own token
+ * and answered in o[i].err and o[i].result: a stale token is TK_EFENCED and
+ * changes nothing, the others are recorded. Two outcomes of one claim are
+ * recorded one after the other (the second is then fenced). */
+void tk__remote_record(tk_engine *e, tk__remote_outcome *o, int n);
+
+/* Record that `worker` claimed from `queue` at the engine's now (the
+ * store's worker_seen, for `tasker queues`' workers seen in the last
+ * minute; the caller calls it at most every few seconds per pair). A store
+ * without the op records nothing (0). */
+int tk__remote_seen(tk_engine *e, const char *queue, const char *worker, tk_err *err);
 
 /* A descriptor that becomes readable when steps may have become ready
  * (PostgreSQL: the LISTEN connection's socket; SQLite: the store's change

@@ -3,7 +3,11 @@
  * Each call is the engine's (src/engine/remote.h), so a worker's claims
  * and outcomes go through the same claim, fence, backoff, budgets, events
  * and metrics as any step's. A claim that finds nothing and may wait is
- * left to loop.c, which resumes it when steps may have become ready. */
+ * left to loop.c, which resumes it when steps may have become ready.
+ * Completes and fails are not recorded as they arrive: those read in one
+ * pass of the loop are recorded together, in one store transaction
+ * (tk__remote_record), each fenced by its own token and answered on its
+ * own; a worker with 8 steps finishing at once pays for one commit. */
 #include "server/server_internal.h"
 
 #include <stdio.h>
@@ -44,6 +48,50 @@ static json_t *claims_json(tk__remote_claimed *c, int n) {
   return json_pack("{s:o?}", "claims", list);
 }
 
+/* One (queue, worker) pair worker_seen recorded, and when (monotonic). */
+typedef struct tk__seen {
+  char queue[TK__QUEUE_NAME_MAX + 1];
+  char worker[TK__WORKER_NAME_MAX + 1];
+  int64_t at_ns;
+} tk__seen;
+
+/* The pairs remembered: past this many, the one seen longest ago is
+ * forgotten (and recorded again at its next claim). */
+#define SEEN_MAX 256
+
+/* Record that w's worker claims from its queue, unless this pair was
+ * recorded less than TK__SEEN_MS ago; a failure is logged only. Called
+ * right before a claim (see the drain). */
+static void worker_seen(tk_server *s, const tk__waiter *w) {
+  int64_t now = tk_monotonic_ns();
+  if (s->seen == NULL && (s->seen = calloc(SEEN_MAX, sizeof *s->seen)) == NULL) return;
+  tk__seen *slot = NULL;
+  for (int i = 0; i < s->nseen; i++) {
+    tk__seen *p = &s->seen[i];
+    if (strcmp(p->queue, w->queue) == 0 && strcmp(p->worker, w->body.worker) == 0) {
+      if (now - p->at_ns < (int64_t)TK__SEEN_MS * 1000000) return;
+      slot = p;
+      break;
+    }
+    if (slot == NULL || p->at_ns < slot->at_ns) slot = p;
+  }
+  if (s->nseen < SEEN_MAX && (slot == NULL || strcmp(slot->queue, w->queue) != 0 ||
+                              strcmp(slot->worker, w->body.worker) != 0))
+    slot = &s->seen[s->nseen++];
+  snprintf(slot->queue, sizeof slot->queue, "%s", w->queue);
+  snprintf(slot->worker, sizeof slot->worker, "%s", w->body.worker);
+  slot->at_ns = now;
+  tk_err err;
+  if (tk__remote_seen(s->engine, w->queue, w->body.worker, &err) != 0)
+    tk__server_log(s, TK_LOG_WARN, "queue %s: recording worker %s: %s", w->queue, w->body.worker,
+                   tk_err_message(&err));
+  /* The write signals a change (SQLite's watch sees this process's
+   * writes too), which would wake the claim for nothing once it waits.
+   * Drained before the claim that follows, which sees every change the
+   * drained signal may have stood for. */
+  tk__remote_drain(s->engine);
+}
+
 int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len, tk__waiter *w,
                   tk__response *out) {
   if (!w->started) {
@@ -55,6 +103,7 @@ int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len
     memcpy(w->queue, r->name, strlen(r->name) + 1); /* route.c: at most TK__QUEUE_NAME_MAX */
     w->deadline_ns = tk_monotonic_ns() + w->body.wait_ms * 1000000;
     w->started = 1;
+    worker_seen(s, w);
   } else if (w->woken == TK__WAKE_GONE || w->woken == TK__WAKE_STOP) {
     /* Nobody to hand steps to (a hang-up: the answer is not read), or the
      * server stops: answer none, claim none. */
@@ -64,12 +113,18 @@ int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len
   }
   tk__remote_claimed c[TK__CLAIM_MAX];
   int n = 0;
+  int64_t due;
   tk_err err;
-  if (tk__remote_claim(s->engine, w->queue, w->body.worker, w->body.max, c, &n, &err) != 0) {
+  s->claim_queries++;
+  if (tk__remote_claim(s->engine, w->queue, w->body.worker, w->body.max, c, &n, &due, &err) !=
+      0) {
     tk__respond_tk_error(s, out, &err, NULL);
     return 0;
   }
-  if (n == 0 && w->woken != TK__WAKE_TIMEOUT && tk_monotonic_ns() < w->deadline_ns) return 1;
+  tk__loop_queue_due(s, w->queue, w, due);
+  if (n == 0 && !s->stopping && w->woken != TK__WAKE_TIMEOUT &&
+      tk_monotonic_ns() < w->deadline_ns)
+    return 1;
   if (n == w->body.max) tk__loop_more(s, w->queue); /* there may be more for the next one */
   s->claim_answers[n == 0 && w->woken != TK__WAKE_NONE ? TK__WAKE_TIMEOUT : w->woken]++;
   tk__respond_json_value(out, 200, claims_json(c, n));
@@ -89,6 +144,21 @@ char *tk__workers_metrics(const tk_server *s) {
   for (int i = 0; i < TK__WAKE_N; i++)
     tk__buf_addf(&b, "tasker_serve_claim_answers_total{after=\"%s\"} %lld\n",
                  tk__wake_names[i], (long long)s->claim_answers[i]);
+  tk__buf_addf(&b,
+               "# HELP tasker_serve_claim_queries_total Claims of worker queues made in the "
+               "store (a long-poll claims again on each wake)\n"
+               "# TYPE tasker_serve_claim_queries_total counter\n"
+               "tasker_serve_claim_queries_total %lld\n"
+               "# HELP tasker_serve_outcome_groups_total Store transactions that recorded "
+               "workers' completes and fails (group commit)\n"
+               "# TYPE tasker_serve_outcome_groups_total counter\n"
+               "tasker_serve_outcome_groups_total %lld\n"
+               "# HELP tasker_serve_outcomes_total Workers' completes and fails recorded or "
+               "refused in those groups\n"
+               "# TYPE tasker_serve_outcomes_total counter\n"
+               "tasker_serve_outcomes_total %lld\n",
+               (long long)s->claim_queries, (long long)s->outcome_groups,
+               (long long)s->outcomes_recorded);
   return tk__buf_take(&b);
 }
 
@@ -115,47 +185,102 @@ static json_t *result_json(const tk__remote_result *res) {
   return j;
 }
 
-void tk__api_claim_outcome(tk_server *s, const tk__route *r, const char *body, size_t len,
-                           tk__response *out) {
+/* w's answer from what its group recorded. */
+static void outcome_answer(tk_server *s, tk__waiter *w, tk__response *out) {
+  if (w->rec.err.code != 0) {
+    outcome_error(s, out, &w->rec.err);
+    return;
+  }
+  /* No store signal says when a retry comes due: wake waiting claims then. */
+  if (w->rec.failed && w->rec.result.run_at > 0)
+    tk__loop_due(s, tk_monotonic_ns() +
+                        (w->rec.result.run_at - tk_clock_now(&s->clock)) * 1000000);
+  tk__respond_json_value(out, 200, result_json(&w->rec.result));
+}
+
+void tk__api_outcomes_record(tk_server *s) {
+  int n = s->noutcomes;
+  if (n == 0) return;
+  tk__remote_outcome *group = malloc((size_t)n * sizeof *group);
+  tk__waiter **from = malloc((size_t)n * sizeof *from);
+  int i = 0;
+  for (tk__waiter *w = s->outcomes; w && i < n; w = w->next, i++) {
+    if (from) from[i] = w;
+    if (group) group[i] = w->rec;
+  }
+  if (group && from) {
+    tk__remote_record(s->engine, group, n);
+    s->outcome_groups++;
+    s->outcomes_recorded += n;
+  }
+  for (i = 0; i < n; i++) {
+    tk__waiter *w = s->outcomes;
+    if (group && from) {
+      w->rec = group[i];
+      if (w->rec.err.code == 0) s->changed = 1; /* steps may have become ready */
+    } else {
+      tk_err_set(&w->rec.err, TK_ENOMEM, "out of memory recording outcomes");
+    }
+    tk__loop_unlink(s, w);
+    w->started = 1; /* answered when its connection is resumed */
+    tk__loop_resume(s, w);
+  }
+  free(group);
+  free(from);
+}
+
+int tk__api_worker_resumed(tk_server *s, tk__waiter *w, tk__response *out) {
+  if (!w->outcome) return tk__api_claim(s, NULL, NULL, 0, w, out);
+  outcome_answer(s, w, out);
+  return 0;
+}
+
+void tk__api_worker_free(tk__waiter *w) {
+  if (!w->outcome) return;
+  tk__complete_body_free(&w->complete);
+  tk__fail_body_free(&w->fail);
+  w->outcome = 0;
+}
+
+int tk__api_claim_outcome(tk_server *s, const tk__route *r, const char *body, size_t len,
+                          tk__waiter *w, tk__response *out) {
   tk__api_error e;
   tk_err err;
-  tk__remote_result res = {0};
-  int rc;
   if (r->id == TK__R_HEARTBEAT) {
     int64_t lease = 0;
-    if (tk__heartbeat_body_parse(body, len, &e) != 0) {
+    if (tk__heartbeat_body_parse(body, len, &e) != 0)
       tk__respond_error(out, &e);
-    } else if ((rc = tk__remote_heartbeat(s->engine, r->name, &lease, &err)) != 0) {
-      outcome_error(s, out, &err);
-    } else {
-      tk__respond_json_value(out, 200, json_pack("{s:o}", "lease_expires_at", utc_ms(lease)));
-    }
-  } else if (r->id == TK__R_COMPLETE) {
-    tk__complete_body b;
-    if (tk__complete_body_parse(body, len, &b, &e) != 0) {
-      tk__respond_error(out, &e);
-      return;
-    }
-    if (tk__remote_complete(s->engine, r->name, b.results, &res, &err) != 0)
+    else if (tk__remote_heartbeat(s->engine, r->name, &lease, &err) != 0)
       outcome_error(s, out, &err);
     else
-      tk__respond_json_value(out, 200, result_json(&res));
-    tk__complete_body_free(&b);
-  } else {
-    tk__fail_body b;
-    if (tk__fail_body_parse(body, len, &b, &e) != 0) {
-      tk__respond_error(out, &e);
-      return;
-    }
-    if (tk__remote_fail(s->engine, r->name, b.error, b.retryable, b.retry_after_ms, &res,
-                        &err) != 0) {
-      outcome_error(s, out, &err);
-    } else {
-      /* No store signal says when the retry comes due: wake waiting claims then. */
-      if (res.run_at > 0)
-        tk__loop_due(s, tk_monotonic_ns() + (res.run_at - tk_clock_now(&s->clock)) * 1000000);
-      tk__respond_json_value(out, 200, result_json(&res));
-    }
-    tk__fail_body_free(&b);
+      tk__respond_json_value(out, 200, json_pack("{s:o}", "lease_expires_at", utc_ms(lease)));
+    return 0;
   }
+  memset(&w->rec, 0, sizeof w->rec);
+  size_t k = strnlen(r->name, TK__CLAIM_TOKEN_MAX); /* route.c: no longer than that */
+  memcpy(w->token, r->name, k);
+  w->token[k] = '\0';
+  w->rec.token = w->token;
+  if (r->id == TK__R_COMPLETE) {
+    if (tk__complete_body_parse(body, len, &w->complete, &e) != 0) {
+      tk__respond_error(out, &e);
+      return 0;
+    }
+    w->rec.results = w->complete.results;
+  } else {
+    if (tk__fail_body_parse(body, len, &w->fail, &e) != 0) {
+      tk__respond_error(out, &e);
+      return 0;
+    }
+    w->rec.failed = 1;
+    w->rec.error = w->fail.error;
+    w->rec.retryable = w->fail.retryable;
+    w->rec.retry_after_ms = w->fail.retry_after_ms;
+  }
+  w->outcome = 1;
+  if (!s->stopping) return 1; /* recorded with this pass's group, then answered */
+  tk__remote_record(s->engine, &w->rec, 1);
+  if (w->rec.err.code == 0) s->changed = 1;
+  outcome_answer(s, w, out);
+  return 0;
 }

@@ -11,8 +11,13 @@
  * - each waiting claim's deadline, and its socket, whose hang-up ends the
  *   wait (a suspended connection is not read by libmicrohttpd, which
  *   would otherwise claim steps for a worker that is gone);
- * - time: the retries this server scheduled coming due, and a recheck
- *   (RECHECK_MS) for the readiness no signal announces;
+ * - time: when each waiting queue's claim may find more without a signal
+ *   (the store's next_due_at: its next retry or delayed start, a lease
+ *   that runs out, a rate limit's next token) and the retries this
+ *   server scheduled; no polling interval (RECHECK_MS only when the store
+ *   cannot say, POLL_FALLBACK_MS when it has no signal at all);
+ * - the completes and fails read in a pass of the daemon: recorded after
+ *   it as one group (api_workers.c), then answered;
  * - an eventfd that stops the loop.
  * Every request, and so every use of the store and the engine, happens on
  * this thread. */
@@ -30,40 +35,79 @@
 
 #include "engine/remote.h"
 
-/* Waiting claims claim again at least this often: a step that becomes
- * ready with time (a retry or a delayed start coming due) is announced by
- * no store signal, and the engine does not say when a worker queue's next
- * one is due (a retry this server's fail scheduled is woken for exactly,
- * tk__loop_due). Without a wake-up descriptor, far more often. */
+/* A queue's waiting claims claim again after this when the store could
+ * not say when more may come due (next_due_at unknown), or said a time
+ * already past though its claim found nothing (so a failing reaper does
+ * not spin the loop). Without a wake-up descriptor, every POLL_FALLBACK_MS:
+ * nothing else would tell. */
 #define RECHECK_MS 1000
+#define PAST_DUE_MS 50
 #define POLL_FALLBACK_MS 100
+
+void tk__loop_resume(tk_server *s, tk__waiter *w) {
+  MHD_resume_connection(w->conn);
+  s->resumed = 1;
+}
 
 static void resume(tk_server *s, tk__waiter *w, tk__wake why) {
   tk__loop_unlink(s, w);
   w->woken = why;
-  MHD_resume_connection(w->conn);
+  tk__loop_resume(s, w);
 }
 
 void tk__loop_wait(tk_server *s, tk__waiter *w) {
+  tk__waiter **head = w->outcome ? &s->outcomes : &s->waiters;
+  tk__waiter **tail = w->outcome ? &s->outcomes_tail : &s->waiters_tail;
   w->woken = TK__WAKE_NONE;
-  w->prev = s->waiters_tail;
+  w->prev = *tail;
   w->next = NULL;
-  if (s->waiters_tail) s->waiters_tail->next = w;
-  else s->waiters = w;
-  s->waiters_tail = w;
+  if (*tail) (*tail)->next = w;
+  else *head = w;
+  *tail = w;
   w->linked = 1;
-  s->nwaiters++;
+  if (w->outcome) s->noutcomes++;
+  else s->nwaiters++;
 }
 
 void tk__loop_unlink(tk_server *s, tk__waiter *w) {
   if (!w->linked) return;
+  tk__waiter **head = w->outcome ? &s->outcomes : &s->waiters;
+  tk__waiter **tail = w->outcome ? &s->outcomes_tail : &s->waiters_tail;
   if (w->prev) w->prev->next = w->next;
-  else s->waiters = w->next;
+  else *head = w->next;
   if (w->next) w->next->prev = w->prev;
-  else s->waiters_tail = w->prev;
+  else *tail = w->prev;
   w->prev = w->next = NULL;
   w->linked = 0;
-  s->nwaiters--;
+  if (w->outcome) s->noutcomes--;
+  else s->nwaiters--;
+}
+
+void tk__loop_queue_due(tk_server *s, const char *queue, tk__waiter *w, int64_t next_due_at) {
+  int64_t now = tk_monotonic_ns(), at;
+  if (next_due_at == INT64_MAX) {
+    at = INT64_MAX;
+  } else if (next_due_at == INT64_MIN || tk__remote_wake_fd(s->engine) < 0) {
+    at = now + (int64_t)(tk__remote_wake_fd(s->engine) < 0 ? POLL_FALLBACK_MS : RECHECK_MS) *
+                   1000000;
+    if (next_due_at != INT64_MIN) {
+      int64_t in_ms = next_due_at - tk_clock_now(&s->clock);
+      if (in_ms * 1000000 < at - now) at = now + (in_ms > 0 ? in_ms : 0) * 1000000;
+    }
+  } else {
+    int64_t in_ms = next_due_at - tk_clock_now(&s->clock);
+    at = now + (in_ms > 0 ? in_ms : PAST_DUE_MS) * 1000000;
+  }
+  tk__wake why = next_due_at == INT64_MIN ? TK__WAKE_RECHECK : TK__WAKE_DUE;
+  if (w) {
+    w->due_ns = at;
+    w->due_why = why;
+  }
+  for (tk__waiter *o = s->waiters; o; o = o->next)
+    if (strcmp(o->queue, queue) == 0) {
+      o->due_ns = at;
+      o->due_why = why;
+    }
 }
 
 void tk__loop_due(tk_server *s, int64_t at_ns) {
@@ -97,6 +141,19 @@ static void wake_queues(tk_server *s, tk__wake why) {
     if (!first || n == TK__SERVER_CONNECTION_LIMIT) continue;
     woken[n++] = w->queue; /* the request, and so its queue, outlives this pass */
     resume(s, w, why);
+  }
+}
+
+/* The claims whose queue's due time came: the oldest of each such queue
+ * claims again (the others of its queue get the due time it finds). */
+static void wake_due(tk_server *s, int64_t now) {
+  for (tk__waiter *w = s->waiters, *next; w; w = next) {
+    next = w->next;
+    if (w->due_ns > now) continue;
+    for (tk__waiter *o = next; o; o = o->next)
+      if (strcmp(o->queue, w->queue) == 0) o->due_ns = INT64_MAX;
+    next = w->next; /* resume unlinks w only */
+    resume(s, w, w->due_why);
   }
 }
 
@@ -135,14 +192,19 @@ static void *run(void *arg) {
                       ? (mhd_ms > INT_MAX ? INT_MAX : (int)mhd_ms)
                       : -1;
     for (tk__waiter *w = s->waiters; w; w = w->next) {
-      int t = ms_until(w->deadline_ns, now);
-      if (timeout < 0 || t < timeout) timeout = t;
-    }
-    if (s->waiters) {
-      int64_t at = s->next_poll_ns < s->due_ns ? s->next_poll_ns : s->due_ns;
+      int64_t at = w->deadline_ns < w->due_ns ? w->deadline_ns : w->due_ns;
       int t = ms_until(at, now);
       if (timeout < 0 || t < timeout) timeout = t;
     }
+    if (s->waiters && s->due_ns != INT64_MAX) {
+      int t = ms_until(s->due_ns, now);
+      if (timeout < 0 || t < timeout) timeout = t;
+    }
+    /* Resumed connections leave the daemon's suspended list only in
+     * MHD_run, and their resumption does not make its descriptor readable:
+     * the next pass comes at once. */
+    if (s->resumed) timeout = 0;
+    s->resumed = 0;
     if (poll(p, (nfds_t)n, timeout) < 0 && errno != EINTR) {
       tk__server_log(s, TK_LOG_ERROR, "server: poll: %s", strerror(errno));
       break;
@@ -158,11 +220,8 @@ static void *run(void *arg) {
       s->due_ns = INT64_MAX;
       if (why == TK__WAKE_NONE) why = TK__WAKE_DUE;
     }
-    if (s->waiters && now >= s->next_poll_ns && why == TK__WAKE_NONE) why = TK__WAKE_RECHECK;
-    if (why != TK__WAKE_NONE) {
-      s->next_poll_ns = now + (int64_t)(wake_fd >= 0 ? RECHECK_MS : POLL_FALLBACK_MS) * 1000000;
-      wake_queues(s, why);
-    }
+    if (why != TK__WAKE_NONE) wake_queues(s, why);
+    wake_due(s, now);
     for (int i = 0; i < nw; i++)
       if (watched[i]->linked && p[FIXED + i].revents) resume(s, watched[i], TK__WAKE_GONE);
     for (tk__waiter *w = s->waiters, *next; w; w = next) {
@@ -170,17 +229,25 @@ static void *run(void *arg) {
       if (w->deadline_ns <= now) resume(s, w, TK__WAKE_TIMEOUT);
     }
     MHD_run(s->daemon);
+    /* The completes and fails of this pass, as one group; their
+     * connections are answered at the next pass, at once. */
+    tk__api_outcomes_record(s);
     if (s->changed) {
       /* Submits, actions and outcomes made here may have made steps ready;
-       * the resumed claims run at the next pass, at once (their resumption
-       * makes the daemon's descriptor readable). */
+       * the resumed claims run at the next pass, at once (s->resumed). */
       s->changed = 0;
       wake_queues(s, TK__WAKE_LOCAL);
     }
   }
-  /* Stopping: every waiting claim is answered with what it has, so that
-   * no connection is left suspended when the daemon stops. */
+  /* Stopping: outcomes read are recorded and every waiting claim is
+   * answered with what it has, so that no connection is left suspended
+   * when the daemon stops; a request read meanwhile is answered at once
+   * (s->stopping), never suspended. The resumed connections leave the
+   * daemon's suspended list at its next pass. */
+  s->stopping = 1;
+  tk__api_outcomes_record(s);
   while (s->waiters) resume(s, s->waiters, TK__WAKE_STOP);
+  MHD_run(s->daemon);
   MHD_run(s->daemon);
   return NULL;
 }

@@ -230,14 +230,15 @@ static int answer(tk_server *s, struct MHD_Connection *c, const char *method, re
   tk__buf_addc(&rq->body, '\0'); /* handlers read the body as text */
   const char *body = rq->body.p ? rq->body.p : "";
   if (r.id == TK__R_CLAIM) return tk__api_claim(s, &r, body, rq->body_seen, &rq->waiter, out);
-  if (r.worker) tk__api_claim_outcome(s, &r, body, rq->body_seen, out);
-  else tk__api_handle(s, &r, body, rq->body_seen, out);
+  if (r.worker) return tk__api_claim_outcome(s, &r, body, rq->body_seen, &rq->waiter, out);
+  tk__api_handle(s, &r, body, rq->body_seen, out);
   /* A submit, an action or an outcome may have made steps ready. */
   if (r.post && r.id != TK__R_HEARTBEAT && out->status < 300) s->changed = 1;
   return 0;
 }
 
-/* Suspend the connection of a claim that waits, until loop.c resumes it. */
+/* Suspend the connection of a claim that waits, or of an outcome waiting
+ * for its group, until loop.c resumes it. */
 static enum MHD_Result wait_for_work(tk_server *s, struct MHD_Connection *c, request *rq) {
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -298,8 +299,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   }
   tk__response out = {0};
   if (rq->waiter.started) {
-    /* A waiting claim, resumed: claim again, or answer. */
-    if (tk__api_claim(s, NULL, NULL, 0, &rq->waiter, &out) == 1) return wait_for_work(s, c, rq);
+    /* A waiting claim, resumed: claim again, or answer; an outcome: answer. */
+    if (tk__api_worker_resumed(s, &rq->waiter, &out) == 1) return wait_for_work(s, c, rq);
   } else if (rq->body.oom) {
     tk__api_error e;
     tk__api_fail(&e, 500, "internal", NULL, "out of memory reading the request body");
@@ -333,6 +334,7 @@ static void on_done(void *cls, struct MHD_Connection *c, void **req_cls,
   request *rq = *req_cls;
   if (rq == NULL) return;
   tk__loop_unlink(cls, &rq->waiter);
+  tk__api_worker_free(&rq->waiter);
   tk__buf_free(&rq->body);
   free(rq->uri);
   free(rq);
@@ -449,6 +451,7 @@ void tk_server_stop(tk_server *s) {
   else if (s->fd >= 0) close(s->fd);
   tk__snapshot_stop(s->snapshot);
   tk_engine_free(s->engine);
+  free(s->seen);
   tk_metrics_free(s->own_metrics);
   free(s->token);
   free(s->worker_token);

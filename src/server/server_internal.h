@@ -12,6 +12,7 @@
 
 #include <tasker/server.h>
 
+#include "engine/remote.h"
 #include "server/request_parse.h"
 
 /* A socket bound and listening on `listen`: the descriptor, the address
@@ -66,13 +67,24 @@ typedef enum tk__wake {
 /* The names of the tk__wake values in /metrics (api.c). */
 extern const char *const tk__wake_names[TK__WAKE_N];
 
-/* A claim with a wait (a long-poll), part of its request: read once, then
- * claimed again on each wake of its suspended connection (loop.c). */
+/* A worker's request whose connection the server suspends, part of its
+ * request: a claim with a wait (a long-poll), read once, then claimed
+ * again on each wake (loop.c); or a complete or fail waiting for the
+ * group of outcomes the loop records after the pass it arrived in (group
+ * commit, tk__api_outcomes_record). */
 typedef struct tk__waiter {
   int started; /* the body was read: queue, body and deadline hold */
+  int outcome; /* an outcome (not a claim): it waits in the server's outcomes */
   char queue[TK__QUEUE_NAME_MAX + 1];
   tk__claim_body body;
   int64_t deadline_ns; /* monotonic: when the wait runs out */
+  int64_t due_ns; /* monotonic: when its queue's claim may find more (loop.c) */
+  int due_why;    /* the tk__wake that due_ns stands for */
+  /* An outcome's: its request as read, then what the group recorded. */
+  tk__remote_outcome rec;
+  char token[TK__CLAIM_TOKEN_MAX + 1];
+  tk__complete_body complete;
+  tk__fail_body fail;
   struct MHD_Connection *conn;
   int fd;       /* the connection's socket, watched for a hang-up while it waits */
   int linked;   /* in the server's list of waiters */
@@ -98,9 +110,18 @@ struct tk_server {
   int stop_fd;                  /* an eventfd: written to stop the loop */
   tk__waiter *waiters, *waiters_tail; /* oldest first */
   int nwaiters;
-  int64_t next_poll_ns;         /* when waiting claims claim again anyway (loop.c) */
+  tk__waiter *outcomes, *outcomes_tail; /* completes and fails read this pass */
+  int noutcomes;
+  int resumed;  /* connections were resumed since the last poll: poll without waiting */
+  int stopping; /* the loop stops: answer claims at once, record outcomes at once */
   int64_t due_ns;               /* the earliest retry this server scheduled, or INT64_MAX */
   int64_t claim_answers[TK__WAKE_N]; /* claims answered, by what made the server answer */
+  int64_t claim_queries;             /* store claims made for workers */
+  int64_t outcome_groups, outcomes_recorded; /* group commits, and the outcomes in them */
+  /* worker_seen's recent pairs (api_workers.c): each recorded at most
+   * once per TK__SEEN_MS. */
+  struct tk__seen *seen;
+  int nseen;
   int changed; /* a request changed the store: wake the waiting claims after it */
   tk_store *store;
   const tk_config *config;
@@ -163,9 +184,22 @@ void tk__respond_tk_error(tk_server *s, tk__response *out, const tk_err *err, co
  * connection is resumed. */
 int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len, tk__waiter *w,
                   tk__response *out);
-/* POST /api/v1/claims/TOKEN/{heartbeat,complete,fail}. */
-void tk__api_claim_outcome(tk_server *s, const tk__route *r, const char *body, size_t len,
-                           tk__response *out);
+/* POST /api/v1/claims/TOKEN/{heartbeat,complete,fail}: 0 with *out
+ * filled (a heartbeat, a refusal), or 1 for a complete or fail to record
+ * with the pass's group: the caller suspends its connection and hands w to
+ * tk__loop_wait; it is resumed with its answer ready. */
+int tk__api_claim_outcome(tk_server *s, const tk__route *r, const char *body, size_t len,
+                          tk__waiter *w, tk__response *out);
+/* A resumed connection's request w (tk__api_claim's or an outcome's):
+ * as tk__api_claim. */
+int tk__api_worker_resumed(tk_server *s, tk__waiter *w, tk__response *out);
+/* Record the outcomes read this pass as one group, set each one's answer
+ * and resume its connection (loop.c, after each pass of the daemon). */
+void tk__api_outcomes_record(tk_server *s);
+/* Free what w holds (its request ends). */
+void tk__api_worker_free(tk__waiter *w);
+/* How often one (queue, worker) pair is recorded by worker_seen. */
+#define TK__SEEN_MS 10000
 
 /* The long-polls' series for /metrics (malloc'd text), or NULL when
  * memory ran out. */
@@ -176,13 +210,22 @@ char *tk__workers_metrics(const tk_server *s);
  * waiting claim and joins it. */
 int tk__loop_start(tk_server *s, tk_err *err);
 void tk__loop_stop(tk_server *s);
-/* w's connection is suspended: wait for work, its deadline or a hang-up. */
+/* w's connection is suspended: a claim waits for work, its deadline or a
+ * hang-up; an outcome for the pass's group. */
 void tk__loop_wait(tk_server *s, tk__waiter *w);
-/* Take w out of the waiters (its request ends); nothing if not in. */
+/* Take w out of the waiters or the outcomes (its request ends); nothing
+ * if not in. */
 void tk__loop_unlink(tk_server *s, tk__waiter *w);
+/* Resume w's suspended connection: its request is called again. */
+void tk__loop_resume(tk_server *s, tk__waiter *w);
 /* A retry this server recorded is due at monotonic time at_ns: wake the
  * waiting claims then. */
 void tk__loop_due(tk_server *s, int64_t at_ns);
+/* A claim of `queue` found that more may come due at store time
+ * next_due_at (unix ms; INT64_MAX: not before a signal; INT64_MIN:
+ * unknown): w (not yet waiting, may be NULL) and the claims waiting on the
+ * queue are woken then. */
+void tk__loop_queue_due(tk_server *s, const char *queue, tk__waiter *w, int64_t next_due_at);
 /* A claim of `queue` got all it asked for: there may be more, so wake the
  * next claim waiting on that queue. */
 void tk__loop_more(tk_server *s, const char *queue);

@@ -56,11 +56,11 @@ static void a_worker_step_runs_through_the_engine(void **state) {
   tk__remote_claimed c[4];
   int n = 0;
   tk_err err;
-  assert_int_equal(tk__remote_claim(serve, "other", "w-1", 4, c, &n, &err), 0);
+  assert_int_equal(tk__remote_claim(serve, "other", "w-1", 4, c, &n, NULL, &err), 0);
   assert_int_equal(n, 0);
-  assert_int_equal(tk__remote_claim(serve, "pages", "w-1", 0, c, &n, &err), TK_ERANGE);
-  assert_int_equal(tk__remote_claim(serve, "pages", "w-1", 101, c, &n, &err), TK_ERANGE);
-  assert_int_equal(tk__remote_claim(serve, "pages", "w-1", 4, c, &n, &err), 0);
+  assert_int_equal(tk__remote_claim(serve, "pages", "w-1", 0, c, &n, NULL, &err), TK_ERANGE);
+  assert_int_equal(tk__remote_claim(serve, "pages", "w-1", 101, c, &n, NULL, &err), TK_ERANGE);
+  assert_int_equal(tk__remote_claim(serve, "pages", "w-1", 4, c, &n, NULL, &err), 0);
   assert_int_equal(n, 1);
   assert_string_equal(c[0].step, "fetch");
   assert_int_equal(c[0].task_id, t);
@@ -81,7 +81,7 @@ static void a_worker_step_runs_through_the_engine(void **state) {
   efx_expect(f, t, "in_progress", "fetch", "waiting_for_retry", "index", "pending", NULL);
 
   f->clock.now_ms = res.run_at;
-  assert_int_equal(tk__remote_claim(serve, "pages", "w-2", 4, c, &n, &err), 0);
+  assert_int_equal(tk__remote_claim(serve, "pages", "w-2", 4, c, &n, NULL, &err), 0);
   assert_int_equal(n, 1);
   assert_int_equal(c[0].attempt, 2);
   int64_t until;
@@ -116,10 +116,10 @@ static void a_dead_workers_lease_is_reaped_by_the_server(void **state) {
   tk__remote_claimed c[2], d[2];
   int n = 0, m = 0;
   tk_err err;
-  assert_int_equal(tk__remote_claim(serve, "pages", "w-dead", 2, c, &n, &err), 0);
+  assert_int_equal(tk__remote_claim(serve, "pages", "w-dead", 2, c, &n, NULL, &err), 0);
   assert_int_equal(n, 1);
   f->clock.now_ms = c[0].lease_expires_at;
-  assert_int_equal(tk__remote_claim(serve, "pages", "w-2", 2, d, &m, &err), 0);
+  assert_int_equal(tk__remote_claim(serve, "pages", "w-2", 2, d, &m, NULL, &err), 0);
   assert_int_equal(m, 0);
   efx_expect(f, t, "in_progress", "fetch", "waiting_for_retry", "index", "pending", NULL);
   assert_int_equal(efx_events(f, "step.lease_expired", "fetch"), 1);
@@ -131,11 +131,59 @@ static void a_dead_workers_lease_is_reaped_by_the_server(void **state) {
   int64_t run_at = efx_sql_int(f->db, "SELECT run_at FROM steps WHERE name = 'fetch'");
   assert_true(run_at > f->clock.now_ms);
   f->clock.now_ms = run_at;
-  assert_int_equal(tk__remote_claim(serve, "pages", "w-2", 2, d, &m, &err), 0);
+  assert_int_equal(tk__remote_claim(serve, "pages", "w-2", 2, d, &m, NULL, &err), 0);
   assert_int_equal(m, 1);
   assert_int_equal(d[0].attempt, 2);
   tk__remote_claims_free(c, n);
   tk__remote_claims_free(d, m);
+  tk_engine_free(serve);
+}
+
+/* Outcomes recorded as one group (tk__remote_record, the server's group
+ * commit): each is fenced by its own token and answered on its own: a
+ * stale token and a claim's second outcome in the same group are fenced
+ * and change nothing, a malformed token is refused, the others are
+ * recorded (a complete, a retryable failure with its retry_after). */
+static void a_group_of_outcomes_is_fenced_one_by_one(void **state) {
+  efx *f = *state;
+  efx_template(f, crawl_toml);
+  int64_t t[3];
+  for (int i = 0; i < 3; i++) t[i] = efx_submit(f, "crawl", NULL);
+  tk_engine *serve = efx_engine_on(f, f->store, "serve-1");
+  tk__remote_claimed c[4];
+  int n = 0;
+  tk_err err;
+  assert_int_equal(tk__remote_claim(serve, "pages", "w-1", 4, c, &n, NULL, &err), 0);
+  assert_int_equal(n, 3);
+  tk__remote_result res;
+  assert_int_equal(tk__remote_complete(serve, c[0].token, "1", &res, &err), 0);
+  tk__remote_outcome o[] = {
+      {.token = c[0].token, .results = "2"},  /* its claim ended: fenced */
+      {.token = c[1].token, .results = "{\"n\": 1}"},
+      {.token = c[2].token, .failed = 1, .error = "503", .retryable = 1, .retry_after_ms = 2000},
+      {.token = c[1].token, .results = "3"},  /* the second of its claim: fenced */
+      {.token = "not-a-token", .results = "4"},
+  };
+  tk__remote_record(serve, o, 5);
+  assert_int_equal(o[0].err.code, TK_EFENCED);
+  assert_int_equal(o[1].err.code, 0);
+  assert_string_equal(o[1].result.state, "complete");
+  assert_int_equal(o[2].err.code, 0);
+  assert_string_equal(o[2].result.state, "waiting_for_retry");
+  assert_int_equal(o[2].result.run_at, f->clock.now_ms + 2000);
+  assert_int_equal(o[3].err.code, TK_EFENCED);
+  assert_int_equal(o[4].err.code, TK_EINVAL);
+  /* What each recorded, and nothing of the refused ones. */
+  char *r = efx_sql_text(f->db, "SELECT group_concat(results, ' ') FROM (SELECT results FROM"
+                                " steps WHERE name = 'fetch' ORDER BY task_id)");
+  assert_string_equal(r, "1 {\"n\":1}");
+  free(r);
+  efx_expect(f, t[2], "in_progress", "fetch", "waiting_for_retry", "index", "pending", NULL);
+  assert_int_equal(efx_sql_int(f->db, "SELECT count(*) FROM attempts WHERE outcome = 'success'"),
+                   2);
+  assert_int_equal(efx_sql_int(f->db, "SELECT count(*) FROM attempts WHERE outcome = 'failure'"),
+                   1);
+  tk__remote_claims_free(c, n);
   tk_engine_free(serve);
 }
 
@@ -147,7 +195,10 @@ static void a_worker_step_without_its_queue_fails_for_good(void **state) {
   int64_t t = efx_submit(f, "crawl", NULL);
   sqlite3 *db;
   assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(db, "UPDATE steps SET worker_queue = NULL WHERE name = 'fetch'",
+  /* Both of its queue's columns (steps.queue too, since ops version 12). */
+  assert_int_equal(sqlite3_exec(db,
+                                "UPDATE steps SET worker_queue = NULL, queue = NULL"
+                                " WHERE name = 'fetch'",
                                 NULL, NULL, NULL),
                    SQLITE_OK);
   sqlite3_close(db);
@@ -166,6 +217,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(a_worker_step_without_its_queue_fails_for_good, setup,
                                       efx_teardown),
       cmocka_unit_test_setup_teardown(a_dead_workers_lease_is_reaped_by_the_server, setup,
+                                      efx_teardown),
+      cmocka_unit_test_setup_teardown(a_group_of_outcomes_is_fenced_one_by_one, setup,
                                       efx_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

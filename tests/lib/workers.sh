@@ -89,6 +89,13 @@ wk_metric() {
   curl -s -H "Authorization: Bearer $WK_OTOKEN" "$URL/metrics" |
     awk -v k="$1" '$1 == k { v = $2 } END { print v + 0 }'
 }
+# wk_sql SQL: one value from the test's store (SQLite's file, or pg.sh's).
+wk_sql() {
+  case $TK_DB in
+    sqlite:*) sqlite3 "${TK_DB#sqlite:}" "$1" ;;
+    *) pg_sql "$1" ;;
+  esac
+}
 wk_answers() { wk_metric "tasker_serve_claim_answers_total{after=\"$1\"}"; }
 wk_waiting_is() { [ "$(wk_metric tasker_serve_claims_waiting)" = "$1" ]; }
 wk_task_is() { [ "$(t show "$1" --json | jq -r .state)" = "$2" ]; }
@@ -329,6 +336,54 @@ TOML
     wk_post "/api/v1/claims/$(jq -r '.claims[0].token' "$W/$f.json")/complete" '{}'
     [ "$CODE" = 200 ] || tap_fail "complete the $f claim's step" "status $CODE: $BODY"
   done
+
+  # Nothing can come due: a waiting claim is not claimed again until its
+  # wait runs out (no recheck interval): two store claims, at its start
+  # and at its end (tasker_serve_claim_queries_total counts them). The
+  # orchestrator is stopped meanwhile: its own writes would wake the claim
+  # (as a signal) and hide what is checked here.
+  wk_orch_stop
+  q0=$(wk_metric tasker_serve_claim_queries_total)
+  recheck0=$(wk_answers recheck)
+  wk_claim_bg idle pair 3
+  wait "$BG"
+  expect_eq "an idle wait of 3 s: claimed at its start and its end only, no recheck" \
+    "$(($(wk_metric tasker_serve_claim_queries_total) - q0)) $(wk_answers recheck)" "2 $recheck0"
+
+  # A step that comes due with time, scheduled by another process (a
+  # delayed start; no signal comes at its due time): the waiting claim is
+  # woken at its queue's next due time, which the store told the claim
+  # the submit's signal woke, and gets it then, not at a recheck up to a
+  # second later.
+  due0=$(wk_answers retry_due)
+  recheck0=$(wk_answers recheck)
+  wk_claim_bg later pair 30
+  LATER=$BG
+  wait_for "a claim waits for a later step" 30 wk_waiting_is 1
+  run t submit pair --in 1500ms
+  [ "$RC" -eq 0 ] || tap_fail "submit pair --in 1500ms" "$ERR"
+  wait "$LATER"
+  LATE_TASK=$(jq -r '.claims[0].task_id' "$W/later.json")
+  expect_eq "the waiting claim got the delayed step, woken at its due time, not at a recheck" \
+    "$(jq -c '[.claims[] | .step]' "$W/later.json") $(wk_answers retry_due) $(wk_answers recheck)" \
+    "[\"only\"] $((due0 + 1)) $recheck0"
+  late=$(wk_step "$LATE_TASK" only '.history[0].started_at - .history[0].due_at')
+  expect_eq "claimed at or after its due time (${late} ms late)" "$([ "$late" -ge 0 ] && echo yes)" yes
+  wk_post "/api/v1/claims/$(jq -r '.claims[0].token' "$W/later.json")/complete" '{}'
+  wk_expect "complete the delayed step" 200 .state '"complete"'
+
+  # worker_seen: each (queue, worker) recorded by its claims, at most once
+  # per 10 s: a second claim at once leaves the time recorded.
+  wk_post /api/v1/queues/pair/claim '{"worker": "seen-1"}'
+  seen1=$(wk_sql "SELECT last_seen FROM queue_workers WHERE queue = 'pair' AND worker = 'seen-1'")
+  sleep 0.05
+  wk_post /api/v1/queues/pair/claim '{"worker": "seen-1"}'
+  seen2=$(wk_sql "SELECT last_seen FROM queue_workers WHERE queue = 'pair' AND worker = 'seen-1'")
+  expect_eq "a worker's claim is recorded as seen" "$([ "${seen1:-0}" -gt 0 ] && echo yes)" yes
+  expect_eq "a second claim within 10 s does not write it again" "$seen2" "$seen1"
+  expect_eq "each worker of each queue seen" \
+    "$(wk_sql "SELECT count(*) FROM queue_workers WHERE (queue, worker) IN (('images', 'w1'), ('images', 'w2'), ('thumbs', 'w3'))")" 3
+  wk_orch_start
 
   # A waiting worker that hangs up: noticed, nothing claimed for it.
   hang0=$(wk_answers hang_up)

@@ -160,7 +160,15 @@ export class Worker {
       }
       if (this.#held.size) {
         const idle = new Promise((resolve) => this.#idleWaiters.push(resolve));
-        await Promise.race([idle, sleep(this.grace * 1000, this.#hurry.signal)]);
+        // The grace's timer ends with the race: left running, it would keep
+        // the process alive for the whole grace after the last step.
+        const graceOver = new AbortController();
+        const onHurry = () => graceOver.abort();
+        this.#hurry.signal.addEventListener("abort", onHurry, { once: true });
+        if (this.#hurry.signal.aborted) graceOver.abort();
+        await Promise.race([idle, sleep(this.grace * 1000, graceOver.signal)]);
+        graceOver.abort();
+        this.#hurry.signal.removeEventListener("abort", onHurry);
       }
       for (const rec of this.#held.values()) {
         rec.abandoned = true;
@@ -169,6 +177,7 @@ export class Worker {
           `the step be retried`);
       }
       this.#abandon.abort();
+      this.#api.close();
       this.log.info(`worker ${this.worker}: stopped`);
     } finally {
       if (handleSignals) {
