@@ -64,7 +64,7 @@ int cmd_serve(cli_globals *g, int argc, char **argv) {
   tk_err err;
   tk_config *cfg = NULL;
   tk_store *s;
-  if ((rc = cli_load_config(g, &cfg)) || (rc = cli_open_store("serve", g, cfg, 1, &s))) {
+  if ((rc = cli_load_config(g, &cfg)) || (rc = cli_open_synced_store("serve", g, cfg, &s))) {
     tk_config_free(cfg);
     free(token);
     free(worker_token);
