@@ -187,7 +187,7 @@ static tk__remote_claimed remote_one(tk_engine *e) {
   tk__remote_claimed c;
   int n = 0;
   tk_err err;
-  must(tk__remote_claim(e, "images", "w-1", 1, &c, &n, &err), &err, "remote claim");
+  must(tk__remote_claim(e, "images", "w-1", 1, &c, &n, NULL, &err), &err, "remote claim");
   assert_int_equal(n, 1);
   return c;
 }
@@ -290,7 +290,7 @@ static void remote_fail_and_lost_lease(world *w) {
   /* Not before its run_at; then attempt 2, whose lease runs out. */
   w->clock.now_ms = T(2599);
   int n = 1;
-  assert_int_equal(tk__remote_claim(e, "images", "w-1", 1, &c, &n, &err), 0);
+  assert_int_equal(tk__remote_claim(e, "images", "w-1", 1, &c, &n, NULL, &err), 0);
   assert_int_equal(n, 0);
   w->clock.now_ms = T(2600);
   c = remote_one(e);
