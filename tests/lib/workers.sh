@@ -385,9 +385,11 @@ TOML
     "$(wk_sql "SELECT count(*) FROM queue_workers WHERE (queue, worker) IN (('images', 'w1'), ('images', 'w2'), ('thumbs', 'w3'))")" 3
   wk_orch_start
 
-  # A waiting worker that hangs up: noticed, nothing claimed for it.
+  # A waiting worker that hangs up: noticed, nothing claimed for it. Its
+  # queue has no steps, so nothing that comes due meanwhile (a retry of
+  # images) can answer it first.
   hang0=$(wk_answers hang_up)
-  wk_claim_bg gone images 60
+  wk_claim_bg gone idle 60
   wait_for "the second claim waits" 30 wk_waiting_is 1
   kill "$BG"
   wait "$BG" 2>/dev/null
