@@ -5,6 +5,7 @@
  * them into the documented JSON (docs/cli.md). */
 #include "ops/ops_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,8 +119,37 @@ static json_t *why_error(json_t *s) {
   return json_pack("{s:s, s:s}", "reason", "error", "detail", text);
 }
 
-/* Why a step is not running now, as {reason, until?, detail}. */
-static json_t *why_step(json_t *steps, json_t *s, int64_t now) {
+/* Why a ready step of a queue with limits waits for room or a token
+ * (DESIGN §19), from the queue as queue_list counts it now; NULL when the
+ * queue would let a claim take it. */
+static json_t *why_queue_held(const tk__queue_rec *q, const char *name) {
+  char text[200];
+  if (q->concurrency > 0 && q->in_progress >= q->concurrency)
+    snprintf(text, sizeof text,
+             "ready, waiting for room in queue \"%s\": %lld of its concurrency %d in progress",
+             name, (long long)q->in_progress, q->concurrency);
+  else if (q->rate > 0 && q->tokens < 1)
+    snprintf(text, sizeof text,
+             "ready, waiting for a token of queue \"%s\" (rate %g per second): the next in "
+             "%.0f ms",
+             name, q->rate, ceil((1 - q->tokens) * 1000 / q->rate));
+  else
+    return NULL;
+  return json_pack("{s:s, s:s, s:s}", "reason", "waiting_for_queue", "queue", name, "detail",
+                   text);
+}
+
+/* The queue named `name` among queues[0..n), or NULL. */
+static const tk__queue_rec *queue_find(const tk__queue_rec *queues, int n, const char *name) {
+  for (int i = 0; name && i < n; i++)
+    if (strcmp(queues[i].name, name) == 0) return &queues[i];
+  return NULL;
+}
+
+/* Why a step is not running now, as {reason, until?, detail}; queues[0..n)
+ * the store's queues at now (n 0: none read). */
+static json_t *why_step(json_t *steps, json_t *s, int64_t now, const tk__queue_rec *queues,
+                        int nqueues) {
   const char *state = json_string_value(json_object_get(s, "state"));
   if (is(s, TK__STEP_COMPLETE) || is(s, TK__STEP_RESOLVED))
     return json_pack("{s:s, s:s}", "reason", "done", "detail", "the step has finished");
@@ -163,6 +193,10 @@ static json_t *why_step(json_t *steps, json_t *s, int64_t now) {
   if (num(s, "run_at") > now) /* a delayed start (submit --at, --in) */
     return json_pack("{s:s, s:I, s:o}", "reason", "scheduled", "until", num(s, "run_at"),
                      "detail", waiting_until(num(s, "run_at"), now));
+  const char *limited = json_string_value(json_object_get(s, "queue"));
+  const tk__queue_rec *q = queue_find(queues, nqueues, limited);
+  json_t *held = q ? why_queue_held(q, limited) : NULL;
+  if (held) return held;
   if (queue)
     snprintf(text, sizeof text,
              "ready now: the next claim of a worker of queue \"%s\" takes it (orchestrators "
@@ -248,6 +282,21 @@ static void flow_json(json_t *st, const tk__task_report *r, const tk__step_rec *
   }
 }
 
+/* A step's queues from its template step def_step, set on its JSON st:
+ * "worker_queue" for a worker step (the queue whose workers claim it), and
+ * "queue", the queue whose limits its claims obey (DESIGN §19: the one it
+ * names, a worker step's its handler's; null for none). A map's
+ * instances have their map step's. */
+static void step_queues(json_t *st, json_t *def_step) {
+  json_t *handler = json_object_get(def_step, "handler");
+  const char *kind = json_string_value(json_object_get(handler, "kind"));
+  int worker = kind && strcmp(kind, "worker") == 0;
+  if (worker) json_object_set(st, "worker_queue", json_object_get(handler, "queue"));
+  json_t *queue = json_object_get(def_step, "queue");
+  if (queue == NULL && worker) queue = json_object_get(handler, "queue");
+  json_object_set_new(st, "queue", queue ? json_incref(queue) : json_null());
+}
+
 /* One step as `tasker show --json` prints it (before "why"). */
 static json_t *step_json(const tk__task_report *r, const tk__step_rec *s, json_t *def_step) {
   json_t *st = json_pack(
@@ -262,15 +311,7 @@ static json_t *step_json(const tk__task_report *r, const tk__step_rec *s, json_t
       parsed(s->results), "id", (json_int_t)s->id);
   json_t *deps = json_object_get(def_step, "depends_on");
   json_object_set_new(st, "depends_on", deps ? json_incref(deps) : json_array());
-  json_t *handler = json_object_get(def_step, "handler");
-  const char *kind = json_string_value(json_object_get(handler, "kind"));
-  int worker = kind && strcmp(kind, "worker") == 0;
-  if (worker) json_object_set(st, "worker_queue", json_object_get(handler, "queue"));
-  /* The queue whose limits its claims obey (DESIGN §19): the one it
-   * names, a worker step's its handler's; null for none. */
-  json_t *queue = json_object_get(def_step, "queue");
-  if (queue == NULL && worker) queue = json_object_get(handler, "queue");
-  json_object_set_new(st, "queue", queue ? json_incref(queue) : json_null());
+  step_queues(st, def_step);
   json_t *history = json_array();
   for (int i = 0; i < r->nattempts; i++)
     if (r->attempts[i].step_id == s->id)
@@ -337,16 +378,23 @@ static int dump(json_t *v, char **out, tk_err *err) {
   return *out ? 0 : tk_err_set(err, TK_ENOMEM, "out of memory");
 }
 
-/* One instance of a map step as its pages list it, with why it is not
- * running at `now` (as a step's: an instance has no parents). */
-static json_t *instance_json(const tk__step_rec *s, int64_t now) {
+/* One instance of a map step as its pages list it, with its map step's
+ * queues (map_step: "queue", "worker_queue" as step_queues sets them) and
+ * why it is not running at `now` (as a step's: an instance has no
+ * parents). */
+static json_t *instance_json(const tk__step_rec *s, json_t *map_step, int64_t now,
+                             const tk__queue_rec *queues, int nqueues) {
   json_t *in = json_pack("{s:i, s:s, s:s, s:i, s:i, s:I, s:o, s:o, s:o, s:o, s:I}", "item_index",
                          s->item_index, "name", s->name, "state", s->state, "attempts",
                          s->attempts, "max_attempts", s->max_attempts, "run_at",
                          (json_int_t)s->run_at, "lease_expires_at", opt_int(s->lease_expires_at),
                          "last_error", opt_str(s->last_error), "item", parsed(s->item),
                          "results", parsed(s->results), "id", (json_int_t)s->id);
-  if (in) json_object_set_new(in, "why", why_step(NULL, in, now));
+  if (in == NULL) return NULL;
+  json_object_set(in, "queue", json_object_get(map_step, "queue"));
+  json_t *worker_queue = json_object_get(map_step, "worker_queue");
+  if (worker_queue) json_object_set(in, "worker_queue", worker_queue);
+  json_object_set_new(in, "why", why_step(NULL, in, now, queues, nqueues));
   return in;
 }
 
@@ -354,8 +402,9 @@ static json_t *instance_json(const tk__step_rec *s, int64_t now) {
  * (-1: from the first) into *page as {"total", "instances",
  * "next_after"}: next_after the last index shown when more follow, else
  * null. One more row is read to know. */
-static int instance_page(tk_store *s, int64_t task_id, int map_idx, int after, int limit,
-                         int64_t now, json_t **page, tk_err *err) {
+static int instance_page(tk_store *s, int64_t task_id, int map_idx, json_t *map_step, int after,
+                         int limit, int64_t now, const tk__queue_rec *queues, int nqueues,
+                         json_t **page, tk_err *err) {
   *page = NULL;
   if (s->ops->instance_list == NULL)
     return tk_err_set(err, TK_EUNSUPPORTED, "this store cannot list a map's instances");
@@ -365,7 +414,8 @@ static int instance_page(tk_store *s, int64_t task_id, int map_idx, int after, i
   int rc = s->ops->instance_list(s, task_id, map_idx, after, limit + 1, &rows, &n, &total, err);
   if (rc) return rc;
   json_t *list = json_array();
-  for (int i = 0; i < n && i < limit; i++) json_array_append_new(list, instance_json(&rows[i], now));
+  for (int i = 0; i < n && i < limit; i++)
+    json_array_append_new(list, instance_json(&rows[i], map_step, now, queues, nqueues));
   *page = json_pack("{s:I, s:o, s:o}", "total", (json_int_t)total, "instances", list,
                     "next_after", n > limit ? json_integer(rows[limit - 1].item_index)
                                             : json_null());
@@ -373,16 +423,34 @@ static int instance_page(tk_store *s, int64_t task_id, int map_idx, int after, i
   return *page ? 0 : tk_err_set(err, TK_ENOMEM, "out of memory");
 }
 
+/* The store's queues at now into *queues (malloc'd; free()), *n of them,
+ * when one of steps[] (JSON as step_json makes them) names a queue: why
+ * a ready step of it waits is the queue's to say. None read otherwise. */
+static int queues_for(tk_store *s, json_t *steps, int64_t now, tk__queue_rec **queues, int *n,
+                      tk_err *err) {
+  *queues = NULL;
+  *n = 0;
+  size_t i;
+  json_t *st;
+  json_array_foreach(steps, i, st) {
+    if (json_is_string(json_object_get(st, "queue")))
+      return s->ops->queue_list(s, now, queues, n, err);
+  }
+  return 0;
+}
+
 /* Each map step of a report with instances gets its first page of them
  * (instances.first, instances.next_after); the rest is paged by
  * tk_instances_json. */
 static int first_instances(tk_store *s, const tk__task_report *r, json_t *steps, int64_t now,
-                           tk_err *err) {
+                           const tk__queue_rec *queues, int nqueues, tk_err *err) {
   for (int i = 0; i < r->nsteps; i++) {
-    json_t *counts = json_object_get(json_array_get(steps, (size_t)i), "instances");
+    json_t *st = json_array_get(steps, (size_t)i);
+    json_t *counts = json_object_get(st, "instances");
     if (!json_is_object(counts) || num(counts, "total") <= 0) continue;
     json_t *page;
-    int rc = instance_page(s, r->id, r->steps[i].idx, -1, TK__INSTANCES_SHOWN, now, &page, err);
+    int rc = instance_page(s, r->id, r->steps[i].idx, st, -1, TK__INSTANCES_SHOWN, now, queues,
+                           nqueues, &page, err);
     if (rc) return rc;
     json_object_set(counts, "first", json_object_get(page, "instances"));
     json_object_set(counts, "next_after", json_object_get(page, "next_after"));
@@ -397,9 +465,14 @@ int tk_engine_task_json(tk_store *s, int64_t task_id, int64_t now, char **out, t
   if (rc) return rc;
   json_t *task = task_json(&r);
   json_t *steps = json_object_get(task, "steps");
-  rc = task ? first_instances(s, &r, steps, now, err) : tk_err_set(err, TK_ENOMEM, "out of memory");
+  tk__queue_rec *queues = NULL;
+  int nqueues = 0;
+  rc = task ? queues_for(s, steps, now, &queues, &nqueues, err)
+            : tk_err_set(err, TK_ENOMEM, "out of memory");
+  if (rc == 0) rc = first_instances(s, &r, steps, now, queues, nqueues, err);
   tk__task_report_free(&r);
   if (rc) {
+    free(queues);
     json_decref(task);
     return rc;
   }
@@ -413,7 +486,9 @@ int tk_engine_task_json(tk_store *s, int64_t task_id, int64_t now, char **out, t
   json_object_set_new(task, "now", json_integer(now));
   size_t i;
   json_t *st;
-  json_array_foreach(steps, i, st) json_object_set_new(st, "why", why_step(steps, st, now));
+  json_array_foreach(steps, i, st)
+      json_object_set_new(st, "why", why_step(steps, st, now, queues, nqueues));
+  free(queues);
   return dump(task, out, err);
 }
 
@@ -483,14 +558,29 @@ int tk_instances_json(tk_store *s, int64_t task_id, const char *step, int after,
   json_t *def_step = found ? json_array_get(json_object_get(def, "steps"), (size_t)found->idx)
                            : NULL;
   json_t *page = NULL;
+  json_t *map_step = json_object();
+  tk__queue_rec *queues = NULL;
+  int nqueues = 0;
   if (found == NULL)
     rc = tk_err_set(err, TK_ENOENT, "task %lld has no step \"%s\"", (long long)task_id, step);
   else if (!json_is_object(json_object_get(def_step, "map")))
     rc = tk_err_set(err, TK_EINVAL,
                     "step \"%s\" of task %lld is not a map step: only a map step has instances",
                     step, (long long)task_id);
-  else
-    rc = instance_page(s, task_id, found->idx, after, limit, now, &page, err);
+  else if (map_step == NULL)
+    rc = tk_err_set(err, TK_ENOMEM, "out of memory");
+  else {
+    step_queues(map_step, def_step);
+    json_t *one = json_pack("[O]", map_step);
+    rc = one ? queues_for(s, one, now, &queues, &nqueues, err)
+             : tk_err_set(err, TK_ENOMEM, "out of memory");
+    json_decref(one);
+    if (rc == 0)
+      rc = instance_page(s, task_id, found->idx, map_step, after, limit, now, queues, nqueues,
+                         &page, err);
+  }
+  free(queues);
+  json_decref(map_step);
   if (rc == 0)
     rc = json_object_set_new(page, "task", json_integer(task_id)) ||
                  json_object_set_new(page, "step", json_string(step))

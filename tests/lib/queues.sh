@@ -156,11 +156,23 @@ q_seen() {
   # scheduled), 2 of pix (one to be claimed by a worker).
   for i in 1 2 3; do t submit pay >/dev/null; done
   t submit pay --in 1h >/dev/null
-  t submit pix >/dev/null
-  t submit pix >/dev/null
+  pix1=$(t submit pix)
+  pix2=$(t submit pix)
+  run t why "$pix2" resize --json
+  expect_eq "why: a ready step of pix with room in it is ready" \
+    "$(printf '%s' "$OUT" | jq -r .reason)" ready
   run curl -s -H 'Content-Type: application/json' -d '{"worker": "w1", "max": 1, "wait": 0}' \
     "$BASE/api/v1/queues/pix/claim"
-  expect_eq "a worker claims one step of pix" "$(printf '%s' "$OUT" | jq -c '[.claims[].step]')" '["resize"]'
+  expect_eq "a worker claims one step of pix" \
+    "$(printf '%s' "$OUT" | jq -c '[.claims[] | [.step, .task_id]]')" "[[\"resize\",$pix1]]"
+  # pix (concurrency 1) is full: why says the other waits for room in it,
+  # in the CLI and the API (one report).
+  run t why "$pix2" resize
+  expect_eq "why: the other step of pix waits for room in its queue" "$OUT" \
+    'resize: waiting_for_queue (ready, waiting for room in queue "pix": 1 of its concurrency 1 in progress)'
+  expect_eq "the API's why says the same" \
+    "$(curl -s "$BASE/api/v1/tasks/$pix2" | jq -c '.steps[0].why | [.reason, .queue]')" \
+    '["waiting_for_queue","pix"]'
   want='[["payments",3,1,0,2,"90/m",2,false,true,true],["pix",1,0,1,1,null,null,true,true,true]]'
   run t queues --json
   expect_rc "tasker queues --json" 0

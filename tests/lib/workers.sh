@@ -306,6 +306,9 @@ TOML
   wk_expect "a map's instances are claimed, each with its item" 200 \
     '[.claims[] | [.task_id, .step, .input.item, .input.item_index]] | sort' \
     '[[4,"thumbs[0]","a.png",0],[4,"thumbs[1]","b.png",1],[4,"thumbs[2]","c.png",2]]'
+  run t why 4 'thumbs[1]'
+  expect_match "why of an instance of a worker map: a worker of its queue holds it" "$OUT" \
+    'thumbs[1]: running (a worker of queue "thumbs" holds the step'"'"'s lease)'
   for tok in $(printf '%s' "$BODY" | jq -r '.claims[].token'); do
     wk_post "/api/v1/claims/$tok/complete" '{"results": {"thumb": true}}'
     [ "$CODE" = 200 ] || tap_fail "complete an instance" "status $CODE: $BODY"

@@ -239,6 +239,9 @@
     if (!st.why) return '';
     const label = h('span', { title: st.why.detail || '' }, TK.stateLabel(st.why.reason));
     if (st.state === 'skipped') return [label, ': ', h('span', { class: 'skip-reason' }, st.why.detail)];
+    // A ready step its queue holds back (DESIGN §19): no room, or no token.
+    if (st.why.reason === 'waiting_for_queue')
+      return [label, ': ', h('span', { class: 'muted' }, st.why.detail)];
     // A worker step (DESIGN §19): only its queue's outside workers run it.
     if (st.worker_queue && (st.why.reason === 'ready' || st.why.reason === 'running'))
       return [label, ': ', h('span', { class: 'muted' }, st.why.reason === 'ready'
