@@ -90,15 +90,28 @@ orchs_start orch "$ORCHS"
 first_done() {
   [ "$(pg_sql "SELECT count(*) FROM tasks WHERE state <> 'complete'")" = 0 ]
 }
+# The feeder, in the background while terminations go on: TOPUP more
+# tasks whenever fewer than TOPUP / 2 are left, so that the orchestrators
+# never run out of work while the terminations look for them busy, and
+# the terminations never wait for a submit.
+feeder() {
+  while [ ! -e "$W/feeder.stop" ]; do
+    if [ "$(pg_sql "SELECT count(*) FROM tasks WHERE state <> 'complete'")" -lt $((TOPUP / 2)) ]; then
+      t submit term --count "$TOPUP" >/dev/null 2>>"$W/submit.err"
+    fi
+    sleep 0.2
+  done
+}
 # Terminations at random moments (0-100 ms apart) while there is work:
 # first one of each orchestrator's backends in turn, then of whichever is
 # in the middle of something, until MIN_TERMS of them ended a backend so.
-# Work that runs out first is topped up (the orchestrators may drain
-# faster than that on another machine).
+# The feeder keeps work there (the orchestrators may drain faster than
+# that on another machine).
 terms=0
 mid=0
-total=$TASKS
 round=0
+feeder &
+FEEDER=$!
 deadline=$(($(date +%s) + 90))
 while [ "$mid" -lt "$MIN_TERMS" ] && [ "$(date +%s)" -lt "$deadline" ]; do
   round=$((round + 1))
@@ -113,11 +126,10 @@ while [ "$mid" -lt "$MIN_TERMS" ] && [ "$(date +%s)" -lt "$deadline" ]; do
     fi
     i=$((i + 1))
   done
-  if first_done; then
-    t submit term --count "$TOPUP" >/dev/null 2>>"$W/submit.err"
-    total=$((total + TOPUP))
-  fi
 done
+: >"$W/feeder.stop"
+wait "$FEEDER"
+total=$(pg_sql "SELECT count(*) FROM tasks")
 echo "# $terms backends ended ($mid of them active or idle in a transaction), $total tasks"
 if [ "$mid" -ge "$MIN_TERMS" ]; then
   tap_ok "backends ended in the middle of a statement or transaction while the orchestrators drained ($mid of $terms)"
