@@ -350,8 +350,13 @@ TOML
   recheck0=$(wk_answers recheck)
   wk_claim_bg idle pair 3
   wait "$BG"
-  expect_eq "an idle wait of 3 s: claimed at its start and its end only, no recheck" \
-    "$(($(wk_metric tasker_serve_claim_queries_total) - q0)) $(wk_answers recheck)" "2 $recheck0"
+  # 2: at its start and end; one more when an earlier step's lease
+  # expires meanwhile (its due time too: the claim reaps it), as under
+  # ASan; a recheck each second would make 4 or more.
+  idle_claims=$(($(wk_metric tasker_serve_claim_queries_total) - q0))
+  expect_eq "an idle wait of 3 s: claimed at its start, its end and due times only, no recheck" \
+    "$([ "$idle_claims" -ge 2 ] && [ "$idle_claims" -le 3 ] && echo fewer) $(wk_answers recheck)" \
+    "fewer $recheck0"
 
   # A step that comes due with time, scheduled by another process (a
   # delayed start; no signal comes at its due time): the waiting claim is
