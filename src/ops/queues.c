@@ -13,12 +13,6 @@
 
 int tk_queue_sync(tk_store *s, const tk_config *cfg, tk_err *err) {
   size_t n = tk_config_queue_count(cfg);
-  if (s->ops->queue_put == NULL)
-    return n == 0 ? 0
-                  : tk_err_set(err, TK_EUNSUPPORTED,
-                               "this store keeps no queue limits, so [queues.%s] would not "
-                               "hold: upgrade the store's backend or remove the [queues] tables",
-                               tk_config_queue_at(cfg, 0)->name);
   tk__queue_def *defs = calloc(n ? n : 1, sizeof *defs);
   if (defs == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory syncing queues");
   for (size_t i = 0; i < n; i++) {
@@ -67,8 +61,6 @@ static json_t *queue_json(const tk__queue_rec *q, int64_t now) {
 
 int tk_queues_json(tk_store *s, int64_t now, char **json, tk_err *err) {
   *json = NULL;
-  if (s->ops->queue_list == NULL)
-    return tk_err_set(err, TK_EUNSUPPORTED, "this store keeps no queues");
   tk__queue_rec *recs = NULL;
   int n = 0;
   int rc = s->ops->queue_list(s, now, &recs, &n, err);
