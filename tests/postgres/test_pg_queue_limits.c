@@ -44,12 +44,6 @@ static int setup(void **state) {
   return 0;
 }
 
-static int teardown(void **state) {
-  efx_close(*state);
-  free(*state);
-  return 0;
-}
-
 static void must(int rc, const tk_err *err, const char *what) {
   if (rc != 0) fail_msg("%s: %s (%s)", what, err->msg, tk_err_name(rc));
 }
@@ -237,7 +231,7 @@ static void concurrency_holds_under_load(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(concurrency_holds_under_load, setup, teardown),
+      cmocka_unit_test_setup_teardown(concurrency_holds_under_load, setup, efx_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
