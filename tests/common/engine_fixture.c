@@ -110,6 +110,17 @@ efx *efx_new(const char *const *sets, const char *id) {
   return f;
 }
 
+efx *efx_new_pg(const char *prefix) {
+  efx *f = calloc(1, sizeof *f);
+  efx_open(f, NULL);
+  efx_use_postgres(f, getenv("TK_TEST_PG_URL"), prefix);
+  return f;
+}
+
+void efx_must(int rc, const tk_err *err, const char *what) {
+  if (rc != 0) fail_msg("%s: %s (%s)", what, err->msg, tk_err_name(rc));
+}
+
 int efx_teardown(void **state) {
   efx_close(*state);
   free(*state);

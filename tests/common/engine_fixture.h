@@ -68,6 +68,11 @@ void efx_close(efx *f);
  * teardown that closes and frees the one in *state. */
 efx *efx_new(const char *const *sets, const char *id);
 int efx_teardown(void **state);
+/* A heap fixture on a fresh database named from `prefix` on the run's
+ * cluster (TK_TEST_PG_URL; skips without one), with no engine. */
+efx *efx_new_pg(const char *prefix);
+/* Fail the running test with `what`, the error and its name unless rc is 0. */
+void efx_must(int rc, const tk_err *err, const char *what);
 
 /* The event sink of fixture engines (ud: the efx): each line parsed into
  * f->events, failing the test on a line that is not JSON. For an engine a

@@ -250,6 +250,15 @@ else
   tap_fail "$IFROZEN frozen while it holds instances, with no transaction open" "not in 200 tries"
 fi
 rm -f "$W/hold"
+# Its late outcomes come in the passes after it is let go, in no set order:
+# wait for one of an instance it held when frozen (the handler of each went
+# on while it was stopped), not only for the first refusal of any.
+held_refused() {
+  hr_late=$(refused_by "$IFROZEN" "${from:-1}")
+  [ -n "$hr_late" ] && [ "$(pg_sql "SELECT count(*) > 0 FROM attempts
+    WHERE id IN (${held:-0}) AND step_id IN ($hr_late)")" = t ]
+}
+poll 60 held_refused || :
 expect_eq "the frozen $IFROZEN's held instance attempts were reaped (lease_expired)" \
   "$ireaped" "$(printf '%s' "${held:-}" | tr ',' '\n' | grep -c .)"
 # Refused since it was let go: the instances it held, and any it claimed

@@ -28,26 +28,9 @@
 
 /* ---- Helpers ---- */
 
-static efx *open_pg(void) {
-  efx *f = calloc(1, sizeof *f);
-  efx_open(f, NULL);
-  efx_use_postgres(f, getenv("TK_TEST_PG_URL"), "tk_pg_flow");
-  return f;
-}
-
 static int setup(void **state) {
-  *state = open_pg();
+  *state = efx_new_pg("tk_pg_flow");
   return 0;
-}
-
-static int teardown(void **state) {
-  efx_close(*state);
-  free(*state);
-  return 0;
-}
-
-static void must(int rc, const tk_err *err, const char *what) {
-  if (rc != 0) fail_msg("%s: %s (%s)", what, err->msg, tk_err_name(rc));
 }
 
 /* Store a template: its definition's JSON and edges (pairs). */
@@ -57,7 +40,7 @@ static int64_t put_template(efx *f, const char *name, const char *definition, co
                           .description = "", .definition = definition, .digest = name,
                           .edges = edges, .nedges = nedges, .created_at = EFX_T0};
   tk_err err;
-  must(f->store->ops->template_put(f->store, &row, 1, &err), &err, "template put");
+  efx_must(f->store->ops->template_put(f->store, &row, 1, &err), &err, "template put");
   return row.id;
 }
 
@@ -72,14 +55,14 @@ static int64_t submit(efx *f, int64_t tpl, const char *const *names, const int *
   int64_t id;
   int existed;
   tk_err err;
-  must(f->store->ops->task_create(f->store, &t, &id, &existed, &err), &err, "submit");
+  efx_must(f->store->ops->task_create(f->store, &t, &id, &existed, &err), &err, "submit");
   return id;
 }
 
 static int claim(efx *f, tk__claimed *out, int limit) {
   int n;
   tk_err err;
-  must(tk__store_claim(f->store, "w", LEASE, limit, out, &n, &err), &err, "claim");
+  efx_must(tk__store_claim(f->store, "w", LEASE, limit, out, &n, &err), &err, "claim");
   return n;
 }
 
@@ -109,14 +92,14 @@ static tk__effects finish(efx *f, const tk__claimed *c, tk__next_state next,
   tk__effects fx;
   tk_err e, err;
   int rc = f->store->ops->record(f->store, &o, 1, &fx, &e, NULL, &err);
-  must(rc, &err, "record");
-  must(e.code, &e, "record outcome");
+  efx_must(rc, &err, "record");
+  efx_must(e.code, &e, "record outcome");
   return fx;
 }
 
 static void report(efx *f, int64_t task, tk__task_report *r) {
   tk_err err;
-  must(f->store->ops->task_report(f->store, task, r, &err), &err, "report");
+  efx_must(f->store->ops->task_report(f->store, task, r, &err), &err, "report");
 }
 
 static const tk__step_rec *step_of(const tk__task_report *r, const char *name) {
@@ -155,7 +138,7 @@ static void expect_states(efx *f, int64_t task, const char *task_state, const ch
 static void operate(efx *f, tk_operator_action action, int64_t task, const char *step) {
   tk__effects fx;
   tk_err err;
-  must(f->store->ops->operator(f->store, action, task, step, f->clock.now_ms, &fx, &err), &err,
+  efx_must(f->store->ops->operator(f->store, action, task, step, f->clock.now_ms, &fx, &err), &err,
        "operator");
 }
 
@@ -316,7 +299,7 @@ static void map_runs_one_instance_per_element(void **state) {
   }
   json_t *in[3];
   tk_err err;
-  must(f->store->ops->inputs(f->store, ids, 3, in, &err), &err, "inputs");
+  efx_must(f->store->ops->inputs(f->store, ids, 3, in, &err), &err, "inputs");
   assert_string_equal(json_string_value(json_object_get(in[1], "item")), "b");
   assert_int_equal(json_integer_value(json_object_get(in[2], "item_index")), 2);
   assert_int_equal(json_integer_value(json_object_get(json_object_get(in[2], "item"), "c")), 3);
@@ -345,7 +328,7 @@ static void map_runs_one_instance_per_element(void **state) {
   tk__task_report_free(&r);
   tk__claimed sum = claim_one(f);
   assert_int_equal(sum.idx, 2);
-  must(f->store->ops->inputs(f->store, &sum.step_id, 1, in, &err), &err, "inputs");
+  efx_must(f->store->ops->inputs(f->store, &sum.step_id, 1, in, &err), &err, "inputs");
   char *text = json_dumps(json_object_get(json_object_get(in[0], "parents"), "process"),
                           JSON_COMPACT);
   assert_string_equal(text, "[{\"n\":0},{\"n\":1},{\"n\":2}]");
@@ -393,7 +376,7 @@ static void map_countdown_survives_the_upgrade(void **state) {
   free(efx_pg_text(f->url, sql));
   tk_err err;
   int applied = 0;
-  must(tk_store_migrate_to(f->store, countdowns, &applied, NULL, &err), &err, "migrate");
+  efx_must(tk_store_migrate_to(f->store, countdowns, &applied, NULL, &err), &err, "migrate");
   assert_int_equal(applied, 1);
   free(efx_pg_text(f->url, "INSERT INTO schema_migrations SELECT * FROM later; DROP TABLE later;"
                            " SELECT 1"));
@@ -523,7 +506,7 @@ static void cancel_mid_map(void **state) {
   int n;
   int64_t total;
   tk_err err;
-  must(f->store->ops->instance_list(f->store, task, 1, -1, 10, &rows, &n, &total, &err), &err,
+  efx_must(f->store->ops->instance_list(f->store, task, 1, -1, 10, &rows, &n, &total, &err), &err,
        "instances");
   assert_int_equal(n, 3);
   assert_string_equal(rows[0].state, "complete");
@@ -539,7 +522,7 @@ static void cancel_mid_map(void **state) {
   tk__prune_request pr = {.limit = 10};
   for (int i = 0; i < TK__PRUNE_STATES; i++) pr.before[i] = f->clock.now_ms + 1;
   tk__prune_counts pc;
-  must(f->store->ops->prune(f->store, &pr, &pc, &err), &err, "prune");
+  efx_must(f->store->ops->prune(f->store, &pr, &pc, &err), &err, "prune");
   assert_int_equal(pc.tasks, 1);
   left = efx_pg_text(f->url, "SELECT count(*) FROM map_countdowns");
   assert_string_equal(left, "0");
@@ -556,7 +539,7 @@ static void instance_list_pages(void **state) {
   int n;
   int64_t total;
   tk_err err;
-  must(f->store->ops->instance_list(f->store, task, 1, -1, 3, &rows, &n, &total, &err), &err,
+  efx_must(f->store->ops->instance_list(f->store, task, 1, -1, 3, &rows, &n, &total, &err), &err,
        "instances");
   assert_int_equal(total, 4);
   assert_int_equal(n, 3);
@@ -569,7 +552,7 @@ static void instance_list_pages(void **state) {
   }
   assert_string_equal(rows[3 - 1].item, "\"c\"");
   tk__step_recs_free(rows, n);
-  must(f->store->ops->instance_list(f->store, task, 1, 2, 3, &rows, &n, &total, &err), &err,
+  efx_must(f->store->ops->instance_list(f->store, task, 1, 2, 3, &rows, &n, &total, &err), &err,
        "instances");
   assert_int_equal(n, 1);
   assert_int_equal(rows[0].item_index, 3);
@@ -594,8 +577,8 @@ static void instances_recorded_in_one_group(void **state) {
   }
   tk__effects fx[4];
   tk_err e[4], err;
-  must(f->store->ops->record(f->store, o, 4, fx, e, NULL, &err), &err, "record");
-  for (int i = 0; i < 4; i++) must(e[i].code, &e[i], "outcome");
+  efx_must(f->store->ops->record(f->store, o, 4, fx, e, NULL, &err), &err, "record");
+  for (int i = 0; i < 4; i++) efx_must(e[i].code, &e[i], "outcome");
   expect_states(f, task, "in_progress", "list=complete process=complete sum=pending");
   expect_states(f, other, "in_progress", "list=complete process=complete sum=pending");
   tk__task_report r;
@@ -621,7 +604,7 @@ static void a_bad_decision_fails_its_outcome_alone(void **state) {
   assert_int_equal(c[0].task_id, task);
   tk__effects fx[2];
   tk_err e[2], err;
-  must(f->store->ops->record(f->store, o, 2, fx, e, NULL, &err), &err, "record");
+  efx_must(f->store->ops->record(f->store, o, 2, fx, e, NULL, &err), &err, "record");
   assert_int_equal(e[0].code, TK_ESTORE);
   assert_non_null(strstr(e[0].msg, "\"ship\" is not one of the branches of triage"));
   assert_int_equal(e[1].code, 0);
@@ -642,7 +625,7 @@ static void reaper_sees_the_instance(void **state) {
   tk__expired x[4];
   int n;
   tk_err err;
-  must(f->store->ops->expired(f->store, f->clock.now_ms, 4, x, &n, &err), &err, "expired");
+  efx_must(f->store->ops->expired(f->store, f->clock.now_ms, 4, x, &n, &err), &err, "expired");
   assert_int_equal(n, 2);
   for (int i = 0; i < 2; i++) {
     assert_int_equal(x[i].step.idx, 1);
@@ -674,7 +657,7 @@ static void a_map_over_a_map(void **state) {
   assert_int_equal(c[0].idx, 2);
   json_t *in;
   tk_err err;
-  must(f->store->ops->inputs(f->store, &c[1].step_id, 1, &in, &err), &err, "inputs");
+  efx_must(f->store->ops->inputs(f->store, &c[1].step_id, 1, &in, &err), &err, "inputs");
   char *item = json_dumps(json_object_get(in, "item"), JSON_COMPACT | JSON_ENCODE_ANY);
   assert_string_equal(item, c[1].item_index == 1 ? "[\"y\"]" : "[\"x\"]");
   free(item);
@@ -733,8 +716,8 @@ static void status_counts_every_step_state(void **state) {
   o.run_at = f->clock.now_ms + 60000;
   tk__effects fx;
   tk_err e, err;
-  must(f->store->ops->record(f->store, &o, 1, &fx, &e, NULL, &err), &err, "record");
-  must(e.code, &e, "retry");
+  efx_must(f->store->ops->record(f->store, &o, 1, &fx, &e, NULL, &err), &err, "record");
+  efx_must(e.code, &e, "retry");
   finish(f, &inst[1], TK__NEXT_ERROR, NULL); /* error */
   operate(f, TK_OP_RESOLVE, mapped, "process[1]"); /* resolved_manually */
   int64_t gone = map_task(f, 0);
@@ -742,7 +725,7 @@ static void status_counts_every_step_state(void **state) {
   map_task(f, 0);
   finish(f, (tk__claimed[]){claim_one(f)}, TK__NEXT_ERROR, NULL); /* error */
   tk__status_report st;
-  must(f->store->ops->status(f->store, f->clock.now_ms, &st, &err), &err, "status");
+  efx_must(f->store->ops->status(f->store, f->clock.now_ms, &st, &err), &err, "status");
   static const char *const want[] = {"cancelled", "complete", "error", "in_progress", "mapped",
                                      "pending", "resolved_manually", "skipped",
                                      "waiting_for_retry"};
@@ -758,28 +741,28 @@ static void status_counts_every_step_state(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(decision_skips_the_branch_not_chosen, setup, teardown),
-      cmocka_unit_test_setup_teardown(all_parents_skipped_skips_the_child, setup, teardown),
-      cmocka_unit_test_setup_teardown(resolving_a_decision_skips_its_branches, setup, teardown),
+      cmocka_unit_test_setup_teardown(decision_skips_the_branch_not_chosen, setup, efx_teardown),
+      cmocka_unit_test_setup_teardown(all_parents_skipped_skips_the_child, setup, efx_teardown),
+      cmocka_unit_test_setup_teardown(resolving_a_decision_skips_its_branches, setup, efx_teardown),
       cmocka_unit_test_setup_teardown(a_branch_is_skipped_while_another_parent_runs, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(map_runs_one_instance_per_element, setup, teardown),
-      cmocka_unit_test_setup_teardown(map_countdown_survives_the_upgrade, setup, teardown),
-      cmocka_unit_test_setup_teardown(empty_map_completes_with_an_empty_array, setup, teardown),
-      cmocka_unit_test_setup_teardown(map_over_max_fails, setup, teardown),
+                                      efx_teardown),
+      cmocka_unit_test_setup_teardown(map_runs_one_instance_per_element, setup, efx_teardown),
+      cmocka_unit_test_setup_teardown(map_countdown_survives_the_upgrade, setup, efx_teardown),
+      cmocka_unit_test_setup_teardown(empty_map_completes_with_an_empty_array, setup, efx_teardown),
+      cmocka_unit_test_setup_teardown(map_over_max_fails, setup, efx_teardown),
       cmocka_unit_test_setup_teardown(retrying_a_failed_instance_reopens_the_map, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(tolerated_failures_leave_nulls, setup, teardown),
-      cmocka_unit_test_setup_teardown(cancel_mid_map, setup, teardown),
-      cmocka_unit_test_setup_teardown(instance_list_pages, setup, teardown),
-      cmocka_unit_test_setup_teardown(instances_recorded_in_one_group, setup, teardown),
-      cmocka_unit_test_setup_teardown(a_bad_decision_fails_its_outcome_alone, setup, teardown),
-      cmocka_unit_test_setup_teardown(reaper_sees_the_instance, setup, teardown),
-      cmocka_unit_test_setup_teardown(a_map_over_a_map, setup, teardown),
-      cmocka_unit_test_setup_teardown(resolving_an_instance_settles_the_map, setup, teardown),
+                                      efx_teardown),
+      cmocka_unit_test_setup_teardown(tolerated_failures_leave_nulls, setup, efx_teardown),
+      cmocka_unit_test_setup_teardown(cancel_mid_map, setup, efx_teardown),
+      cmocka_unit_test_setup_teardown(instance_list_pages, setup, efx_teardown),
+      cmocka_unit_test_setup_teardown(instances_recorded_in_one_group, setup, efx_teardown),
+      cmocka_unit_test_setup_teardown(a_bad_decision_fails_its_outcome_alone, setup, efx_teardown),
+      cmocka_unit_test_setup_teardown(reaper_sees_the_instance, setup, efx_teardown),
+      cmocka_unit_test_setup_teardown(a_map_over_a_map, setup, efx_teardown),
+      cmocka_unit_test_setup_teardown(resolving_an_instance_settles_the_map, setup, efx_teardown),
       cmocka_unit_test_setup_teardown(resolving_a_failed_map_releases_its_children, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(status_counts_every_step_state, setup, teardown),
+                                      efx_teardown),
+      cmocka_unit_test_setup_teardown(status_counts_every_step_state, setup, efx_teardown),
   };
   return cmocka_run_group_tests_name("pg_flow", tests, NULL, NULL);
 }

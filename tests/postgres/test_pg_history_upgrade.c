@@ -45,15 +45,11 @@ static const char *const sets[] = {"engine.max_attempts=5", "backoff.jitter=none
 static const char chain_toml[] = "name = \"chain\"\nversion = \"1\"\n" EFX_STEP("a") EFX_NOOP
     EFX_STEP("b") "depends_on = [\"a\"]\n" EFX_NOOP;
 
-static void must(int rc, const tk_err *err, const char *what) {
-  if (rc != 0) fail_msg("%s: %s (%s)", what, err->msg, tk_err_name(rc));
-}
-
 static tk__claimed claim_one(efx *f, const char *owner) {
   tk__claimed c;
   int n;
   tk_err err;
-  must(tk__store_claim(f->store, owner, LEASE, 1, &c, &n, &err), &err, "claim");
+  efx_must(tk__store_claim(f->store, owner, LEASE, 1, &c, &n, &err), &err, "claim");
   if (n != 1) fail_msg("nothing to claim at T+%lld", (long long)(f->clock.now_ms - EFX_T0));
   return c;
 }
@@ -81,7 +77,7 @@ static tk__outcome outcome_of(const tk__claimed *c, const char *owner, tk__next_
 static int record(efx *f, const tk__outcome *o) {
   tk__effects fx;
   tk_err one, whole;
-  must(f->store->ops->record(f->store, o, 1, &fx, &one, NULL, &whole), &whole, "record");
+  efx_must(f->store->ops->record(f->store, o, 1, &fx, &one, NULL, &whole), &whole, "record");
   return one.code;
 }
 
@@ -101,7 +97,7 @@ static void run_once(efx *f, tk__next_state next, int64_t finished_at, int64_t n
 
 static void operate_ok(efx *f, tk_operator_action action, int64_t task, const char *step) {
   tk_err err;
-  must(tk_task_operate(f->store, action, task, step, f->clock.now_ms, NULL, &err), &err,
+  efx_must(tk_task_operate(f->store, action, task, step, f->clock.now_ms, NULL, &err), &err,
        "operate");
 }
 
@@ -118,7 +114,7 @@ static const char *rel(char *buf, int64_t t) {
 static char *history(efx *f, int64_t task) {
   tk__task_report r;
   tk_err err;
-  must(f->store->ops->task_report(f->store, task, &r, &err), &err, "report");
+  efx_must(f->store->ops->task_report(f->store, task, &r, &err), &err, "report");
   size_t cap = 16384, len = 0;
   char *out = malloc(cap), a[24], b[24], c[24];
   len += (size_t)snprintf(out + len, cap - len, "task %s updated=%s finished=%s %d/%d/%d\n",
@@ -181,7 +177,7 @@ static result script(efx *f, void (*halfway)(efx *f), void (*at_end)(efx *f)) {
   tk__expired x;
   int n;
   tk_err err;
-  must(f->store->ops->expired(f->store, T(1000 + LEASE), 1, &x, &n, &err), &err, "expired");
+  efx_must(f->store->ops->expired(f->store, T(1000 + LEASE), 1, &x, &n, &err), &err, "expired");
   assert_int_equal(n, 1);
   f->clock.now_ms = T(1000 + LEASE);
   o = outcome_of(&x.step, x.owner, TK__NEXT_RETRY, T(1000 + LEASE), T(1000 + LEASE),
@@ -219,9 +215,9 @@ static result script(efx *f, void (*halfway)(efx *f), void (*at_end)(efx *f)) {
   r.moves = moves_view(f);
   tk_prune_options po = {.complete_before = T(100000), .cancelled_before = T(100000),
                          .dry_run = 1};
-  must(tk_prune(f->store, &po, &r.dry, &err), &err, "prune (dry run)");
+  efx_must(tk_prune(f->store, &po, &r.dry, &err), &err, "prune (dry run)");
   po.dry_run = 0;
-  must(tk_prune(f->store, &po, &r.pruned, &err), &err, "prune");
+  efx_must(tk_prune(f->store, &po, &r.pruned, &err), &err, "prune");
   return r;
 }
 
@@ -262,7 +258,7 @@ static void back_to_8_and_migrate(efx *f) {
   free(rows);
   tk_err err;
   int applied = 0, version = 0;
-  must(tk_store_migrate(f->store, &applied, &version, &err), &err, "migrate");
+  efx_must(tk_store_migrate(f->store, &applied, &version, &err), &err, "migrate");
   assert_int_equal(applied, 7); /* 0009 to 0015 */
   assert_int_equal(version, 15);
 }

@@ -37,15 +37,8 @@
 #define RUN_LIMIT_MS 300000
 
 static int setup(void **state) {
-  efx *f = calloc(1, sizeof *f);
-  efx_open(f, NULL);
-  efx_use_postgres(f, getenv("TK_TEST_PG_URL"), "tk_pg_qlim");
-  *state = f;
+  *state = efx_new_pg("tk_pg_qlim");
   return 0;
-}
-
-static void must(int rc, const tk_err *err, const char *what) {
-  if (rc != 0) fail_msg("%s: %s (%s)", what, err->msg, tk_err_name(rc));
 }
 
 static int64_t now_ms(void) {
@@ -180,7 +173,7 @@ static void concurrency_holds_under_load(void **state) {
   int64_t tid = efx_template(f, one_toml);
   tk_err err;
   tk__queue_def d = {.name = "q", .concurrency = LIMIT};
-  must(f->store->ops->queue_put(f->store, &d, 1, &err), &err, "queue_put");
+  efx_must(f->store->ops->queue_put(f->store, &d, 1, &err), &err, "queue_put");
   for (int i = 0; i < TOTAL; i++) {
     tk__new_step st = {.name = "s", .max_attempts = 5, .retryable = 1, .backoff = "default",
                        .queue = i < QUEUED ? "q" : NULL,
@@ -189,7 +182,7 @@ static void concurrency_holds_under_load(void **state) {
                       .now = now_ms()};
     int64_t id;
     int existed;
-    must(f->store->ops->task_create(f->store, &t, &id, &existed, &err), &err, "task_create");
+    efx_must(f->store->ops->task_create(f->store, &t, &id, &existed, &err), &err, "task_create");
   }
   shared sh = {.url = f->url};
   pthread_mutex_init(&sh.mu, NULL);
@@ -221,7 +214,7 @@ static void concurrency_holds_under_load(void **state) {
                  " (SELECT count(*) FROM attempts WHERE outcome IS DISTINCT FROM 'success')");
   tk__queue_rec *v = NULL;
   int n = 0;
-  must(f->store->ops->queue_list(f->store, now_ms(), &v, &n, &err), &err, "queue_list");
+  efx_must(f->store->ops->queue_list(f->store, now_ms(), &v, &n, &err), &err, "queue_list");
   assert_int_equal(n, 1);
   assert_int_equal(v[0].in_progress, 0);
   assert_int_equal(v[0].ready, 0);

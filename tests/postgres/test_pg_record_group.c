@@ -36,21 +36,8 @@
 #define T(ms) (EFX_T0 + (ms))
 
 static int setup(void **state) {
-  efx *f = calloc(1, sizeof *f);
-  efx_open(f, NULL);
-  efx_use_postgres(f, getenv("TK_TEST_PG_URL"), "tk_pg_group");
-  *state = f;
+  *state = efx_new_pg("tk_pg_group");
   return 0;
-}
-
-static int teardown(void **state) {
-  efx_close(*state);
-  free(*state);
-  return 0;
-}
-
-static void must(int rc, const tk_err *err, const char *what) {
-  if (rc != 0) fail_msg("%s: %s (%s)", what, err->msg, tk_err_name(rc));
 }
 
 /* Claim every ready step for owner at now: how many, into out. */
@@ -58,7 +45,7 @@ static int claim_at(efx *f, const char *owner, int64_t now, int64_t lease, tk__c
                     int max) {
   int n;
   tk_err err;
-  must(efx_claim_at(f->store, owner, now, lease, max, out, &n, &err), &err, "claim");
+  efx_must(efx_claim_at(f->store, owner, now, lease, max, out, &n, &err), &err, "claim");
   return n;
 }
 
@@ -90,7 +77,7 @@ static const char pair_toml[] =
 static void expect_moves(efx *f, int64_t t, int steps, const char *want) {
   tk__task_report r;
   tk_err err;
-  must(f->store->ops->task_report(f->store, t, &r, &err), &err, "report");
+  efx_must(f->store->ops->task_report(f->store, t, &r, &err), &err, "report");
   char got[2048] = "";
   size_t len = 0;
   for (int i = 0; i < r.ntransitions; i++) {
@@ -180,20 +167,20 @@ static void a_mixed_group_writes_every_row(void **state) {
   tk__outcome a = success_of(claimed(cw, 7, D, 0), "w", T(3));
   tk__effects fx1;
   tk_err e1;
-  must(f->store->ops->record(f->store, &a, 1, &fx1, &e1, NULL, &err), &err, "record a");
-  must(e1.code, &e1, "record a");
+  efx_must(f->store->ops->record(f->store, &a, 1, &fx1, &e1, NULL, &err), &err, "record a");
+  efx_must(e1.code, &e1, "record a");
   assert_int_equal(fx1.children_released, 2);
   tk__claimed cd[4];
   assert_int_equal(claim_at(f, "w", T(4), LEASE, cd, 4), 2);
   /* C is cancelled under its claim. */
   const char *ts = NULL;
-  must(tk_task_operate(f->store, TK_OP_CANCEL, C, NULL, T(5), &ts, &err), &err, "cancel");
+  efx_must(tk_task_operate(f->store, TK_OP_CANCEL, C, NULL, T(5), &ts, &err), &err, "cancel");
   assert_string_equal(ts, TK__TASK_CANCELLED);
   tk__expired ex[8];
   int nex;
-  must(f->store->ops->expired(f->store, T(1500), 8, ex, &nex, &err), &err, "expired");
+  efx_must(f->store->ops->expired(f->store, T(1500), 8, ex, &nex, &err), &err, "expired");
   assert_int_equal(nex, 3);
-  must(f->store->ops->heartbeat(f->store, claimed(cv, 3, H, 0)->step_id,
+  efx_must(f->store->ops->heartbeat(f->store, claimed(cv, 3, H, 0)->step_id,
                                 claimed(cv, 3, H, 0)->claim_id, T(60000), &err),
        &err, "heartbeat");
   int64_t fenced = counter(f, "fenced_writes"), expired = counter(f, "lease_expired");
@@ -217,13 +204,13 @@ static void a_mixed_group_writes_every_row(void **state) {
   enum { N = sizeof o / sizeof o[0] };
   tk__effects fx[N];
   tk_err errs[N];
-  must(f->store->ops->record(f->store, o, N, fx, errs, NULL, &err), &err, "record the group");
+  efx_must(f->store->ops->record(f->store, o, N, fx, errs, NULL, &err), &err, "record the group");
 
   /* What the call says of each outcome. */
   for (int i = 0; i < N; i++) {
     int want_fenced = i == 5 || i == 8 || i == 11;
     if (want_fenced) assert_int_equal(errs[i].code, TK_EFENCED);
-    else must(errs[i].code, &errs[i], "an outcome of the group");
+    else efx_must(errs[i].code, &errs[i], "an outcome of the group");
   }
   assert_int_equal(fx[6].children_released, 1); /* z */
   assert_int_equal(fx[3].children_released, 0); /* d still waits for b */
@@ -346,9 +333,9 @@ static void a_failing_outcome_loses_only_itself(void **state) {
   o[1].results = "\"poison\"";
   tk__effects fx[3];
   tk_err errs[3], err;
-  must(f->store->ops->record(f->store, o, 3, fx, errs, NULL, &err), &err, "record the group");
-  must(errs[0].code, &errs[0], "the first outcome");
-  must(errs[2].code, &errs[2], "the third outcome");
+  efx_must(f->store->ops->record(f->store, o, 3, fx, errs, NULL, &err), &err, "record the group");
+  efx_must(errs[0].code, &errs[0], "the first outcome");
+  efx_must(errs[2].code, &errs[2], "the third outcome");
   assert_int_equal(errs[1].code, TK_ESTORE);
   assert_non_null(strstr(errs[1].msg, "poisoned step"));
   expect_task(f, t[0], "complete|1|0|10");
@@ -379,8 +366,8 @@ static void the_group_statement_hashes_its_outcomes(void **state) {
   for (int i = 0; i < N; i++) o[i] = success_of(&c[i], "w", T(10));
   tk__effects fx[N];
   tk_err errs[N], err;
-  must(f->store->ops->record(f->store, o, N, fx, errs, NULL, &err), &err, "record the group");
-  for (int i = 0; i < N; i++) must(errs[i].code, &errs[i], "an outcome of the group");
+  efx_must(f->store->ops->record(f->store, o, N, fx, errs, NULL, &err), &err, "record the group");
+  for (int i = 0; i < N; i++) efx_must(errs[i].code, &errs[i], "an outcome of the group");
   free(efx_pg_text(f->url, "ANALYZE; SELECT 1"));
   PGresult *r = PQexec(((tk__pg *)f->store)->conn,
                        "SELECT statement FROM pg_prepared_statements"
@@ -412,9 +399,9 @@ static void the_group_statement_hashes_its_outcomes(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(a_mixed_group_writes_every_row, setup, teardown),
-      cmocka_unit_test_setup_teardown(a_failing_outcome_loses_only_itself, setup, teardown),
-      cmocka_unit_test_setup_teardown(the_group_statement_hashes_its_outcomes, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_mixed_group_writes_every_row, setup, efx_teardown),
+      cmocka_unit_test_setup_teardown(a_failing_outcome_loses_only_itself, setup, efx_teardown),
+      cmocka_unit_test_setup_teardown(the_group_statement_hashes_its_outcomes, setup, efx_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

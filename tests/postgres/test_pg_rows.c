@@ -37,10 +37,6 @@
 #define LEASE 30000
 #define T(ms) (EFX_T0 + (ms))
 
-static void must(int rc, const tk_err *err, const char *what) {
-  if (rc != 0) fail_msg("%s: %s (%s)", what, err->msg, tk_err_name(rc));
-}
-
 /* The number of the migration this test is about, and of the one before
  * it (where the store starts). */
 static int leaner_keys(int *before) {
@@ -63,18 +59,12 @@ static efx *open_at(void **state, int version) {
   efx_pg_database(server, "tk_pg_rows", f->pg_db, sizeof f->pg_db, f->url, sizeof f->url);
   tk_store_close(f->store);
   tk_err err;
-  must(tk_store_open(f->url, &f->store, &err), &err, "open");
+  efx_must(tk_store_open(f->url, &f->store, &err), &err, "open");
   tk_store_set_clock(f->store, tk_clock_manual(&f->clock));
   int applied = 0, at = 0;
-  must(tk_store_migrate_to(f->store, version, &applied, &at, &err), &err, "migrate to before");
+  efx_must(tk_store_migrate_to(f->store, version, &applied, &at, &err), &err, "migrate to before");
   assert_int_equal(at, version);
   return f;
-}
-
-static int teardown(void **state) {
-  efx_close(*state);
-  free(*state);
-  return 0;
 }
 
 /* Whether the query's text contains `part`. */
@@ -92,7 +82,7 @@ static tk__claimed claim_one(efx *f, int64_t now) {
   tk__claimed c;
   int n;
   tk_err err;
-  must(efx_claim_at(f->store, "w", now, LEASE, 1, &c, &n, &err), &err, "claim");
+  efx_must(efx_claim_at(f->store, "w", now, LEASE, 1, &c, &n, &err), &err, "claim");
   if (n != 1) fail_msg("nothing to claim at %lld", (long long)now);
   return c;
 }
@@ -112,8 +102,8 @@ static void finish(efx *f, const tk__claimed *c, int64_t now, int success) {
   }
   tk__effects fx;
   tk_err e, err;
-  must(f->store->ops->record(f->store, &o, 1, &fx, &e, NULL, &err), &err, "record");
-  must(e.code, &e, "record outcome");
+  efx_must(f->store->ops->record(f->store, &o, 1, &fx, &e, NULL, &err), &err, "record");
+  efx_must(e.code, &e, "record outcome");
 }
 
 /* The task's history as the API shows it (its transitions), JSON text. */
@@ -144,7 +134,7 @@ static int64_t submit(efx *f, const char *identity, int64_t now, int *existed) {
   tk_submit_request req = {.template_name = "pair", .context_json = "{}", .identity = identity};
   int64_t id = 0;
   tk_err err;
-  must(tk_task_submit(f->store, f->cfg, &req, now, &id, existed, &err), &err, "submit");
+  efx_must(tk_task_submit(f->store, f->cfg, &req, now, &id, existed, &err), &err, "submit");
   return id;
 }
 
@@ -195,7 +185,7 @@ static void upgrade_keeps_history_and_identity(void **state) {
 
   tk_err err;
   int applied = 0, version = 0;
-  must(tk_store_migrate(f->store, &applied, &version, &err), &err, "migrate");
+  efx_must(tk_store_migrate(f->store, &applied, &version, &err), &err, "migrate");
   assert_true(applied >= 1);
   assert_true(version >= target);
 
@@ -239,13 +229,13 @@ static void upgrade_keeps_history_and_identity(void **state) {
                                {.template_name = "pair", .context_json = "{}"}};
   int64_t ids[3];
   int old[3], failed;
-  must(tk_task_submit_many(f->store, f->cfg, many, 3, T(41), ids, old, &failed, &err), &err,
+  efx_must(tk_task_submit_many(f->store, f->cfg, many, 3, T(41), ids, old, &failed, &err), &err,
        "submit many");
   assert_int_equal(ids[0], kept);
   assert_int_equal(old[0], 1);
   assert_int_equal(old[1], 0);
   assert_int_equal(old[2], 0);
-  must(tk_task_submit_many(f->store, f->cfg, many + 1, 1, T(42), ids, old, &failed, &err), &err,
+  efx_must(tk_task_submit_many(f->store, f->cfg, many + 1, 1, T(42), ids, old, &failed, &err), &err,
        "submit many again");
   assert_int_equal(old[0], 1);
   PGconn *c = PQconnectdb(f->url);
@@ -372,10 +362,10 @@ static void the_moves_view_is_read_by_key(void **state) {
   tk_prune_options po = {.complete_before = T(100000), .dry_run = 1};
   tk_prune_counts counts;
   tk_err err;
-  must(tk_prune(f->store, &po, &counts, &err), &err, "prune (dry run)");
+  efx_must(tk_prune(f->store, &po, &counts, &err), &err, "prune (dry run)");
   assert_int_equal(counts.transitions, 5); /* created, started, claimed, completed, finished */
   po.dry_run = 0;
-  must(tk_prune(f->store, &po, &counts, &err), &err, "prune");
+  efx_must(tk_prune(f->store, &po, &counts, &err), &err, "prune");
   assert_int_equal(counts.transitions, 5);
 
   char *plan = plan_of_prepared(f, "FROM moves WHERE task_id = $1");
@@ -394,9 +384,9 @@ static void the_moves_view_is_read_by_key(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_teardown(upgrade_keeps_history_and_identity, teardown),
-      cmocka_unit_test_teardown(identity_lookups_use_the_partial_index, teardown),
-      cmocka_unit_test_teardown(the_moves_view_is_read_by_key, teardown),
+      cmocka_unit_test_teardown(upgrade_keeps_history_and_identity, efx_teardown),
+      cmocka_unit_test_teardown(identity_lookups_use_the_partial_index, efx_teardown),
+      cmocka_unit_test_teardown(the_moves_view_is_read_by_key, efx_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,16 +1,7 @@
-/* Fault injection into the SQLite store, the way SQLite tests itself: a
- * VFS over the default one that fails the Nth read, write, sync or
- * truncate, and an allocator under SQLite that fails the Nth allocation.
- * Each scenario is run with N = 0, 1, 2, ... until the operation gets
- * through without meeting the fault (init's thousands of allocations are
- * sampled), with a single fault and, for submit and the engine, with every
- * later call failing too. After each fault:
- *   - init left whole migrations only, and a clean init finishes;
- *   - a submit either succeeded or left the store exactly as it was;
- *   - an engine pass may lose outcomes (their leases expire), but a clean
- *     run afterwards finishes every task, every claim has its attempt row,
- *     and no step completes twice;
- *   - the same connection keeps working once the fault is gone. */
+/* Fault injection into the SQLite store, the way SQLite tests itself
+ * (store_faults.h): a VFS over the default one that fails the Nth read,
+ * write, sync or truncate, an allocator under SQLite that fails the Nth
+ * allocation, and the scenarios the test_store_faults_* programs run. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -26,11 +17,9 @@
 
 #include <tasker/workflow.h>
 
-#include "common/engine_fixture.h"
+#include "store_faults.h"
 
 /* ---- the fault switch, shared by the VFS and the allocator ---- */
-
-typedef enum fault_kind { FAULT_IO, FAULT_MALLOC } fault_kind;
 
 static pthread_mutex_t fault_mu = PTHREAD_MUTEX_INITIALIZER;
 static fault_kind armed_kind;
@@ -214,7 +203,7 @@ static void *m_realloc(void *p, int n) {
 }
 
 /* Install both before SQLite initializes; the VFS becomes the default. */
-static int install(void **state) {
+int faults_install(void **state) {
   (void)state;
   if (sqlite3_config(SQLITE_CONFIG_GETMALLOC, &real_mem) != SQLITE_OK) return -1;
   sqlite3_mem_methods mine = real_mem;
@@ -302,20 +291,10 @@ static void restore(efx *f, const char *baseline, int64_t t0) {
   efx_engine(f, "orch-1");
 }
 
-/* An operation that is one transaction: prepare brings a fresh store to
- * where it applies (faults off), run does it once (under the fault), done
- * checks what a success left. */
-typedef struct atomic_op {
-  const char *name;
-  void (*prepare)(efx *f);
-  int (*run)(efx *f, tk_err *err);
-  void (*done)(efx *f);
-} atomic_op;
-
 /* `op` under each fault point: it succeeds, or it fails with a message
  * and the store is byte for byte as it was, and then the same connection
  * does it once the fault is gone. */
-static void all_or_nothing(const atomic_op *op, fault_kind kind, int keep_failing) {
+void faults_all_or_nothing(const faults_op *op, fault_kind kind, int keep_failing) {
   efx f;
   char baseline[400];
   efx_open(&f, sets);
@@ -362,7 +341,7 @@ static void one_task_of_four_steps(efx *f) {
   assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM steps"), 4);
 }
 
-static const atomic_op submit_op = {"submit", with_diamond, submit_diamond,
+const faults_op faults_submit_op = {"submit", with_diamond, submit_diamond,
                                     one_task_of_four_steps};
 
 /* With an identity the submit first looks for a task holding it: an error
@@ -374,7 +353,7 @@ static int submit_with_identity(efx *f, tk_err *err) {
   return tk_task_submit(f->store, f->cfg, &req, f->clock.now_ms, &id, &existed, err);
 }
 
-static const atomic_op identity_op = {"submit with an identity", with_diamond,
+const faults_op faults_identity_op = {"submit with an identity", with_diamond,
                                       submit_with_identity, one_task_of_four_steps};
 
 static int add_template(efx *f, tk_err *err) {
@@ -393,7 +372,7 @@ static void extra_template_stored(efx *f) {
                    1);
 }
 
-static const atomic_op template_op = {"template add", with_diamond, add_template,
+const faults_op faults_template_op = {"template add", with_diamond, add_template,
                                       extra_template_stored};
 
 /* A task whose step "left" failed for good: the operator retries it. */
@@ -417,7 +396,7 @@ static void left_waits_for_its_retry(efx *f) {
   efx_expect(f, 1, "in_progress", "left", "waiting_for_retry", NULL);
 }
 
-static const atomic_op retry_op = {"retry", failed_left, retry_left, left_waits_for_its_retry};
+const faults_op faults_retry_op = {"retry", failed_left, retry_left, left_waits_for_its_retry};
 
 static void pending_diamond(efx *f) {
   efx_template(f, DIAMOND);
@@ -432,7 +411,7 @@ static void all_cancelled(efx *f) {
   efx_expect(f, 1, "cancelled", "top", "cancelled", "join", "cancelled", NULL);
 }
 
-static const atomic_op cancel_op = {"cancel", pending_diamond, cancel_task, all_cancelled};
+const faults_op faults_cancel_op = {"cancel", pending_diamond, cancel_task, all_cancelled};
 
 /* Every task and step complete, every claim with its finished attempt
  * row, every step completed exactly once: the rows that break one of
@@ -451,20 +430,11 @@ static void expect_consistent(efx *f) {
                  "   FROM transitions t WHERE t.step_id = s.id AND t.to_state = 'complete') <> 1");
 }
 
-/* What the engine runs while faults are armed: tasks of one template,
- * `warmup` clean passes first, then two passes under the fault, each at the
- * time the engine asked to wake. */
-typedef struct workload {
-  const char *template_toml, *name, *context;
-  int tasks, warmup;
-  const char *unfinished_items; /* SQL counting items left behind, or NULL */
-} workload;
-
-static const workload diamonds = {DIAMOND, "diamond", NULL, 3, 1, NULL};
+const faults_workload faults_diamonds = {DIAMOND, "diamond", NULL, 3, 1, NULL};
 
 /* A batch step whose service refuses every 2nd item once: its first
  * attempt records some items and fails, the retry finishes them. */
-static const workload batches = {
+const faults_workload faults_batches = {
     "name = \"notify\"\nversion = \"1\"\n[retry]\nmax_attempts = 20\n" EFX_STEP("send")
     "handler = { kind = \"builtin\", name = \"batch\", reject_every = 2, reject_times = 1 }\n"
     "batch = { items_from = \"to\", max_in_call_retries = 0, max_item_attempts = 5 }\n"
@@ -475,7 +445,7 @@ static const workload batches = {
 /* Engine passes under each fault point, then a clean run to the end, which
  * must leave a consistent store: lost outcomes come back when their leases
  * expire. */
-static void engine_under(const workload *w, fault_kind kind, int keep_failing) {
+void faults_engine_under(const faults_workload *w, fault_kind kind, int keep_failing) {
   efx f;
   char baseline[400];
   efx_open(&f, sets);
@@ -511,7 +481,7 @@ static void engine_under(const workload *w, fault_kind kind, int keep_failing) {
  * migrating may fail, but each migration is whole or absent (the schema
  * version says which, and every table of an applied one is there), and
  * a clean init afterwards brings the store to the latest version. */
-static void migrate_under(fault_kind kind, int keep_failing) {
+void faults_migrate_under(fault_kind kind, int keep_failing) {
   char dir[256], db[300], url[320];
   efx_tmpdir(dir, sizeof dir);
   snprintf(db, sizeof db, "%s/tasker.db", dir);
@@ -567,117 +537,10 @@ static void migrate_under(fault_kind kind, int keep_failing) {
   efx_rmtree(dir);
 }
 
-static void submit_survives_each_io_fault(void **state) {
-  (void)state;
-  all_or_nothing(&submit_op, FAULT_IO, 0);
-}
-static void submit_survives_persistent_io_faults(void **state) {
-  (void)state;
-  all_or_nothing(&submit_op, FAULT_IO, 1);
-}
-static void submit_survives_each_allocation_failure(void **state) {
-  (void)state;
-  all_or_nothing(&submit_op, FAULT_MALLOC, 0);
-}
-static void submit_survives_persistent_allocation_failures(void **state) {
-  (void)state;
-  all_or_nothing(&submit_op, FAULT_MALLOC, 1);
-}
-static void identity_submit_survives_each_io_fault(void **state) {
-  (void)state;
-  all_or_nothing(&identity_op, FAULT_IO, 0);
-}
-static void identity_submit_survives_each_allocation_failure(void **state) {
-  (void)state;
-  all_or_nothing(&identity_op, FAULT_MALLOC, 0);
-}
-static void template_add_survives_each_io_fault(void **state) {
-  (void)state;
-  all_or_nothing(&template_op, FAULT_IO, 0);
-}
-static void template_add_survives_each_allocation_failure(void **state) {
-  (void)state;
-  all_or_nothing(&template_op, FAULT_MALLOC, 0);
-}
-static void operator_retry_survives_each_io_fault(void **state) {
-  (void)state;
-  all_or_nothing(&retry_op, FAULT_IO, 0);
-}
-static void operator_retry_survives_each_allocation_failure(void **state) {
-  (void)state;
-  all_or_nothing(&retry_op, FAULT_MALLOC, 0);
-}
-static void cancel_survives_each_io_fault(void **state) {
-  (void)state;
-  all_or_nothing(&cancel_op, FAULT_IO, 0);
-}
-static void cancel_survives_each_allocation_failure(void **state) {
-  (void)state;
-  all_or_nothing(&cancel_op, FAULT_MALLOC, 0);
-}
-static void engine_survives_each_io_fault(void **state) {
-  (void)state;
-  engine_under(&diamonds, FAULT_IO, 0);
-}
-static void engine_survives_persistent_io_faults(void **state) {
-  (void)state;
-  engine_under(&diamonds, FAULT_IO, 1);
-}
-static void engine_survives_each_allocation_failure(void **state) {
-  (void)state;
-  engine_under(&diamonds, FAULT_MALLOC, 0);
-}
-static void engine_survives_persistent_allocation_failures(void **state) {
-  (void)state;
-  engine_under(&diamonds, FAULT_MALLOC, 1);
-}
 
-static void batch_steps_survive_each_io_fault(void **state) {
-  (void)state;
-  engine_under(&batches, FAULT_IO, 0);
-}
-static void batch_steps_survive_each_allocation_failure(void **state) {
-  (void)state;
-  engine_under(&batches, FAULT_MALLOC, 0);
-}
-
-static void init_survives_each_io_fault(void **state) {
-  (void)state;
-  migrate_under(FAULT_IO, 0);
-}
-static void init_survives_each_allocation_failure(void **state) {
-  (void)state;
-  migrate_under(FAULT_MALLOC, 0);
-}
-
-static int summary(void **state) {
+int faults_summary(void **state) {
   (void)state;
   printf("# %d fault points tried\n", points_tried);
   return 0;
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(init_survives_each_io_fault),
-      cmocka_unit_test(init_survives_each_allocation_failure),
-      cmocka_unit_test(submit_survives_each_io_fault),
-      cmocka_unit_test(submit_survives_persistent_io_faults),
-      cmocka_unit_test(submit_survives_each_allocation_failure),
-      cmocka_unit_test(submit_survives_persistent_allocation_failures),
-      cmocka_unit_test(identity_submit_survives_each_io_fault),
-      cmocka_unit_test(identity_submit_survives_each_allocation_failure),
-      cmocka_unit_test(template_add_survives_each_io_fault),
-      cmocka_unit_test(template_add_survives_each_allocation_failure),
-      cmocka_unit_test(operator_retry_survives_each_io_fault),
-      cmocka_unit_test(operator_retry_survives_each_allocation_failure),
-      cmocka_unit_test(cancel_survives_each_io_fault),
-      cmocka_unit_test(cancel_survives_each_allocation_failure),
-      cmocka_unit_test(engine_survives_each_io_fault),
-      cmocka_unit_test(engine_survives_persistent_io_faults),
-      cmocka_unit_test(engine_survives_each_allocation_failure),
-      cmocka_unit_test(engine_survives_persistent_allocation_failures),
-      cmocka_unit_test(batch_steps_survive_each_io_fault),
-      cmocka_unit_test(batch_steps_survive_each_allocation_failure),
-  };
-  return cmocka_run_group_tests(tests, install, summary);
-}
