@@ -21,7 +21,10 @@ runuser -u postgres -- "$BIN/initdb" -D "$d/pg" -A trust -U postgres >/dev/null
 runuser -u postgres -- "$BIN/pg_ctl" -D "$d/pg" -o "-k $d -p $port -c listen_addresses=''" -l "$d/log" -w start >/dev/null
 P() { runuser -u postgres -- "$BIN/psql" -h "$d" -p "$port" -U postgres -qAtX "$@" postgres; }
 here=$(cd "$(dirname "$0")" && pwd)
-cp "$here"/*.sql "$d/"; chmod 644 "$d"/*.sql
+cp "$here"/*.sql "$d/"
+# d_nostart is d_ready with the task's write at its start taken out.
+sed -e '/^started AS/d' -e 's/^\(lk AS .*\),$/\1/' "$here/d_ready.sql" >"$d/d_nostart.sql"
+chmod 644 "$d"/*.sql
 for plan in ${PLANS:-c_now d_ready d_nostart g_jobs}; do
   P -f "$d/schema.sql" >/dev/null 2>&1
   P -v n="$N" -f "$d/fill.sql" >/dev/null
