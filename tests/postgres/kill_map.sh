@@ -61,7 +61,9 @@ SH
 # last long enough to be killed). Only sh, one sed and sleep: 1,000 of
 # them run (the shell's own pattern matching is quadratic on an 8 kB input).
 # A second or later attempt waits while $W/hold exists (so that the test
-# can have the others hold reaped instances when a late outcome comes).
+# can have the others hold reaped instances when a late outcome comes), up
+# to 60 s of sleeps: far less than its timeout, which a loaded machine's
+# slower sleeps must not reach (a `timeout` attempt fails a check below).
 cat >"$W/process.sh" <<SH
 #!/bin/sh
 n=0
@@ -95,7 +97,7 @@ handler = { kind = "command", argv = ["$W/list.sh"], timeout = "120s" }
 [[steps]]
 name = "process"
 depends_on = ["list"]
-handler = { kind = "command", argv = ["$W/process.sh"], timeout = "60s" }
+handler = { kind = "command", argv = ["$W/process.sh"], timeout = "300s" }
 map = { over = "{{parents.list.files}}", max = $WIDTH }
 [[steps]]
 name = "sum"
