@@ -365,3 +365,13 @@ int tk__remote_wake_fd(tk_engine *e) {
 void tk__remote_drain(tk_engine *e) {
   if (e->store->ops->drain_changes) e->store->ops->drain_changes(e->store);
 }
+
+int64_t tk__remote_reap_at(tk_engine *e) { return e->reap_at; }
+
+int tk__remote_reap(tk_engine *e) {
+  long long before = e->stats.lease_expired;
+  tk_err err;
+  if (tk__engine_reap_due(e, tk_clock_now(&e->clock), &err) != 0)
+    tk__engine_log(e, TK_LOG_WARN, "reaping expired leases: %s", tk_err_message(&err));
+  return (int)(e->stats.lease_expired - before);
+}

@@ -118,4 +118,13 @@ int tk__remote_seen(tk_engine *e, const char *queue, const char *worker, tk_err 
 int tk__remote_wake_fd(tk_engine *e);
 void tk__remote_drain(tk_engine *e);
 
+/* When the earliest lease this engine knows of runs out (engine clock, unix
+ * ms; INT64_MIN: not known yet, INT64_MAX: none), so that a server reaps
+ * its workers' expired leases on time, not only when a claim comes: no
+ * orchestrator may be running, and on PostgreSQL a worker's claim wakes
+ * none. tk__remote_reap reaps the leases expired by now, if that time has
+ * come (an error is logged), and returns how many it reaped. */
+int64_t tk__remote_reap_at(tk_engine *e);
+int tk__remote_reap(tk_engine *e);
+
 #endif

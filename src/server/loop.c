@@ -16,6 +16,8 @@
  *   that runs out, a rate limit's next token) and the retries this
  *   server scheduled; no polling interval (RECHECK_MS only when the store
  *   cannot say, POLL_FALLBACK_MS when it has no signal at all);
+ * - the engine's next lease expiry, to reap the leases of workers that
+ *   died even with no orchestrator and no claim coming (tk__remote_reap);
  * - the completes and fails read in a pass of the daemon: recorded after
  *   it as one group (api_workers.c), then answered;
  * - an eventfd that stops the loop.
@@ -157,6 +159,20 @@ static void wake_due(tk_server *s, int64_t now) {
   }
 }
 
+/* When (monotonic ns) the engine's next lease expiry comes, for the
+ * server to reap its workers' expired leases on time: no orchestrator may
+ * be running, and on PostgreSQL a worker's claim wakes none. Not before
+ * retry_ns (a reap that failed is tried again RECHECK_MS later). */
+static int64_t reap_due_ns(tk_server *s, int64_t now_ns, int64_t retry_ns) {
+  if (s->engine == NULL) return INT64_MAX;
+  int64_t at = tk__remote_reap_at(s->engine);
+  if (at == INT64_MAX) return INT64_MAX;
+  int64_t in_ms = at == INT64_MIN ? 0 : at - tk_clock_now(&s->clock); /* MIN: not known yet */
+  if (in_ms > 3600000) in_ms = 3600000;
+  int64_t ns = in_ms > 0 ? now_ns + in_ms * 1000000 : now_ns;
+  return ns < retry_ns ? retry_ns : ns;
+}
+
 /* Milliseconds from now_ns to at_ns, rounded up, capped for poll(). */
 static int ms_until(int64_t at_ns, int64_t now_ns) {
   if (at_ns <= now_ns) return 0;
@@ -173,6 +189,7 @@ static void *run(void *arg) {
   enum { FIXED = 3 };
   struct pollfd p[FIXED + TK__SERVER_CONNECTION_LIMIT];
   tk__waiter *watched[TK__SERVER_CONNECTION_LIMIT];
+  int64_t reap_retry_ns = 0;
   for (;;) {
     /* Asked each time round: PostgreSQL's notices can arrive while the
      * connection reads a query's results, and are then flagged here; a
@@ -200,6 +217,11 @@ static void *run(void *arg) {
       int t = ms_until(s->due_ns, now);
       if (timeout < 0 || t < timeout) timeout = t;
     }
+    int64_t reap_ns = reap_due_ns(s, now, reap_retry_ns);
+    if (reap_ns != INT64_MAX) {
+      int t = ms_until(reap_ns, now);
+      if (timeout < 0 || t < timeout) timeout = t;
+    }
     /* Resumed connections leave the daemon's suspended list only in
      * MHD_run, and their resumption does not make its descriptor readable:
      * the next pass comes at once. */
@@ -219,6 +241,15 @@ static void *run(void *arg) {
     if (now >= s->due_ns) {
       s->due_ns = INT64_MAX;
       if (why == TK__WAKE_NONE) why = TK__WAKE_DUE;
+    }
+    if (now >= reap_due_ns(s, now, reap_retry_ns)) {
+      /* A reaped step waits for its retry or is ready: the waiting claims
+       * look again (and learn its due time). */
+      int reaped = tk__remote_reap(s->engine);
+      int64_t at = tk__remote_reap_at(s->engine);
+      if (at == INT64_MIN || at <= tk_clock_now(&s->clock))
+        reap_retry_ns = now + (int64_t)RECHECK_MS * 1000000;
+      if (reaped > 0 && why == TK__WAKE_NONE) why = TK__WAKE_DUE;
     }
     if (why != TK__WAKE_NONE) wake_queues(s, why);
     wake_due(s, now);
