@@ -17,31 +17,16 @@
 #include <jansson.h>
 
 #include "core/buf.h"
-#include "core/civil.h"
 #include "engine/remote.h"
-
-/* ms since the epoch as RFC 3339 UTC with milliseconds,
- * "2026-11-28T20:40:01.123Z" (the worker protocol's times). */
-static json_t *utc_ms(int64_t ms) {
-  int64_t days = ms >= 0 ? ms / 86400000 : -((-ms + 86399999) / 86400000);
-  int64_t in_day = ms - days * 86400000;
-  int y, mo, d;
-  tk__civil_from_days(days, &y, &mo, &d);
-  char text[40];
-  snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", y, mo, d,
-           (int)(in_day / 3600000), (int)(in_day / 60000 % 60), (int)(in_day / 1000 % 60),
-           (int)(in_day % 1000));
-  return json_string(text);
-}
 
 /* {"claims": [CLAIM, ...]}; the claims are freed. */
 static json_t *claims_json(tk__remote_claimed *c, int n) {
   json_t *list = json_array();
   for (int i = 0; list && i < n; i++)
     json_array_append_new(
-        list, json_pack("{s:s, s:I, s:s, s:i, s:o, s:I, s:O}", "token", c[i].token, "task_id",
+        list, json_pack("{s:s, s:I, s:s, s:i, s:I, s:I, s:O}", "token", c[i].token, "task_id",
                         (json_int_t)c[i].task_id, "step", c[i].step, "attempt", c[i].attempt,
-                        "lease_expires_at", utc_ms(c[i].lease_expires_at), "heartbeat_ms",
+                        "lease_expires_at", (json_int_t)c[i].lease_expires_at, "heartbeat_ms",
                         (json_int_t)c[i].heartbeat_ms, "input",
                         c[i].input ? c[i].input : json_null()));
   tk__remote_claims_free(c, n);
@@ -181,7 +166,7 @@ static void outcome_error(tk_server *s, tk__response *out, const tk_err *err) {
 static json_t *result_json(const tk__remote_result *res) {
   json_t *j = json_pack("{s:s}", "state", res->state);
   if (j && strcmp(res->state, "waiting_for_retry") == 0)
-    json_object_set_new(j, "run_at", utc_ms(res->run_at));
+    json_object_set_new(j, "run_at", json_integer(res->run_at));
   return j;
 }
 
@@ -253,7 +238,7 @@ int tk__api_claim_outcome(tk_server *s, const tk__route *r, const char *body, si
     else if (tk__remote_heartbeat(s->engine, r->name, &lease, &err) != 0)
       outcome_error(s, out, &err);
     else
-      tk__respond_json_value(out, 200, json_pack("{s:o}", "lease_expires_at", utc_ms(lease)));
+      tk__respond_json_value(out, 200, json_pack("{s:I}", "lease_expires_at", (json_int_t)lease));
     return 0;
   }
   memset(&w->rec, 0, sizeof w->rec);

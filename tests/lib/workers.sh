@@ -186,8 +186,13 @@ TOML
   wk_expect "claim: resize, attempt 1, with its input" 200 \
     '[.claims[] | [.task_id, .step, .attempt, .input, .heartbeat_ms > 0]]' \
     '[[1,"resize",1,{"context":{"url":"https://example.com/a.png"},"parents":{"fetch":null}},true]]'
-  expect_match "claim: lease_expires_at is RFC 3339 UTC with ms" \
-    "$(printf '%s' "$BODY" | jq -r '.claims[0].lease_expires_at' | grep -E '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$')" "T"
+  # Times as the operators' API gives them: integer ms since the epoch,
+  # here the lease (6 s) from the claim's now.
+  now_ms=$(($(date +%s) * 1000))
+  expect_eq "claim: lease_expires_at is integer ms since the epoch, about 6 s ahead" \
+    "$(printf '%s' "$BODY" | jq --argjson now "$now_ms" \
+      '.claims[0].lease_expires_at | [type, . > $now - 60000, . < $now + 70000]' -c)" \
+    '["number",true,true]'
   TOK1=$(printf '%s' "$BODY" | jq -r '.claims[0].token')
   LEASE1=$(printf '%s' "$BODY" | jq -r '.claims[0].lease_expires_at')
   expect_eq "the step is in progress, owned by the worker" "$(wk_step 1 resize '[.state, .lease_owner]')" \
@@ -196,7 +201,8 @@ TOML
     '"a worker of queue \"images\" holds the step'"'"'s lease"'
 
   wk_post "/api/v1/claims/$TOK1/heartbeat" ''
-  wk_expect "heartbeat (no body): 200" 200 '.lease_expires_at >= "'"$LEASE1"'"' true
+  wk_expect "heartbeat (no body): 200, the lease extended (integer ms)" 200 \
+    '.lease_expires_at >= '"$LEASE1"' and (.lease_expires_at | floor) == .lease_expires_at' true
   wk_post "/api/v1/claims/$TOK1/heartbeat" '{"x": 1}'
   wk_expect "heartbeat with a member: 400 naming it" 400 .error.param '"x"'
 
@@ -218,13 +224,15 @@ TOML
   wk_expect "a malformed token: 404" 404 .error.param '"token"'
   expect_eq "none of them changed the step" "$(wk_step 1 resize '[.state, .attempts]')" '["in_progress",1]'
   wk_post "/api/v1/claims/$TOK1/heartbeat" '{}'
-  wk_expect "heartbeat ({}): 200" 200 '.lease_expires_at | type' '"string"'
+  wk_expect "heartbeat ({}): 200" 200 '.lease_expires_at | type' '"number"'
 
   # A retryable failure with retry_after: retried under the policy, and
   # the retry handed to a claim that waits for it.
   wk_post "/api/v1/claims/$TOK1/fail" '{"error": "S3 timed out", "retryable": true, "retry_after": 0.3}'
   wk_expect "fail with retry_after: waiting_for_retry" 200 '[.state, (.run_at | type)]' \
-    '["waiting_for_retry","string"]'
+    '["waiting_for_retry","number"]'
+  expect_eq "its run_at (integer ms) is the step's, as the operators' API gives it" \
+    "$(printf '%s' "$BODY" | jq .run_at)" "$(wk_step 1 resize .run_at)"
   expect_eq "the retry's delay came from retry_after (the server's, as a Retry-After)" \
     "$(wk_step 1 resize '[.state, .last_error, .history[0].outcome, .history[0].delay_source, .history[0].delay_ms]')" \
     '["waiting_for_retry","S3 timed out","failure","server",300]'
