@@ -19,8 +19,9 @@
 #include "core/buf.h"
 #include "engine/remote.h"
 
-/* {"claims": [CLAIM, ...]}; the claims are freed. */
-static json_t *claims_json(tk__remote_claimed *c, int n) {
+/* {"claims": [CLAIM, ...]} and, when the claim carried outcomes, their
+ * "outcomes" (answers, taken over); the claims are freed. */
+static json_t *claims_json(tk__remote_claimed *c, int n, json_t *answers) {
   json_t *list = json_array();
   for (int i = 0; list && i < n; i++)
     json_array_append_new(
@@ -30,7 +31,8 @@ static json_t *claims_json(tk__remote_claimed *c, int n) {
                         (json_int_t)c[i].heartbeat_ms, "input",
                         c[i].input ? c[i].input : json_null()));
   tk__remote_claims_free(c, n);
-  return json_pack("{s:o?}", "claims", list);
+  return answers ? json_pack("{s:o?, s:o}", "claims", list, "outcomes", answers)
+                 : json_pack("{s:o?}", "claims", list);
 }
 
 /* One (queue, worker) pair worker_seen recorded, and when (monotonic). */
@@ -77,6 +79,65 @@ static void worker_seen(tk_server *s, const tk__waiter *w) {
   tk__remote_drain(s->engine);
 }
 
+/* A refusal of an outcome into *e: a malformed token is no claim (404), a
+ * token whose claim no longer holds its step is fenced (409); 0, or -1 for
+ * another error (the caller answers it as any store error). */
+static int outcome_refusal(const tk_err *err, tk__api_error *e) {
+  if (err->code == TK_EINVAL) {
+    tk__api_fail(e, 404, "not_found", "token", "%s", tk_err_message(err));
+    return 0;
+  }
+  if (err->code == TK_EFENCED) {
+    tk__api_fail(e, 409, "conflict", "token", "%s", tk_err_message(err));
+    return 0;
+  }
+  return -1;
+}
+
+/* {"state": STATE} and, for a retry, "run_at". */
+static json_t *result_json(const tk__remote_result *res) {
+  json_t *j = json_pack("{s:s}", "state", res->state);
+  if (j && strcmp(res->state, "waiting_for_retry") == 0)
+    json_object_set_new(j, "run_at", json_integer(res->run_at));
+  return j;
+}
+
+/* After outcome o was recorded: steps may have become ready; and no
+ * store signal says when a retry comes due, so wake the waiting claims
+ * then. */
+static void outcome_recorded(tk_server *s, const tk__remote_outcome *o) {
+  if (o->err.code != 0) return;
+  s->changed = 1;
+  if (o->failed && o->result.run_at > 0)
+    tk__loop_due(s, tk_monotonic_ns() + (o->result.run_at - tk_clock_now(&s->clock)) * 1000000);
+}
+
+/* The answers to a batch's outcomes o[0..n), in its order: each as its
+ * own endpoint answers it, {"state", "run_at"?}, or {"error": {"status",
+ * "code", "message", "param"?}}. */
+static json_t *outcome_answers(tk_server *s, const tk__remote_outcome *o, int n) {
+  json_t *list = json_array();
+  for (int i = 0; list && i < n; i++) {
+    outcome_recorded(s, &o[i]);
+    if (o[i].err.code == 0) {
+      json_array_append_new(list, result_json(&o[i].result));
+      continue;
+    }
+    tk__api_error e;
+    if (outcome_refusal(&o[i].err, &e) != 0) {
+      tk__server_log(s, TK_LOG_ERROR, "recording an outcome: %s", tk_err_message(&o[i].err));
+      tk__api_fail(&e, o[i].err.code == TK_EDISCONNECTED ? 503 : 500,
+                   o[i].err.code == TK_EDISCONNECTED ? "unavailable" : "internal", NULL, "%s",
+                   tk_err_message(&o[i].err));
+    }
+    json_t *err = json_pack("{s:i, s:s, s:s}", "status", e.status, "code", e.code, "message",
+                            e.message);
+    if (err && e.param[0]) json_object_set_new(err, "param", json_string(e.param));
+    json_array_append_new(list, json_pack("{s:o?}", "error", err));
+  }
+  return list;
+}
+
 int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len, tk__waiter *w,
                   tk__response *out) {
   if (!w->started) {
@@ -93,16 +154,30 @@ int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len
     /* Nobody to hand steps to (a hang-up: the answer is not read), or the
      * server stops: answer none, claim none. */
     s->claim_answers[w->woken]++;
-    tk__respond_json_value(out, 200, claims_json(NULL, 0));
+    tk__respond_json_value(out, 200, claims_json(NULL, 0, w->answers));
+    w->answers = NULL;
     return 0;
   }
   tk__remote_claimed c[TK__CLAIM_MAX];
   int n = 0;
   int64_t due;
   tk_err err;
+  int rc;
   s->claim_queries++;
-  if (tk__remote_claim(s->engine, w->queue, w->body.worker, w->body.max, c, &n, &due, &err) !=
-      0) {
+  tk__outcomes_body *carried = &w->body.outcomes;
+  if (carried->root != NULL) {
+    /* The outcomes it carries, recorded once, in its first claim's
+     * transaction; answered with the claim, whenever that answers. */
+    rc = tk__remote_record_claim(s->engine, carried->o, carried->n, w->queue, w->body.worker,
+                                 w->body.max, c, &n, &due, &err);
+    s->outcome_groups += carried->n > 0;
+    s->outcomes_recorded += carried->n;
+    w->answers = outcome_answers(s, carried->o, carried->n);
+    tk__outcomes_body_free(carried);
+  } else {
+    rc = tk__remote_claim(s->engine, w->queue, w->body.worker, w->body.max, c, &n, &due, &err);
+  }
+  if (rc != 0) {
     tk__respond_tk_error(s, out, &err, NULL);
     return 0;
   }
@@ -112,7 +187,8 @@ int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len
     return 1;
   if (n == w->body.max) tk__loop_more(s, w->queue); /* there may be more for the next one */
   s->claim_answers[n == 0 && w->woken != TK__WAKE_NONE ? TK__WAKE_TIMEOUT : w->woken]++;
-  tk__respond_json_value(out, 200, claims_json(c, n));
+  tk__respond_json_value(out, 200, claims_json(c, n, w->answers));
+  w->answers = NULL;
   return 0;
 }
 
@@ -147,27 +223,13 @@ char *tk__workers_metrics(const tk_server *s) {
   return tk__buf_take(&b);
 }
 
-/* A refusal of an outcome: a malformed token is no claim (404), a token
- * whose claim no longer holds its step is fenced (409). */
+/* A refusal of an outcome (outcome_refusal's), or any other store error. */
 static void outcome_error(tk_server *s, tk__response *out, const tk_err *err) {
   tk__api_error e;
-  if (err->code == TK_EINVAL) {
-    tk__api_fail(&e, 404, "not_found", "token", "%s", tk_err_message(err));
-  } else if (err->code == TK_EFENCED) {
-    tk__api_fail(&e, 409, "conflict", "token", "%s", tk_err_message(err));
-  } else {
+  if (outcome_refusal(err, &e) == 0)
+    tk__respond_error(out, &e);
+  else
     tk__respond_tk_error(s, out, err, NULL);
-    return;
-  }
-  tk__respond_error(out, &e);
-}
-
-/* {"state": STATE} and, for a retry, "run_at". */
-static json_t *result_json(const tk__remote_result *res) {
-  json_t *j = json_pack("{s:s}", "state", res->state);
-  if (j && strcmp(res->state, "waiting_for_retry") == 0)
-    json_object_set_new(j, "run_at", json_integer(res->run_at));
-  return j;
 }
 
 /* w's answer from what its group recorded. */
@@ -176,10 +238,7 @@ static void outcome_answer(tk_server *s, tk__waiter *w, tk__response *out) {
     outcome_error(s, out, &w->rec.err);
     return;
   }
-  /* No store signal says when a retry comes due: wake waiting claims then. */
-  if (w->rec.failed && w->rec.result.run_at > 0)
-    tk__loop_due(s, tk_monotonic_ns() +
-                        (w->rec.result.run_at - tk_clock_now(&s->clock)) * 1000000);
+  outcome_recorded(s, &w->rec);
   tk__respond_json_value(out, 200, result_json(&w->rec.result));
 }
 
@@ -202,7 +261,6 @@ void tk__api_outcomes_record(tk_server *s) {
     tk__waiter *w = s->outcomes;
     if (group && from) {
       w->rec = group[i];
-      if (w->rec.err.code == 0) s->changed = 1; /* steps may have become ready */
     } else {
       tk_err_set(&w->rec.err, TK_ENOMEM, "out of memory recording outcomes");
     }
@@ -221,6 +279,9 @@ int tk__api_worker_resumed(tk_server *s, tk__waiter *w, tk__response *out) {
 }
 
 void tk__api_worker_free(tk__waiter *w) {
+  tk__claim_body_free(&w->body);
+  json_decref(w->answers);
+  w->answers = NULL;
   if (!w->outcome) return;
   tk__complete_body_free(&w->complete);
   tk__fail_body_free(&w->fail);
@@ -231,6 +292,21 @@ int tk__api_claim_outcome(tk_server *s, const tk__route *r, const char *body, si
                           tk__waiter *w, tk__response *out) {
   tk__api_error e;
   tk_err err;
+  if (r->id == TK__R_OUTCOMES) {
+    /* A batch: recorded now, in one store transaction (its own group). */
+    tk__outcomes_body batch;
+    if (tk__outcomes_body_parse(body, len, &batch, &e) != 0) {
+      tk__respond_error(out, &e);
+      return 0;
+    }
+    tk__remote_record(s->engine, batch.o, batch.n);
+    s->outcome_groups += batch.n > 0;
+    s->outcomes_recorded += batch.n;
+    tk__respond_json_value(out, 200,
+                           json_pack("{s:o}", "outcomes", outcome_answers(s, batch.o, batch.n)));
+    tk__outcomes_body_free(&batch);
+    return 0;
+  }
   if (r->id == TK__R_HEARTBEAT) {
     int64_t lease = 0;
     if (tk__heartbeat_body_parse(body, len, &e) != 0)
@@ -265,7 +341,6 @@ int tk__api_claim_outcome(tk_server *s, const tk__route *r, const char *body, si
   w->outcome = 1;
   if (!s->stopping) return 1; /* recorded with this pass's group, then answered */
   tk__remote_record(s->engine, &w->rec, 1);
-  if (w->rec.err.code == 0) s->changed = 1;
   outcome_answer(s, w, out);
   return 0;
 }
