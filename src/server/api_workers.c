@@ -173,6 +173,9 @@ int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len
     s->outcome_groups += carried->n > 0;
     s->outcomes_recorded += carried->n;
     w->answers = outcome_answers(s, carried->o, carried->n);
+    /* Their answers are not held back by a wait for work: a claim that
+     * carries outcomes answers at once (the worker's next claim waits). */
+    if (carried->n > 0) w->deadline_ns = 0;
     tk__outcomes_body_free(carried);
   } else {
     rc = tk__remote_claim(s->engine, w->queue, w->body.worker, w->body.max, c, &n, &due, &err);
