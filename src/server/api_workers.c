@@ -167,7 +167,7 @@ int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len
   tk__outcomes_body *carried = &w->body.outcomes;
   if (carried->root != NULL) {
     /* The outcomes it carries, recorded once, in its first claim's
-     * transaction; answered with the claim, whenever that answers. */
+     * transaction, and answered with the claim. */
     rc = tk__remote_record_claim(s->engine, carried->o, carried->n, w->queue, w->body.worker,
                                  w->body.max, c, &n, &due, &err);
     s->outcome_groups += carried->n > 0;
