@@ -252,7 +252,12 @@ export class Worker {
       if (carried.length) body.outcomes = carried.map(outcomeItem);
       let answer;
       try {
-        answer = await this.#api.post(path, body, { timeoutMs: this.wait * 1000 + ANSWER_TIMEOUT_MS, signal: stopping });
+        // A claim waiting is hung up on at a stop (nothing is claimed for
+        // it); one that carries outcomes is answered at once: it is let
+        // finish, so they are not sent twice.
+        answer = carried.length
+          ? await this.#api.post(path, body, { timeoutMs: ANSWER_TIMEOUT_MS })
+          : await this.#api.post(path, body, { timeoutMs: this.wait * 1000 + ANSWER_TIMEOUT_MS, signal: stopping });
       } catch (e) {
         if (carried.length && e instanceof HttpError && (e.status === 413 || String(e.param ?? "").startsWith("outcomes"))) {
           // One of them the server would not take in a batch: each on its

@@ -110,7 +110,15 @@ class Worker:
         self.log = logger or logging.getLogger("tasker_worker")
         self._api = Api(url, token)
         self._functions = {}
-        self._cond = threading.Condition()
+        # One lock, a condition per waiter, so that each is woken only for
+        # what it waits for: the claim loop (a thread coming free), the
+        # reporter (outcomes to send) and the heartbeats (a first step).
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)
+        self._report_cond = threading.Condition(lock)
+        self._beat_cond = threading.Condition(lock)
+        self._beat_idle = False  # the heartbeats wait with no step to heartbeat
+        self._carrying = False  # the claim under way carries outcomes
         self._held = {}  # claim token -> Step: claimed, outcome not yet reported
         self._running = 0  # steps held whose functions have not returned yet
         self._outcomes = []  # [(Step, kind, body, when ready)]: to report, oldest first
@@ -201,9 +209,13 @@ class Worker:
         while not any(c in b"sxf" for c in os.read(self._wake_r, 256)):
             pass
         self._stopping.set()
-        self._claim_conn.abort()  # a claim waiting is abandoned: nothing is claimed for it
         with self._cond:
-            self._cond.notify_all()
+            # A claim waiting is abandoned (nothing is claimed for it); one
+            # that carries outcomes is answered at once: it is let finish,
+            # so they are not sent twice.
+            if not self._carrying:
+                self._claim_conn.abort()
+            self._notify_all()
         claims.join()
         deadline = time.monotonic() + self.grace
         with self._cond:
@@ -226,11 +238,16 @@ class Worker:
                 self.log.warning("worker %s: %r left running; its lease will expire and the "
                                  "step be retried", self.worker, st)
             self._done = True
-            self._cond.notify_all()
+            self._notify_all()
         self._abandon.set()
         for _ in executors:
             self._jobs.put(None)
         self.log.info("worker %s: stopped", self.worker)
+
+    def _notify_all(self):
+        """Wake every waiter (the lock held): a stop, the end."""
+        for cond in (self._cond, self._report_cond, self._beat_cond):
+            cond.notify_all()
 
     def _claim_loop(self):
         """Claims as many steps as threads are free, waiting for work, and
@@ -250,17 +267,18 @@ class Worker:
                     if left <= 0:
                         break
                     self._cond.wait(left)
+                if self._stopping.is_set():
+                    return
                 free = capacity - self._running
                 carried = self._outcomes[:OUTCOMES_MAX]
                 del self._outcomes[:OUTCOMES_MAX]
-            if self._stopping.is_set():
-                self._put_back(carried)
-                return
+                self._carrying = bool(carried)
             body = {"worker": self.worker, "max": min(free, CLAIM_MAX), "wait": self.wait}
             if carried:
                 body["outcomes"] = [_outcome_item(st, kind, b) for st, kind, b, _ in carried]
             try:
-                answer = self._claim_conn.post(path, body, timeout=self.wait + ANSWER_TIMEOUT_S)
+                answer = self._claim_conn.post(
+                    path, body, timeout=ANSWER_TIMEOUT_S + (0 if carried else self.wait))
             except TransportError as e:
                 self._put_back(carried, e)
                 if self._stopping.is_set():
@@ -303,7 +321,7 @@ class Worker:
         if carried:
             with self._cond:
                 self._outcomes[:0] = carried
-                self._cond.notify_all()
+                self._report_cond.notify()
 
     def _report_loop(self):
         """Sends the outcomes no claim carried within FLUSH_S, in batches
@@ -318,9 +336,9 @@ class Worker:
                         due = self._outcomes[0][3] + FLUSH_S
                         if self._stopping.is_set() or time.monotonic() >= due:
                             break
-                        self._cond.wait(due - time.monotonic())
+                        self._report_cond.wait(due - time.monotonic())
                     else:
-                        self._cond.wait()
+                        self._report_cond.wait()
                 batch = self._outcomes[:OUTCOMES_MAX]
                 del self._outcomes[:OUTCOMES_MAX]
             if self._send(batch):
@@ -396,7 +414,6 @@ class Worker:
         with self._cond:
             self._held.pop(st._token, None)
             last = not self._held
-            self._cond.notify_all()
         if last and self._stopping.is_set():
             self._wake(b"e")
 
@@ -421,7 +438,8 @@ class Worker:
         with self._cond:
             self._held[st._token] = st
             self._running += 1
-            self._cond.notify_all()
+            if self._beat_idle:
+                self._beat_cond.notify()
         self._jobs.put(st)
 
     def _execute(self):
@@ -441,7 +459,9 @@ class Worker:
                 self._running -= 1
                 if outcome is not None:
                     self._outcomes.append(outcome)
-                self._cond.notify_all()
+                    if len(self._outcomes) == 1:
+                        self._report_cond.notify()  # else it waits for the oldest's time
+                self._cond.notify()
             if outcome is None:
                 self._let_go(st)
 
@@ -533,8 +553,12 @@ class Worker:
                     due = [st for st in live if st._next_heartbeat <= now]
                     if due:
                         break
+                    # A step claimed later is heartbeated no sooner than
+                    # those held now: only with none is the wait woken.
                     nearest = min((st._next_heartbeat for st in live), default=None)
-                    self._cond.wait(None if nearest is None else nearest - now)
+                    self._beat_idle = nearest is None
+                    self._beat_cond.wait(None if nearest is None else nearest - now)
+                    self._beat_idle = False
                 for st in due:
                     st._next_heartbeat = now + st.heartbeat_ms / 1000
             for st in due:
