@@ -339,7 +339,17 @@ TOML
   done
   wait_for "task 4 (the map's) is complete" 60 wk_task_is 4 complete
 
-  # Batches of outcomes: three tasks of duo, their three a's claimed.
+  # Batches of outcomes. Bodies refused whole, before any claim.
+  wk_post /api/v1/claims/outcomes "{\"outcomes\": [{\"token\": \"t1\", \"error\": \"x\", \"retryable\": false, \"retry_after\": 1}]}"
+  wk_expect "retry_after without retryable, in a batch: 400 naming it" 400 .error.param \
+    '"outcomes[0].retry_after"'
+  wk_post /api/v1/claims/outcomes '{"outcomes": "all done"}'
+  wk_expect "outcomes not an array: 400" 400 .error.param '"outcomes"'
+  wk_post /api/v1/claims/outcomes "{\"outcomes\": [$(seq 101 | sed 's/.*/{"token": "x"}/' | paste -sd, -)]}"
+  wk_expect "101 outcomes: 400" 400 .error.message '"outcomes: too many: expected an array of 0 to 100 outcomes"'
+  wk_post /api/v1/claims/outcomes '{"outcomes": [{"token": "t1"}]}' "$WK_OTOKEN"
+  wk_expect "a batch with the operator's token: 401" 401 .error.code '"unauthorized"'
+  # Three tasks of duo, their three a's claimed.
   printf '{"context": {"n": 1}}\n{"context": {"n": 2}}\n{"context": {"n": 3}}\n' |
     t submit duo --contexts - >/dev/null
   wk_post /api/v1/queues/duo/claim '{"worker": "w4", "max": 3}'
@@ -352,20 +362,15 @@ TOML
   # A batch with one bad item is refused whole: nothing recorded.
   wk_post /api/v1/claims/outcomes "{\"outcomes\": [{\"token\": \"$DUO1\", \"results\": 1}, {\"token\": \"$DUO2\", \"results\": 1, \"error\": \"x\"}]}"
   wk_expect "an outcome with results and error: 400 naming it" 400 .error.param '"outcomes[1].results"'
-  wk_post /api/v1/claims/outcomes "{\"outcomes\": [{\"token\": \"$DUO1\", \"error\": \"x\", \"retryable\": false, \"retry_after\": 1}]}"
-  wk_expect "retry_after without retryable, in a batch: 400 naming it" 400 .error.param \
-    '"outcomes[0].retry_after"'
-  wk_post /api/v1/claims/outcomes '{"outcomes": "all done"}'
-  wk_expect "outcomes not an array: 400" 400 .error.param '"outcomes"'
-  wk_post /api/v1/claims/outcomes "{\"outcomes\": [$(seq 101 | sed 's/.*/{"token": "x"}/' | paste -sd, -)]}"
-  wk_expect "101 outcomes: 400" 400 .error.message '"outcomes: too many: expected an array of 0 to 100 outcomes"'
-  wk_post /api/v1/claims/outcomes "{\"outcomes\": [{\"token\": \"$DUO1\"}]}" "$WK_OTOKEN"
-  wk_expect "a batch with the operator's token: 401" 401 .error.code '"unauthorized"'
-  wk_post /api/v1/queues/duo/claim "{\"worker\": \"w4\", \"outcomes\": [{\"token\": 7}]}"
-  wk_expect "a claim carrying a bad outcome: 400 naming it" 400 .error.param '"outcomes[0].token"'
-  expect_eq "none of them changed a step" \
-    "$(for n in 1 2 3; do eval "wk_step \$DUO_TASK$n a '[.state, .attempts]'"; done | paste -sd' ' -)" \
-    '["in_progress",1] ["in_progress",1] ["in_progress",1]'
+  wk_post /api/v1/queues/duo/claim "{\"worker\": \"w4\", \"outcomes\": [{\"token\": \"$DUO1\", \"results\": 1}, {\"token\": 7}]}"
+  wk_expect "a claim carrying a bad outcome: 400 naming it" 400 .error.param '"outcomes[1].token"'
+  expect_eq "neither changed a step" \
+    "$(wk_sql "SELECT count(*) FROM steps WHERE name = 'a' AND state = 'in_progress' AND results IS NULL")" 3
+  # Their leases (6 s) renewed: the checks above take long under ASan.
+  for tok in "$DUO1" "$DUO2" "$DUO3"; do
+    wk_post "/api/v1/claims/$tok/heartbeat" '{}'
+    [ "$CODE" = 200 ] || tap_fail "heartbeat a duo claim" "status $CODE: $BODY"
+  done
   # One batch: a complete, a fail with retry_after, a token that is none
   # and a second outcome of the first claim (stale: fenced, counted).
   fenced0=$(wk_metric tasker_fenced_writes_total)
@@ -379,6 +384,7 @@ TOML
   expect_eq "the complete and the fail were recorded, the stale one changed nothing" \
     "$(eval "wk_step \$DUO_TASK1 a '[.state, .results]'") $(eval "wk_step \$DUO_TASK2 a '[.state, .last_error, .history[0].delay_source]'")" \
     '["complete",{"x":1}] ["waiting_for_retry","later","server"]'
+  wk_post "/api/v1/claims/$DUO3/heartbeat" '{}'
   # A claim that carries an outcome: recorded first, in the claim's
   # transaction, which claims the steps it (and the batch) released; it
   # answers at once, though it may wait.
