@@ -10,7 +10,10 @@
 # cluster (scripts/pg-cluster, as bench/bench_pg.sh), a fresh database per
 # run. A client whose interpreter is missing (python3 >= 3.11, node >= 18)
 # is reported as such. Durability is tasker's default (full: a sync per
-# commit), or BENCH_WORKERS_DURABILITY=fast.
+# commit), or BENCH_WORKERS_DURABILITY=fast. Each client runs once per
+# prefetch of BENCH_WORKERS_PREFETCH (default "0 16": the clients' default,
+# claiming for free threads only, and 16 steps held beyond the 8 threads,
+# which keeps them busy while the next claim is on its way).
 # Then claim-to-start latency p50/p99: build/bench/bench_workers (its own
 # header says what it measures; BENCH_WORKERS_ROUNDS, default 200).
 # Usage: sh bench/bench_workers.sh   (BENCH_WORKERS_N steps, default 20000;
@@ -82,28 +85,35 @@ run_one() {
   wait "$SERVE" || true
   SERVE=
   left=$("$TASKER" --db "$db" status --json | jq '[.tasks | to_entries[] | select(.key != "complete") | .value] | add // 0')
-  printf '%-12s %-22s %7d %8s %9s %6s\n' "$store" "$who" "$N" "$secs" \
+  printf '%-12s %-32s %7d %8s %9s %6s\n' "$store" "$who" "$N" "$secs" \
     "$(awk -v n="$N" -v s="$secs" 'BEGIN { printf "%.0f", n / s }')" "$left"
 }
 
 echo "noop worker steps drained by one worker process through tasker serve (durability $DURABILITY)"
-printf '%-12s %-22s %7s %8s %9s %6s\n' store client steps seconds "steps/s" "left"
+printf '%-12s %-32s %7s %8s %9s %6s\n' store client steps seconds "steps/s" "left"
 for kind in python node; do
   case $kind in
     python)
       python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null ||
-        { printf '%-12s %-22s (python3 >= 3.11 not installed)\n' sqlite "python (8 threads)"; continue; }
-      label="python (8 threads)"
+        { printf '%-12s %-32s (python3 >= 3.11 not installed)\n' sqlite "python (8 threads)"; continue; }
+      label="python (8 threads"
       set -- python3 "$TOP/bench/workers/noop.py" ;;
     node)
       node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' 2>/dev/null ||
-        { printf '%-12s %-22s (node >= 18 not installed)\n' sqlite "node (concurrency 8)"; continue; }
-      label="node (concurrency 8)"
+        { printf '%-12s %-32s (node >= 18 not installed)\n' sqlite "node (concurrency 8)"; continue; }
+      label="node (concurrency 8"
       set -- node "$TOP/bench/workers/noop.mjs" ;;
   esac
-  run_one sqlite "sqlite:$W/$kind.db" "$label" "$@"
-  [ -z "$PG_BASE" ] || run_one postgresql "$(fresh_pg "bench_$kind")" "$label" "$@"
+  for prefetch in ${BENCH_WORKERS_PREFETCH:-0 16}; do
+    export BENCH_PREFETCH=$prefetch
+    who="$label)"
+    [ "$prefetch" = 0 ] || who="$label, prefetch $prefetch)"
+    rm -f "$W/$kind.db"*
+    run_one sqlite "sqlite:$W/$kind.db" "$who" "$@"
+    [ -z "$PG_BASE" ] || run_one postgresql "$(fresh_pg "bench_${kind}_$prefetch")" "$who" "$@"
+  done
 done
+unset BENCH_PREFETCH
 echo "(left: tasks not complete afterwards, 0 expected; the goal is >= 3,000 steps/s each on SQLite)"
 echo
 [ -z "$PG_BASE" ] || BENCH_PG_URL=$(fresh_pg bench_latency) && export BENCH_PG_URL

@@ -1,7 +1,8 @@
 /* libFuzzer target for the worker protocol's requests apart from HTTP
  * (src/server/worker_body.c, the worker routes of src/server/route.c):
- * the claim, heartbeat, complete and fail bodies, and the paths that name
- * a queue or a claim token. The input is a method selector byte, the
+ * the claim (with the outcomes it may carry), heartbeat, complete, fail
+ * and batch-of-outcomes bodies, and the paths that name a queue or a
+ * claim token. The input is a method selector byte, the
  * request target up to a NUL, then the body. Every request must parse or
  * be refused with a complete error (a status from 400 to 599, a code, a
  * message) whose JSON says the same status; whatever
@@ -33,10 +34,40 @@ static void route(const char *method, const char *target, size_t len) {
       (n == 0 || n > TK__QUEUE_NAME_MAX ||
        strspn(r.name, "abcdefghijklmnopqrstuvwxyz0123456789_.-") != n))
     abort();
+  if (r.id == TK__R_OUTCOMES && n != 0) abort(); /* names nothing */
   if ((r.id == TK__R_HEARTBEAT || r.id == TK__R_COMPLETE || r.id == TK__R_FAIL) &&
       (n == 0 || n > TK__CLAIM_TOKEN_MAX ||
        strspn(r.name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != n))
     abort();
+}
+
+/* A fail's members as parsed (a fail's body, or an item of a batch)
+ * within their bounds. */
+static void check_fail(const char *error, int retryable, int64_t retry_after_ms) {
+  if (error == NULL || error[0] == '\0' || (retryable != 0 && retryable != 1) ||
+      retry_after_ms < -1 || retry_after_ms > (int64_t)TK__RETRY_AFTER_MAX_S * 1000 ||
+      (!retryable && retry_after_ms != -1))
+    abort();
+}
+
+/* A batch as parsed: at most TK__OUTCOMES_MAX items, each with a token
+ * of 1 to TK__CLAIM_TOKEN_MAX bytes, and a complete's results JSON text
+ * of one value or a fail within its bounds. */
+static void check_outcomes(const tk__outcomes_body *b) {
+  if (b->n < 0 || b->n > TK__OUTCOMES_MAX || (b->n > 0 && b->o == NULL)) abort();
+  for (int i = 0; i < b->n; i++) {
+    const tk__remote_outcome *o = &b->o[i];
+    size_t n = o->token ? strlen(o->token) : 0;
+    if (n == 0 || n > TK__CLAIM_TOKEN_MAX) abort();
+    if (o->failed) {
+      if (o->results) abort();
+      check_fail(o->error, o->retryable, o->retry_after_ms);
+    } else if (o->results) {
+      json_t *j = json_loads(o->results, JSON_DECODE_ANY, NULL);
+      if (j == NULL) abort();
+      json_decref(j);
+    }
+  }
 }
 
 static void bodies(const char *body, size_t len) {
@@ -51,6 +82,16 @@ static void bodies(const char *body, size_t len) {
       abort();
     for (size_t i = 0; i < n; i++)
       if (cb.worker[i] < 0x20 || cb.worker[i] > 0x7e) abort();
+    check_outcomes(&cb.outcomes);
+    tk__claim_body_free(&cb);
+  }
+  tk__outcomes_body ob;
+  if (tk__outcomes_body_parse(body, len, &ob, &e) != 0) {
+    fuzz_check_error(&e);
+  } else {
+    if (ob.root == NULL) abort();
+    check_outcomes(&ob);
+    tk__outcomes_body_free(&ob);
   }
   if (tk__heartbeat_body_parse(body, len, &e) != 0) fuzz_check_error(&e);
   tk__complete_body co;
@@ -67,10 +108,7 @@ static void bodies(const char *body, size_t len) {
   if (tk__fail_body_parse(body, len, &fb, &e) != 0) {
     fuzz_check_error(&e);
   } else {
-    if (fb.error == NULL || fb.error[0] == '\0' || (fb.retryable != 0 && fb.retryable != 1) ||
-        fb.retry_after_ms < -1 || fb.retry_after_ms > (int64_t)TK__RETRY_AFTER_MAX_S * 1000 ||
-        (!fb.retryable && fb.retry_after_ms != -1))
-      abort();
+    check_fail(fb.error, fb.retryable, fb.retry_after_ms);
     tk__fail_body_free(&fb);
   }
 }

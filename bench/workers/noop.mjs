@@ -7,7 +7,7 @@ import { Worker } from "../../clients/node/src/index.js";
 
 const [url, mode, nText, concText] = process.argv.slice(2);
 const n = Number(nText);
-const worker = new Worker({ url, queue: "bench", worker: "bench-node", concurrency: Number(concText), wait: 30,
+const worker = new Worker({ url, queue: "bench", worker: "bench-node", concurrency: Number(concText), wait: 30, prefetch: Number(process.env.BENCH_PREFETCH ?? 0),
   logger: { debug() {}, info() {}, warn: console.error, error: console.error } });
 let seen = 0;
 let first = null;

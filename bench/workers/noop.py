@@ -16,7 +16,8 @@ from tasker_worker import Worker  # noqa: E402
 
 url, mode, n, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 worker = Worker(url, token=os.environ.get("TASKER_WORKER_TOKEN"), queue="bench",
-                worker="bench-py", threads=threads, wait=30)
+                worker="bench-py", threads=threads, wait=30,
+                prefetch=int(os.environ.get("BENCH_PREFETCH", "0")))
 lock = threading.Lock()
 seen = [0, None]
 

@@ -73,18 +73,31 @@ static int handed_out(tk_engine *e, tk__claimed *c, const unsigned char *secret,
   return 0;
 }
 
-int tk__remote_claim(tk_engine *e, const char *queue, const char *worker, int max,
-                     tk__remote_claimed *out, int *n, int64_t *next_due_at, tk_err *err) {
-  *n = 0;
-  if (next_due_at) *next_due_at = INT64_MIN;
+/* A worker's claim on its way to the store: its tokens' secrets, the
+ * request (which an outcome group may carry: one transaction for both)
+ * and the steps it claimed. */
+typedef struct remote_claim {
+  const char *queue;
+  int max;
+  unsigned char secrets[REMOTE_MAX][TK__CLAIM_SECRET_LEN];
+  unsigned char hashes[REMOTE_MAX][TK__CLAIM_HASH_LEN];
+  char owner[TK__OWNER_MAX];
+  tk__claimed claimed[REMOTE_MAX];
+  tk__claim_request r;
+} remote_claim;
+
+/* Check the claim's arguments, draw its tokens, reap the leases that ran
+ * out, and make *c's request. 0 or the error. */
+static int claim_prepare(tk_engine *e, const char *queue, const char *worker, int max,
+                         remote_claim *c, tk_err *err) {
   if (queue == NULL || !*queue || worker == NULL || !*worker)
     return tk_err_set(err, TK_EINVAL, "a claim needs a queue and a worker name");
   if (max < 1 || max > REMOTE_MAX)
     return tk_err_set(err, TK_ERANGE, "max = %d: expected 1 to %d steps", max, REMOTE_MAX);
-  unsigned char secrets[REMOTE_MAX][TK__CLAIM_SECRET_LEN];
-  unsigned char hashes[REMOTE_MAX][TK__CLAIM_HASH_LEN];
+  c->queue = queue;
+  c->max = max;
   for (int i = 0; i < max; i++)
-    if (tk__claim_secret_new(secrets[i], hashes[i]) != 0)
+    if (tk__claim_secret_new(c->secrets[i], c->hashes[i]) != 0)
       return tk_err_set(err, TK_EIO, "no random bytes for claim tokens (getrandom failed)");
   /* A server with workers and no orchestrator reaps too: a worker that
    * died loses its lease, and its step is retried, with no `tasker run`;
@@ -93,56 +106,79 @@ int tk__remote_claim(tk_engine *e, const char *queue, const char *worker, int ma
   if (tk__engine_reap_due(e, tk_clock_now(&e->clock), &reaping) != 0)
     tk__engine_log(e, TK_LOG_WARN, "queue %s: reaping expired leases: %s", queue,
                    tk_err_message(&reaping));
-  char owner[TK__OWNER_MAX];
-  snprintf(owner, sizeof owner, "%s", worker);
-  tk__claimed claimed[REMOTE_MAX];
-  tk__claim_request r = {.owner = owner, .lease_ms = e->lease_ms, .limit = max,
-                         .fresh_limit = max, .out = claimed, .next_retry_at = INT64_MIN,
-                         .want_inputs = 1, .worker_queue = queue,
-                         .token_hashes = (const unsigned char(*)[TK__TOKEN_HASH_LEN])hashes,
-                         .next_due_at = INT64_MIN /* unknown, until the store says */};
-  int64_t t0 = tk_monotonic_ns();
-  int rc;
-  STORE_CALL(e, rc, e->store->ops->record(e->store, NULL, 0, NULL, NULL, &r, err));
-  if (rc) return rc;
-  int64_t claim_us = (tk_monotonic_ns() - t0) / 1000;
-  e->stats.claimed += r.n;
-  if (r.n > 0) tk__engine_claimed_leases(e, r.now);
+  snprintf(c->owner, sizeof c->owner, "%s", worker);
+  c->r = (tk__claim_request){
+      .owner = c->owner, .lease_ms = e->lease_ms, .limit = max, .fresh_limit = max,
+      .out = c->claimed, .next_retry_at = INT64_MIN, .want_inputs = 1, .worker_queue = queue,
+      .token_hashes = (const unsigned char(*)[TK__TOKEN_HASH_LEN])c->hashes,
+      .next_due_at = INT64_MIN /* unknown, until the store says */};
+  return 0;
+}
+
+/* Hand out the steps c's request claimed (claim_us: how long the claim
+ * took) into out, *n of them, and *next_due_at as tk__remote_claim's. */
+static int claim_hand_out(tk_engine *e, remote_claim *c, int64_t claim_us,
+                          tk__remote_claimed *out, int *n, int64_t *next_due_at, tk_err *err) {
+  tk__claim_request *r = &c->r;
+  e->stats.claimed += r->n;
+  if (r->n > 0) tk__engine_claimed_leases(e, r->now);
   if (next_due_at) {
     /* A lease that runs out makes its step ready too, once reaped (by the
      * next claim here, tk__engine_reap_due): when this engine knows of one
      * sooner, look then. */
-    *next_due_at = r.next_due_at;
-    if (r.next_due_at != INT64_MIN && e->reap_at < r.next_due_at) *next_due_at = e->reap_at;
+    *next_due_at = r->next_due_at;
+    if (r->next_due_at != INT64_MIN && e->reap_at < r->next_due_at) *next_due_at = e->reap_at;
   }
-  int handed = 0;
-  for (int i = 0; i < r.n; i++) {
-    tk__claimed *c = &claimed[i];
-    int k = c->token_index >= 0 && c->token_index < max ? c->token_index : i;
+  int handed = 0, rc = 0;
+  for (int i = 0; i < r->n; i++) {
+    tk__claimed *cl = &c->claimed[i];
+    int k = cl->token_index >= 0 && cl->token_index < c->max ? cl->token_index : i;
     /* A step that cannot be handed out keeps its lease and is retried
      * by the reaper, as an orchestrator's step that cannot start. */
-    if (rc == 0 && (rc = handed_out(e, c, secrets[k], &out[handed], err)) == 0) {
+    if (rc == 0 && (rc = handed_out(e, cl, c->secrets[k], &out[handed], err)) == 0) {
       handed++;
       if (tk__engine_wants(e, TK_EV_STEP_CLAIMED)) {
-        tk_event ev = {.type = TK_EV_STEP_CLAIMED, .at = r.now, .task = c->task_id,
-                       .step = out[handed - 1].step, .attempt = c->attempt,
-                       .has_late_ms = 1, .late_ms = r.now - c->run_at};
-        ev.u.claimed.max_attempts = c->max_attempts;
+        tk_event ev = {.type = TK_EV_STEP_CLAIMED, .at = r->now, .task = cl->task_id,
+                       .step = out[handed - 1].step, .attempt = cl->attempt,
+                       .has_late_ms = 1, .late_ms = r->now - cl->run_at};
+        ev.u.claimed.max_attempts = cl->max_attempts;
         ev.u.claimed.claim_us = claim_us;
         tk__engine_emit(e, &ev);
       }
     }
   }
-  tk__claimed_inputs_free(claimed, r.n);
-  memset(secrets, 0, sizeof secrets);
+  tk__claimed_inputs_free(c->claimed, r->n);
+  memset(c->secrets, 0, sizeof c->secrets);
   if (rc) {
-    tk__engine_log(e, TK_LOG_ERROR, "queue %s: claimed steps not handed out: %s", queue,
+    tk__engine_log(e, TK_LOG_ERROR, "queue %s: claimed steps not handed out: %s", c->queue,
                    tk_err_message(err));
     tk__remote_claims_free(out, handed);
     return rc;
   }
   *n = handed;
   return 0;
+}
+
+/* c's claim alone, in a transaction of its own. */
+static int claim_alone(tk_engine *e, remote_claim *c, tk__remote_claimed *out, int *n,
+                       int64_t *next_due_at, tk_err *err) {
+  int64_t t0 = tk_monotonic_ns();
+  int rc;
+  STORE_CALL(e, rc, e->store->ops->record(e->store, NULL, 0, NULL, NULL, &c->r, err));
+  if (rc) return rc;
+  return claim_hand_out(e, c, (tk_monotonic_ns() - t0) / 1000, out, n, next_due_at, err);
+}
+
+int tk__remote_claim(tk_engine *e, const char *queue, const char *worker, int max,
+                     tk__remote_claimed *out, int *n, int64_t *next_due_at, tk_err *err) {
+  *n = 0;
+  if (next_due_at) *next_due_at = INT64_MIN;
+  remote_claim *c = malloc(sizeof *c);
+  if (c == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory claiming");
+  int rc = claim_prepare(e, queue, worker, max, c, err);
+  if (rc == 0) rc = claim_alone(e, c, out, n, next_due_at, err);
+  free(c);
+  return rc;
 }
 
 /* Why claim rec no longer holds its step, for a fenced write's message:
@@ -253,11 +289,13 @@ static int prepare(tk_engine *e, pending *p, tk__finish *item) {
 }
 
 /* Record the group items[0..m) (of pending outcomes from[0..m)) in one
- * tk__engine_finish, and answer each. */
-static void record_group(tk_engine *e, tk__finish *items, pending **from, int m) {
+ * tk__engine_finish, with the claim `next` (may be NULL) in the same
+ * transaction, and answer each. */
+static void record_group(tk_engine *e, tk__finish *items, pending **from, int m,
+                         tk__claim_request *next) {
   tk_err lost;
   int rc;
-  STORE_CALL(e, rc, tk__engine_finish(e, items, m, NULL, &lost));
+  STORE_CALL(e, rc, tk__engine_finish(e, items, m, next, &lost));
   for (int i = 0; i < m; i++) {
     tk__remote_outcome *o = from[i]->o;
     if (rc) {
@@ -278,7 +316,12 @@ static void record_group(tk_engine *e, tk__finish *items, pending **from, int m)
   }
 }
 
-void tk__remote_record(tk_engine *e, tk__remote_outcome *o, int n) {
+/* tk__remote_record's, with c's claim (may be NULL) made in the
+ * transaction of the first group recorded; *claimed: whether it was (when
+ * not, the caller claims alone). */
+static void record_outcomes(tk_engine *e, tk__remote_outcome *o, int n, remote_claim *c,
+                            int *claimed) {
+  *claimed = 0;
   if (n <= 0) return;
   pending *p = calloc((size_t)n, sizeof *p);
   tk__finish *items = calloc((size_t)n, sizeof *items);
@@ -315,7 +358,8 @@ void tk__remote_record(tk_engine *e, tk__remote_outcome *o, int n) {
       from[m++] = &p[i];
     }
     if (m == 0) break;
-    record_group(e, items, from, m);
+    record_group(e, items, from, m, c && !*claimed ? &c->r : NULL);
+    if (c) *claimed = 1;
   }
   free(checked);
 done:
@@ -323,6 +367,35 @@ done:
   free(p);
   free(items);
   free(from);
+}
+
+void tk__remote_record(tk_engine *e, tk__remote_outcome *o, int n) {
+  int claimed;
+  record_outcomes(e, o, n, NULL, &claimed);
+}
+
+int tk__remote_record_claim(tk_engine *e, tk__remote_outcome *o, int n, const char *queue,
+                            const char *worker, int max, tk__remote_claimed *out, int *nout,
+                            int64_t *next_due_at, tk_err *err) {
+  *nout = 0;
+  if (next_due_at) *next_due_at = INT64_MIN;
+  remote_claim *c = malloc(sizeof *c);
+  if (c == NULL) return tk_err_set(err, TK_ENOMEM, "out of memory claiming");
+  int rc = claim_prepare(e, queue, worker, max, c, err);
+  if (rc != 0) {
+    for (int i = 0; i < n; i++) o[i].err = *err;
+    free(c);
+    return rc;
+  }
+  int64_t t0 = tk_monotonic_ns();
+  int claimed;
+  record_outcomes(e, o, n, c, &claimed);
+  if (claimed)
+    rc = claim_hand_out(e, c, (tk_monotonic_ns() - t0) / 1000, out, nout, next_due_at, err);
+  else
+    rc = claim_alone(e, c, out, nout, next_due_at, err);
+  free(c);
+  return rc;
 }
 
 /* Record one outcome (a group of one) into *out. */

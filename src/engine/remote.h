@@ -105,6 +105,18 @@ typedef struct tk__remote_outcome {
  * recorded one after the other (the second is then fenced). */
 void tk__remote_record(tk_engine *e, tk__remote_outcome *o, int n);
 
+/* tk__remote_record of o[0..n) (n may be 0), then tk__remote_claim of up
+ * to max steps of `queue` for `worker`, the claim in the same store
+ * transaction as the outcomes (a worker that reports and claims in one
+ * request pays for one commit; steps its outcomes made ready may be
+ * claimed at once). The return value and *out, *nout, *next_due_at are
+ * the claim's, as tk__remote_claim's; each outcome's answer is in o[i]
+ * whatever the claim did. A claim refused for its arguments records no
+ * outcome (each o[i].err says so). */
+int tk__remote_record_claim(tk_engine *e, tk__remote_outcome *o, int n, const char *queue,
+                            const char *worker, int max, tk__remote_claimed *out, int *nout,
+                            int64_t *next_due_at, tk_err *err);
+
 /* Record that `worker` claimed from `queue` at the engine's now (the
  * store's worker_seen, for `tasker queues`' workers seen in the last
  * minute; the caller calls it at most every few seconds per pair). A store

@@ -17,35 +17,22 @@
 #include <jansson.h>
 
 #include "core/buf.h"
-#include "core/civil.h"
 #include "engine/remote.h"
 
-/* ms since the epoch as RFC 3339 UTC with milliseconds,
- * "2026-11-28T20:40:01.123Z" (the worker protocol's times). */
-static json_t *utc_ms(int64_t ms) {
-  int64_t days = ms >= 0 ? ms / 86400000 : -((-ms + 86399999) / 86400000);
-  int64_t in_day = ms - days * 86400000;
-  int y, mo, d;
-  tk__civil_from_days(days, &y, &mo, &d);
-  char text[40];
-  snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", y, mo, d,
-           (int)(in_day / 3600000), (int)(in_day / 60000 % 60), (int)(in_day / 1000 % 60),
-           (int)(in_day % 1000));
-  return json_string(text);
-}
-
-/* {"claims": [CLAIM, ...]}; the claims are freed. */
-static json_t *claims_json(tk__remote_claimed *c, int n) {
+/* {"claims": [CLAIM, ...]} and, when the claim carried outcomes, their
+ * "outcomes" (answers, taken over); the claims are freed. */
+static json_t *claims_json(tk__remote_claimed *c, int n, json_t *answers) {
   json_t *list = json_array();
   for (int i = 0; list && i < n; i++)
     json_array_append_new(
-        list, json_pack("{s:s, s:I, s:s, s:i, s:o, s:I, s:O}", "token", c[i].token, "task_id",
+        list, json_pack("{s:s, s:I, s:s, s:i, s:I, s:I, s:O}", "token", c[i].token, "task_id",
                         (json_int_t)c[i].task_id, "step", c[i].step, "attempt", c[i].attempt,
-                        "lease_expires_at", utc_ms(c[i].lease_expires_at), "heartbeat_ms",
+                        "lease_expires_at", (json_int_t)c[i].lease_expires_at, "heartbeat_ms",
                         (json_int_t)c[i].heartbeat_ms, "input",
                         c[i].input ? c[i].input : json_null()));
   tk__remote_claims_free(c, n);
-  return json_pack("{s:o?}", "claims", list);
+  return answers ? json_pack("{s:o?, s:o}", "claims", list, "outcomes", answers)
+                 : json_pack("{s:o?}", "claims", list);
 }
 
 /* One (queue, worker) pair worker_seen recorded, and when (monotonic). */
@@ -92,6 +79,65 @@ static void worker_seen(tk_server *s, const tk__waiter *w) {
   tk__remote_drain(s->engine);
 }
 
+/* A refusal of an outcome into *e: a malformed token is no claim (404), a
+ * token whose claim no longer holds its step is fenced (409); 0, or -1 for
+ * another error (the caller answers it as any store error). */
+static int outcome_refusal(const tk_err *err, tk__api_error *e) {
+  if (err->code == TK_EINVAL) {
+    tk__api_fail(e, 404, "not_found", "token", "%s", tk_err_message(err));
+    return 0;
+  }
+  if (err->code == TK_EFENCED) {
+    tk__api_fail(e, 409, "conflict", "token", "%s", tk_err_message(err));
+    return 0;
+  }
+  return -1;
+}
+
+/* {"state": STATE} and, for a retry, "run_at". */
+static json_t *result_json(const tk__remote_result *res) {
+  json_t *j = json_pack("{s:s}", "state", res->state);
+  if (j && strcmp(res->state, "waiting_for_retry") == 0)
+    json_object_set_new(j, "run_at", json_integer(res->run_at));
+  return j;
+}
+
+/* After outcome o was recorded: steps may have become ready; and no
+ * store signal says when a retry comes due, so wake the waiting claims
+ * then. */
+static void outcome_recorded(tk_server *s, const tk__remote_outcome *o) {
+  if (o->err.code != 0) return;
+  s->changed = 1;
+  if (o->failed && o->result.run_at > 0)
+    tk__loop_due(s, tk_monotonic_ns() + (o->result.run_at - tk_clock_now(&s->clock)) * 1000000);
+}
+
+/* The answers to a batch's outcomes o[0..n), in its order: each as its
+ * own endpoint answers it, {"state", "run_at"?}, or {"error": {"status",
+ * "code", "message", "param"?}}. */
+static json_t *outcome_answers(tk_server *s, const tk__remote_outcome *o, int n) {
+  json_t *list = json_array();
+  for (int i = 0; list && i < n; i++) {
+    outcome_recorded(s, &o[i]);
+    if (o[i].err.code == 0) {
+      json_array_append_new(list, result_json(&o[i].result));
+      continue;
+    }
+    tk__api_error e;
+    if (outcome_refusal(&o[i].err, &e) != 0) {
+      tk__server_log(s, TK_LOG_ERROR, "recording an outcome: %s", tk_err_message(&o[i].err));
+      tk__api_fail(&e, o[i].err.code == TK_EDISCONNECTED ? 503 : 500,
+                   o[i].err.code == TK_EDISCONNECTED ? "unavailable" : "internal", NULL, "%s",
+                   tk_err_message(&o[i].err));
+    }
+    json_t *err = json_pack("{s:i, s:s, s:s}", "status", e.status, "code", e.code, "message",
+                            e.message);
+    if (err && e.param[0]) json_object_set_new(err, "param", json_string(e.param));
+    json_array_append_new(list, json_pack("{s:o?}", "error", err));
+  }
+  return list;
+}
+
 int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len, tk__waiter *w,
                   tk__response *out) {
   if (!w->started) {
@@ -108,16 +154,33 @@ int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len
     /* Nobody to hand steps to (a hang-up: the answer is not read), or the
      * server stops: answer none, claim none. */
     s->claim_answers[w->woken]++;
-    tk__respond_json_value(out, 200, claims_json(NULL, 0));
+    tk__respond_json_value(out, 200, claims_json(NULL, 0, w->answers));
+    w->answers = NULL;
     return 0;
   }
   tk__remote_claimed c[TK__CLAIM_MAX];
   int n = 0;
   int64_t due;
   tk_err err;
+  int rc;
   s->claim_queries++;
-  if (tk__remote_claim(s->engine, w->queue, w->body.worker, w->body.max, c, &n, &due, &err) !=
-      0) {
+  tk__outcomes_body *carried = &w->body.outcomes;
+  if (carried->root != NULL) {
+    /* The outcomes it carries, recorded once, in its first claim's
+     * transaction, and answered with the claim. */
+    rc = tk__remote_record_claim(s->engine, carried->o, carried->n, w->queue, w->body.worker,
+                                 w->body.max, c, &n, &due, &err);
+    s->outcome_groups += carried->n > 0;
+    s->outcomes_recorded += carried->n;
+    w->answers = outcome_answers(s, carried->o, carried->n);
+    /* Their answers are not held back by a wait for work: a claim that
+     * carries outcomes answers at once (the worker's next claim waits). */
+    if (carried->n > 0) w->deadline_ns = 0;
+    tk__outcomes_body_free(carried);
+  } else {
+    rc = tk__remote_claim(s->engine, w->queue, w->body.worker, w->body.max, c, &n, &due, &err);
+  }
+  if (rc != 0) {
     tk__respond_tk_error(s, out, &err, NULL);
     return 0;
   }
@@ -127,7 +190,8 @@ int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len
     return 1;
   if (n == w->body.max) tk__loop_more(s, w->queue); /* there may be more for the next one */
   s->claim_answers[n == 0 && w->woken != TK__WAKE_NONE ? TK__WAKE_TIMEOUT : w->woken]++;
-  tk__respond_json_value(out, 200, claims_json(c, n));
+  tk__respond_json_value(out, 200, claims_json(c, n, w->answers));
+  w->answers = NULL;
   return 0;
 }
 
@@ -162,27 +226,13 @@ char *tk__workers_metrics(const tk_server *s) {
   return tk__buf_take(&b);
 }
 
-/* A refusal of an outcome: a malformed token is no claim (404), a token
- * whose claim no longer holds its step is fenced (409). */
+/* A refusal of an outcome (outcome_refusal's), or any other store error. */
 static void outcome_error(tk_server *s, tk__response *out, const tk_err *err) {
   tk__api_error e;
-  if (err->code == TK_EINVAL) {
-    tk__api_fail(&e, 404, "not_found", "token", "%s", tk_err_message(err));
-  } else if (err->code == TK_EFENCED) {
-    tk__api_fail(&e, 409, "conflict", "token", "%s", tk_err_message(err));
-  } else {
+  if (outcome_refusal(err, &e) == 0)
+    tk__respond_error(out, &e);
+  else
     tk__respond_tk_error(s, out, err, NULL);
-    return;
-  }
-  tk__respond_error(out, &e);
-}
-
-/* {"state": STATE} and, for a retry, "run_at". */
-static json_t *result_json(const tk__remote_result *res) {
-  json_t *j = json_pack("{s:s}", "state", res->state);
-  if (j && strcmp(res->state, "waiting_for_retry") == 0)
-    json_object_set_new(j, "run_at", utc_ms(res->run_at));
-  return j;
 }
 
 /* w's answer from what its group recorded. */
@@ -191,10 +241,7 @@ static void outcome_answer(tk_server *s, tk__waiter *w, tk__response *out) {
     outcome_error(s, out, &w->rec.err);
     return;
   }
-  /* No store signal says when a retry comes due: wake waiting claims then. */
-  if (w->rec.failed && w->rec.result.run_at > 0)
-    tk__loop_due(s, tk_monotonic_ns() +
-                        (w->rec.result.run_at - tk_clock_now(&s->clock)) * 1000000);
+  outcome_recorded(s, &w->rec);
   tk__respond_json_value(out, 200, result_json(&w->rec.result));
 }
 
@@ -217,7 +264,6 @@ void tk__api_outcomes_record(tk_server *s) {
     tk__waiter *w = s->outcomes;
     if (group && from) {
       w->rec = group[i];
-      if (w->rec.err.code == 0) s->changed = 1; /* steps may have become ready */
     } else {
       tk_err_set(&w->rec.err, TK_ENOMEM, "out of memory recording outcomes");
     }
@@ -236,6 +282,9 @@ int tk__api_worker_resumed(tk_server *s, tk__waiter *w, tk__response *out) {
 }
 
 void tk__api_worker_free(tk__waiter *w) {
+  tk__claim_body_free(&w->body);
+  json_decref(w->answers);
+  w->answers = NULL;
   if (!w->outcome) return;
   tk__complete_body_free(&w->complete);
   tk__fail_body_free(&w->fail);
@@ -246,6 +295,21 @@ int tk__api_claim_outcome(tk_server *s, const tk__route *r, const char *body, si
                           tk__waiter *w, tk__response *out) {
   tk__api_error e;
   tk_err err;
+  if (r->id == TK__R_OUTCOMES) {
+    /* A batch: recorded now, in one store transaction (its own group). */
+    tk__outcomes_body batch;
+    if (tk__outcomes_body_parse(body, len, &batch, &e) != 0) {
+      tk__respond_error(out, &e);
+      return 0;
+    }
+    tk__remote_record(s->engine, batch.o, batch.n);
+    s->outcome_groups += batch.n > 0;
+    s->outcomes_recorded += batch.n;
+    tk__respond_json_value(out, 200,
+                           json_pack("{s:o}", "outcomes", outcome_answers(s, batch.o, batch.n)));
+    tk__outcomes_body_free(&batch);
+    return 0;
+  }
   if (r->id == TK__R_HEARTBEAT) {
     int64_t lease = 0;
     if (tk__heartbeat_body_parse(body, len, &e) != 0)
@@ -253,7 +317,7 @@ int tk__api_claim_outcome(tk_server *s, const tk__route *r, const char *body, si
     else if (tk__remote_heartbeat(s->engine, r->name, &lease, &err) != 0)
       outcome_error(s, out, &err);
     else
-      tk__respond_json_value(out, 200, json_pack("{s:o}", "lease_expires_at", utc_ms(lease)));
+      tk__respond_json_value(out, 200, json_pack("{s:I}", "lease_expires_at", (json_int_t)lease));
     return 0;
   }
   memset(&w->rec, 0, sizeof w->rec);
@@ -280,7 +344,6 @@ int tk__api_claim_outcome(tk_server *s, const tk__route *r, const char *body, si
   w->outcome = 1;
   if (!s->stopping) return 1; /* recorded with this pass's group, then answered */
   tk__remote_record(s->engine, &w->rec, 1);
-  if (w->rec.err.code == 0) s->changed = 1;
   outcome_answer(s, w, out);
   return 0;
 }

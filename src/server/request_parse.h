@@ -18,6 +18,8 @@
 #include <tasker/query.h>
 #include <tasker/workflow.h>
 
+#include "engine/remote.h"
+
 /* The largest request body accepted (413 beyond). */
 #define TK__BODY_MAX (1024 * 1024)
 /* Most tasks or steps one bulk request may list. */
@@ -63,6 +65,7 @@ typedef enum tk__route_id {
   TK__R_HEARTBEAT,   /* POST /api/v1/claims/TOKEN/heartbeat (a worker's) */
   TK__R_COMPLETE,    /* POST /api/v1/claims/TOKEN/complete (a worker's) */
   TK__R_FAIL,        /* POST /api/v1/claims/TOKEN/fail (a worker's) */
+  TK__R_OUTCOMES,    /* POST /api/v1/claims/outcomes (a worker's: a batch) */
   TK__R_QUEUES,      /* GET /api/v1/queues */
   TK__R_ASSET        /* GET anything else outside /api/: the dashboard (last: tests
                       * iterate the routes up to it) */
@@ -232,14 +235,36 @@ void tk__bulk_body_free(tk__bulk_body *b);
 #define TK__CLAIM_MAX 100
 #define TK__CLAIM_WAIT_MAX_S 60
 
-/* POST .../claim: {"worker": NAME, "max"?: 1..100 (1), "wait"?: 0..60 s (0)}. */
+/* Most outcomes one request may carry. */
+#define TK__OUTCOMES_MAX 100
+
+/* A batch of outcomes, {"outcomes": [ITEM, ...]} (POST /api/v1/claims/outcomes,
+ * or a claim's "outcomes"): each ITEM {"token", "results"?} (a complete)
+ * or {"token", "error", "retryable"?, "retry_after"?} (a fail), checked as
+ * those endpoints check theirs. o[0..n): token and error borrow from root,
+ * results is malloc'd JSON text (NULL: null). */
+typedef struct tk__outcomes_body {
+  json_t *root;
+  tk__remote_outcome *o;
+  int n;
+} tk__outcomes_body;
+
+int tk__outcomes_body_parse(const char *body, size_t len, tk__outcomes_body *out,
+                            tk__api_error *e);
+void tk__outcomes_body_free(tk__outcomes_body *b);
+
+/* POST .../claim: {"worker": NAME, "max"?: 1..100 (1), "wait"?: 0..60 s (0),
+ * "outcomes"?: [ITEM, ...] (recorded first, in the claim's transaction)}.
+ * Free with tk__claim_body_free. */
 typedef struct tk__claim_body {
   char worker[TK__WORKER_NAME_MAX + 1];
   int max;
   int64_t wait_ms;
+  tk__outcomes_body outcomes;
 } tk__claim_body;
 
 int tk__claim_body_parse(const char *body, size_t len, tk__claim_body *out, tk__api_error *e);
+void tk__claim_body_free(tk__claim_body *b);
 
 /* POST .../heartbeat: {} or no body at all. */
 int tk__heartbeat_body_parse(const char *body, size_t len, tk__api_error *e);

@@ -48,6 +48,7 @@ const char *tk__route_name(tk__route_id id) {
       [TK__R_HEARTBEAT] = "POST /api/v1/claims/TOKEN/heartbeat",
       [TK__R_COMPLETE] = "POST /api/v1/claims/TOKEN/complete",
       [TK__R_FAIL] = "POST /api/v1/claims/TOKEN/fail",
+      [TK__R_OUTCOMES] = "POST /api/v1/claims/outcomes",
       [TK__R_QUEUES] = "GET /api/v1/queues",
       [TK__R_ASSET] = "GET /PATH (the dashboard's files)",
   };
@@ -55,7 +56,8 @@ const char *tk__route_name(tk__route_id id) {
 }
 
 int tk__route_is_worker(tk__route_id id) {
-  return id == TK__R_CLAIM || id == TK__R_HEARTBEAT || id == TK__R_COMPLETE || id == TK__R_FAIL;
+  return id == TK__R_CLAIM || id == TK__R_HEARTBEAT || id == TK__R_COMPLETE || id == TK__R_FAIL ||
+         id == TK__R_OUTCOMES;
 }
 
 /* A queue's name as a path segment, under the rule a worker step's queue
@@ -156,6 +158,9 @@ static int match_api(const segs *s, tk__route *r, int *methods, tk__api_error *e
   } else if (k == 3 && is(s, first, "queues") && is(s, first + 2, "claim")) {
     if (queue_name(s->text[first + 1], s->len[first + 1], r->name, e) != 0) return -1;
     r->id = TK__R_CLAIM;
+    *methods = TK__M_POST;
+  } else if (k == 2 && is(s, first, "claims") && is(s, first + 1, "outcomes")) {
+    r->id = TK__R_OUTCOMES;
     *methods = TK__M_POST;
   } else if (k == 3 && is(s, first, "claims") &&
              (is(s, first + 2, "heartbeat") || is(s, first + 2, "complete") ||

@@ -77,6 +77,7 @@ typedef struct tk__waiter {
   int outcome; /* an outcome (not a claim): it waits in the server's outcomes */
   char queue[TK__QUEUE_NAME_MAX + 1];
   tk__claim_body body;
+  json_t *answers; /* a claim's: the answers to the outcomes it carried, or NULL */
   int64_t deadline_ns; /* monotonic: when the wait runs out */
   int64_t due_ns; /* monotonic: when its queue's claim may find more (loop.c) */
   int due_why;    /* the tk__wake that due_ns stands for */
@@ -184,7 +185,8 @@ void tk__respond_tk_error(tk_server *s, tk__response *out, const tk_err *err, co
  * connection is resumed. */
 int tk__api_claim(tk_server *s, const tk__route *r, const char *body, size_t len, tk__waiter *w,
                   tk__response *out);
-/* POST /api/v1/claims/TOKEN/{heartbeat,complete,fail}: 0 with *out
+/* POST /api/v1/claims/TOKEN/{heartbeat,complete,fail} and
+ * /api/v1/claims/outcomes: 0 with *out
  * filled (a heartbeat, a refusal), or 1 for a complete or fail to record
  * with the pass's group: the caller suspends its connection and hands w to
  * tk__loop_wait; it is resumed with its answer ready. */

@@ -21,7 +21,9 @@ const logged = (fn) => async (step) => {
   return results;
 };
 
-w.step("double", logged(async (step) => ({ n: step.context.n * 2, by: step.worker })));
+// lease_ms: the claim's lease expiry is integer ms since the epoch, ahead.
+w.step("double", logged(async (step) => ({ n: step.context.n * 2, by: step.worker,
+  lease_ms: Number.isInteger(step.leaseExpiresAt) && step.leaseExpiresAt > Date.now() - 60000 })));
 w.step("plus", logged(async (step) => ({ sum: step.parents.double.n + 1 })));
 w.step("flaky", logged(async (step) => {
   if (step.attempt === 1) throw new Retry("busy, come back later", { after: 1.5 });

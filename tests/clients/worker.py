@@ -36,7 +36,10 @@ def logged(fn):
 @w.step("double")
 @logged
 def double(step):
-    return {"n": step.context["n"] * 2, "by": step.worker}
+    # lease_ms: the claim's lease expiry is integer ms since the epoch, ahead.
+    lease = step.lease_expires_at
+    return {"n": step.context["n"] * 2, "by": step.worker,
+            "lease_ms": isinstance(lease, int) and lease > time.time() * 1000 - 60000}
 
 
 @w.step("plus")

@@ -187,6 +187,62 @@ static void a_group_of_outcomes_is_fenced_one_by_one(void **state) {
   tk_engine_free(serve);
 }
 
+/* pages: a -> b, both a worker's. */
+static const char chain_toml[] =
+    "name = \"chain\"\nversion = \"1\"\n" EFX_STEP("a")
+    "handler = { kind = \"worker\", queue = \"pages\" }\n" EFX_STEP("b")
+    "handler = { kind = \"worker\", queue = \"pages\" }\ndepends_on = [\"a\"]\n";
+
+/* Outcomes and a claim in one call (tk__remote_record_claim): the
+ * outcomes are recorded, each answered, and the claim takes the step the
+ * complete released; a claim refused for its arguments records none. */
+static void outcomes_and_a_claim_in_one_call(void **state) {
+  efx *f = *state;
+  efx_template(f, chain_toml);
+  int64_t t = efx_submit(f, "chain", NULL);
+  tk_engine *serve = efx_engine_on(f, f->store, "serve-1");
+  tk__remote_claimed c[4], next[4];
+  int n = 0, m = 0;
+  tk_err err;
+  assert_int_equal(tk__remote_claim(serve, "pages", "w-1", 4, c, &n, NULL, &err), 0);
+  assert_int_equal(n, 1);
+  assert_string_equal(c[0].step, "a");
+  tk__remote_outcome o[] = {{.token = c[0].token, .results = "{\"page\": 1}"},
+                            {.token = "not-a-token", .results = "2"}};
+  /* Refused for its max: nothing recorded, each outcome says why. */
+  assert_int_equal(
+      tk__remote_record_claim(serve, o, 2, "pages", "w-1", 0, next, &m, NULL, &err), TK_ERANGE);
+  assert_int_equal(o[0].err.code, TK_ERANGE);
+  efx_expect(f, t, "in_progress", "a", "in_progress", "b", "pending", NULL);
+  int64_t due = 0;
+  assert_int_equal(
+      tk__remote_record_claim(serve, o, 2, "pages", "w-1", 4, next, &m, &due, &err), 0);
+  assert_int_equal(o[0].err.code, 0);
+  assert_string_equal(o[0].result.state, "complete");
+  assert_int_equal(o[1].err.code, TK_EINVAL);
+  assert_int_equal(m, 1);
+  assert_string_equal(next[0].step, "b");
+  char *in = json_dumps(next[0].input, JSON_COMPACT | JSON_SORT_KEYS);
+  assert_string_equal(in, "{\"context\":{},\"parents\":{\"a\":{\"page\":1}}}");
+  free(in);
+  efx_expect(f, t, "in_progress", "a", "complete", "b", "in_progress", NULL);
+  /* No outcomes at all: a claim alone. */
+  tk__remote_outcome done = {.token = next[0].token};
+  tk__remote_claimed more[1];
+  int k = -1;
+  assert_int_equal(
+      tk__remote_record_claim(serve, &done, 1, "pages", "w-1", 1, more, &k, NULL, &err), 0);
+  assert_int_equal(done.err.code, 0);
+  assert_int_equal(k, 0);
+  assert_int_equal(tk__remote_record_claim(serve, NULL, 0, "pages", "w-1", 1, more, &k, NULL, &err),
+                   0);
+  assert_int_equal(k, 0);
+  efx_expect(f, t, "complete", "a", "complete", "b", "complete", NULL);
+  tk__remote_claims_free(c, n);
+  tk__remote_claims_free(next, m);
+  tk_engine_free(serve);
+}
+
 /* A worker step handed to an orchestrator anyway (a row written by hand
  * without its queue) fails for good, saying why, instead of pretending. */
 static void a_worker_step_without_its_queue_fails_for_good(void **state) {
@@ -218,6 +274,7 @@ int main(void) {
                                       efx_teardown),
       cmocka_unit_test_setup_teardown(a_dead_workers_lease_is_reaped_by_the_server, setup,
                                       efx_teardown),
+      cmocka_unit_test_setup_teardown(outcomes_and_a_claim_in_one_call, setup, efx_teardown),
       cmocka_unit_test_setup_teardown(a_group_of_outcomes_is_fenced_one_by_one, setup,
                                       efx_teardown),
   };

@@ -11,7 +11,11 @@
 # waiting claim), complete releasing the next step and finishing the task,
 # a permanent failure, a stale token (a second outcome, a lease that
 # expired and was reaped) answered 409 and changing nothing, bad bodies and
-# tokens, a body over the limit, a long-poll woken by a submit from another
+# tokens, a body over the limit, a batch of outcomes (POST
+# /api/v1/claims/outcomes: each fenced and answered on its own, one bad
+# item refusing the whole body and recording none) and a claim that
+# carries outcomes (recorded with the claim, which takes the steps they
+# released and answers at once), a long-poll woken by a submit from another
 # process (by the store's signal, as /metrics counts it), a waiting worker
 # that hangs up (nothing claimed for it), and a stop while a claim waits.
 
@@ -151,9 +155,21 @@ depends_on = ["thumbs"]
 handler = { kind = "builtin", name = "noop" }
 TOML
   sed 's/"solo"/"pair"/; s/"other"/"pair"/' "$W/solo.toml" >"$W/pair.toml"
+  cat >"$W/duo.toml" <<'TOML'
+name = "duo"
+version = "1"
+[[steps]]
+name = "a"
+handler = { kind = "worker", queue = "duo" }
+retry = { max_attempts = 3 }
+[[steps]]
+name = "b"
+depends_on = ["a"]
+handler = { kind = "worker", queue = "duo" }
+TOML
   run t init
   [ "$RC" -eq 0 ] || wk_fatal "init" "$ERR"
-  run t template add "$W/img.toml" "$W/solo.toml" "$W/batch.toml" "$W/pair.toml"
+  run t template add "$W/img.toml" "$W/solo.toml" "$W/batch.toml" "$W/pair.toml" "$W/duo.toml"
   [ "$RC" -eq 0 ] || wk_fatal "template add" "$ERR"
   printf 'same-token\n' >"$W/same.token"
   run t serve --listen 127.0.0.1:0 --token-file "$W/same.token" --worker-token-file "$W/same.token"
@@ -186,8 +202,13 @@ TOML
   wk_expect "claim: resize, attempt 1, with its input" 200 \
     '[.claims[] | [.task_id, .step, .attempt, .input, .heartbeat_ms > 0]]' \
     '[[1,"resize",1,{"context":{"url":"https://example.com/a.png"},"parents":{"fetch":null}},true]]'
-  expect_match "claim: lease_expires_at is RFC 3339 UTC with ms" \
-    "$(printf '%s' "$BODY" | jq -r '.claims[0].lease_expires_at' | grep -E '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$')" "T"
+  # Times as the operators' API gives them: integer ms since the epoch,
+  # here the lease (6 s) from the claim's now.
+  now_ms=$(($(date +%s) * 1000))
+  expect_eq "claim: lease_expires_at is integer ms since the epoch, about 6 s ahead" \
+    "$(printf '%s' "$BODY" | jq --argjson now "$now_ms" \
+      '.claims[0].lease_expires_at | [type, . > $now - 60000, . < $now + 70000]' -c)" \
+    '["number",true,true]'
   TOK1=$(printf '%s' "$BODY" | jq -r '.claims[0].token')
   LEASE1=$(printf '%s' "$BODY" | jq -r '.claims[0].lease_expires_at')
   expect_eq "the step is in progress, owned by the worker" "$(wk_step 1 resize '[.state, .lease_owner]')" \
@@ -196,7 +217,8 @@ TOML
     '"a worker of queue \"images\" holds the step'"'"'s lease"'
 
   wk_post "/api/v1/claims/$TOK1/heartbeat" ''
-  wk_expect "heartbeat (no body): 200" 200 '.lease_expires_at >= "'"$LEASE1"'"' true
+  wk_expect "heartbeat (no body): 200, the lease extended (integer ms)" 200 \
+    '.lease_expires_at >= '"$LEASE1"' and (.lease_expires_at | floor) == .lease_expires_at' true
   wk_post "/api/v1/claims/$TOK1/heartbeat" '{"x": 1}'
   wk_expect "heartbeat with a member: 400 naming it" 400 .error.param '"x"'
 
@@ -218,13 +240,15 @@ TOML
   wk_expect "a malformed token: 404" 404 .error.param '"token"'
   expect_eq "none of them changed the step" "$(wk_step 1 resize '[.state, .attempts]')" '["in_progress",1]'
   wk_post "/api/v1/claims/$TOK1/heartbeat" '{}'
-  wk_expect "heartbeat ({}): 200" 200 '.lease_expires_at | type' '"string"'
+  wk_expect "heartbeat ({}): 200" 200 '.lease_expires_at | type' '"number"'
 
   # A retryable failure with retry_after: retried under the policy, and
   # the retry handed to a claim that waits for it.
   wk_post "/api/v1/claims/$TOK1/fail" '{"error": "S3 timed out", "retryable": true, "retry_after": 0.3}'
   wk_expect "fail with retry_after: waiting_for_retry" 200 '[.state, (.run_at | type)]' \
-    '["waiting_for_retry","string"]'
+    '["waiting_for_retry","number"]'
+  expect_eq "its run_at (integer ms) is the step's, as the operators' API gives it" \
+    "$(printf '%s' "$BODY" | jq .run_at)" "$(wk_step 1 resize .run_at)"
   expect_eq "the retry's delay came from retry_after (the server's, as a Retry-After)" \
     "$(wk_step 1 resize '[.state, .last_error, .history[0].outcome, .history[0].delay_source, .history[0].delay_ms]')" \
     '["waiting_for_retry","S3 timed out","failure","server",300]'
@@ -314,6 +338,73 @@ TOML
     [ "$CODE" = 200 ] || tap_fail "complete an instance" "status $CODE: $BODY"
   done
   wait_for "task 4 (the map's) is complete" 60 wk_task_is 4 complete
+
+  # Batches of outcomes. Bodies refused whole, before any claim.
+  wk_post /api/v1/claims/outcomes "{\"outcomes\": [{\"token\": \"t1\", \"error\": \"x\", \"retryable\": false, \"retry_after\": 1}]}"
+  wk_expect "retry_after without retryable, in a batch: 400 naming it" 400 .error.param \
+    '"outcomes[0].retry_after"'
+  wk_post /api/v1/claims/outcomes '{"outcomes": "all done"}'
+  wk_expect "outcomes not an array: 400" 400 .error.param '"outcomes"'
+  wk_post /api/v1/claims/outcomes "{\"outcomes\": [$(seq 101 | sed 's/.*/{"token": "x"}/' | paste -sd, -)]}"
+  wk_expect "101 outcomes: 400" 400 .error.message '"outcomes: too many: expected an array of 0 to 100 outcomes"'
+  wk_post /api/v1/claims/outcomes '{"outcomes": [{"token": "t1"}]}' "$WK_OTOKEN"
+  wk_expect "a batch with the operator's token: 401" 401 .error.code '"unauthorized"'
+  # Three tasks of duo, their three a's claimed.
+  printf '{"context": {"n": 1}}\n{"context": {"n": 2}}\n{"context": {"n": 3}}\n' |
+    t submit duo --contexts - >/dev/null
+  wk_post /api/v1/queues/duo/claim '{"worker": "w4", "max": 3}'
+  wk_expect "three a's claimed" 200 '[.claims[] | [.step, .input.context.n]] | sort' \
+    '[["a",1],["a",2],["a",3]]'
+  for n in 1 2 3; do
+    eval "DUO$n=\$(printf '%s' \"\$BODY\" | jq -r --argjson n $n '.claims[] | select(.input.context.n == \$n) | .token')"
+    eval "DUO_TASK$n=\$(printf '%s' \"\$BODY\" | jq -r --argjson n $n '.claims[] | select(.input.context.n == \$n) | .task_id')"
+  done
+  # A batch with one bad item is refused whole: nothing recorded.
+  wk_post /api/v1/claims/outcomes "{\"outcomes\": [{\"token\": \"$DUO1\", \"results\": 1}, {\"token\": \"$DUO2\", \"results\": 1, \"error\": \"x\"}]}"
+  wk_expect "an outcome with results and error: 400 naming it" 400 .error.param '"outcomes[1].results"'
+  wk_post /api/v1/queues/duo/claim "{\"worker\": \"w4\", \"outcomes\": [{\"token\": \"$DUO1\", \"results\": 1}, {\"token\": 7}]}"
+  wk_expect "a claim carrying a bad outcome: 400 naming it" 400 .error.param '"outcomes[1].token"'
+  expect_eq "neither changed a step" \
+    "$(wk_sql "SELECT count(*) FROM steps WHERE name = 'a' AND state = 'in_progress' AND results IS NULL")" 3
+  # Their leases (6 s) renewed: the checks above take long under ASan.
+  for tok in "$DUO1" "$DUO2" "$DUO3"; do
+    wk_post "/api/v1/claims/$tok/heartbeat" '{}'
+    [ "$CODE" = 200 ] || tap_fail "heartbeat a duo claim" "status $CODE: $BODY"
+  done
+  # One batch: a complete, a fail with retry_after, a token that is none
+  # and a second outcome of the first claim (stale: fenced, counted).
+  fenced0=$(wk_metric tasker_fenced_writes_total)
+  groups0=$(wk_metric tasker_serve_outcome_groups_total)
+  wk_post /api/v1/claims/outcomes "{\"outcomes\": [{\"token\": \"$DUO1\", \"results\": {\"x\": 1}}, {\"token\": \"$DUO2\", \"error\": \"later\", \"retry_after\": 3}, {\"token\": \"not-a-token\"}, {\"token\": \"$DUO1\", \"results\": {\"x\": 2}}]}"
+  wk_expect "a batch: each outcome answered on its own, in order" 200 \
+    '[.outcomes[] | [.state // .error.status, (.run_at | type), .error.param]]' \
+    '[["complete","null",null],["waiting_for_retry","number",null],[404,"null","token"],[409,"null","token"]]'
+  expect_eq "the batch was one request's group, its stale outcome a fenced write" \
+    "$(($(wk_metric tasker_serve_outcome_groups_total) - groups0)) $(($(wk_metric tasker_fenced_writes_total) - fenced0))" "1 1"
+  expect_eq "the complete and the fail were recorded, the stale one changed nothing" \
+    "$(eval "wk_step \$DUO_TASK1 a '[.state, .results]'") $(eval "wk_step \$DUO_TASK2 a '[.state, .last_error, .history[0].delay_source]'")" \
+    '["complete",{"x":1}] ["waiting_for_retry","later","server"]'
+  wk_post "/api/v1/claims/$DUO3/heartbeat" '{}'
+  # A claim that carries an outcome: recorded first, in the claim's
+  # transaction, which claims the steps it (and the batch) released; it
+  # answers at once, though it may wait.
+  wk_post /api/v1/queues/duo/claim "{\"worker\": \"w4\", \"max\": 2, \"wait\": 30, \"outcomes\": [{\"token\": \"$DUO3\", \"results\": {\"y\": 3}}]}"
+  wk_expect "a claim carrying a complete: its answer, and the b's released" 200 \
+    '[.outcomes, ([.claims[] | [.step, .input.parents.a]] | sort)]' \
+    '[[{"state":"complete"}],[["b",{"x":1}],["b",{"y":3}]]]'
+  wk_post /api/v1/claims/outcomes "$(printf '%s' "$BODY" | jq -c '{outcomes: [.claims[] | {token}]}')"
+  wk_expect "both b's completed in one batch" 200 '[.outcomes[].state]' '["complete","complete"]'
+  wk_post /api/v1/queues/duo/claim '{"worker": "w4", "wait": 30}'
+  wk_expect "a's retry is claimed when due (retry_after 3 s)" 200 '[.claims[] | [.step, .attempt]]' \
+    '[["a",2]]'
+  wk_post /api/v1/claims/outcomes "$(printf '%s' "$BODY" | jq -c '{outcomes: [.claims[] | {token, results: null}]}')"
+  wk_expect "its complete" 200 '[.outcomes[].state]' '["complete"]'
+  wk_post /api/v1/queues/duo/claim '{"worker": "w4", "wait": 30}'
+  wk_post /api/v1/claims/outcomes "{\"outcomes\": [{\"token\": \"$(printf '%s' "$BODY" | jq -r '.claims[0].token')\"}]}"
+  wk_expect "the last b completed" 200 '[.outcomes[].state]' '["complete"]'
+  for n in 1 2 3; do
+    eval "wait_for \"duo task \$n is complete\" 30 wk_task_is \$DUO_TASK$n complete"
+  done
 
   # Two claims wait on one queue and one transaction makes two steps
   # ready: the store's signal wakes the oldest, which gets all it asked

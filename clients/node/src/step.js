@@ -19,7 +19,8 @@ export function claimToken(step) {
  * "resize[3]" for a map's instance), `taskId`, `attempt` (1 on the first),
  * `input` ({context, parents, and item for a map's instance}) and its parts
  * `context`, `parents` (each parent's results by name), `item` and
- * `itemIndex` (null but for a map's instance). `lost` turns true when the
+ * `itemIndex` (null but for a map's instance); `leaseExpiresAt` (ms since the
+ * epoch, as the server's API gives times) and `heartbeatMs`. `lost` turns true when the
  * worker learns the lease was lost (the step moved on): what the function
  * returns then is dropped, so a long function may give up early. */
 export class Step {

@@ -1,7 +1,9 @@
 // A worker: claims steps of one queue from tasker serve (docs/api.md
 // "Workers"), runs each with the async function registered for its name,
 // at most `concurrency` at once, heartbeats while it runs, and reports its
-// outcome.
+// outcome: outcomes are sent in batches, with the next claim when there is
+// room for it (one round trip, one store transaction), else after FLUSH_MS
+// on their own (POST /api/v1/claims/outcomes).
 
 import os from "node:os";
 
@@ -14,6 +16,13 @@ const WORKER_NAME = /^[\x21-\x7e]{1,128}$/;
 const CLAIM_MAX = 100; // the most one claim may ask for
 const WAIT_MAX = 60; // the longest a claim may wait, in seconds
 const ERROR_MAX = 4096; // characters of a failure's text sent, the rest cut
+const OUTCOMES_MAX = 100; // the most outcomes one request may carry
+// How long a finished step's outcome may wait for the next claim to carry
+// it before it is sent on its own (a claim waiting for work carries none).
+const FLUSH_MS = 5;
+// How long a claim waits for more places to come free once one is, so
+// that one claim takes (and reports) several steps.
+const GATHER_MS = 2;
 
 /** Delays between tries after connection errors: 100 ms doubling up to
  * 5 s, each drawn between half and all of that. */
@@ -49,6 +58,11 @@ function errorText(message, fallback) {
   return text.length <= ERROR_MAX ? text : text.slice(0, ERROR_MAX - 1) + "\u2026";
 }
 
+/** An outcome as a batch carries it: its endpoint's body and the token. */
+function outcomeItem(o) {
+  return { token: claimToken(o.rec.step), ...o.body };
+}
+
 function describe(e) {
   return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
 }
@@ -69,6 +83,10 @@ export class Worker {
   #api;
   #functions = new Map();
   #held = new Map(); // claim token -> {step, timer, finishing, abandoned, done}
+  #running = 0; // held steps whose functions have not returned yet
+  #outcomes = []; // [{rec, kind, body}]: to report, oldest first
+  #flushTimer = null;
+  #flushing = false;
   #slotWaiters = []; // the claim loop, waiting for a step to end
   #idleWaiters = []; // run(), waiting for the last held step to end
   #stopping = new AbortController(); // no more claims
@@ -85,8 +103,13 @@ export class Worker {
    * names this worker to the server (default HOST.PID); `wait` is how long
    * each claim waits for work (seconds, up to 60); `grace` how long a stop
    * lets running functions finish before their leases are left to expire;
-   * `logger` has debug, info, warn and error (default: stderr). */
-  constructor({ url, token, queue, worker, concurrency = 8, wait = 30, grace = 30, logger } = {}) {
+   * `prefetch` how many steps more than `concurrency` it may hold claimed,
+   * waiting for their turn (their leases run and are heartbeaten
+   * meanwhile): 0 claims only for free places; more keeps the functions
+   * busy while the next claim is on its way (short steps), at the cost of
+   * steps another worker could have started; `logger` has debug, info,
+   * warn and error (default: stderr). */
+  constructor({ url, token, queue, worker, concurrency = 8, wait = 30, grace = 30, prefetch = 0, logger } = {}) {
     if (typeof queue !== "string" || !QUEUE_NAME.test(queue)) {
       throw new TypeError(`queue ${JSON.stringify(queue)}: expected 1 to 64 of a-z 0-9 _ . -`);
     }
@@ -98,6 +121,9 @@ export class Worker {
       throw new TypeError(`concurrency ${concurrency}: expected a whole number, at least 1`);
     }
     if (!isNumber(wait, 0, WAIT_MAX)) throw new TypeError(`wait ${wait}: expected 0 to ${WAIT_MAX} seconds`);
+    if (!Number.isInteger(prefetch) || prefetch < 0) {
+      throw new TypeError(`prefetch ${prefetch}: expected a whole number, at least 0`);
+    }
     if (!isNumber(grace, 0, Infinity)) throw new TypeError(`grace ${grace}: expected seconds, at least 0`);
     this.#api = new Api(url, token === undefined ? process.env.TASKER_WORKER_TOKEN : token);
     this.url = url;
@@ -106,6 +132,7 @@ export class Worker {
     this.concurrency = concurrency;
     this.wait = wait;
     this.grace = grace;
+    this.prefetch = prefetch;
     this.log = logger ?? defaultLogger;
   }
 
@@ -130,6 +157,7 @@ export class Worker {
     if (this.#stops > 1) this.#hurry.abort();
     this.#stopping.abort(); // a claim waiting is hung up on: nothing is claimed for it
     this.#wake(this.#slotWaiters);
+    this.#scheduleFlush();
   }
 
   #wake(waiters) {
@@ -188,21 +216,56 @@ export class Worker {
     if (this.#fatal) throw this.#fatal;
   }
 
-  /** Claims as many steps as are free, waiting for work, until stopped. */
+  /** Resolves when a step's function returns (or a stop), or after ms. */
+  #slotChange(ms) {
+    return new Promise((resolve) => {
+      const timer = ms === undefined ? null : setTimeout(done, ms);
+      const waiters = this.#slotWaiters;
+      function done() {
+        clearTimeout(timer);
+        const i = waiters.indexOf(done);
+        if (i >= 0) waiters.splice(i, 1);
+        resolve();
+      }
+      waiters.push(done);
+    });
+  }
+
+  /** Claims as many steps as there is room for, waiting for work, and
+   * carries the outcomes ready by then, until stopped. */
   async #claimLoop() {
     const backoff = new Backoff();
     const path = `/api/v1/queues/${this.queue}/claim`;
     const stopping = this.#stopping.signal;
+    const capacity = this.concurrency + this.prefetch;
     while (!stopping.aborted) {
-      while (this.#held.size >= this.concurrency && !stopping.aborted) {
-        await new Promise((resolve) => this.#slotWaiters.push(resolve));
+      while (this.#running >= capacity && !stopping.aborted) await this.#slotChange();
+      // A moment for more places to come free, up to a function's worth
+      // each: one claim for them all.
+      const gather = Date.now() + GATHER_MS;
+      while (this.#running > this.prefetch && !stopping.aborted && Date.now() < gather) {
+        await this.#slotChange(Math.max(1, gather - Date.now()));
       }
       if (stopping.aborted) return;
-      const body = { worker: this.worker, max: Math.min(this.concurrency - this.#held.size, CLAIM_MAX), wait: this.wait };
+      const carried = this.#outcomes.splice(0, OUTCOMES_MAX);
+      const body = { worker: this.worker, max: Math.min(capacity - this.#running, CLAIM_MAX), wait: this.wait };
+      if (carried.length) body.outcomes = carried.map(outcomeItem);
       let answer;
       try {
-        answer = await this.#api.post(path, body, { timeoutMs: this.wait * 1000 + ANSWER_TIMEOUT_MS, signal: stopping });
+        // A claim waiting is hung up on at a stop (nothing is claimed for
+        // it); one that carries outcomes is answered at once: it is let
+        // finish, so they are not sent twice.
+        answer = carried.length
+          ? await this.#api.post(path, body, { timeoutMs: ANSWER_TIMEOUT_MS })
+          : await this.#api.post(path, body, { timeoutMs: this.wait * 1000 + ANSWER_TIMEOUT_MS, signal: stopping });
       } catch (e) {
+        if (carried.length && e instanceof HttpError && (e.status === 413 || String(e.param ?? "").startsWith("outcomes"))) {
+          // One of them the server would not take in a batch: each on its
+          // own (a complete over the limit becomes a fail).
+          for (const o of carried) this.#reportAlone(o.rec, o.kind, o.body);
+          continue;
+        }
+        this.#putBack(carried, stopping.aborted ? undefined : e);
         if (stopping.aborted) return;
         if (e instanceof HttpError && [400, 401, 403, 404].includes(e.status)) {
           this.#refused(e);
@@ -214,6 +277,7 @@ export class Worker {
         continue;
       }
       backoff.reset();
+      if (carried.length) this.#answered(carried, answer?.outcomes);
       const claims = answer?.claims;
       if (!Array.isArray(claims)) {
         this.log.error(`worker ${this.worker}: claim: an answer without claims: ${JSON.stringify(answer).slice(0, 160)}`);
@@ -222,6 +286,114 @@ export class Worker {
       }
       for (const claim of claims) this.#hold(claim);
     }
+  }
+
+  /** Outcomes a request did not deliver, to be sent again (a second try of
+   * one that did arrive is answered 409: never recorded twice). */
+  #putBack(carried, why) {
+    if (!carried.length) return;
+    for (const o of why === undefined ? [] : carried) {
+      this.log.warn(`worker ${this.worker}: ${o.kind} of ${o.rec.step}: ${why.message}; trying again`);
+    }
+    this.#outcomes.unshift(...carried);
+    this.#scheduleFlush();
+  }
+
+  /** Send the outcomes no claim carried within FLUSH_MS (at once when
+   * stopping). */
+  #scheduleFlush() {
+    if (this.#flushTimer || this.#flushing || !this.#outcomes.length) return;
+    const ms = this.#stopping.signal.aborted ? 0 : FLUSH_MS;
+    this.#flushTimer = setTimeout(() => {
+      this.#flushTimer = null;
+      this.#flush();
+    }, ms);
+  }
+
+  /** POST the outcomes waiting to /api/v1/claims/outcomes, in batches,
+   * until none waits (tried again after a connection error or 5xx). */
+  async #flush() {
+    this.#flushing = true;
+    const backoff = new Backoff();
+    try {
+      while (this.#outcomes.length && !this.#abandon.signal.aborted) {
+        const batch = this.#outcomes.splice(0, OUTCOMES_MAX).filter((o) => !this.#dropped(o.rec));
+        if (!batch.length) continue;
+        try {
+          const answer = await this.#api.post("/api/v1/claims/outcomes", { outcomes: batch.map(outcomeItem) });
+          this.#answered(batch, answer?.outcomes);
+          backoff.reset();
+        } catch (e) {
+          if (e instanceof HttpError && (e.status === 413 || e.status === 400)) {
+            for (const o of batch) this.#reportAlone(o.rec, o.kind, o.body);
+            continue;
+          }
+          if (!(e instanceof HttpError || e instanceof TransportError)) throw e;
+          for (const o of batch) this.log.warn(`worker ${this.worker}: ${o.kind} of ${o.rec.step}: ${e.message}; trying again`);
+          this.#outcomes.unshift(...batch);
+          await sleep(backoff.next(), this.#abandon.signal);
+        }
+      }
+    } finally {
+      this.#flushing = false;
+      if (this.#abandon.signal.aborted) {
+        for (const o of this.#outcomes.splice(0)) this.#dropped(o.rec);
+      }
+      this.#scheduleFlush();
+    }
+  }
+
+  /** Whether the step's outcome is no longer to be sent (then it is let go). */
+  #dropped(rec) {
+    if (rec.abandoned) {
+      this.log.warn(`worker ${this.worker}: ${rec.step} not reported: stopped past its grace`);
+    } else if (rec.step.lost) {
+      this.log.warn(`worker ${this.worker}: ${rec.step} dropped: its lease was lost`);
+    } else {
+      return false;
+    }
+    this.#letGo(rec);
+    return true;
+  }
+
+  /** The server's answers to the outcomes `sent`, one each, in order. */
+  #answered(sent, answers) {
+    if (!Array.isArray(answers) || answers.length !== sent.length) {
+      this.log.error(`worker ${this.worker}: outcomes answered without one answer each: ${JSON.stringify(answers)?.slice(0, 160)}`);
+      answers = sent.map(() => null);
+    }
+    const again = [];
+    sent.forEach((o, i) => {
+      const ans = answers[i];
+      const step = o.rec.step;
+      const err = ans && typeof ans === "object" ? ans.error : undefined;
+      if (ans && typeof ans === "object" && err === undefined) {
+        this.log.debug(`worker ${this.worker}: ${step}: ${o.kind}`);
+      } else if (!err || typeof err !== "object") {
+        this.log.error(`worker ${this.worker}: ${o.kind} of ${step}: an answer without its state: ${JSON.stringify(ans)?.slice(0, 160)}`);
+      } else if (err.status === 409) {
+        step.lost = true;
+        this.log.warn(`worker ${this.worker}: ${o.kind} of ${step} refused, dropped: ${err.message}`);
+      } else if (err.status >= 500) {
+        this.log.warn(`worker ${this.worker}: ${o.kind} of ${step}: ${err.message}; trying again`);
+        again.push(o);
+        return;
+      } else {
+        this.log.error(`worker ${this.worker}: ${o.kind} of ${step} refused: HTTP ${err.status} ${err.code}: ${err.message}`);
+      }
+      this.#letGo(o.rec);
+    });
+    this.#putBack(again);
+  }
+
+  /** The step is done with: no more heartbeats, its place free. */
+  #letGo(rec) {
+    if (rec.done) return;
+    rec.done = true;
+    clearTimeout(rec.timer);
+    this.#held.delete(claimToken(rec.step));
+    this.#wake(this.#slotWaiters);
+    if (this.#held.size === 0) this.#wake(this.#idleWaiters);
   }
 
   /** The server refused a claim for good: run() rejects with WorkerError. */
@@ -245,22 +417,38 @@ export class Worker {
     }
     const rec = { step, timer: null, finishing: false, abandoned: false, done: false };
     this.#held.set(claimToken(step), rec);
+    this.#running += 1;
     this.#execute(rec);
   }
 
   async #execute(rec) {
     this.#scheduleHeartbeat(rec, rec.step.heartbeatMs);
+    let outcome = null;
     try {
       const [kind, body] = await this.#call(rec.step);
+      rec.finishing = true;
+      outcome = { rec, kind, body };
+    } catch (e) {
+      this.log.error(`worker ${this.worker}: ${rec.step}: ${e.stack ?? e}`);
+    }
+    this.#running -= 1;
+    if (outcome) {
+      this.#outcomes.push(outcome);
+      this.#scheduleFlush();
+      this.#wake(this.#slotWaiters);
+    } else {
+      this.#letGo(rec);
+    }
+  }
+
+  /** Sends the step's outcome on its own (its endpoint), then lets it go. */
+  async #reportAlone(rec, kind, body) {
+    try {
       await this.#report(rec, kind, body);
     } catch (e) {
       this.log.error(`worker ${this.worker}: ${rec.step}: ${e.stack ?? e}`);
     } finally {
-      rec.done = true;
-      clearTimeout(rec.timer);
-      this.#held.delete(claimToken(rec.step));
-      this.#wake(this.#slotWaiters);
-      if (this.#held.size === 0) this.#wake(this.#idleWaiters);
+      this.#letGo(rec);
     }
   }
 
@@ -303,7 +491,6 @@ export class Worker {
   async #report(rec, kind, body) {
     const backoff = new Backoff();
     const step = rec.step;
-    rec.finishing = true;
     for (;;) {
       if (rec.abandoned) {
         this.log.warn(`worker ${this.worker}: ${step} not reported: stopped past its grace`);

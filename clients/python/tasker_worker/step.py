@@ -16,7 +16,8 @@ class Step:
     "resize[3]" for a map's instance), `task_id`, `attempt` (1 on the first),
     `input` ({"context", "parents", and "item" for a map's instance}) and its
     parts `context`, `parents` (each parent's results by name), `item` and
-    `item_index` (None but for a map's instance). `lost` turns True when
+    `item_index` (None but for a map's instance); `lease_expires_at` (ms since the
+    epoch, as the server's API gives times) and `heartbeat_ms`. `lost` turns True when
     the worker learns the lease was lost (the step moved on): whatever the
     function returns then is dropped, so a long function may give up early."""
 

@@ -1,6 +1,9 @@
 """A worker: claims steps of one queue from tasker serve (docs/api.md
 "Workers"), runs each by the function registered for its name on a pool of
-threads, heartbeats while it runs, and reports its outcome."""
+threads, heartbeats while it runs, and reports its outcome: outcomes are
+sent in batches, with the next claim when a thread is free for it (one
+round trip, one store transaction), else after FLUSH_S on their own
+(POST /api/v1/claims/outcomes)."""
 
 import json
 import logging
@@ -24,6 +27,13 @@ WORKER_NAME = re.compile(r"^[\x21-\x7e]{1,128}$")
 CLAIM_MAX = 100  # the most one claim may ask for
 WAIT_MAX = 60  # the longest a claim may wait, in seconds
 ERROR_MAX = 4096  # characters of a failure's text sent, the rest cut
+OUTCOMES_MAX = 100  # the most outcomes one request may carry
+# How long a finished step's outcome may wait for the next claim to carry
+# it before it is sent on its own (a claim waiting for work carries none).
+FLUSH_S = 0.005
+# How long a claim waits for more busy threads to come free once one is,
+# so that one claim takes (and reports) several steps.
+GATHER_S = 0.002
 
 
 class _Backoff:
@@ -50,6 +60,11 @@ def _error_text(message, fallback):
     return text if len(text) <= ERROR_MAX else text[: ERROR_MAX - 1] + "\u2026"
 
 
+def _outcome_item(st, kind, body):
+    """An outcome as a batch carries it: its endpoint's body and the token."""
+    return {"token": st._token, **body}
+
+
 def _default_worker_name():
     return f"{socket.gethostname()[:100]}.{os.getpid()}"
 
@@ -61,10 +76,15 @@ class Worker:
     loopback server with no tokens), `threads` at a time. `worker` names
     this worker to the server (default HOST.PID); `wait` is how long each
     claim waits for work (seconds, up to 60); `grace` how long a stop lets
-    running functions finish before their leases are left to expire."""
+    running functions finish before their leases are left to expire;
+    `prefetch` how many steps more than `threads` it may hold claimed,
+    waiting for a thread (their leases run and are heartbeaten meanwhile):
+    0 claims only for free threads; more keeps the threads busy while the
+    next claim is on its way (short steps), at the cost of steps another
+    worker could have started."""
 
     def __init__(self, url, token=None, queue=None, worker=None, threads=8, *, wait=30,
-                 grace=30.0, logger=None):
+                 grace=30.0, prefetch=0, logger=None):
         if not isinstance(queue, str) or not QUEUE_NAME.match(queue):
             raise ValueError(f"queue {queue!r}: expected 1 to 64 of a-z 0-9 _ . -")
         worker = _default_worker_name() if worker is None else worker
@@ -74,6 +94,8 @@ class Worker:
             raise ValueError(f"threads {threads!r}: expected a whole number, at least 1")
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= WAIT_MAX:
             raise ValueError(f"wait {wait!r}: expected 0 to {WAIT_MAX} seconds")
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
+            raise ValueError(f"prefetch {prefetch!r}: expected a whole number, at least 0")
         if isinstance(grace, bool) or not isinstance(grace, (int, float)) or grace < 0:
             raise ValueError(f"grace {grace!r}: expected seconds, at least 0")
         if token is None:
@@ -84,11 +106,22 @@ class Worker:
         self.threads = threads
         self.wait = wait
         self.grace = grace
+        self.prefetch = prefetch
         self.log = logger or logging.getLogger("tasker_worker")
         self._api = Api(url, token)
         self._functions = {}
-        self._cond = threading.Condition()
+        # One lock, a condition per waiter, so that each is woken only for
+        # what it waits for: the claim loop (a thread coming free), the
+        # reporter (outcomes to send) and the heartbeats (a first step).
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)
+        self._report_cond = threading.Condition(lock)
+        self._beat_cond = threading.Condition(lock)
+        self._beat_idle = False  # the heartbeats wait with no step to heartbeat
+        self._carrying = False  # the claim under way carries outcomes
         self._held = {}  # claim token -> Step: claimed, outcome not yet reported
+        self._running = 0  # steps held whose functions have not returned yet
+        self._outcomes = []  # [(Step, kind, body, when ready)]: to report, oldest first
         self._stopping = threading.Event()  # no more claims
         self._abandon = threading.Event()  # the grace ran out: report nothing more
         self._done = False  # run() is over: the heartbeats end
@@ -168,16 +201,21 @@ class Worker:
         heartbeats = threading.Thread(target=self._heartbeat_loop, name="tasker-heartbeats",
                                       daemon=True)
         claims = threading.Thread(target=self._claim_loop, name="tasker-claims", daemon=True)
-        for t in executors + [heartbeats, claims]:
+        reporter = threading.Thread(target=self._report_loop, name="tasker-outcomes", daemon=True)
+        for t in executors + [heartbeats, claims, reporter]:
             t.start()
         self.log.info("worker %s: running steps of queue %s from %s, %d at a time", self.worker,
                       self.queue, self.url, self.threads)
         while not any(c in b"sxf" for c in os.read(self._wake_r, 256)):
             pass
         self._stopping.set()
-        self._claim_conn.abort()  # a claim waiting is abandoned: nothing is claimed for it
         with self._cond:
-            self._cond.notify_all()
+            # A claim waiting is abandoned (nothing is claimed for it); one
+            # that carries outcomes is answered at once: it is let finish,
+            # so they are not sent twice.
+            if not self._carrying:
+                self._claim_conn.abort()
+            self._notify_all()
         claims.join()
         deadline = time.monotonic() + self.grace
         with self._cond:
@@ -200,33 +238,62 @@ class Worker:
                 self.log.warning("worker %s: %r left running; its lease will expire and the "
                                  "step be retried", self.worker, st)
             self._done = True
-            self._cond.notify_all()
+            self._notify_all()
         self._abandon.set()
         for _ in executors:
             self._jobs.put(None)
         self.log.info("worker %s: stopped", self.worker)
 
+    def _notify_all(self):
+        """Wake every waiter (the lock held): a stop, the end."""
+        for cond in (self._cond, self._report_cond, self._beat_cond):
+            cond.notify_all()
+
     def _claim_loop(self):
-        """Claims as many steps as threads are free, waiting for work."""
+        """Claims as many steps as threads are free, waiting for work, and
+        carries the outcomes ready by then."""
         backoff = _Backoff()
         path = f"/api/v1/queues/{self.queue}/claim"
         while not self._stopping.is_set():
             with self._cond:
-                while len(self._held) >= self.threads and not self._stopping.is_set():
+                capacity = self.threads + self.prefetch
+                while self._running >= capacity and not self._stopping.is_set():
                     self._cond.wait()
-                free = self.threads - len(self._held)
-            if self._stopping.is_set():
-                return
+                # A moment for more places to come free, up to a thread's
+                # worth each: one claim for them all.
+                gather = time.monotonic() + GATHER_S
+                while self._running > self.prefetch and not self._stopping.is_set():
+                    left = gather - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                if self._stopping.is_set():
+                    return
+                free = capacity - self._running
+                carried = self._outcomes[:OUTCOMES_MAX]
+                del self._outcomes[:OUTCOMES_MAX]
+                self._carrying = bool(carried)
             body = {"worker": self.worker, "max": min(free, CLAIM_MAX), "wait": self.wait}
+            if carried:
+                body["outcomes"] = [_outcome_item(st, kind, b) for st, kind, b, _ in carried]
             try:
-                answer = self._claim_conn.post(path, body, timeout=self.wait + ANSWER_TIMEOUT_S)
+                answer = self._claim_conn.post(
+                    path, body, timeout=ANSWER_TIMEOUT_S + (0 if carried else self.wait))
             except TransportError as e:
+                self._put_back(carried, e)
                 if self._stopping.is_set():
                     return
                 self.log.warning("worker %s: claim: %s; trying again", self.worker, e)
                 self._stopping.wait(backoff.next())
                 continue
             except HttpError as e:
+                if carried and (e.status == 413 or (e.param or "").startswith("outcomes")):
+                    # One of them the server would not take in a batch: each
+                    # on its own (a complete over the limit becomes a fail).
+                    for st, kind, b, _ in carried:
+                        self._report(st, kind, b)
+                    continue
+                self._put_back(carried, e)
                 if e.status in (400, 401, 403, 404):
                     self._refused(e)
                     return
@@ -234,6 +301,8 @@ class Worker:
                 self._stopping.wait(backoff.next())
                 continue
             backoff.reset()
+            if carried:
+                self._answered(carried, answer.get("outcomes") if isinstance(answer, dict) else None)
             claimed = answer.get("claims") if isinstance(answer, dict) else None
             if not isinstance(claimed, list):
                 self.log.error("worker %s: claim: an answer without claims: %.160r", self.worker,
@@ -242,6 +311,111 @@ class Worker:
                 continue
             for claim in claimed:
                 self._hold(claim)
+
+    def _put_back(self, carried, why=None):
+        """Outcomes a request did not deliver (`why`: its error, logged for
+        each), to be sent again (a second try of one that did arrive is
+        answered 409: never recorded twice)."""
+        for st, kind, _, _ in carried if why is not None else ():
+            self.log.warning("worker %s: %s of %r: %s; trying again", self.worker, kind, st, why)
+        if carried:
+            with self._cond:
+                self._outcomes[:0] = carried
+                self._report_cond.notify()
+
+    def _report_loop(self):
+        """Sends the outcomes no claim carried within FLUSH_S, in batches
+        (at once when stopping), until run() is over."""
+        backoff = _Backoff()
+        while True:
+            with self._cond:
+                while True:
+                    if self._done:
+                        return
+                    if self._outcomes:
+                        due = self._outcomes[0][3] + FLUSH_S
+                        if self._stopping.is_set() or time.monotonic() >= due:
+                            break
+                        self._report_cond.wait(due - time.monotonic())
+                    else:
+                        self._report_cond.wait()
+                batch = self._outcomes[:OUTCOMES_MAX]
+                del self._outcomes[:OUTCOMES_MAX]
+            if self._send(batch):
+                backoff.reset()
+            else:
+                self._abandon.wait(backoff.next())
+
+    def _send(self, batch):
+        """POST the batch to /api/v1/claims/outcomes: True when the server
+        answered it (each outcome done with), False when it is to be sent
+        again (no answer, or the server's own error)."""
+        live = [o for o in batch if not self._dropped(o[0])]
+        if not live:
+            return True
+        try:
+            answer = self._api.post("/api/v1/claims/outcomes",
+                                    {"outcomes": [_outcome_item(st, k, b) for st, k, b, _ in live]})
+        except TransportError as e:
+            self._put_back(live, e)
+            return False
+        except HttpError as e:
+            if e.status == 413 or e.status == 400:
+                for st, kind, b, _ in live:  # each on its own, as its endpoint takes it
+                    self._report(st, kind, b)
+                return True
+            self._put_back(live, e)
+            return e.status < 500
+        self._answered(live, answer.get("outcomes") if isinstance(answer, dict) else None)
+        return True
+
+    def _dropped(self, st):
+        """Whether st's outcome is no longer to be sent (then it is let go)."""
+        if st._abandoned:
+            self.log.warning("worker %s: %r not reported: stopped past its grace", self.worker, st)
+        elif st.lost:
+            self.log.warning("worker %s: %r dropped: its lease was lost", self.worker, st)
+        else:
+            return False
+        self._let_go(st)
+        return True
+
+    def _answered(self, sent, answers):
+        """The server's answers to the outcomes `sent`, one each, in order."""
+        if not isinstance(answers, list) or len(answers) != len(sent):
+            self.log.error("worker %s: outcomes answered without one answer each: %.160r",
+                           self.worker, answers)
+            answers = [None] * len(sent)
+        retry = []
+        for (st, kind, body, when), ans in zip(sent, answers):
+            err = ans.get("error") if isinstance(ans, dict) else None
+            if isinstance(ans, dict) and err is None:
+                self.log.debug("worker %s: %r: %s", self.worker, st, kind)
+            elif not isinstance(err, dict):
+                self.log.error("worker %s: %s of %r: an answer without its state: %.160r",
+                               self.worker, kind, st, ans)
+            elif err.get("status") == 409:
+                st.lost = True
+                self.log.warning("worker %s: %s of %r refused, dropped: %s", self.worker, kind, st,
+                                 err.get("message"))
+            elif isinstance(err.get("status"), int) and err["status"] >= 500:
+                self.log.warning("worker %s: %s of %r: %s; trying again", self.worker, kind, st,
+                                 err.get("message"))
+                retry.append((st, kind, body, when))
+                continue
+            else:
+                self.log.error("worker %s: %s of %r refused: HTTP %s %s: %s", self.worker, kind,
+                               st, err.get("status"), err.get("code"), err.get("message"))
+            self._let_go(st)
+        self._put_back(retry)
+
+    def _let_go(self, st):
+        """st is done with: no more heartbeats, its place free."""
+        with self._cond:
+            self._held.pop(st._token, None)
+            last = not self._held
+        if last and self._stopping.is_set():
+            self._wake(b"e")
 
     def _refused(self, e):
         """The server refused a claim for good: run() raises WorkerError."""
@@ -263,7 +437,9 @@ class Worker:
         st._next_heartbeat = time.monotonic() + st.heartbeat_ms / 1000
         with self._cond:
             self._held[st._token] = st
-            self._cond.notify_all()
+            self._running += 1
+            if self._beat_idle:
+                self._beat_cond.notify()
         self._jobs.put(st)
 
     def _execute(self):
@@ -272,18 +448,22 @@ class Worker:
             st = self._jobs.get()
             if st is None:
                 return
+            outcome = None
             try:
                 kind, body = self._call(st)
-                self._report(st, kind, body)
+                st._finishing = True
+                outcome = (st, kind, body, time.monotonic())
             except Exception:  # a bug here must not lose the thread
                 self.log.exception("worker %s: %r", self.worker, st)
-            finally:
-                with self._cond:
-                    self._held.pop(st._token, None)
-                    last = not self._held
-                    self._cond.notify_all()
-                if last and self._stopping.is_set():
-                    self._wake(b"e")
+            with self._cond:
+                self._running -= 1
+                if outcome is not None:
+                    self._outcomes.append(outcome)
+                    if len(self._outcomes) == 1:
+                        self._report_cond.notify()  # else it waits for the oldest's time
+                self._cond.notify()
+            if outcome is None:
+                self._let_go(st)
 
     def _call(self, st):
         """The outcome of running st's function: ("complete", body) or
@@ -317,11 +497,18 @@ class Worker:
         return "complete", {"results": results}
 
     def _report(self, st, kind, body):
-        """Sends st's outcome until the server takes or refuses it: a
-        connection error or 5xx is tried again (a second try of one that
-        did arrive is answered 409, which drops it: never recorded twice)."""
+        """Sends st's outcome on its own (its endpoint) until the server
+        takes or refuses it, then lets st go."""
+        try:
+            self._report_one(st, kind, body)
+        finally:
+            self._let_go(st)
+
+    def _report_one(self, st, kind, body):
+        """_report's: a connection error or 5xx is tried again (a second
+        try of one that did arrive is answered 409, which drops it: never
+        recorded twice)."""
         backoff = _Backoff()
-        st._finishing = True
         token = urllib.parse.quote(st._token, safe="")
         while True:
             if st._abandoned:
@@ -366,8 +553,12 @@ class Worker:
                     due = [st for st in live if st._next_heartbeat <= now]
                     if due:
                         break
+                    # A step claimed later is heartbeated no sooner than
+                    # those held now: only with none is the wait woken.
                     nearest = min((st._next_heartbeat for st in live), default=None)
-                    self._cond.wait(None if nearest is None else nearest - now)
+                    self._beat_idle = nearest is None
+                    self._beat_cond.wait(None if nearest is None else nearest - now)
+                    self._beat_idle = False
                 for st in due:
                     st._next_heartbeat = now + st.heartbeat_ms / 1000
             for st in due:

@@ -7,7 +7,8 @@
 # text a thrown "kaput" becomes), then cl_run.
 # Each test worker registers the same functions, each appending
 # "start|done STEP TASK ATTEMPT WORKER" lines to $W/calls.log:
-#   double: {"n": context.n * 2}; plus: {"sum": parents.double.n + 1};
+#   double: {"n": context.n * 2, "by": WORKER, "lease_ms": the lease's expiry
+#   is integer ms since the epoch, ahead}; plus: {"sum": parents.double.n + 1};
 #   flaky: Retry(after=1.5) on attempt 1, {"attempt": N} after;
 #   doom: Permanent("bad input: no such image"); boom: throws "kaput";
 #   list: {"items": context.items}; each (a map over them): {"tenfold":
@@ -155,7 +156,7 @@ cl_run() {
     n=$((n + 1))
     expect_eq "pipe $n: complete with its functions' results" \
       "$(cl_show "$task" '[.state, (.steps[] | .results | del(.by?))]')" \
-      "[\"complete\",{\"n\":$((2 * n))},{\"sum\":$((2 * n + 1))}]"
+      "[\"complete\",{\"n\":$((2 * n)),\"lease_ms\":true},{\"sum\":$((2 * n + 1))}]"
   done
   expect_eq "the worker's name reaches the function" \
     "$(cl_show "$task" '.steps[0].results.by')" '"w1"'
@@ -188,8 +189,9 @@ cl_run() {
   serve_stop
   cl_submit pipe '{"n": 7}'; LATER=$TASK
   wait_for "w1 tries its outcome again" 20 grep -q "complete of .*slow.*trying again" "$W/w1.err"
-  expect_match "saying why, without the claim's token" \
-    "$(grep "complete of .*slow.*trying again" "$W/w1.err")" "/api/v1/claims/TOKEN/complete"
+  expect_match "saying why" "$(grep "complete of .*slow.*trying again" "$W/w1.err")" "POST /api/v1/"
+  expect_eq "without a claim's token (32 characters of URL-safe base64)" \
+    "$(grep -cE '[A-Za-z0-9_-]{32}' "$W/w1.err")" 0
   expect_match "its claims too" "$(cat "$W/w1.err")" "claim: POST /api/v1/queues/cl/claim"
   bg_start serve2 "$TASKER" --config "$W/tasker.toml" serve --listen "${URL#http://}" \
     --token-file "$W/operator.token" --worker-token-file "$W/worker.token" 2>"$W/serve2.err" \

@@ -142,6 +142,17 @@ const calls = [
   { op: "failClaim", path: { token: () => saved.b }, body: { error: "x", retryable: false, retry_after: 1 }, want: 400 },
   { op: "failClaim", path: { token: () => saved.b }, body: { error: "S3 timed out", retryable: true, retry_after: 2.5 }, want: 200 },
   { op: "failClaim", path: { token: () => saved.b }, body: { error: "again" }, want: 409 },
+  // A claim carrying no outcomes waits for b's retry (2.5 s); a batch and a
+  // claim carrying outcomes, each answered one by one (a stale token: 409
+  // in its answer).
+  { op: "claimSteps", path: { queue: "pix" }, body: { worker: "conform", max: 1, wait: 10, outcomes: [] }, want: 200, save: "c" },
+  { op: "recordOutcomes", body: () => ({ outcomes: [{ token: saved.c, results: { width: 320 } }, { token: saved.a, error: "late", retryable: false }] }), want: 200 },
+  { op: "claimSteps", path: { queue: "pix" }, body: () => ({ worker: "conform", max: 2, outcomes: [{ token: saved.c, results: null }] }), want: 200 },
+  { op: "recordOutcomes", body: { outcomes: [] }, want: 200 },
+  { op: "recordOutcomes", body: { outcomes: "all" }, want: 400, outOfBounds: "body" },
+  { op: "recordOutcomes", body: { outcomes: [{ token: "x", results: 1, error: "both" }] }, want: 400, outOfBounds: "body" },
+  { op: "recordOutcomes", body: { outcomes: Array.from({ length: 101 }, () => ({ token: "x" })) }, want: 400, outOfBounds: "body" },
+  { op: "claimSteps", path: { queue: "pix" }, body: { worker: "conform", outcomes: [{ token: 7 }] }, want: 400, outOfBounds: "body" },
   { op: "completeClaim", path: { token: "not-a-token" }, body: {}, want: 404 },
   { op: "completeClaim", path: { token: "bad!token" }, body: {}, want: 404, outOfBounds: "token" },
   { op: "claimSteps", path: { queue: "pix" }, body: { worker: "conform" }, headers: { "Content-Type": "text/plain" }, want: 403 },
@@ -158,9 +169,11 @@ for (const c of calls) {
   const entry = ops.get(c.op);
   const query = { ...(c.query ?? {}) };
   // Path values saved by an earlier call are read now.
+  // So is a body given as a function (one that names a saved token).
+  const cBody = typeof c.body === "function" ? c.body() : c.body;
   const pathValues = Object.fromEntries(Object.entries(c.path ?? {}).map(([k, v]) => [k, typeof v === "function" ? v() : v]));
   if (c.then === "cursor" && cursor) query.cursor = cursor;
-  const label = `${c.op} ${JSON.stringify({ ...pathValues, ...query })}${c.body ? " " + JSON.stringify(c.body).slice(0, 80) : ""}${c.base ? " (token server)" : ""} -> ${c.want}`;
+  const label = `${c.op} ${JSON.stringify({ ...pathValues, ...query })}${cBody ? " " + JSON.stringify(cBody).slice(0, 80) : ""}${c.base ? " (token server)" : ""} -> ${c.want}`;
   if (!entry) {
     say(false, label, `no operation ${c.op} in the document`);
     continue;
@@ -179,9 +192,9 @@ for (const c of calls) {
     if (c.outOfBounds === name && !misfit) problems.push(`the document takes ${name}=${value}, which the server refuses`);
     if (c.outOfBounds !== name && c.want < 300 && misfit) problems.push(`the document refuses ${name}=${value}: ${misfit}`);
   }
-  if (c.body !== undefined) {
+  if (cBody !== undefined) {
     const schema = op.requestBody?.content?.["application/json"]?.schema;
-    const misfit = schema ? fits(schema, c.body, false) : "no request body documented";
+    const misfit = schema ? fits(schema, cBody, false) : "no request body documented";
     if (c.outOfBounds === "body" && !misfit) problems.push("the document takes this body, which the server refuses");
     if (c.outOfBounds !== "body" && c.want < 300 && misfit) problems.push(`the document refuses this body: ${misfit}`);
   }
@@ -189,7 +202,7 @@ for (const c of calls) {
   let url = (c.base ?? BASE) + path.replace(/\{(\w+)\}/g, (_, k) => encodeURIComponent(String(pathValues[k])));
   const qs = new URLSearchParams(query).toString();
   if (qs) url += "?" + qs;
-  const body = c.raw ?? (c.body !== undefined ? JSON.stringify(c.body) : undefined);
+  const body = c.raw ?? (cBody !== undefined ? JSON.stringify(cBody) : undefined);
   let res, text;
   try {
     res = await fetch(url, { method: method.toUpperCase(), headers: { ...(body ? { "Content-Type": "application/json" } : {}), ...(c.headers ?? {}) }, body });
