@@ -50,6 +50,7 @@ typedef struct budget_state {
   const char *name;  /* the budget's (its entry's copy) */
   const tk_retry_budget_config *cfg; /* the configuration's */
   int64_t next_look; /* bring-earlier looks at the stored state again from then on */
+  int fresh;         /* first attempts of this process counted since the last look */
   uint64_t group;    /* the last group of outcomes that touched it */
 } budget_state;
 
@@ -338,8 +339,10 @@ static void apply_group(row_call *c, tk__budget_row *r) {
   for (int k = 0; k < c->n; k++) {
     int i = firsts[k].i;
     if (bs->state_of[i] == c->st && c->items[i].claim->attempt == 1 &&
-        c->items[i].started_at > 0)
+        c->items[i].started_at > 0) {
       tk_retry_budget_first(&r->b, c->items[i].started_at);
+      c->st->fresh = 1;
+    }
   }
   for (int k = 0; k < c->n; k++) {
     int i = retries[k].i;
@@ -470,10 +473,15 @@ void tk__budgets_bring_earlier(tk_engine *e, int64_t now) {
     budget_entry *be = &bs->v[i];
     for (size_t k = 0; k <= be->hcap; k++) {
       budget_state *st = k < be->hcap ? &be->hosts[k] : &be->shared;
-      if ((k < be->hcap && st->host == NULL) || st->qlen == 0 || now < st->next_look) continue;
+      if ((k < be->hcap && st->host == NULL) || st->qlen == 0 ||
+          (now < st->next_look && !st->fresh))
+        continue;
       /* Room comes as slots leave the window or first attempts are
-       * recorded (by any orchestrator): a look each slot sees both. */
+       * recorded: a look each slot sees both, whichever orchestrator
+       * recorded them, and one after this process recorded some sees
+       * those at once. */
       st->next_look = (now / st->b.slot_ms + 1) * st->b.slot_ms;
+      st->fresh = 0;
       if (tk__grow((void **)&bs->due, &bs->due_cap, n + (int)st->qlen, sizeof *bs->due) != 0)
         continue;
       row_call c = {.e = e, .st = st, .change = take_room, .now = now};
