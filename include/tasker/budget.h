@@ -45,10 +45,17 @@
  * one earlier only when the caller asks (tk_retry_budget_promote). Memory
  * stays fixed: the reservations are kept for the one window that ends at
  * the latest of them, which is all any later answer reads (budget.c).
+ *
+ * Sharing. A budget's whole state is a fixed-size value: tk_retry_budget_save
+ * writes it as TK_RETRY_BUDGET_STATE_SIZE bytes (one layout on every
+ * machine) and tk_retry_budget_load reads it back, so that orchestrators
+ * sharing a store keep one state there and apply these same functions to
+ * it in turn (src/engine/budgets.c).
  */
 #ifndef TASKER_BUDGET_H
 #define TASKER_BUDGET_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <tasker/error.h>
@@ -96,6 +103,12 @@ typedef struct tk_retry_budget {
   int64_t resv_base, resv_total;
   int64_t resv[TK_RETRY_BUDGET_SLOTS];
   int64_t resv_live; /* reservations neither settled nor brought earlier */
+  /* Counts each time the books of reservations start over (the first
+   * reservation after none was live, or after the latest one left the
+   * window: tk_retry_budget_settle below). A caller that keeps
+   * reservations notes it with each; one of an older epoch is gone from
+   * the books and must not be settled or promoted. */
+  int64_t resv_epoch;
   /* Since init: first attempts recorded, retries allowed (now or reserved),
    * retries refused (by try) or deferred (reserved for later), reserved
    * retries brought earlier (tk_retry_budget_promote). */
@@ -149,7 +162,10 @@ int tk_retry_budget_reserve(tk_retry_budget *b, int64_t now_ms, int64_t *at_ms);
  * tk_retry_budget_settle: the reservation given at_ms (<= now_ms) has come
  * due; it counts from now on as a retry spent at at_ms. Changes no answer
  * by itself; a caller that promotes must settle every reservation when its
- * time comes, before the next promote.
+ * time comes, before the next promote. Once the latest reservation has
+ * left the window, the books of reservations start over (resv_epoch moves
+ * on): those no caller settled (one that stopped, when callers share a
+ * state) lie before every window an answer reads, so they change none.
  *
  * tk_retry_budget_promote: if one more retry fits at now_ms, with every
  * retry spent and every reservation counted, move the earliest reservation
@@ -159,6 +175,22 @@ int tk_retry_budget_reserve(tk_retry_budget *b, int64_t now_ms, int64_t *at_ms);
  * each counted where it now is. */
 void tk_retry_budget_settle(tk_retry_budget *b, int64_t now_ms, int64_t at_ms);
 int tk_retry_budget_promote(tk_retry_budget *b, int64_t now_ms, int64_t at_ms);
+
+/* The size of a saved state: a version word, the window's figures, both
+ * rings and the counters, each an int64 in little-endian order. */
+#define TK_RETRY_BUDGET_STATE_SIZE (8 * (14 + 2 * TK_RETRY_BUDGET_SLOTS + 4))
+
+/* Write b's whole state to out (TK_RETRY_BUDGET_STATE_SIZE bytes). */
+void tk_retry_budget_save(const tk_retry_budget *b, unsigned char *out);
+
+/* Read a state that tk_retry_budget_save wrote into *b, under config c
+ * (validated: tk_retry_budget_init's rule): returns 1 when it was read, or
+ * 0 when b starts empty instead: len is 0 (none saved yet), not a saved
+ * state of this layout, or saved under another window (its slots would
+ * mean other times). A state saved under another ratio or floor keeps
+ * its counts and takes c's ratio and floor from now on. */
+int tk_retry_budget_load(tk_retry_budget *b, const tk_retry_budget_config *c,
+                         const unsigned char *in, size_t len);
 
 #ifdef __cplusplus
 }

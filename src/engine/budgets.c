@@ -1,22 +1,33 @@
 /* Retry budgets in the engine (DESIGN §14, docs/retry.md): the state of
- * each configured budget that this orchestrator's steps name, one for the
- * budget or, with per_host, one per destination host. Every state is in
- * this process's memory and owned by the engine thread: a budget bounds
- * the retries of one orchestrator, as gRPC's client-side throttling bounds
- * one client's.
+ * each configured budget that steps name, one for the budget or, with
+ * per_host, one per destination host. Each state is kept in the store
+ * (budget_update, a row per budget and host: engine/budget_row.h), so the
+ * bound holds across every orchestrator sharing it: each group of
+ * outcomes applies its first attempts and retries to the stored state in
+ * one transaction per state it touches, and two orchestrators together
+ * spend what one would. This process keeps, per state, the retries it
+ * deferred and the state as it last saw it (to know when a per-host state
+ * is idle).
  *
  * A first attempt counts when its outcome is recorded, at the time its
  * handler was called; a retry is asked for when its failure is recorded,
  * at the time the failed attempt ended (when its delay starts). A retry
  * the budget refuses is reserved at the time the budget gives it
- * (tk_retry_budget_reserve), so retries deferred one after another are
- * spread as the budget allows instead of all becoming due at once; and
- * kept, in that order, with the state, so that when first attempts
- * recorded since make room, every pass brings the oldest to now in the
- * store (retry_earlier): a long outage's queue drains at the rate the
- * budget has while it drains, not at the floor the reservations had. */
+ * (tk_retry_budget_reserve), so retries deferred one after another, by
+ * any orchestrator, are spread as the budget allows instead of all
+ * becoming due at once; and kept, in that order, by the orchestrator that
+ * deferred it, so that when first attempts recorded since make room, a
+ * pass brings the oldest to now in the store (retry_earlier): a long
+ * outage's queue drains at the rate the budget has while it drains, not at
+ * the floor the reservations had. Bringing one earlier passes over no
+ * earlier reservation only while one orchestrator holds every live
+ * reservation of the state (budget_row.h: the owners' books); while
+ * several do, each deferred retry runs at the time reserved for it, which
+ * the budget allowed when it gave it. */
+#include "engine/budget_row.h"
 #include "engine/engine_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,16 +36,22 @@ typedef struct waiting_retry {
   tk__retry_ref ref;
   int64_t at;         /* the time the budget reserved for it */
   int64_t not_before; /* its backoff policy's run_at: never brought before it */
+  int64_t epoch;      /* the books it was reserved in (tk_retry_budget.resv_epoch) */
 } waiting_retry;
 
 /* One state of a budget: the shared one, or one host's. */
 typedef struct budget_state {
   char *host; /* malloc'd; NULL for the shared state and for free slots */
-  tk_retry_budget b;
+  tk_retry_budget b; /* as this process last read it from the store */
   /* Its deferred retries, oldest (and earliest) first: a ring. */
   waiting_retry *q;
   size_t qhead, qlen, qcap;
   int untracked; /* one could not be kept (out of memory): none is brought earlier */
+  const char *name;  /* the budget's (its entry's copy) */
+  const tk_retry_budget_config *cfg; /* the configuration's */
+  int64_t next_look; /* bring-earlier looks at the stored state again from then on */
+  int fresh;         /* first attempts of this process counted since the last look */
+  uint64_t group;    /* the last group of outcomes that touched it */
 } budget_state;
 
 /* One budget that a step named. */
@@ -49,7 +66,11 @@ typedef struct budget_entry {
 struct tk__budgets {
   budget_entry *v;
   size_t n, cap;
-  struct in_order *order; /* tk__budgets_apply's order of a group */
+  uint64_t me;           /* this orchestrator in the stored owners' books */
+  uint64_t groups;       /* groups of outcomes applied */
+  uint64_t regrows;      /* host tables rebuilt (states moved) */
+  struct in_order *order; /* tk__budgets_apply's orders of a group: firsts, then retries */
+  budget_state **state_of; /* per outcome of a group: its state, or NULL */
   int order_cap;
   size_t waiting;     /* deferred retries kept, in every state */
   tk__retry_ref *due; /* tk__budgets_bring_earlier's batch */
@@ -65,9 +86,17 @@ const char *tk__step_budget(json_t *definition, json_t *step) {
 
 /* The entry of budget `name`, added (and its settings looked up) the first
  * time; NULL when out of memory. */
-static budget_entry *entry_of(tk_engine *e, const char *name) {
+/* The engine's budgets, made the first time; NULL when out of memory. */
+static struct tk__budgets *budgets_of(tk_engine *e) {
   struct tk__budgets *bs = e->budgets;
-  if (bs == NULL && (bs = e->budgets = calloc(1, sizeof *bs)) == NULL) return NULL;
+  if (bs == NULL && (bs = e->budgets = calloc(1, sizeof *bs)) != NULL)
+    bs->me = tk_rand_u64(&e->rng) | 1; /* 0 marks a free entry of the owners' books */
+  return bs;
+}
+
+static budget_entry *entry_of(tk_engine *e, const char *name) {
+  struct tk__budgets *bs = budgets_of(e);
+  if (bs == NULL) return NULL;
   for (size_t i = 0; i < bs->n; i++)
     if (strcmp(bs->v[i].name, name) == 0) return &bs->v[i];
   if (bs->n == bs->cap) {
@@ -76,6 +105,7 @@ static budget_entry *entry_of(tk_engine *e, const char *name) {
     if (grown == NULL) return NULL;
     bs->v = grown;
     bs->cap = cap;
+    bs->regrows++; /* the entries' shared states moved */
   }
   budget_entry *be = &bs->v[bs->n];
   memset(be, 0, sizeof *be);
@@ -83,6 +113,8 @@ static budget_entry *entry_of(tk_engine *e, const char *name) {
   be->s = tk_config_budget(e->config, name);
   if (be->s != NULL && tk_retry_budget_init(&be->shared.b, &be->s->budget, NULL) != 0)
     be->s = NULL; /* not reached: the configuration validated it */
+  be->shared.name = be->name;
+  be->shared.cfg = be->s ? &be->s->budget : NULL;
   if (be->s == NULL)
     tk__engine_log(e, TK_LOG_WARN,
                    "retry budget \"%s\" is not configured; the retries of steps naming it "
@@ -130,7 +162,7 @@ static void forget_waiting(struct tk__budgets *bs, budget_state *st) {
  * be settled, the state brings none earlier from then on (promote would
  * not count it). */
 static void keep_waiting(struct tk__budgets *bs, budget_state *st, tk__retry_ref ref, int64_t at,
-                         int64_t not_before) {
+                         int64_t not_before, int64_t epoch) {
   if (st->qlen == st->qcap) {
     size_t cap = st->qcap ? 2 * st->qcap : 16;
     waiting_retry *q = malloc(cap * sizeof *q);
@@ -144,7 +176,7 @@ static void keep_waiting(struct tk__budgets *bs, budget_state *st, tk__retry_ref
     st->qhead = 0;
     st->qcap = cap;
   }
-  st->q[(st->qhead + st->qlen++) % st->qcap] = (waiting_retry){ref, at, not_before};
+  st->q[(st->qhead + st->qlen++) % st->qcap] = (waiting_retry){ref, at, not_before, epoch};
   bs->waiting++;
 }
 
@@ -179,6 +211,7 @@ static int regrow(struct tk__budgets *bs, budget_entry *be, int64_t now_ms) {
   be->hosts = t;
   be->hcap = cap;
   be->nhosts = live;
+  bs->regrows++;
   return 0;
 }
 
@@ -205,10 +238,71 @@ static budget_state *state_of(tk_engine *e, const char *name, const char *host, 
   budget_state *st = probe(be->hosts, be->hcap, host);
   if ((st->host = strdup(host)) == NULL) return NULL;
   tk_retry_budget_init(&st->b, &be->s->budget, NULL); /* validated with the config */
+  st->name = be->name;
+  st->cfg = &be->s->budget;
   be->nhosts++;
   *used_host = st->host;
   return st;
 }
+
+/* ---- the stored state ----------------------------------------------------- */
+
+/* The key of st's row: the budget's name after its length, so that no
+ * name and host can make another's key; a host's state adds "@host". */
+static int key_of(const budget_state *st, char *key, size_t cap) {
+  int n = st->host ? snprintf(key, cap, "%zu:%s@%s", strlen(st->name), st->name, st->host)
+                   : snprintf(key, cap, "%zu:%s", strlen(st->name), st->name);
+  return n > 0 && (size_t)n < cap ? 0 : TK_EINVAL;
+}
+
+/* What one budget_update does, through `change` on the loaded row. */
+typedef struct row_call {
+  tk_engine *e;
+  budget_state *st;
+  void (*change)(struct row_call *c, tk__budget_row *r);
+  /* apply_group's */
+  const tk__finish *items;
+  tk__outcome *o;
+  int n;
+  int64_t *at, *epoch; /* per outcome: its reserved time (0: allowed now) and books */
+  /* take_room's */
+  int64_t now;
+  size_t settled, promoted; /* from the head of st's queue */
+} row_call;
+
+static int row_change(void *arg, unsigned char *state, size_t *len, size_t cap) {
+  row_call *c = arg;
+  if (cap < TK__BUDGET_ROW_SIZE) return TK_ENOMEM; /* not reached: budgets.c gives the room */
+  tk__budget_row *r = malloc(sizeof *r);
+  if (r == NULL) return TK_ENOMEM;
+  tk__budget_row_load(r, c->st->cfg, state, *len);
+  c->change(c, r);
+  tk__budget_row_save(r, state);
+  *len = TK__BUDGET_ROW_SIZE;
+  c->st->b = r->b;
+  free(r);
+  return 0;
+}
+
+/* Apply c->change to st's stored state in one transaction; 0, or the
+ * store's error (logged: the changes are then not counted). */
+static int update_row(row_call *c) {
+  char key[TK__BUDGET_KEY_MAX + 1];
+  unsigned char state[TK__BUDGET_ROW_SIZE];
+  tk_err err;
+  int rc = key_of(c->st, key, sizeof key);
+  if (rc) tk_err_set(&err, rc, "its name and host are longer than %d bytes", TK__BUDGET_KEY_MAX);
+  tk_store *s = c->e->store;
+  if (rc == 0)
+    rc = s->ops->budget_update(s, key, state, sizeof state, row_change, c,
+                               tk_clock_now(&c->e->clock), &err);
+  if (rc)
+    tk__engine_log(c->e, TK_LOG_WARN, "retry budget \"%s\"%s%s: %s", c->st->name,
+                   c->st->host ? " for host " : "", c->st->host ? c->st->host : "", err.msg);
+  return rc;
+}
+
+/* ---- a group of outcomes ---------------------------------------------------- */
 
 /* One outcome of a group in the order tk__budgets_apply takes them: by a
  * time, then by claim id (claims are numbered in the order made). */
@@ -223,17 +317,62 @@ static int by_time(const void *a, const void *b) {
   return (x->claim > y->claim) - (x->claim < y->claim);
 }
 
-/* Room for n outcomes in order; NULL when out of memory. */
-static in_order *room(tk_engine *e, int n) {
-  struct tk__budgets *bs = e->budgets;
-  if (bs == NULL && (bs = e->budgets = calloc(1, sizeof *bs)) == NULL) return NULL;
-  if (n > bs->order_cap) {
-    in_order *grown = realloc(bs->order, (size_t)n * sizeof *grown);
-    if (grown == NULL) return NULL;
-    bs->order = grown;
-    bs->order_cap = n;
+/* Room for the orders and states of n outcomes (order: 2n); 0 or TK_ENOMEM. */
+static int room(struct tk__budgets *bs, int n) {
+  if (n <= bs->order_cap) return 0;
+  in_order *ord = realloc(bs->order, 2 * (size_t)n * sizeof *ord);
+  if (ord == NULL) return TK_ENOMEM;
+  bs->order = ord;
+  budget_state **sts = realloc(bs->state_of, (size_t)n * sizeof *sts);
+  if (sts == NULL) return TK_ENOMEM;
+  bs->state_of = sts;
+  bs->order_cap = n;
+  return 0;
+}
+
+/* The group's first attempts and retries of c->st, in their orders: first
+ * attempts before retries, so that what the group's first attempts add is
+ * there for its retries. */
+static void apply_group(row_call *c, tk__budget_row *r) {
+  struct tk__budgets *bs = c->e->budgets;
+  const in_order *firsts = bs->order, *retries = bs->order + c->n;
+  for (int k = 0; k < c->n; k++) {
+    int i = firsts[k].i;
+    if (bs->state_of[i] == c->st && c->items[i].claim->attempt == 1 &&
+        c->items[i].started_at > 0) {
+      tk_retry_budget_first(&r->b, c->items[i].started_at);
+      c->st->fresh = 1;
+    }
   }
-  return bs->order;
+  for (int k = 0; k < c->n; k++) {
+    int i = retries[k].i;
+    if (bs->state_of[i] != c->st || c->o[i].next != TK__NEXT_RETRY) continue;
+    int64_t at;
+    c->at[i] = 0;
+    if (tk_retry_budget_reserve(&r->b, c->o[i].finished_at, &at)) continue;
+    tk__budget_row_sync(r);
+    tk__budget_row_count(r, bs->me, +1);
+    c->at[i] = at;
+    c->epoch[i] = r->b.resv_epoch;
+  }
+}
+
+/* Each outcome's state (resolving one may move those resolved before:
+ * a host table or the entries grew; then again). */
+static void resolve_states(tk_engine *e, const tk__finish *items, const tk__outcome *o, int n) {
+  struct tk__budgets *bs = e->budgets;
+  for (int pass = 0; pass < 3; pass++) {
+    uint64_t moves = bs->regrows;
+    for (int i = 0; i < n; i++) {
+      const char *name = items[i].budget, *host;
+      int used = name && ((items[i].claim->attempt == 1 && items[i].started_at > 0) ||
+                          o[i].next == TK__NEXT_RETRY);
+      int64_t at = o[i].next == TK__NEXT_RETRY ? o[i].finished_at : items[i].started_at;
+      bs->state_of[i] = used ? state_of(e, name, items[i].result->downstream, at, &host) : NULL;
+    }
+    if (bs->regrows == moves) return;
+  }
+  for (int i = 0; i < n; i++) bs->state_of[i] = NULL; /* not reached but by a flood of hosts */
 }
 
 void tk__budgets_apply(tk_engine *e, const tk__finish *items, tk__outcome *o, tk__deferral *d,
@@ -242,65 +381,87 @@ void tk__budgets_apply(tk_engine *e, const tk__finish *items, tk__outcome *o, tk
   int any = 0;
   for (int i = 0; i < n && !any; i++) any = items[i].budget != NULL;
   if (!any) return;
-  /* First attempts before retries: what the group's first attempts add is
-   * there for its retries. An attempt that never ran (the reaper's) is no
-   * first attempt here. Each in the order of its time (handlers run inline
-   * come back last first), so that the budget sees time go forward and
-   * serves the retry that failed first first; out of memory, as they come. */
-  in_order *ord = room(e, n);
-  for (int i = 0; ord && i < n; i++)
-    ord[i] = (in_order){items[i].started_at, items[i].claim->claim_id, i};
-  if (ord) qsort(ord, (size_t)n, sizeof *ord, by_time);
-  for (int k = 0; k < n; k++) {
-    const tk__finish *f = &items[ord ? ord[k].i : k];
-    if (f->claim->attempt != 1 || f->started_at <= 0) continue;
-    const char *name = f->budget, *host;
-    budget_state *st = name ? state_of(e, name, f->result->downstream, f->started_at, &host) : NULL;
-    if (st) tk_retry_budget_first(&st->b, f->started_at);
+  struct tk__budgets *bs = budgets_of(e);
+  int64_t *at = calloc(2 * (size_t)n, sizeof *at);
+  if (bs == NULL || at == NULL || room(bs, n) != 0) {
+    tk__engine_log(e, TK_LOG_ERROR, "retry budgets: out of memory for %d outcomes", n);
+    free(at);
+    return;
   }
-  for (int i = 0; ord && i < n; i++)
-    ord[i] = (in_order){o[i].finished_at, items[i].claim->claim_id, i};
-  if (ord) qsort(ord, (size_t)n, sizeof *ord, by_time);
-  for (int k = 0; k < n; k++) {
-    int i = ord ? ord[k].i : k;
-    if (o[i].next != TK__NEXT_RETRY) continue;
-    const char *name = items[i].budget, *host;
-    budget_state *st =
-        name ? state_of(e, name, items[i].result->downstream, o[i].finished_at, &host) : NULL;
-    int64_t at;
-    if (st == NULL || tk_retry_budget_reserve(&st->b, o[i].finished_at, &at)) continue;
-    /* Kept even when the policy's run_at is as late (which then holds
-     * it there), so that the reservation settles when its time comes and
-     * the ones after it stay in order behind it. */
-    keep_waiting(e->budgets, st, (tk__retry_ref){o[i].step_id, o[i].claim_id}, at,
-                 o[i].run_at);
-    if (at <= o[i].run_at) continue;
-    /* The result's copy of the host lives until the outcome is reported;
-     * the table's may go with an idle state. */
-    d[i] = (tk__deferral){name, host ? items[i].result->downstream : NULL, o[i].delay_ms,
-                          o[i].source, o[i].run_at};
-    o[i].run_at = at;
-    o[i].delay_ms = at - o[i].finished_at;
-    o[i].source = TK_DELAY_BUDGET;
+  /* Each in the order of its time (handlers run inline come back last
+   * first), so that the budget sees time go forward and serves the retry
+   * that failed first first. An attempt that never ran (the reaper's) is
+   * no first attempt here. */
+  in_order *firsts = bs->order, *retries = bs->order + n;
+  for (int i = 0; i < n; i++) {
+    firsts[i] = (in_order){items[i].started_at, items[i].claim->claim_id, i};
+    retries[i] = (in_order){o[i].finished_at, items[i].claim->claim_id, i};
   }
+  qsort(firsts, (size_t)n, sizeof *firsts, by_time);
+  qsort(retries, (size_t)n, sizeof *retries, by_time);
+  resolve_states(e, items, o, n);
+  /* One transaction per state the group touches. */
+  uint64_t group = ++bs->groups;
+  for (int i = 0; i < n; i++) {
+    budget_state *st = bs->state_of[i];
+    if (st == NULL || st->group == group) continue;
+    st->group = group;
+    row_call c = {.e = e, .st = st, .change = apply_group, .items = items, .o = o, .n = n,
+                  .at = at, .epoch = at + n};
+    if (update_row(&c) != 0) continue; /* nothing counted: its retries go at their times */
+    for (int k = 0; k < n; k++) {
+      int j = retries[k].i;
+      if (bs->state_of[j] != st || o[j].next != TK__NEXT_RETRY || at[j] == 0) continue;
+      /* Kept even when the policy's run_at is as late (which then holds
+       * it there), so that the reservation settles when its time comes
+       * and the ones after it stay in order behind it. */
+      keep_waiting(bs, st, (tk__retry_ref){o[j].step_id, o[j].claim_id}, at[j], o[j].run_at,
+                   at[n + j]);
+      if (at[j] <= o[j].run_at) continue;
+      /* The result's copy of the host lives until the outcome is
+       * reported; the table's may go with an idle state. */
+      d[j] = (tk__deferral){st->name, st->host ? items[j].result->downstream : NULL,
+                            o[j].delay_ms, o[j].source, o[j].run_at};
+      o[j].run_at = at[j];
+      o[j].delay_ms = at[j] - o[j].finished_at;
+      o[j].source = TK_DELAY_BUDGET;
+    }
+  }
+  free(at);
 }
 
-/* Settle st's deferred retries that came due, then take the oldest that
- * the budget now has room for into bs->due (to be brought to now). One
- * whose backoff has not run out yet stops the taking: the queue is served
- * in order, and a budget never brings a retry before its policy's time. */
-static void take_room(struct tk__budgets *bs, budget_state *st, int64_t now, int *n) {
-  while (st->qlen > 0 && st->q[st->qhead].at <= now) {
-    tk_retry_budget_settle(&st->b, now, st->q[st->qhead].at);
-    pop_waiting(bs, st);
+/* ---- bringing deferred retries earlier ------------------------------------ */
+
+/* Settle st's deferred retries that came due (those of books that started
+ * over are gone from them), then take the oldest that the budget now has
+ * room for (to be brought to now) while this orchestrator holds every
+ * live reservation. One whose backoff has not run out yet stops the
+ * taking: the queue is served in order, and a budget never brings a retry
+ * before its policy's time. Counts them in c->settled and c->promoted;
+ * the queue itself changes after the commit. */
+static void take_room(row_call *c, tk__budget_row *r) {
+  budget_state *st = c->st;
+  uint64_t me = c->e->budgets->me;
+  size_t k = 0;
+  c->settled = c->promoted = 0;
+  for (; k < st->qlen; k++) {
+    const waiting_retry *w = &st->q[(st->qhead + k) % st->qcap];
+    if (w->at > c->now) break;
+    if (w->epoch == r->b.resv_epoch && r->b.resv_started) {
+      tk_retry_budget_settle(&r->b, c->now, w->at);
+      tk__budget_row_sync(r);
+      tk__budget_row_count(r, me, -1);
+    }
+    c->settled++;
   }
-  while (st->qlen > 0 && !st->untracked && st->q[st->qhead].not_before <= now) {
-    if (*n == bs->due_cap &&
-        tk__grow((void **)&bs->due, &bs->due_cap, *n + 1, sizeof *bs->due) != 0)
-      return;
-    if (!tk_retry_budget_promote(&st->b, now, st->q[st->qhead].at)) return;
-    bs->due[(*n)++] = st->q[st->qhead].ref;
-    pop_waiting(bs, st);
+  for (; k < st->qlen && !st->untracked; k++) {
+    const waiting_retry *w = &st->q[(st->qhead + k) % st->qcap];
+    if (w->not_before > c->now || w->epoch != r->b.resv_epoch || !tk__budget_row_sole(r, me) ||
+        !tk_retry_budget_promote(&r->b, c->now, w->at))
+      break;
+    tk__budget_row_sync(r);
+    tk__budget_row_count(r, me, -1);
+    c->promoted++;
   }
 }
 
@@ -310,9 +471,27 @@ void tk__budgets_bring_earlier(tk_engine *e, int64_t now) {
   int n = 0;
   for (size_t i = 0; i < bs->n; i++) {
     budget_entry *be = &bs->v[i];
-    take_room(bs, &be->shared, now, &n);
-    for (size_t k = 0; k < be->hcap; k++)
-      if (be->hosts[k].host != NULL) take_room(bs, &be->hosts[k], now, &n);
+    for (size_t k = 0; k <= be->hcap; k++) {
+      budget_state *st = k < be->hcap ? &be->hosts[k] : &be->shared;
+      if ((k < be->hcap && st->host == NULL) || st->qlen == 0 ||
+          (now < st->next_look && !st->fresh))
+        continue;
+      /* Room comes as slots leave the window or first attempts are
+       * recorded: a look each slot sees both, whichever orchestrator
+       * recorded them, and one after this process recorded some sees
+       * those at once. */
+      st->next_look = (now / st->b.slot_ms + 1) * st->b.slot_ms;
+      st->fresh = 0;
+      if (tk__grow((void **)&bs->due, &bs->due_cap, n + (int)st->qlen, sizeof *bs->due) != 0)
+        continue;
+      row_call c = {.e = e, .st = st, .change = take_room, .now = now};
+      if (update_row(&c) != 0) continue;
+      for (size_t j = 0; j < c.settled; j++) pop_waiting(bs, st);
+      for (size_t j = 0; j < c.promoted; j++) {
+        bs->due[n++] = st->q[st->qhead].ref;
+        pop_waiting(bs, st);
+      }
+    }
   }
   if (n == 0) return;
   int *moved = realloc(bs->moved, (size_t)bs->due_cap * sizeof *moved);
@@ -348,6 +527,7 @@ void tk__budgets_free(tk_engine *e) {
   }
   free(bs->v);
   free(bs->order);
+  free(bs->state_of);
   free(bs->due);
   free(bs->moved);
   free(bs);

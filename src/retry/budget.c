@@ -106,6 +106,12 @@ static void advance(tk_retry_budget *b, int64_t now_ms) {
     }
   }
   b->cur = k;
+  /* The latest reservation has left the window: no answer reads the books
+   * any more (see the notation below), so they start over. */
+  if (b->resv_started && b->resv_last <= b->cur - SLOTS) {
+    b->resv_started = 0;
+    b->resv_total = b->resv_base = b->resv_live = 0;
+  }
   if (b->base > REBASE_AT || b->base < -REBASE_AT) {
     int64_t shift = b->base;
     for (int i = 0; i < SLOTS; i++) b->sum[i] -= shift;
@@ -257,6 +263,7 @@ int tk_retry_budget_promote(tk_retry_budget *b, int64_t now_ms, int64_t at_ms) {
  * moves on to end at s, each slot that leaves it becoming the base. */
 static void reserve_at(tk_retry_budget *b, int64_t s) {
   if (!b->resv_started || s - b->resv_last >= SLOTS) {
+    if (!b->resv_started) b->resv_epoch++;
     for (int i = 0; i < SLOTS; i++) b->resv[i] = b->resv_total;
     b->resv_base = b->resv_total;
     b->resv_started = 1;
@@ -310,4 +317,73 @@ int tk_retry_budget_reserve(tk_retry_budget *b, int64_t now_ms, int64_t *at_ms) 
   reserve_at(b, s);
   *at_ms = s * b->slot_ms;
   return 0;
+}
+
+/* ---- the state as bytes ---------------------------------------------------
+ *
+ * Every field as a little-endian int64, in a fixed order after a version
+ * word: orchestrators on different machines read one another's states. */
+
+#define STATE_VERSION 1
+
+static void put64(unsigned char **p, int64_t v) {
+  uint64_t u = (uint64_t)v;
+  for (int i = 0; i < 8; i++) (*p)[i] = (unsigned char)(u >> (8 * i));
+  *p += 8;
+}
+
+static int64_t get64(const unsigned char **p) {
+  uint64_t u = 0;
+  for (int i = 0; i < 8; i++) u |= (uint64_t)(*p)[i] << (8 * i);
+  *p += 8;
+  return (int64_t)u;
+}
+
+/* The scalar fields, in the saved order. */
+#define SCALARS(b)                                                                              \
+  &(b)->slot_ms, &(b)->ratio_ppm, &(b)->floor_ppm, &(b)->cur, &(b)->base, &(b)->resv_last,      \
+      &(b)->resv_base, &(b)->resv_total, &(b)->resv_live, &(b)->resv_epoch
+
+void tk_retry_budget_save(const tk_retry_budget *b, unsigned char *out) {
+  unsigned char *p = out;
+  put64(&p, STATE_VERSION);
+  const int64_t *v[] = {SCALARS(b)};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) put64(&p, *v[i]);
+  put64(&p, b->started);
+  put64(&p, b->head);
+  put64(&p, b->resv_started);
+  for (int i = 0; i < SLOTS; i++) put64(&p, b->sum[i]);
+  for (int i = 0; i < SLOTS; i++) put64(&p, b->resv[i]);
+  const uint64_t totals[] = {b->total_firsts, b->total_retries, b->total_deferred,
+                             b->total_promoted};
+  for (int i = 0; i < 4; i++) put64(&p, (int64_t)totals[i]);
+}
+
+int tk_retry_budget_load(tk_retry_budget *b, const tk_retry_budget_config *c,
+                         const unsigned char *in, size_t len) {
+  tk_retry_budget_init(b, c, NULL); /* the caller validated c */
+  if (len != TK_RETRY_BUDGET_STATE_SIZE) return 0;
+  const unsigned char *p = in;
+  if (get64(&p) != STATE_VERSION) return 0;
+  tk_retry_budget r;
+  int64_t *v[] = {SCALARS(&r)};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) *v[i] = get64(&p);
+  int64_t started = get64(&p), head = get64(&p), resv_started = get64(&p);
+  /* Another window, or bytes no save wrote: start empty. */
+  if (r.slot_ms != b->slot_ms || (started != 0 && started != 1) || head < 0 || head >= SLOTS ||
+      (resv_started != 0 && resv_started != 1))
+    return 0;
+  r.started = (int)started;
+  r.head = (int)head;
+  r.resv_started = (int)resv_started;
+  for (int i = 0; i < SLOTS; i++) r.sum[i] = get64(&p);
+  for (int i = 0; i < SLOTS; i++) r.resv[i] = get64(&p);
+  r.total_firsts = (uint64_t)get64(&p);
+  r.total_retries = (uint64_t)get64(&p);
+  r.total_deferred = (uint64_t)get64(&p);
+  r.total_promoted = (uint64_t)get64(&p);
+  r.ratio_ppm = b->ratio_ppm;
+  r.floor_ppm = b->floor_ppm;
+  *b = r;
+  return 1;
 }

@@ -130,3 +130,13 @@ int tk__heartbeat_refused(tk_err *err, int64_t step_id, int64_t claim_id) {
 void tk__fenced_attempt_text(char *buf, size_t cap, const tk__outcome *o) {
   snprintf(buf, cap, "%s refused: the step was no longer held by this claim", o->attempt_outcome);
 }
+
+int tk__budget_key_check(const char *key, tk_err *err) {
+  size_t len = key ? strlen(key) : 0;
+  if (len == 0 || len > TK__BUDGET_KEY_MAX)
+    return tk_err_set(err, TK_EINVAL,
+                      "retry budget key of %zu bytes: must be 1 to %d bytes (a budget's name "
+                      "and a host)",
+                      len, TK__BUDGET_KEY_MAX);
+  return 0;
+}

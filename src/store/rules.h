@@ -95,6 +95,10 @@ int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *t
                       const char *step, const char *step_state, const tk__op_step_kind *kind,
                       tk__op_plan *plan, tk_err *err);
 
+/* Retry budgets kept in the store (store.h: budget_update): TK_EINVAL
+ * with its length when a key is empty or longer than TK__BUDGET_KEY_MAX. */
+int tk__budget_key_check(const char *key, tk_err *err);
+
 /* Queues' limits (queue_rules.c; DESIGN §19). */
 /* TK_EINVAL naming the queue and the value when a definition is not valid:
  * a name by tk__queue_name_ok's rule, given once; no negative limit. */

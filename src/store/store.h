@@ -42,8 +42,9 @@
  * requests with worker_queue and token_hashes, claim_get (at the end);
  * 12: queues and priority (DESIGN §4, §19): tk__new_step.queue,
  * tk__new_task.priority (and in task reports and rows), claim requests'
- * next_due_at, queue_put, queue_list and worker_seen (at the end). */
-#define TK__STORE_OPS_VERSION 12
+ * next_due_at, queue_put, queue_list and worker_seen (at the end); 13:
+ * retry budgets kept in the store, budget_update (at the end). */
+#define TK__STORE_OPS_VERSION 13
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 #define TK__STATE_MAX 24
@@ -593,6 +594,14 @@ typedef struct tk__queue_rec {
   int worker; /* some stored step of it is a worker step */
 } tk__queue_rec;
 
+/* budget_update's change to one stored state: state holds *len bytes
+ * (0: none stored yet) in room for cap; change it in place and set *len.
+ * 0 keeps the result; a negative TK_E* code writes nothing. */
+typedef int (*tk__budget_fn)(void *arg, unsigned char *state, size_t *len, size_t cap);
+
+/* Longest budget_update key, without its NUL: a budget's name and a host. */
+#define TK__BUDGET_KEY_MAX 512
+
 typedef struct tk__store_ops {
   int version; /* TK__STORE_OPS_VERSION: checked when a store opens */
   const char *scheme;
@@ -815,6 +824,18 @@ typedef struct tk__store_ops {
    * caller calls it at most every few seconds per worker; one small write. */
   int (*worker_seen)(tk_store *s, const char *queue, const char *worker, int64_t now,
                      tk_err *err);
+
+  /* Retry budgets kept in the store (13; DESIGN §14, docs/retry.md). One
+   * transaction on the state stored under `key` (1 to TK__BUDGET_KEY_MAX
+   * bytes): read it into state (room for cap bytes), holding it against
+   * every other connection's budget_update of that key until the commit,
+   * call fn(arg, state, &len, cap) once, write what it leaves (with now as
+   * the row's updated_at) and commit. fn must not call the store. When fn
+   * fails, or the store does, nothing is written and that code returns.
+   * So two orchestrators applying their changes to one key take turns, each
+   * on the state the other left: one state for the whole fleet. */
+  int (*budget_update)(tk_store *s, const char *key, unsigned char *state, size_t cap,
+                       tk__budget_fn fn, void *arg, int64_t now, tk_err *err);
 } tk__store_ops;
 
 /* Every backend's store struct starts with this. */

@@ -1,10 +1,14 @@
 /* SQL that takes a PostgreSQL store's schema back before a migration, its
  * rows as a tasker of that time would have written them, for tests of a
  * store written before it: apply it (efx_pg_text), then let tasker
- * migrate the store again. The newest migration first: undo 0015 before
+ * migrate the store again. The newest migration first: undo 0016 before 0015, 0015 before
  * 0014, 0014 before 0013, 0013 before 0012, and so on down to 0009 before an older one. */
 #ifndef TESTS_PG_UNDO_H
 #define TESTS_PG_UNDO_H
+
+/* 0016_retry_budgets.sql: retry budgets kept in each orchestrator. */
+#define PG_UNDO_0016                                                                            \
+  "DROP TABLE retry_budgets; DELETE FROM schema_migrations WHERE version = 16; SELECT 1"
 
 /* 0015_queues.sql: no queues, no priority; the readiness indexes as 0013
  * made them. */

@@ -1,8 +1,11 @@
 /* Retry budgets: the limit (ratio of first attempts plus the floor), the
  * exact time a refused retry may go, the window sliding, first attempts
  * never refused, reservations (deferred retries counted at their later
- * time, first come, first served), and a randomized comparison against a
- * model that keeps every event instead of a ring of counts. */
+ * time, first come, first served), the state saved and loaded as bytes
+ * (as the store keeps it for a fleet) answering as the one in memory, the
+ * books of reservations starting over once the latest left the window,
+ * and a randomized comparison against a model that keeps every event
+ * instead of a ring of counts. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -434,6 +437,160 @@ static void matches_a_model_that_keeps_every_event(void **state) {
   free(m.is_retry);
 }
 
+
+/* ---- the state as bytes ---------------------------------------------------- */
+
+/* The fields every answer reads, the same in a and b. */
+static void expect_same_state(const tk_retry_budget *a, const tk_retry_budget *b) {
+  assert_int_equal(a->slot_ms, b->slot_ms);
+  assert_int_equal(a->ratio_ppm, b->ratio_ppm);
+  assert_int_equal(a->floor_ppm, b->floor_ppm);
+  assert_int_equal(a->cur, b->cur);
+  assert_int_equal(a->started, b->started);
+  assert_int_equal(a->head, b->head);
+  assert_int_equal(a->base, b->base);
+  assert_memory_equal(a->sum, b->sum, sizeof a->sum);
+  assert_int_equal(a->resv_started, b->resv_started);
+  assert_int_equal(a->resv_last, b->resv_last);
+  assert_int_equal(a->resv_base, b->resv_base);
+  assert_int_equal(a->resv_total, b->resv_total);
+  assert_memory_equal(a->resv, b->resv, sizeof a->resv);
+  assert_int_equal(a->resv_live, b->resv_live);
+  assert_int_equal(a->resv_epoch, b->resv_epoch);
+  assert_int_equal(a->total_firsts, b->total_firsts);
+  assert_int_equal(a->total_retries, b->total_retries);
+  assert_int_equal(a->total_deferred, b->total_deferred);
+  assert_int_equal(a->total_promoted, b->total_promoted);
+}
+
+/* A budget used through bytes, saved after each call and loaded before
+ * the next (as two orchestrators take turns on the stored state), gives
+ * every answer the one kept in memory gives, and ends in the same state. */
+static void saved_state_answers_as_the_one_in_memory(void **state) {
+  (void)state;
+  tk_retry_budget_config c = {0.5, 2000, 2};
+  tk_retry_budget mem, b;
+  assert_int_equal(tk_retry_budget_init(&mem, &c, NULL), 0);
+  unsigned char bytes[TK_RETRY_BUDGET_STATE_SIZE];
+  size_t len = 0; /* nothing saved yet */
+  tk_rand r;
+  tk_rand_seed(&r, 77);
+  int64_t now = 1000000, fifo[4096];
+  size_t qh = 0, qt = 0;
+  for (int op = 0; op < 4000; op++) {
+    now += tk_rand_range(&r, 0, 40);
+    assert_int_equal(tk_retry_budget_load(&b, &c, bytes, len), len > 0);
+    int64_t kind = tk_rand_range(&r, 0, 9), at_mem = 0, at_b = 0;
+    if (kind < 4) {
+      tk_retry_budget_first(&mem, now);
+      tk_retry_budget_first(&b, now);
+    } else if (kind < 6) {
+      assert_int_equal(tk_retry_budget_try(&mem, now, &at_mem), tk_retry_budget_try(&b, now, &at_b));
+    } else if (kind < 9) {
+      int ok = tk_retry_budget_reserve(&mem, now, &at_mem);
+      assert_int_equal(tk_retry_budget_reserve(&b, now, &at_b), ok);
+      if (!ok && qt < 4096) fifo[qt++] = at_mem;
+    } else {
+      while (qh < qt && fifo[qh] <= now) {
+        tk_retry_budget_settle(&mem, now, fifo[qh]);
+        tk_retry_budget_settle(&b, now, fifo[qh++]);
+      }
+      if (qh < qt) {
+        int ok = tk_retry_budget_promote(&mem, now, fifo[qh]);
+        assert_int_equal(tk_retry_budget_promote(&b, now, fifo[qh]), ok);
+        qh += ok;
+      }
+    }
+    assert_int_equal(at_b, at_mem);
+    tk_retry_budget_save(&b, bytes);
+    len = sizeof bytes;
+  }
+  assert_true(mem.total_deferred > 100 && mem.total_promoted > 10);
+  assert_int_equal(tk_retry_budget_load(&b, &c, bytes, len), 1);
+  expect_same_state(&b, &mem);
+}
+
+/* What is not a saved state of this window starts empty: nothing saved,
+ * another size, another layout's version, bytes no save wrote, another
+ * window. Another ratio or floor keeps the counts and takes the new ones. */
+static void load_starts_empty_unless_it_can_read(void **state) {
+  (void)state;
+  tk_retry_budget_config c = {1, 1000, 3}, other_window = {1, 2000, 3},
+                         other_ratio = {0.5, 1000, 5};
+  tk_retry_budget b = budget(1, 1000, 3), fresh = budget(1, 1000, 3), got;
+  tk_retry_budget_first(&b, 5000);
+  EXPECT_RESERVE(&b, 5000, 1, 5000);
+  unsigned char bytes[TK_RETRY_BUDGET_STATE_SIZE + 1];
+  tk_retry_budget_save(&b, bytes);
+  assert_int_equal(tk_retry_budget_load(&got, &c, bytes, TK_RETRY_BUDGET_STATE_SIZE), 1);
+  expect_same_state(&got, &b);
+  assert_int_equal(tk_retry_budget_load(&got, &c, bytes, 0), 0);
+  expect_same_state(&got, &fresh);
+  assert_int_equal(tk_retry_budget_load(&got, &c, bytes, TK_RETRY_BUDGET_STATE_SIZE + 1), 0);
+  assert_int_equal(tk_retry_budget_load(&got, &other_window, bytes, TK_RETRY_BUDGET_STATE_SIZE),
+                   0);
+  tk_retry_budget fresh2 = budget(1, 2000, 3);
+  expect_same_state(&got, &fresh2);
+  /* The head's position (the 7th word after the version) out of the ring. */
+  unsigned char bad[TK_RETRY_BUDGET_STATE_SIZE];
+  memcpy(bad, bytes, sizeof bad);
+  bad[8 * 12] = 200;
+  assert_int_equal(tk_retry_budget_load(&got, &c, bad, sizeof bad), 0);
+  expect_same_state(&got, &fresh);
+  memcpy(bad, bytes, sizeof bad);
+  bad[0] = 9; /* another version */
+  assert_int_equal(tk_retry_budget_load(&got, &c, bad, sizeof bad), 0);
+  assert_int_equal(tk_retry_budget_load(&got, &other_ratio, bytes, TK_RETRY_BUDGET_STATE_SIZE),
+                   1);
+  assert_int_equal(got.ratio_ppm, 500000);
+  assert_int_equal(got.floor_ppm, 5000000);
+  assert_int_equal(got.total_firsts, 1);
+  assert_int_equal(got.total_retries, 1);
+}
+
+/* Reservations nobody settles (an orchestrator that stopped) are dropped
+ * from the books once the latest has left the window: a new epoch, and
+ * every answer as if they had been settled. */
+static void books_start_over_once_the_latest_left_the_window(void **state) {
+  (void)state;
+  tk_retry_budget kept = budget(0, 1000, 1), settled = budget(0, 1000, 1);
+  tk_retry_budget *both[] = {&kept, &settled};
+  for (int i = 0; i < 2; i++) {
+    EXPECT_RESERVE(both[i], 0, 1, 0);
+    EXPECT_RESERVE(both[i], 0, 0, 1000);
+    EXPECT_RESERVE(both[i], 0, 0, 2000);
+    assert_int_equal(both[i]->resv_epoch, 1);
+  }
+  tk_retry_budget_settle(&settled, 2000, 1000);
+  tk_retry_budget_settle(&settled, 2000, 2000);
+  assert_int_equal(settled.resv_started, 0);
+  /* At 2990 the one at 2000 is still in the window: kept's books stay. */
+  assert_int_equal(tk_retry_budget_available(&kept, 2990), 0);
+  assert_int_equal(kept.resv_live, 2);
+  assert_int_equal(tk_retry_budget_available(&kept, 3000), 1);
+  assert_int_equal(kept.resv_started, 0);
+  assert_int_equal(kept.resv_live, 0);
+  for (int i = 0; i < 2; i++) {
+    EXPECT_RESERVE(both[i], 3000, 1, 3000);
+    EXPECT_RESERVE(both[i], 3000, 0, 4000);
+    assert_int_equal(both[i]->resv_epoch, 2);
+  }
+  /* The same answers from then on (a caller settles no reservation of
+   * the old epoch: budget.h). */
+  for (int i = 0; i < 2; i++) {
+    EXPECT_TRY(both[i], 3500, 0, 5000);
+    EXPECT_RESERVE(both[i], 3600, 0, 5000);
+    tk_retry_budget_settle(both[i], 4000, 4000);
+    assert_int_equal(tk_retry_budget_promote(both[i], 4100, 5000), 0);
+    assert_int_equal(tk_retry_budget_promote(both[i], 5000, 5000), 0);
+  }
+  assert_int_equal(kept.resv_live, settled.resv_live);
+  /* (The balances themselves differ by what settled subtracted long ago:
+   * only their differences are answers.) */
+  for (int64_t t = 5000; t <= 7000; t += 250)
+    assert_int_equal(tk_retry_budget_available(&kept, t), tk_retry_budget_available(&settled, t));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(admits_ratio_of_firsts_plus_floor),
@@ -447,6 +604,9 @@ int main(void) {
       cmocka_unit_test(reservations_spread_deferred_retries),
       cmocka_unit_test(reservations_and_first_attempts),
       cmocka_unit_test(bad_configs_are_named),
+      cmocka_unit_test(saved_state_answers_as_the_one_in_memory),
+      cmocka_unit_test(load_starts_empty_unless_it_can_read),
+      cmocka_unit_test(books_start_over_once_the_latest_left_the_window),
       cmocka_unit_test(matches_a_model_that_keeps_every_event),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

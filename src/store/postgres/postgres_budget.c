@@ -1,7 +1,9 @@
-/* Retry budgets on PostgreSQL (store.h: retry_earlier). */
+/* Retry budgets on PostgreSQL (store.h: retry_earlier, budget_update). */
 #include "store/postgres/postgres_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define Q TK__PG_Q
 
@@ -59,5 +61,83 @@ int tk__pg_retry_earlier(tk_store *s, const tk__retry_ref *v, int n, int64_t run
   }
   tk__buf_free(&steps);
   tk__buf_free(&claims);
+  return rc;
+}
+
+/* The state's bytes as hex text, and back (cap bytes at most; -1: not
+ * hex of at most cap bytes). */
+static void to_hex(const unsigned char *in, size_t n, char *out) {
+  static const char digits[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = digits[in[i] >> 4];
+    out[2 * i + 1] = digits[in[i] & 15];
+  }
+  out[2 * n] = '\0';
+}
+
+static int nibble(char c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static long from_hex(const char *in, unsigned char *out, size_t cap) {
+  size_t n = strlen(in);
+  if (n % 2 != 0 || n / 2 > cap) return -1;
+  for (size_t i = 0; i < n / 2; i++) {
+    int hi = nibble(in[2 * i]), lo = nibble(in[2 * i + 1]);
+    if (hi < 0 || lo < 0) return -1;
+    out[i] = (unsigned char)(hi << 4 | lo);
+  }
+  return (long)(n / 2);
+}
+
+/* Two round trips in one transaction. The first makes sure the row exists
+ * (an empty state the first time: a second connection inserting the same
+ * key at once waits for this one's commit, then inserts nothing) and
+ * locks it FOR UPDATE; that SELECT, a statement of its own under READ
+ * COMMITTED, sees the row another connection committed meanwhile. The
+ * second writes fn's state and commits. */
+int tk__pg_budget_update(tk_store *s, const char *key, unsigned char *state, size_t cap,
+                         tk__budget_fn fn, void *arg, int64_t now, tk_err *err) {
+  int rc = tk__budget_key_check(key, err);
+  if (rc) return rc;
+  char at[24], *hex = malloc(2 * cap + 1);
+  if (hex == NULL) return tk__pg_oom(err, "update a retry budget");
+  snprintf(at, sizeof at, "%lld", (long long)now);
+  const char *values[] = {key, at, hex};
+  tk__pg_pipe p;
+  if ((rc = tk__pg_pipe_begin((tk__pg *)s, &p, "update a retry budget", err)) != 0) {
+    free(hex);
+    return rc;
+  }
+  tk__pg_begin(&p);
+  tk__pg_pipe_stmt(&p, PG_BUDGET_LOCK,
+                   "INSERT INTO retry_budgets (key, state, updated_at) VALUES ($1, '', $2::bigint)"
+                   " ON CONFLICT (key) DO NOTHING",
+                   2, values);
+  int slot = tk__pg_pipe_stmt(
+      &p, PG_BUDGET_GET, "SELECT encode(state, 'hex') FROM retry_budgets WHERE key = $1 FOR UPDATE",
+      1, values);
+  rc = tk__pg_pipe_run(&p, "read a retry budget", err);
+  PGresult *r = rc == 0 ? tk__pg_result(&p, slot) : NULL;
+  if (rc == 0 && (r == NULL || PQntuples(r) != 1))
+    rc = tk_err_set(err, TK_ESTORE, "postgres: read a retry budget: its row is not there");
+  size_t len = 0;
+  if (rc == 0) {
+    long n = from_hex(tk__pg_text(r, 0, 0), state, cap);
+    len = n < 0 ? 0 : (size_t)n; /* not a state this engine wrote: fn starts afresh */
+    rc = fn(arg, state, &len, cap);
+  }
+  if (rc == 0) {
+    to_hex(state, len, hex);
+    tk__pg_pipe_reset(&p);
+    tk__pg_pipe_stmt(&p, PG_BUDGET_PUT,
+                     "UPDATE retry_budgets SET state = decode($3, 'hex'), updated_at = $2::bigint"
+                     " WHERE key = $1",
+                     3, values);
+    tk__pg_commit(&p);
+    rc = tk__pg_pipe_run(&p, "write a retry budget", err);
+  }
+  tk__pg_pipe_end(&p); /* rolls back what is left open */
+  free(hex);
   return rc;
 }

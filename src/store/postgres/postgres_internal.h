@@ -81,6 +81,7 @@ enum {
   PG_CLAIM_QUEUE, PG_CLAIM_GET, PG_TASK_CREATE_QUEUE,
   PG_CLAIM_LOCK, PG_CLAIM_LOCK_QUEUE, PG_CLAIM_LANES, PG_NEXT_QUEUE, PG_QUEUE_PUT, PG_QUEUE_CLEAR,
   PG_QUEUE_LIST, PG_WORKER_SEEN,
+  PG_BUDGET_LOCK, PG_BUDGET_GET, PG_BUDGET_PUT,
   PG__COUNT
 };
 
@@ -237,6 +238,8 @@ int tk__pg_task_create_guarded(tk_store *s, const tk__new_task *t, const tk__pg_
 /* Retry budgets (postgres_budget.c). */
 int tk__pg_retry_earlier(tk_store *s, const tk__retry_ref *v, int n, int64_t run_at, int *moved,
                          tk_err *err);
+int tk__pg_budget_update(tk_store *s, const char *key, unsigned char *state, size_t cap,
+                         tk__budget_fn fn, void *arg, int64_t now, tk_err *err);
 /* Schedules (postgres_schedules.c). */
 int tk__pg_schedule_put(tk_store *s, const tk__schedule_rec *rows, int n,
                         const char *replace_source, tk_err *err);

@@ -365,4 +365,5 @@ const tk__store_ops tk__postgres_store_ops = {
     .queue_put = tk__pg_queue_put,
     .queue_list = tk__pg_queue_list,
     .worker_seen = tk__pg_worker_seen,
+    .budget_update = tk__pg_budget_update,
 };

@@ -1,5 +1,7 @@
-/* Retry budgets on SQLite (store.h: retry_earlier). */
+/* Retry budgets on SQLite (store.h: retry_earlier, budget_update). */
 #include "store/sqlite/sqlite_internal.h"
+
+#include <string.h>
 
 /* One transaction (BEGIN IMMEDIATE: the write lock first, so the checks
  * and the writes see one state). Each step's UPDATE carries the whole
@@ -44,5 +46,49 @@ int tk__sq_retry_earlier(tk_store *s, const tk__retry_ref *v, int n, int64_t run
   else tk__sq_rollback(q);
   if (rc != 0)
     for (int i = 0; i < n; i++) moved[i] = 0;
+  return rc;
+}
+
+/* One BEGIN IMMEDIATE transaction: the write lock is taken before the
+ * read, so no other connection's update of any key can come between the
+ * read and the write (SQLite has one writer at a time). */
+int tk__sq_budget_update(tk_store *s, const char *key, unsigned char *state, size_t cap,
+                         tk__budget_fn fn, void *arg, int64_t now, tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  int rc = tk__budget_key_check(key, err);
+  if (rc || (rc = tk__sq_begin(q, err))) return rc;
+  size_t len = 0;
+  sqlite3_stmt *st = tk__sq_stmt(q, SQ_BUDGET_GET, "SELECT state FROM retry_budgets WHERE key = ?1",
+                                 err);
+  if (st == NULL) rc = TK_ESTORE;
+  if (rc == 0) {
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+      size_t n = (size_t)sqlite3_column_bytes(st, 0);
+      len = n <= cap ? n : 0; /* not a state this engine wrote: fn starts afresh */
+      if (len) memcpy(state, sqlite3_column_blob(st, 0), len);
+      step = sqlite3_step(st);
+    }
+    if (step != SQLITE_DONE) rc = tk__sq_fail(q, "read a retry budget", err);
+    sqlite3_reset(st);
+  }
+  if (rc == 0) rc = fn(arg, state, &len, cap);
+  if (rc == 0) {
+    st = tk__sq_stmt(q, SQ_BUDGET_PUT,
+                     "INSERT INTO retry_budgets (key, state, updated_at) VALUES (?1, ?2, ?3)"
+                     " ON CONFLICT (key) DO UPDATE SET state = excluded.state,"
+                     " updated_at = excluded.updated_at",
+                     err);
+    if (st == NULL) rc = TK_ESTORE;
+    else {
+      sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+      sqlite3_bind_blob(st, 2, state, (int)len, SQLITE_STATIC);
+      sqlite3_bind_int64(st, 3, now);
+      rc = tk__sq_done(q, st, err);
+    }
+  }
+  if (rc == 0) rc = tk__sq_commit(q, err);
+  else tk__sq_rollback(q);
   return rc;
 }

@@ -27,6 +27,7 @@ enum {
   SQ_CLAIM_TOKEN, SQ_CLAIM_GET, SQ_STEP_QUEUE,
   SQ_TASK_PRIORITY, SQ_STEPS_PRIORITY, SQ_QUEUE_NAMED, SQ_QUEUE_LANES, SQ_QUEUE_ONE, SQ_QUEUE_BUSY,
   SQ_QUEUE_TOKENS, SQ_LANE_RETRY, SQ_LANE_DELAYED, SQ_QUEUE_PUT, SQ_QUEUE_CLEAR, SQ_QUEUE_LIST, SQ_WORKER_SEEN,
+  SQ_BUDGET_GET, SQ_BUDGET_PUT,
   SQ__COUNT
 };
 
@@ -279,6 +280,8 @@ int tk__sq_record(tk_store *s, const tk__outcome *o, int n, tk__effects *fx, tk_
 /* Retry budgets (sqlite_budget.c). */
 int tk__sq_retry_earlier(tk_store *s, const tk__retry_ref *v, int n, int64_t run_at, int *moved,
                          tk_err *err);
+int tk__sq_budget_update(tk_store *s, const char *key, unsigned char *state, size_t cap,
+                         tk__budget_fn fn, void *arg, int64_t now, tk_err *err);
 int tk__sq_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
                      tk_err *err);
 int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);

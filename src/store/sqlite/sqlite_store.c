@@ -379,4 +379,5 @@ const tk__store_ops tk__sqlite_store_ops = {
     .queue_put = tk__sq_queue_put,
     .queue_list = tk__sq_queue_list,
     .worker_seen = tk__sq_worker_seen,
+    .budget_update = tk__sq_budget_update,
 };
