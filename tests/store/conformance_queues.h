@@ -451,7 +451,8 @@ static void queues_no_starvation(world *w) {
 }
 
 /* A claimant that saw no queue named by an orchestrator's step may skip
- * the queues (a connection's cache): a queue that another connection's
+ * the queues (PostgreSQL: the connection's no_lanes; SQLite reads them at
+ * every claim): a queue that another connection's
  * submit names is taken from by its next claim at the latest, within its
  * limits, and a claim that left it says to look again soon (next_due_at
  * unknown). */

@@ -26,7 +26,7 @@ enum {
   SQ_BULK_NEXT_ID, SQ_BULK_TASK, SQ_BULK_TASKS, SQ_BULK_STEP, SQ_BULK_STEPS,
   SQ_CLAIM_TOKEN, SQ_CLAIM_GET, SQ_STEP_QUEUE,
   SQ_TASK_PRIORITY, SQ_STEPS_PRIORITY, SQ_QUEUE_NAMED, SQ_QUEUE_LANES, SQ_QUEUE_ONE, SQ_QUEUE_BUSY,
-  SQ_QUEUE_TOKENS, SQ_LANE_DUE, SQ_QUEUE_PUT, SQ_QUEUE_CLEAR, SQ_QUEUE_LIST, SQ_WORKER_SEEN,
+  SQ_QUEUE_TOKENS, SQ_LANE_RETRY, SQ_LANE_DELAYED, SQ_QUEUE_PUT, SQ_QUEUE_CLEAR, SQ_QUEUE_LIST, SQ_WORKER_SEEN,
   SQ__COUNT
 };
 
@@ -87,10 +87,6 @@ typedef struct tk__sqlite {
   int *lane_of;
   int lane_of_cap;
   unsigned turn;
-  /* No orchestrator's step named a queue, as this connection's last claim
-   * saw (or its own submit since): its claims take the steps of no queue
-   * without reading the queues (tk__sq_lanes_load). */
-  int no_lanes;
 } tk__sqlite;
 
 /* The cached statement `id`, prepared from `sql` on first use and reset and
@@ -296,10 +292,8 @@ void tk__sq_claim_inputs(tk__sqlite *q, tk__claim_request *r, tk__claimed *c, in
 /* Queues (sqlite_queues.c, 0014_queues.sql). The lanes a claim looks at
  * into q->lanes: a worker's claim of queue wq, its queue's one; an
  * orchestrator's (wq NULL), the steps of no queue first, then each queue an
- * orchestrator's step named; each with its room at now. With plain_only,
- * an orchestrator's takes the steps of no queue alone, reading nothing
- * (q->no_lanes: the claim's look after it says whether queues came). */
-int tk__sq_lanes_load(tk__sqlite *q, const char *wq, int plain_only, int64_t now, tk_err *err);
+ * orchestrator's step named; each with its room at now. */
+int tk__sq_lanes_load(tk__sqlite *q, const char *wq, int64_t now, tk_err *err);
 /* After the claim took lane->taken steps of each lane: the buckets of the
  * lanes with a rate give up what was taken. */
 int tk__sq_lanes_spend(tk__sqlite *q, int64_t now, tk_err *err);
@@ -308,10 +302,9 @@ int tk__sq_lanes_spend(tk__sqlite *q, int64_t now, tk_err *err);
  * none: from each lane's next retry, its fresh steps (fresh: probe them;
  * else a lane cut short has some now), its limits (a lane full by
  * concurrency waits for an outcome; one out of tokens for its next token),
- * and its next delayed start. *plain (may be NULL): whether an
- * orchestrator's step named a queue (a queues row with plain set). */
+ * and its next delayed start. */
 int tk__sq_lanes_due(tk__sqlite *q, int64_t now, int fresh, int64_t *due, int64_t *retry,
-                     int *plain, tk_err *err);
+                     tk_err *err);
 void tk__sq_lanes_free(tk__sqlite *q);
 int tk__sq_queue_put(tk_store *s, const tk__queue_def *defs, int n, tk_err *err);
 int tk__sq_queue_list(tk_store *s, int64_t now, tk__queue_rec **out, int *n, tk_err *err);

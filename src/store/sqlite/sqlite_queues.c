@@ -51,7 +51,7 @@ static int lane_limits(tk__sqlite *q, tk__sq_lane *l, sqlite3_stmt *st, int64_t 
   return 0;
 }
 
-int tk__sq_lanes_load(tk__sqlite *q, const char *wq, int plain_only, int64_t now, tk_err *err) {
+int tk__sq_lanes_load(tk__sqlite *q, const char *wq, int64_t now, tk_err *err) {
   q->nlanes = 0;
   int rc = 0;
   if (wq != NULL) {
@@ -72,7 +72,6 @@ int tk__sq_lanes_load(tk__sqlite *q, const char *wq, int plain_only, int64_t now
     return rc;
   }
   if (lane_add(q, err) == NULL) return TK_ENOMEM; /* the steps of no queue */
-  if (plain_only) return 0;
   sqlite3_stmt *st = tk__sq_stmt(q, SQ_QUEUE_LANES,
                                  "SELECT id, concurrency, rate, burst, tokens, refilled_at, name"
                                  " FROM queues INDEXED BY queues_plain WHERE plain = 1",
@@ -111,64 +110,54 @@ int tk__sq_lanes_spend(tk__sqlite *q, int64_t now, tk_err *err) {
   return 0;
 }
 
-/* Lane l's first retry (*r_at) and first delayed start (*late_at),
- * INT64_MAX for none, and whether an orchestrator's step named a queue
- * (*plain), in one statement: a claim's look after it costs one statement
- * per lane, as the look for the next retry did before queues. The delayed
- * starts are read through the delayed tasks in start order (their roots
- * are in no readiness index): one probe when none waits, the common case. */
-static int lane_due(tk__sqlite *q, const tk__sq_lane *l, int64_t *r_at, int64_t *late_at,
-                    int *plain, tk_err *err) {
-  sqlite3_stmt *st = tk__sq_stmt(
-      q, SQ_LANE_DUE,
-      "SELECT (SELECT run_at FROM steps INDEXED BY steps_retry_due"
-      " WHERE state = 'waiting_for_retry' AND queue IS ?2 AND worker_queue IS ?1"
-      " ORDER BY run_at LIMIT 1),"
-      " (SELECT t.start_at FROM tasks t INDEXED BY tasks_delayed"
-      " JOIN steps s ON s.task_id = t.id WHERE t.start_at IS NOT NULL"
-      " AND s.parents_remaining = -1 AND s.state = 'pending'"
-      " AND s.queue IS ?2 AND s.worker_queue IS ?1 ORDER BY t.start_at LIMIT 1),"
-      " EXISTS (SELECT 1 FROM queues INDEXED BY queues_plain WHERE plain = 1)",
-      err);
+/* The first time of lane l in the cached probe `id` (INT64_MAX: none). */
+static int lane_first(tk__sqlite *q, int id, const char *sql, const tk__sq_lane *l,
+                      int64_t *at, tk_err *err) {
+  sqlite3_stmt *st = tk__sq_stmt(q, id, sql, err);
   if (st == NULL) return TK_ESTORE;
   if (l->worker) sqlite3_bind_text(st, 1, l->name, -1, SQLITE_STATIC);
   if (l->named) sqlite3_bind_text(st, 2, l->name, -1, SQLITE_STATIC);
   int found, rc = tk__sq_row(q, st, "next due", &found, err);
-  *r_at = found && sqlite3_column_type(st, 0) != SQLITE_NULL ? sqlite3_column_int64(st, 0)
-                                                             : INT64_MAX;
-  *late_at = found && sqlite3_column_type(st, 1) != SQLITE_NULL ? sqlite3_column_int64(st, 1)
-                                                                : INT64_MAX;
-  *plain = found && sqlite3_column_int(st, 2);
+  *at = found ? sqlite3_column_int64(st, 0) : INT64_MAX;
   sqlite3_reset(st);
   return rc;
 }
 
 int tk__sq_lanes_due(tk__sqlite *q, int64_t now, int fresh, int64_t *due, int64_t *retry,
-                     int *plain, tk_err *err) {
+                     tk_err *err) {
   *due = *retry = INT64_MAX;
-  int rc = 0, any_plain = 0;
+  int rc = 0;
   for (int i = 0; i < q->nlanes && rc == 0; i++) {
     tk__sq_lane *l = &q->lanes[i];
     /* Full: only an outcome (which wakes claimants) makes room. */
     if (l->concurrency > 0 && l->busy + l->taken >= l->concurrency) continue;
     int64_t r_at, d_at, late_at;
-    if ((rc = lane_due(q, l, &r_at, &late_at, &any_plain, err))) break;
+    if ((rc = lane_first(q, SQ_LANE_RETRY,
+                         "SELECT run_at FROM steps INDEXED BY steps_retry_due"
+                         " WHERE state = 'waiting_for_retry' AND queue IS ?2"
+                         " AND worker_queue IS ?1 ORDER BY run_at LIMIT 1",
+                         l, &r_at, err)))
+      break;
+    /* The lane's first delayed start, through the delayed tasks in start
+     * order (their roots are in no readiness index): one probe when none
+     * waits, which is the common case. */
+    if ((rc = lane_first(q, SQ_LANE_DELAYED,
+                         "SELECT t.start_at FROM tasks t INDEXED BY tasks_delayed"
+                         " JOIN steps s ON s.task_id = t.id WHERE t.start_at IS NOT NULL"
+                         " AND s.parents_remaining = -1 AND s.state = 'pending'"
+                         " AND s.queue IS ?2 AND s.worker_queue IS ?1"
+                         " ORDER BY t.start_at LIMIT 1",
+                         l, &late_at, err)))
+      break;
     d_at = r_at < late_at ? r_at : late_at;
     if (fresh) {
       int64_t f_at;
-      sqlite3_stmt *st = tk__sq_stmt(q, SQ_NEXT_READY,
-                                     "SELECT run_at FROM steps INDEXED BY steps_fresh"
-                                     " WHERE state = 'pending' AND parents_remaining = 0"
-                                     " AND queue IS ?2 AND worker_queue IS ?1 LIMIT 1",
-                                     err);
-      if (st == NULL) return TK_ESTORE;
-      if (l->worker) sqlite3_bind_text(st, 1, l->name, -1, SQLITE_STATIC);
-      if (l->named) sqlite3_bind_text(st, 2, l->name, -1, SQLITE_STATIC);
-      int found;
-      rc = tk__sq_row(q, st, "next ready", &found, err);
-      f_at = found ? sqlite3_column_int64(st, 0) : INT64_MAX;
-      sqlite3_reset(st);
-      if (rc) break;
+      if ((rc = lane_first(q, SQ_NEXT_READY,
+                           "SELECT run_at FROM steps INDEXED BY steps_fresh"
+                           " WHERE state = 'pending' AND parents_remaining = 0"
+                           " AND queue IS ?2 AND worker_queue IS ?1 LIMIT 1",
+                           l, &f_at, err)))
+        break;
       if (f_at < d_at) d_at = f_at;
     } else if (l->cut && now < d_at) {
       d_at = now;
@@ -181,7 +170,6 @@ int tk__sq_lanes_due(tk__sqlite *q, int64_t now, int fresh, int64_t *due, int64_
     if (d_at < *due) *due = d_at;
     if (r_at < *retry) *retry = r_at;
   }
-  if (plain) *plain = any_plain;
   return rc;
 }
 

@@ -95,7 +95,6 @@ int tk__sq_task_insert(tk__sqlite *q, const tk__new_task *t, int64_t *task_id, i
 /* One queue's row at submit (0014): inserted if new, with `worker` or
  * `plain` set for the kind of step that named it (kept once set). */
 static int queue_named(tk__sqlite *q, const char *name, int worker, tk_err *err) {
-  if (!worker) q->no_lanes = 0; /* this connection's next claim reads the queues */
   sqlite3_stmt *st = tk__sq_stmt(q, SQ_QUEUE_NAMED,
                                  "INSERT INTO queues (name, worker, plain) VALUES (?1, ?2, 1 - ?2)"
                                  " ON CONFLICT (name) DO UPDATE SET worker = MAX(worker, ?2),"
@@ -365,20 +364,6 @@ static int queues_take(tk__sqlite *q, tk__claim_request *r, int cap, int dedupe,
   return rc;
 }
 
-/* The claim's look after it: r's next_due_at and next_retry_at, and for
- * an orchestrator's whether its next claim reads the queues (q->no_lanes).
- * A claim that took the steps of no queue alone (plain_only) while an
- * orchestrator's step named a queue (another connection's submit) left
- * that queue's steps: its caller looks again soon (next_due_at unknown). */
-static int claim_look_after(tk__sqlite *q, tk__claim_request *r, int plain_only, tk_err *err) {
-  int plain = 0;
-  int rc = tk__sq_lanes_due(q, r->now, 0, &r->next_due_at, &r->next_retry_at, &plain, err);
-  if (rc || r->worker_queue) return rc;
-  q->no_lanes = !plain;
-  if (plain && plain_only) r->next_due_at = INT64_MIN;
-  return 0;
-}
-
 /* Claim for request r inside the caller's transaction (DESIGN §4): of each
  * lane it takes from, the retries that are due (or due within
  * r->retry_ahead_ms), earliest first, then ready pending steps, higher
@@ -405,10 +390,7 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
   /* A claim needs the per-minute counts (0010): on an older schema it
    * fails whole, before anything is claimed. */
   if (tk__sq_minutes_ready(q, err) != 0) return TK_ESTORE;
-  /* While no orchestrator's step named a queue (as the last claim's look
-   * saw), the steps of no queue alone, and the queues are not read. */
-  int plain_only = r->worker_queue == NULL && q->no_lanes;
-  if ((rc = tk__sq_lanes_load(q, r->worker_queue, plain_only, now, err))) return rc;
+  if ((rc = tk__sq_lanes_load(q, r->worker_queue, now, err))) return rc;
   if (tk__grow((void **)&q->lane_of, &q->lane_of_cap, r->limit + 1, sizeof *q->lane_of) != 0)
     return tk_err_set(err, TK_ENOMEM, "out of memory claiming");
   int fresh_left = r->fresh_limit < r->limit ? r->fresh_limit : r->limit;
@@ -431,7 +413,7 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
   }
   if (rc) return rc;
   if (count > 0 && (rc = tk__sq_lanes_spend(q, now, err))) return rc;
-  if (count == 0) return claim_look_after(q, r, plain_only, err);
+  if (count == 0) return tk__sq_lanes_due(q, now, 0, &r->next_due_at, &r->next_retry_at, err);
   if ((rc = claim_rows(q, r->out, count, r->owner, now, err))) return rc;
   if (r->token_hashes && (rc = claim_tokens(q, r->out, count, r->token_hashes, err))) return rc;
   if ((rc = activity_claimed(q, r->out, count, r->owner, now, err))) return rc;
@@ -456,7 +438,7 @@ static int claim_in_txn(tk__sqlite *q, tk__claim_request *r, tk_err *err) {
     }
   }
   /* After the steps moved: those claimed are out of the retries' index. */
-  if ((rc = claim_look_after(q, r, plain_only, err))) return rc;
+  if ((rc = tk__sq_lanes_due(q, now, 0, &r->next_due_at, &r->next_retry_at, err))) return rc;
   tk__sq_claim_inputs(q, r, r->out, count);
   r->n = count;
   return 0;
@@ -829,9 +811,8 @@ int tk__sq_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *e
     /* An orchestrator's lanes (sqlite_queues.c): the first ready step of
      * each stands for all of its lane, unless its queue has no room. */
     int64_t retry;
-    rc = tk__sq_lanes_load(q, NULL, 0, tk__store_now(&q->base), err);
-    if (rc == 0)
-      rc = tk__sq_lanes_due(q, tk__store_now(&q->base), 1, ready_at, &retry, NULL, err);
+    rc = tk__sq_lanes_load(q, NULL, tk__store_now(&q->base), err);
+    if (rc == 0) rc = tk__sq_lanes_due(q, tk__store_now(&q->base), 1, ready_at, &retry, err);
   }
   if (rc == 0 && lease_at)
     rc = scalar(q, SQ_NEXT_LEASE,
