@@ -269,7 +269,10 @@ static void heartbeat(tk_engine *e, int64_t now, int64_t *next) {
 }
 
 /* One pass of the engine (see tk_engine_tick) with up to `rounds` rounds
- * of record-and-claim; *claimed (may be NULL): how many steps it claimed. */
+ * of record-and-claim; *claimed (may be NULL): how many steps it claimed,
+ * or with none, -1 when the store's next_due said steps an orchestrator
+ * runs are ready (a claim's SKIP LOCKED passed them over, or they became
+ * ready after it). */
 static int pass(tk_engine *e, int rounds, int64_t *next_due, int *claimed_out, tk_err *err) {
   if (e->workers > 0 && e->nthreads == 0) {
     int rc = tk__pool_start(e, err);
@@ -308,6 +311,7 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, int *claimed_out, t
     int64_t ready;
     if ((rc = e->store->ops->next_due(e->store, &ready, &e->reap_at, err))) return rc;
     due = ready < e->reap_at ? ready : e->reap_at;
+    if (claimed_out && ready <= now) *claimed_out = -1;
   }
   heartbeat(e, tk_clock_now(&e->clock), &due);
   *next_due = due < schedule_at ? due : schedule_at;
@@ -367,7 +371,8 @@ static int busy_only_workers(tk_engine *e, int64_t worker_busy, int *yes, tk_err
  * tasker serve) are work no orchestrator can do, and do not hold it: with
  * no worker attached it would wait for them forever. The store's has_work
  * counts both kinds; when it says work is left, that work is the
- * orchestrators' if this pass claimed some, if its claim saw a retry of
+ * orchestrators' if this pass claimed some or saw some ready (claimed -1,
+ * pass), if its claim saw a retry of
  * theirs waiting (next_retry_at, INT64_MIN: unknown), if a queue no worker
  * step names has steps ready (held back by its limits) or in progress, or
  * if steps other than the worker queues' are in progress (another
@@ -380,7 +385,7 @@ static int idle_now(tk_engine *e, int claimed, int *idle, tk_err *err) {
     *idle = rc == 0;
     return rc;
   }
-  if (claimed > 0 || e->next_retry_at != INT64_MAX) return 0;
+  if (claimed != 0 || e->next_retry_at != INT64_MAX) return 0;
   tk__queue_rec *q = NULL;
   int n = 0, own = 0;
   if ((rc = e->store->ops->queue_list(e->store, tk_clock_now(&e->clock), &q, &n, err)))
