@@ -158,8 +158,9 @@ int tk_engine_register_batch(tk_engine *e, const char *name, tk_batch_fn fn, voi
  * nothing is scheduled. For tests that drive a manual clock. */
 int tk_engine_tick(tk_engine *e, int64_t *next_due, tk_err *err);
 
-/* Run until tk_engine_stop(), or with until_idle until no task has work
- * left (nothing ready, running or waiting for a retry). Sleeps until the
+/* Run until tk_engine_stop(), or with until_idle until no orchestrator has
+ * work left (no step it runs ready, running or waiting for a retry; the
+ * steps of worker queues, run by outside workers, do not count). Sleeps until the
  * earliest due time or until woken; never polls on a fixed interval. */
 int tk_engine_run(tk_engine *e, int until_idle, tk_err *err);
 

@@ -1,5 +1,5 @@
 /* tasker run: be an orchestrator until stopped or, with --until-idle, until
- * no task has work left. */
+ * nothing an orchestrator runs is left. */
 #include "cli.h"
 
 #include <signal.h>
@@ -14,6 +14,7 @@
 #include <tasker/config.h>
 #include <tasker/engine.h>
 #include <tasker/metrics.h>
+#include <tasker/queue.h>
 #include <tasker/server.h>
 
 const char cmd_run_usage[] =
@@ -22,7 +23,8 @@ const char cmd_run_usage[] =
     "\n"
     "Claim ready steps, run their handlers on N workers (default: engine.workers),\n"
     "and record every outcome, retrying failures under their backoff profile.\n"
-    "  --until-idle   exit once nothing is ready, running or waiting for a retry\n"
+    "  --until-idle   exit once nothing an orchestrator runs is ready, running or waiting\n"
+    "                 for a retry (steps left to outside workers are counted on stderr)\n"
     "  --id NAME      this orchestrator's id (default HOST-PID-RANDOM)\n"
     "  --events FILE  append one JSON line per state change to FILE ('-' = stdout)\n"
     "  --metrics ADDR:PORT  serve this orchestrator's Prometheus metrics at\n"
@@ -112,6 +114,43 @@ static int start_metrics(const char *listen, const char *token, tk_engine *e, ru
   return 0;
 }
 
+/* After `run --until-idle` went idle: a note on stderr of the steps left
+ * to outside workers (the worker queues' ready, scheduled and in progress),
+ * by queue, which no orchestrator runs and which it did not wait for. */
+static void note_worker_steps(tk_store *s) {
+  tk_clock clock = tk_store_clock(s);
+  char *text = NULL;
+  tk_err err;
+  if (tk_queues_json(s, tk_clock_now(&clock), &text, &err) != 0) {
+    fprintf(stderr, "tasker run: idle; the steps left to workers could not be read: %s\n",
+            err.msg);
+    return;
+  }
+  json_t *queues = json_loads(text, 0, NULL);
+  free(text);
+  char by_queue[1024] = "";
+  size_t used = 0, i;
+  long long total = 0;
+  json_t *q;
+  json_array_foreach(queues, i, q) {
+    if (!json_is_true(json_object_get(q, "worker"))) continue;
+    long long n = json_integer_value(json_object_get(q, "ready")) +
+                  json_integer_value(json_object_get(q, "scheduled")) +
+                  json_integer_value(json_object_get(q, "in_progress"));
+    if (n == 0) continue;
+    total += n;
+    if (used < sizeof by_queue) {
+      int w = snprintf(by_queue + used, sizeof by_queue - used, "%squeue %s: %lld",
+                       used ? ", " : "", json_string_value(json_object_get(q, "name")), n);
+      used += w > 0 ? (size_t)w : 0;
+    }
+  }
+  json_decref(queues);
+  if (total > 0)
+    fprintf(stderr, "tasker run: idle; %lld step%s for workers (%s)\n", total,
+            total == 1 ? " waits" : "s wait", by_queue);
+}
+
 int cmd_run(cli_globals *g, int argc, char **argv) {
   enum { O_WORKERS, O_IDLE, O_ID, O_EVENTS, O_SEED, O_METRICS, O_TOKEN_FILE, O_N };
   cli_opt o[O_N] = {{"workers", "N", NULL, 0}, {"until-idle", NULL, NULL, 0},
@@ -192,6 +231,8 @@ int cmd_run(cli_globals *g, int argc, char **argv) {
               (long long)st.lease_expired, (long long)st.tasks_completed,
               (long long)st.tasks_failed);
     }
+    /* Idle, not stopped by a signal: what it left to outside workers. */
+    if (rc == 0 && o[O_IDLE].seen && !stop_asked) note_worker_steps(s);
     running_engine = NULL;
     tk_server_stop(srv); /* before the engine its metrics read */
     tk_engine_free(e);

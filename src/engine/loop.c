@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /* The fewest steps a pass claims when a retry is near (see fresh_budget). */
@@ -268,8 +269,11 @@ static void heartbeat(tk_engine *e, int64_t now, int64_t *next) {
 }
 
 /* One pass of the engine (see tk_engine_tick) with up to `rounds` rounds
- * of record-and-claim. */
-static int pass(tk_engine *e, int rounds, int64_t *next_due, tk_err *err) {
+ * of record-and-claim; *claimed (may be NULL): how many steps it claimed,
+ * or with none, -1 when the store's next_due said steps an orchestrator
+ * runs are ready (a claim's SKIP LOCKED passed them over, or they became
+ * ready after it). */
+static int pass(tk_engine *e, int rounds, int64_t *next_due, int *claimed_out, tk_err *err) {
   if (e->workers > 0 && e->nthreads == 0) {
     int rc = tk__pool_start(e, err);
     if (rc) return rc;
@@ -296,6 +300,7 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, tk_err *err) {
   tk__budgets_bring_earlier(e, now);
   int claimed = 0;
   if ((rc = record_and_claim(e, rounds, &claimed, err))) return rc;
+  if (claimed_out) *claimed_out = claimed;
   now = tk_clock_now(&e->clock);
   if (claimed > 0) tk__engine_claimed_leases(e, now);
   /* After the claims: pruning never holds up ready work. */
@@ -306,6 +311,7 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, tk_err *err) {
     int64_t ready;
     if ((rc = e->store->ops->next_due(e->store, &ready, &e->reap_at, err))) return rc;
     due = ready < e->reap_at ? ready : e->reap_at;
+    if (claimed_out && ready <= now) *claimed_out = -1;
   }
   heartbeat(e, tk_clock_now(&e->clock), &due);
   *next_due = due < schedule_at ? due : schedule_at;
@@ -314,7 +320,7 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, tk_err *err) {
 }
 
 int tk_engine_tick(tk_engine *e, int64_t *next_due, tk_err *err) {
-  return pass(e, 1, next_due, err);
+  return pass(e, 1, next_due, NULL, err);
 }
 
 void tk__engine_wait(tk_engine *e, int64_t ms, int watch_store) {
@@ -338,17 +344,74 @@ static void wait_until(tk_engine *e, int64_t due) {
   tk__engine_wait(e, due - tk_clock_now(&e->clock), 1);
 }
 
+/* Whether the store's steps in progress are all in worker queues, which
+ * hold worker_busy of them: only then the store's count is read (status
+ * counts every step by state; a case of outside workers at work). */
+static int busy_only_workers(tk_engine *e, int64_t worker_busy, int *yes, tk_err *err) {
+  *yes = 0;
+  if (e->reap_at == INT64_MAX) { /* next_due saw no lease: none in progress */
+    *yes = 1;
+    return 0;
+  }
+  if (worker_busy == 0 || e->reap_at == INT64_MIN) return 0;
+  tk__status_report st;
+  int rc = e->store->ops->status(e->store, tk_clock_now(&e->clock), &st, err);
+  if (rc) return rc;
+  int64_t busy = 0;
+  for (int i = 0; i < st.nsteps; i++)
+    if (strcmp(st.steps[i].state, TK__STEP_IN_PROGRESS) == 0) busy = st.steps[i].n;
+  *yes = busy <= worker_busy;
+  return 0;
+}
+
+/* Whether `run --until-idle` is done, after a pass that claimed `claimed`
+ * steps with nothing of this engine's running or unrecorded: no step an
+ * orchestrator runs is ready, in progress or waiting for a retry. Steps
+ * of worker queues (handler kind "worker", run by outside workers through
+ * tasker serve) are work no orchestrator can do, and do not hold it: with
+ * no worker attached it would wait for them forever. The store's has_work
+ * counts both kinds; when it says work is left, that work is the
+ * orchestrators' if this pass claimed some or saw some ready (claimed -1,
+ * pass), if its claim saw a retry of
+ * theirs waiting (next_retry_at, INT64_MIN: unknown), if a queue no worker
+ * step names has steps ready (held back by its limits) or in progress, or
+ * if steps other than the worker queues' are in progress (another
+ * orchestrator's). A queue named by both kinds of step counts as a worker
+ * queue. Delayed starts are not waited for, as before (has_work). */
+static int idle_now(tk_engine *e, int claimed, int *idle, tk_err *err) {
+  int work = 0, rc;
+  *idle = 0;
+  if ((rc = e->store->ops->has_work(e->store, &work, err)) || !work) {
+    *idle = rc == 0;
+    return rc;
+  }
+  if (claimed != 0 || e->next_retry_at != INT64_MAX) return 0;
+  tk__queue_rec *q = NULL;
+  int n = 0, own = 0;
+  if ((rc = e->store->ops->queue_list(e->store, tk_clock_now(&e->clock), &q, &n, err)))
+    return rc;
+  int64_t worker_busy = 0;
+  for (int i = 0; i < n; i++) {
+    if (q[i].worker) worker_busy += q[i].in_progress;
+    else if (q[i].ready > 0 || q[i].in_progress > 0) own = 1;
+  }
+  free(q);
+  if (own) return 0;
+  return busy_only_workers(e, worker_busy, idle, err);
+}
+
 int tk_engine_run(tk_engine *e, int until_idle, tk_err *err) {
   int rc = 0;
   while (!e->stop) {
     int64_t due;
+    int claimed = 0;
     /* Forget change notices before looking: what this pass reads covers
      * them, and only changes made after it should wake the sleep. */
     e->store->ops->drain_changes(e->store);
-    rc = pass(e, INLINE_ROUNDS, &due, err);
+    rc = pass(e, INLINE_ROUNDS, &due, &claimed, err);
     if (rc == 0 && until_idle && e->in_flight == 0 && e->unrecorded == NULL) {
-      int work = 0;
-      if ((rc = e->store->ops->has_work(e->store, &work, err)) == 0 && !work) break;
+      int idle = 0;
+      if ((rc = idle_now(e, claimed, &idle, err)) == 0 && idle) break;
     }
     if (rc == TK_EDISCONNECTED) {
       /* Handlers go on running meanwhile; their outcomes wait. */

@@ -450,6 +450,42 @@ static void queues_no_starvation(world *w) {
   assert_true(c[0].task_id == q1 || c[1].task_id == q1); /* half of the limit */
 }
 
+/* A claimant that saw no queue named by an orchestrator's step may skip
+ * the queues (PostgreSQL: the connection's no_lanes; SQLite reads them at
+ * every claim): a queue that another connection's
+ * submit names is taken from by its next claim at the latest, within its
+ * limits, and a claim that left it says to look again soon (next_due_at
+ * unknown). */
+static void queues_named_meanwhile(world *w) {
+  int64_t tid = add_template(w, one_toml);
+  tk__queue_def d = {.name = "late", .concurrency = 1};
+  put_queues(w, &d, 1);
+  tk__claimed c[8];
+  tk__claim_request r = orch_claim(w->s, "A", 8, c);
+  assert_int_equal(r.n, 0);
+  assert_true(r.next_due_at == INT64_MAX);
+  tk_store *b = open_store(w, w->url);
+  tk__new_step st = QSTEP("s", 0, "late", NULL);
+  int64_t late[2] = {create_task(w, b, tid, &st, 1, 0, 0), create_task(w, b, tid, &st, 1, 0, 0)};
+  int64_t plain = one_task(w, tid, NULL, NULL, 0);
+  int nlate = 0, nplain = 0;
+  for (int k = 0; k < 3; k++) {
+    r = orch_claim(w->s, "A", 8, c);
+    int took_late = 0;
+    for (int i = 0; i < r.n; i++) {
+      if (c[i].task_id == plain) nplain++;
+      else if (which(late, 2, c[i].task_id) >= 0) took_late++;
+      else fail_msg("claimed task %lld", (long long)c[i].task_id);
+    }
+    if (k == 0 && took_late == 0) assert_true(r.next_due_at == INT64_MIN);
+    if (k == 1) assert_int_equal(nlate + took_late, 1); /* by the second claim */
+    nlate += took_late;
+  }
+  assert_int_equal(nplain, 1);
+  assert_int_equal(nlate, 1); /* concurrency 1 */
+  assert_int_equal(queue_rec(w, "late").in_progress, 1);
+}
+
 #define QUEUE_CASES                                                                             \
   {"queues: submit stores priority and queues; priority orders fresh steps",                  \
    queues_priority_order, 0},                                                                   \
@@ -461,6 +497,7 @@ static void queues_no_starvation(world *w) {
    queues_put_replaces_limits, 0},                                                              \
   {"queues: queue_list counts and workers seen", queues_list_counts, 0},                        \
   {"queues: a map's instances keep its queue and priority", queues_map_instances_inherit, 0},    \
-  {"queues: an orchestrator's claims divide their limit", queues_no_starvation, 0},
+  {"queues: an orchestrator's claims divide their limit", queues_no_starvation, 0},          \
+  {"queues: a queue named meanwhile by another connection", queues_named_meanwhile, 0},
 
 #endif

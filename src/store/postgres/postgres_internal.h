@@ -80,7 +80,7 @@ enum {
   PG_FLOW_TASK, PG_INSTANCE_LIST, PG_REPORT_INSTANCES,
   PG_CLAIM_QUEUE, PG_CLAIM_GET, PG_TASK_CREATE_QUEUE,
   PG_CLAIM_LOCK, PG_CLAIM_LOCK_QUEUE, PG_CLAIM_LANES, PG_NEXT_QUEUE, PG_QUEUE_PUT, PG_QUEUE_CLEAR,
-  PG_QUEUE_LIST, PG_WORKER_SEEN,
+  PG_QUEUE_LIST, PG_WORKER_SEEN, PG_NEXT_PLAIN,
   PG_BUDGET_LOCK, PG_BUDGET_GET, PG_BUDGET_PUT,
   PG__COUNT
 };
@@ -124,6 +124,7 @@ typedef struct tk__pg_pipe {
   /* The claim queued (tk__pg_claim_queue): the slot of its queues' locks
    * (-1: none taken), and whether it looked at the queues' lanes. */
   int claim_lock_slot, claim_lanes;
+  int claim_next_plain; /* the claim's look after it is NEXT_PLAIN_SQL's */
   int broken;   /* the connection failed: nothing more can be sent */
   char error[TK_ERR_MSG_MAX]; /* after a run: the first failure's first line */
   char sqlstate[6];
