@@ -203,9 +203,9 @@ TOML
     '[.claims[] | [.task_id, .step, .attempt, .input, .heartbeat_ms > 0]]' \
     '[[1,"resize",1,{"context":{"url":"https://example.com/a.png"},"parents":{"fetch":null}},true]]'
   # Times as the operators' API gives them: integer ms since the epoch,
-  # here the lease (6 s) from the claim's now.
+  # here the lease (15 s) from the claim's now.
   now_ms=$(($(date +%s) * 1000))
-  expect_eq "claim: lease_expires_at is integer ms since the epoch, about 6 s ahead" \
+  expect_eq "claim: lease_expires_at is integer ms since the epoch, about 15 s ahead" \
     "$(printf '%s' "$BODY" | jq --argjson now "$now_ms" \
       '.claims[0].lease_expires_at | [type, . > $now - 60000, . < $now + 70000]' -c)" \
     '["number",true,true]'
@@ -366,7 +366,7 @@ TOML
   wk_expect "a claim carrying a bad outcome: 400 naming it" 400 .error.param '"outcomes[1].token"'
   expect_eq "neither changed a step" \
     "$(wk_sql "SELECT count(*) FROM steps WHERE name = 'a' AND state = 'in_progress' AND results IS NULL")" 3
-  # Their leases (6 s) renewed: the checks above take long under ASan.
+  # Their leases (15 s) renewed: the checks above take long under ASan.
   for tok in "$DUO1" "$DUO2" "$DUO3"; do
     wk_post "/api/v1/claims/$tok/heartbeat" '{}'
     [ "$CODE" = 200 ] || tap_fail "heartbeat a duo claim" "status $CODE: $BODY"
