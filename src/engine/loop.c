@@ -402,6 +402,11 @@ static int idle_now(tk_engine *e, int claimed, int *idle, tk_err *err) {
 
 int tk_engine_run(tk_engine *e, int until_idle, tk_err *err) {
   int rc = 0;
+  /* The store's change signal armed before the first pass (SQLite's watch
+   * is made on first use): made at the first sleep, it would miss a change
+   * committed between that pass and the sleep, which could then last until
+   * the next due time (seen: a submit from another connection, unseen). */
+  if (e->store->ops->change_fd) (void)e->store->ops->change_fd(e->store);
   while (!e->stop) {
     int64_t due;
     int claimed = 0;
