@@ -102,10 +102,7 @@ static int claim_prepare(tk_engine *e, const char *queue, const char *worker, in
   /* A server with workers and no orchestrator reaps too: a worker that
    * died loses its lease, and its step is retried, with no `tasker run`;
    * as an orchestrator does, only once a lease it knows of has run out. */
-  tk_err reaping;
-  if (tk__engine_reap_due(e, tk_clock_now(&e->clock), &reaping) != 0)
-    tk__engine_log(e, TK_LOG_WARN, "queue %s: reaping expired leases: %s", queue,
-                   tk_err_message(&reaping));
+  (void)tk__remote_reap(e);
   snprintf(c->owner, sizeof c->owner, "%s", worker);
   c->r = (tk__claim_request){
       .owner = c->owner, .lease_ms = e->lease_ms, .limit = max, .fresh_limit = max,
