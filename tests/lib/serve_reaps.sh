@@ -7,13 +7,7 @@
 
 sr_run() {
   tasker_config $QUICK_RETRIES engine.lease=2s engine.heartbeat=1s
-  cat >"$W/solo.toml" <<'TOML'
-name = "solo"
-version = "1"
-[[steps]]
-name = "only"
-handler = { kind = "worker", queue = "other" }
-TOML
+  wk_solo_template
   run t init
   [ "$RC" -eq 0 ] || wk_fatal "init" "$ERR"
   run t template add "$W/solo.toml"

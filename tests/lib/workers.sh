@@ -114,6 +114,18 @@ wk_claim_bg() {
   BG=$!
 }
 
+# wk_solo_template: $W/solo.toml, template "solo": one worker step, "only",
+# of queue "other".
+wk_solo_template() {
+  cat >"$W/solo.toml" <<'TOML'
+name = "solo"
+version = "1"
+[[steps]]
+name = "only"
+handler = { kind = "worker", queue = "other" }
+TOML
+}
+
 wk_run() {
   cat >"$W/img.toml" <<'TOML'
 name = "img"
@@ -131,13 +143,7 @@ name = "store"
 depends_on = ["resize"]
 handler = { kind = "worker", queue = "images" }
 TOML
-  cat >"$W/solo.toml" <<'TOML'
-name = "solo"
-version = "1"
-[[steps]]
-name = "only"
-handler = { kind = "worker", queue = "other" }
-TOML
+  wk_solo_template
   cat >"$W/batch.toml" <<'TOML'
 name = "batch"
 version = "1"
