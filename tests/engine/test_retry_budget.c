@@ -4,7 +4,8 @@
  * gives, with source "budget", its whole delay, a step.retry_deferred
  * event and a counter; deferred retries are spread as the budget allows
  * instead of all coming due at once; each step counts in the budget it
- * names (its own, else its template's), per host when per_host is set; a
+ * names (its own, else its template's), per host when per_host is set
+ * (also for many hosts new in one group, on both backends); a
  * deferred retry is brought earlier when the budget has room (on SQLite
  * and, with TK_TEST_PG_URL, PostgreSQL); and a template naming a budget
  * the configuration lacks is refused whole. */
@@ -286,6 +287,58 @@ static void expect_history(efx *f, int64_t task, const char *want) {
   free(got);
 }
 
+/* A handler that fails and names one host per pair of tasks:
+ * h<(task_id + 1) / 2>.example. */
+static void fail_on_pair_host(const tk_handler_call *call, tk_handler_result *out, void *ud) {
+  (void)ud;
+  out->status = TK_HANDLER_RETRY;
+  snprintf(out->error, sizeof out->error, "down");
+  snprintf(out->downstream, sizeof out->downstream, "h%lld.example",
+           (long long)(call->task_id + 1) / 2);
+}
+
+/* Many hosts new in one group of outcomes (the host table grows several
+ * times while the group's states are looked up): each outcome's state is
+ * looked up once and holds, so every host's budget limits the group. 20
+ * hosts, two tasks each, a floor of one retry per window: per host the
+ * first task's retry goes at once and the second's waits, and each host
+ * has its row in the store (on SQLite and, with TK_TEST_PG_URL,
+ * PostgreSQL). */
+static void a_group_of_many_new_hosts_is_limited_per_host(void **state) {
+  static const char *const sets[] = {"backoff.jitter=none", "backoff.base=100ms",
+                                     "budgets.h.ratio=0",   "budgets.h.window=1s",
+                                     "budgets.h.per_host=true", "engine.claim_batch=64", NULL};
+  const char *backend = *state;
+  efx *f = calloc(1, sizeof *f);
+  *state = f;
+  efx_open(f, sets);
+  if (strcmp(backend, "postgres") == 0)
+    efx_use_postgres(f, getenv("TK_TEST_PG_URL"), "tk_retry_budget");
+  efx_engine(f, "orch-1");
+  tk_err err;
+  if (tk_engine_register(f->engine, "fail_on_pair_host", fail_on_pair_host, NULL, &err) != 0)
+    fail_msg("%s", err.msg);
+  efx_one_step(f, "s", "{ kind = \"function\", name = \"fail_on_pair_host\" }",
+               "{ max_attempts = 2, budget = \"h\" }");
+  int64_t id[40];
+  for (int i = 0; i < 40; i++) id[i] = efx_submit(f, "s", NULL);
+  efx_tick(f);
+  for (int i = 0; i < 40; i++) {
+    char *h = history_of(f, id[i]);
+    const char *want = i % 2 ? "1|failure|0|1000|budget|1000" : "1|failure|0|100|computed|100";
+    if (strcmp(h, want) != 0) fail_msg("task %lld: %s, want %s", (long long)id[i], h, want);
+    free(h);
+  }
+  assert_int_equal(tk_engine_stats_get(f->engine).retries_deferred, 20);
+  tk__budget_rec *v;
+  int n;
+  if (f->store->ops->budget_list(f->store, &v, &n, &err) != 0) fail_msg("%s", err.msg);
+  int hosts = 0;
+  for (int i = 0; i < n; i++) hosts += strncmp(v[i].key, "1:h@h", 5) == 0;
+  tk__budget_recs_free(v, n);
+  assert_int_equal(hosts, 20);
+}
+
 /* A retry deferred by the budget is brought earlier when first attempts
  * recorded since make room, but never before its backoff's run_at. Ratio
  * 0.5 and a floor of 1 per 1 s window; a constant 100 ms backoff. At 0
@@ -400,6 +453,10 @@ int main(void) {
       cmocka_unit_test_teardown(first_attempts_are_never_refused, efx_teardown),
       cmocka_unit_test_teardown(each_step_counts_in_the_budget_it_names, efx_teardown),
       cmocka_unit_test_teardown(per_host_budgets_keep_a_state_per_host, efx_teardown),
+      {"sqlite: a_group_of_many_new_hosts_is_limited_per_host",
+       a_group_of_many_new_hosts_is_limited_per_host, NULL, efx_teardown, (void *)"sqlite"},
+      {"postgres: a_group_of_many_new_hosts_is_limited_per_host",
+       a_group_of_many_new_hosts_is_limited_per_host, NULL, efx_teardown, (void *)"postgres"},
       {"sqlite: a_deferred_retry_is_brought_earlier_when_the_budget_has_room",
        a_deferred_retry_is_brought_earlier_when_the_budget_has_room, NULL, efx_teardown,
        (void *)"sqlite"},
