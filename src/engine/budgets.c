@@ -19,11 +19,12 @@
  * deferred it, so that when first attempts recorded since make room, a
  * pass brings the oldest to now in the store (retry_earlier): a long
  * outage's queue drains at the rate the budget has while it drains, not at
- * the floor the reservations had. Bringing one earlier passes over no
- * earlier reservation only while one orchestrator holds every live
- * reservation of the state (budget_row.h: the owners' books); while
- * several do, each deferred retry runs at the time reserved for it, which
- * the budget allowed when it gave it. */
+ * the floor the reservations had. An orchestrator brings its oldest
+ * earlier only while no other holds an earlier live reservation of the
+ * state (budget_row.h: the owners' books, with each one's earliest): the
+ * budget's queue is served first come first served across the fleet, and
+ * bringing a later one earlier would pass over another's earlier
+ * reservation, breaking the bound at that one's time. */
 #include "engine/budget_row.h"
 #include "engine/engine_internal.h"
 
@@ -365,7 +366,7 @@ static void apply_group(row_call *c, tk__budget_row *r) {
     c->at[i] = 0;
     if (tk_retry_budget_reserve(&r->b, c->o[i].finished_at, &at)) continue;
     tk__budget_row_sync(r);
-    tk__budget_row_count(r, bs->me, +1);
+    tk__budget_row_count(r, bs->me, +1, at);
     c->at[i] = at;
     c->epoch[i] = r->b.resv_epoch;
   }
@@ -445,11 +446,13 @@ void tk__budgets_apply(tk_engine *e, const tk__finish *items, tk__outcome *o, tk
 
 /* Settle st's deferred retries that came due (those of books that started
  * over are gone from them), then take the oldest that the budget now has
- * room for (to be brought to now) while this orchestrator holds every
- * live reservation. One whose backoff has not run out yet stops the
- * taking: the queue is served in order, and a budget never brings a retry
- * before its policy's time. Counts them in c->settled and c->promoted;
- * the queue itself changes after the commit. */
+ * room for (to be brought to now) while no other orchestrator holds an
+ * earlier live reservation (budget_row.h: the owners' books). One whose
+ * backoff has not run out yet stops the taking: the queue is served in
+ * order, and a budget never brings a retry before its policy's time.
+ * Tells the books this orchestrator's earliest live reservation left.
+ * Counts them in c->settled and c->promoted; the queue itself changes
+ * after the commit. */
 static void take_room(row_call *c, tk__budget_row *r) {
   budget_state *st = c->st;
   uint64_t me = c->e->budgets->me;
@@ -461,18 +464,25 @@ static void take_room(row_call *c, tk__budget_row *r) {
     if (w->epoch == r->b.resv_epoch && r->b.resv_started) {
       tk_retry_budget_settle(&r->b, c->now, w->at);
       tk__budget_row_sync(r);
-      tk__budget_row_count(r, me, -1);
+      tk__budget_row_count(r, me, -1, 0);
     }
     c->settled++;
   }
   for (; k < st->qlen && !st->untracked; k++) {
     const waiting_retry *w = &st->q[(st->qhead + k) % st->qcap];
-    if (w->not_before > c->now || w->epoch != r->b.resv_epoch || !tk__budget_row_sole(r, me) ||
-        !tk_retry_budget_promote(&r->b, c->now, w->at))
+    if (w->not_before > c->now || w->epoch != r->b.resv_epoch ||
+        !tk__budget_row_may_promote(r, me, w->at) || !tk_retry_budget_promote(&r->b, c->now, w->at))
       break;
     tk__budget_row_sync(r);
-    tk__budget_row_count(r, me, -1);
+    tk__budget_row_count(r, me, -1, 0);
     c->promoted++;
+  }
+  for (; k < st->qlen; k++) {
+    const waiting_retry *w = &st->q[(st->qhead + k) % st->qcap];
+    if (w->epoch == r->b.resv_epoch) {
+      tk__budget_row_first(r, me, w->at);
+      break;
+    }
   }
 }
 

@@ -47,7 +47,7 @@ static void report_one(const tk__budget_rec *rec, const tk_config *cfg, int64_t 
   r->configured = cfg == NULL ? -1 : set != NULL;
   r->per_host = set ? set->per_host : r->has_host ? 1 : -1;
   if (set) r->cfg = set->budget;
-  else if (rec->len == TK__BUDGET_ROW_SIZE &&
+  else if ((rec->len == TK__BUDGET_ROW_SIZE || rec->len == TK__BUDGET_ROW_SIZE_2) &&
            tk_retry_budget_saved_config(rec->state, TK_RETRY_BUDGET_STATE_SIZE, &r->cfg))
     ;
   else return; /* nothing known to read it by */
