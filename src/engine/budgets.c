@@ -477,13 +477,13 @@ static void take_room(row_call *c, tk__budget_row *r) {
     tk__budget_row_count(r, me, -1, 0);
     c->promoted++;
   }
-  for (; k < st->qlen; k++) {
+  /* One not kept (out of memory) may be earlier than any kept: not known. */
+  int64_t first = 0;
+  for (; k < st->qlen && !st->untracked && first == 0; k++) {
     const waiting_retry *w = &st->q[(st->qhead + k) % st->qcap];
-    if (w->epoch == r->b.resv_epoch) {
-      tk__budget_row_first(r, me, w->at);
-      break;
-    }
+    if (w->epoch == r->b.resv_epoch) first = w->at;
   }
+  tk__budget_row_first(r, me, first);
 }
 
 void tk__budgets_bring_earlier(tk_engine *e, int64_t now) {
