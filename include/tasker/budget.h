@@ -192,6 +192,12 @@ void tk_retry_budget_save(const tk_retry_budget *b, unsigned char *out);
 int tk_retry_budget_load(tk_retry_budget *b, const tk_retry_budget_config *c,
                          const unsigned char *in, size_t len);
 
+/* The configuration a saved state was last written under (its window,
+ * ratio and floor, as init rounded them): 1 and *c set, or 0 when in is
+ * not a saved state of this layout (c untouched). A reader that has no
+ * configuration of its own loads the state under this one. */
+int tk_retry_budget_saved_config(const unsigned char *in, size_t len, tk_retry_budget_config *c);
+
 #ifdef __cplusplus
 }
 #endif

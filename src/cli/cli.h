@@ -9,6 +9,7 @@
 
 struct tk_config; /* <tasker/config.h> */
 struct json_t;    /* <jansson.h> */
+struct tk_err;    /* <tasker/error.h> */
 
 /* Exit statuses (sysexits-like where one fits). */
 enum {
@@ -125,6 +126,17 @@ void cli_error(const char *cmd, const char *fmt, ...)
  * CLI_EXIT_CONFIG. */
 int cli_load_config(cli_globals *g, struct tk_config **out);
 
+/* A report of the store as a command prints it (cli_report.c): report
+ * writes the JSON array of its rows (malloc'd) at now. */
+typedef int (*cli_report_fn)(struct tk_store *s, const struct tk_config *cfg, int64_t now,
+                             char **json, struct tk_err *err);
+/* Command `cmd` (no arguments but the globals): the configuration and the
+ * store opened, report's JSON printed as it is with --json, else as
+ * print(rows, now) does, or `empty` (a line) with no row. Returns the
+ * command's exit status. */
+int cli_report(cli_globals *g, const char *cmd, int argc, char **argv, cli_report_fn report,
+               void (*print)(struct json_t *rows, int64_t now), const char *empty);
+
 /* The profile `name` of cfg, or print "tasker CMD: unknown profile ..."
  * listing the known ones and return CLI_EXIT_USAGE. */
 struct tk_backoff_policy;
@@ -160,6 +172,8 @@ int cmd_run(cli_globals *g, int argc, char **argv);
 extern const char cmd_run_usage[];
 int cmd_queues(cli_globals *g, int argc, char **argv);
 extern const char cmd_queues_usage[];
+int cmd_budgets(cli_globals *g, int argc, char **argv);
+extern const char cmd_budgets_usage[];
 int cmd_status(cli_globals *g, int argc, char **argv);
 extern const char cmd_status_usage[];
 int cmd_show(cli_globals *g, int argc, char **argv);

@@ -66,38 +66,15 @@ static void print_table(json_t *queues, int64_t now) {
   }
 }
 
+/* tk_queues_json as a report: the limits are the store's, not cfg's. */
+static int queues_report(tk_store *s, const tk_config *cfg, int64_t now, char **json,
+                         tk_err *err) {
+  (void)cfg;
+  return tk_queues_json(s, now, json, err);
+}
+
 int cmd_queues(cli_globals *g, int argc, char **argv) {
-  const char *pos[1];
-  int npos, rc = cli_parse("queues", NULL, 0, argc, argv, pos, &npos, 0);
-  if (rc) return rc;
-  tk_config *cfg;
-  if ((rc = cli_load_config(g, &cfg))) return rc;
-  tk_store *s;
-  if ((rc = cli_open_store("queues", g, cfg, 1, &s))) {
-    tk_config_free(cfg);
-    return rc;
-  }
-  tk_clock clock = tk_store_clock(s);
-  int64_t now = tk_clock_now(&clock);
-  char *text = NULL;
-  tk_err err;
-  if (tk_queues_json(s, now, &text, &err) != 0) {
-    cli_error("queues", "%s", err.msg);
-    rc = CLI_EXIT_FAILURE;
-  } else if (g->json) {
-    puts(text);
-  } else {
-    json_t *queues = json_loads(text, 0, NULL);
-    if (json_array_size(queues) == 0)
-      printf("no queues: a step names one with queue = \"NAME\" (or a worker handler's), and "
-             "[queues.NAME] in the configuration limits it\n");
-    else
-      print_table(queues, now);
-    json_decref(queues);
-  }
-  free(text);
-  tk_store_close(s);
-  tk_config_free(cfg);
-  if (rc == 0 && fflush(stdout) != 0) rc = CLI_EXIT_FAILURE;
-  return rc;
+  return cli_report(g, "queues", argc, argv, queues_report, print_table,
+                    "no queues: a step names one with queue = \"NAME\" (or a worker handler's), "
+                    "and [queues.NAME] in the configuration limits it");
 }

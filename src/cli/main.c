@@ -24,6 +24,8 @@ static const cli_command commands[] = {
     {"status", cmd_status, "tasks and steps by state", cmd_status_usage},
     {"queues", cmd_queues, "each queue: ready, in progress, limits, oldest wait, workers",
      cmd_queues_usage},
+    {"budgets", cmd_budgets, "each retry budget: its figures, what it allows now, deferred retries",
+     cmd_budgets_usage},
     {"tasks", cmd_tasks, "list tasks by state, template, age or error text", cmd_tasks_usage},
     {"show", cmd_show, "a task and each of its steps", cmd_show_usage},
     {"why", cmd_why, "why a step is not running, and until when", cmd_why_usage},

@@ -14,8 +14,12 @@
  * count together as `unowned`. */
 #define TK__BUDGET_OWNERS 16
 
-/* Bytes of a saved row: the budget's state, then the owners' books. */
-#define TK__BUDGET_ROW_SIZE (TK_RETRY_BUDGET_STATE_SIZE + 8 * (2 + 2 * TK__BUDGET_OWNERS))
+/* Bytes of a saved row: the budget's state, then the owners' books (each
+ * owner's id, live count and earliest live reservation). A row of the
+ * layout before the earliest reservations (TK__BUDGET_ROW_SIZE_2) loads
+ * with them not known. */
+#define TK__BUDGET_ROW_SIZE (TK_RETRY_BUDGET_STATE_SIZE + 8 * (2 + 3 * TK__BUDGET_OWNERS))
+#define TK__BUDGET_ROW_SIZE_2 (TK_RETRY_BUDGET_STATE_SIZE + 8 * (2 + 2 * TK__BUDGET_OWNERS))
 
 typedef struct tk__budget_row {
   tk_retry_budget b;
@@ -26,11 +30,13 @@ typedef struct tk__budget_row {
   struct {
     uint64_t owner;
     int64_t live;
+    int64_t first; /* the time of its earliest live reservation; 0: not known */
   } owners[TK__BUDGET_OWNERS];
 } tk__budget_row;
 
 /* Read a row that tk__budget_row_save wrote (len bytes; 0: none yet) under
- * config c; one of another layout or window starts empty. */
+ * config c; one of another layout or window starts empty (one of
+ * TK__BUDGET_ROW_SIZE_2 bytes loads, its owners' earliest not known). */
 void tk__budget_row_load(tk__budget_row *r, const tk_retry_budget_config *c,
                          const unsigned char *in, size_t len);
 /* Write r (TK__BUDGET_ROW_SIZE bytes). */
@@ -39,11 +45,20 @@ void tk__budget_row_save(const tk__budget_row *r, unsigned char *out);
 /* After any call on r->b: the owners' books follow b's (empty once b's
  * books of reservations started over). */
 void tk__budget_row_sync(tk__budget_row *r);
-/* One live reservation more (+1) or fewer (-1) of `owner`. */
-void tk__budget_row_count(tk__budget_row *r, uint64_t owner, int delta);
-/* Whether every live reservation of the budget is `owner`'s: then its own
- * queue, first come first served, is the whole budget's, and it may
- * bring the earliest earlier (tk_retry_budget_promote). */
-int tk__budget_row_sole(const tk__budget_row *r, uint64_t owner);
+/* One live reservation more (+1, reserved at at_ms) or fewer (-1) of
+ * `owner`. Reservations come in time order, so one more is its earliest
+ * only when it held none; one fewer leaves its earliest to be told again
+ * (tk__budget_row_first). */
+void tk__budget_row_count(tk__budget_row *r, uint64_t owner, int delta, int64_t at_ms);
+/* Owner's earliest live reservation is now at at_ms (0: not known), as
+ * its own queue says after it settled or brought earlier its oldest. */
+void tk__budget_row_first(tk__budget_row *r, uint64_t owner, int64_t at_ms);
+/* Whether owner may bring its reservation at at_ms (its earliest live
+ * one) earlier: no other orchestrator's live reservation lies before it
+ * (nor is one not known: one whose earliest is not known, or more
+ * orchestrators than the books hold). The budget's queue is then served
+ * first come first served (tk_retry_budget_promote moves the earliest
+ * reservation), whoever holds the later ones. */
+int tk__budget_row_may_promote(const tk__budget_row *r, uint64_t owner, int64_t at_ms);
 
 #endif

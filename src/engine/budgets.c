@@ -19,11 +19,12 @@
  * deferred it, so that when first attempts recorded since make room, a
  * pass brings the oldest to now in the store (retry_earlier): a long
  * outage's queue drains at the rate the budget has while it drains, not at
- * the floor the reservations had. Bringing one earlier passes over no
- * earlier reservation only while one orchestrator holds every live
- * reservation of the state (budget_row.h: the owners' books); while
- * several do, each deferred retry runs at the time reserved for it, which
- * the budget allowed when it gave it. */
+ * the floor the reservations had. An orchestrator brings its oldest
+ * earlier only while no other holds an earlier live reservation of the
+ * state (budget_row.h: the owners' books, with each one's earliest): the
+ * budget's queue is served first come first served across the fleet, and
+ * bringing a later one earlier would pass over another's earlier
+ * reservation, breaking the bound at that one's time. */
 #include "engine/budget_row.h"
 #include "engine/engine_internal.h"
 
@@ -52,23 +53,26 @@ typedef struct budget_state {
   int64_t next_look; /* bring-earlier looks at the stored state again from then on */
   int fresh;         /* first attempts of this process counted since the last look */
   uint64_t group;    /* the last group of outcomes that touched it */
+  uint64_t pinned;   /* the last group that resolved it: kept while that group is applied */
 } budget_state;
 
-/* One budget that a step named. */
+/* One budget that a step named. Entries and host states are each
+ * allocated on their own and the tables hold pointers, so a state's
+ * address holds while tables grow: a group resolves each outcome's state
+ * once. */
 typedef struct budget_entry {
   char *name;
   const tk_budget_settings *s; /* NULL: not configured (warned once) */
   budget_state shared;         /* without per_host, or for attempts with no host */
-  budget_state *hosts;         /* per_host: open addressing, hcap a power of 2 */
+  budget_state **hosts;        /* per_host: open addressing (NULL: free), hcap a power of 2 */
   size_t nhosts, hcap;
 } budget_entry;
 
 struct tk__budgets {
-  budget_entry *v;
+  budget_entry **v;
   size_t n, cap;
   uint64_t me;           /* this orchestrator in the stored owners' books */
   uint64_t groups;       /* groups of outcomes applied */
-  uint64_t regrows;      /* host tables rebuilt (states moved) */
   struct in_order *order; /* tk__budgets_apply's orders of a group: firsts, then retries */
   budget_state **state_of; /* per outcome of a group: its state, or NULL */
   int order_cap;
@@ -84,8 +88,6 @@ const char *tk__step_budget(json_t *definition, json_t *step) {
   return json_string_value(v);
 }
 
-/* The entry of budget `name`, added (and its settings looked up) the first
- * time; NULL when out of memory. */
 /* The engine's budgets, made the first time; NULL when out of memory. */
 static struct tk__budgets *budgets_of(tk_engine *e) {
   struct tk__budgets *bs = e->budgets;
@@ -94,22 +96,27 @@ static struct tk__budgets *budgets_of(tk_engine *e) {
   return bs;
 }
 
+/* The entry of budget `name`, added (and its settings looked up) the first
+ * time; NULL when out of memory. */
 static budget_entry *entry_of(tk_engine *e, const char *name) {
   struct tk__budgets *bs = budgets_of(e);
   if (bs == NULL) return NULL;
   for (size_t i = 0; i < bs->n; i++)
-    if (strcmp(bs->v[i].name, name) == 0) return &bs->v[i];
+    if (strcmp(bs->v[i]->name, name) == 0) return bs->v[i];
   if (bs->n == bs->cap) {
     size_t cap = bs->cap ? 2 * bs->cap : 4;
-    budget_entry *grown = realloc(bs->v, cap * sizeof *grown);
+    budget_entry **grown = realloc(bs->v, cap * sizeof *grown);
     if (grown == NULL) return NULL;
     bs->v = grown;
     bs->cap = cap;
-    bs->regrows++; /* the entries' shared states moved */
   }
-  budget_entry *be = &bs->v[bs->n];
-  memset(be, 0, sizeof *be);
-  if ((be->name = strdup(name)) == NULL) return NULL;
+  budget_entry *be = calloc(1, sizeof *be);
+  if (be == NULL) return NULL;
+  if ((be->name = strdup(name)) == NULL) {
+    free(be);
+    return NULL;
+  }
+  bs->v[bs->n] = be;
   be->s = tk_config_budget(e->config, name);
   if (be->s != NULL && tk_retry_budget_init(&be->shared.b, &be->s->budget, NULL) != 0)
     be->s = NULL; /* not reached: the configuration validated it */
@@ -134,10 +141,10 @@ static uint64_t hash_of(const char *s) {
 }
 
 /* The slot of `host` in a table of cap entries: its own, or the free one
- * where it would go. */
-static budget_state *probe(budget_state *t, size_t cap, const char *host) {
+ * (NULL) where it would go. */
+static budget_state **probe(budget_state **t, size_t cap, const char *host) {
   size_t i = (size_t)hash_of(host) & (cap - 1);
-  while (t[i].host != NULL && strcmp(t[i].host, host) != 0) i = (i + 1) & (cap - 1);
+  while (t[i] != NULL && strcmp(t[i]->host, host) != 0) i = (i + 1) & (cap - 1);
   return &t[i];
 }
 
@@ -187,61 +194,69 @@ static void pop_waiting(struct tk__budgets *bs, budget_state *st) {
   bs->waiting--;
 }
 
-/* Make room for one more host: a table twice the live states (at least
- * 16), without the idle ones. 0, or TK_ENOMEM with the table unchanged. */
+/* Whether a host's state may be dropped: idle, and not resolved by the
+ * group being applied (whose outcomes point at it). */
+static int droppable(const struct tk__budgets *bs, const budget_state *st, int64_t now_ms) {
+  return st->pinned != bs->groups + 1 && idle(&st->b, now_ms);
+}
+
+/* Make room for one more host: a table twice the states kept (at least
+ * 16), without the droppable ones, which are freed. The states kept do
+ * not move. 0, or TK_ENOMEM with the table unchanged. */
 static int regrow(struct tk__budgets *bs, budget_entry *be, int64_t now_ms) {
   size_t live = 0;
   for (size_t i = 0; i < be->hcap; i++)
-    if (be->hosts[i].host != NULL && !idle(&be->hosts[i].b, now_ms)) live++;
+    if (be->hosts[i] != NULL && !droppable(bs, be->hosts[i], now_ms)) live++;
   size_t cap = 16;
   while (cap < 4 * (live + 1)) cap *= 2;
-  budget_state *t = calloc(cap, sizeof *t);
+  budget_state **t = calloc(cap, sizeof *t);
   if (t == NULL) return TK_ENOMEM;
   for (size_t i = 0; i < be->hcap; i++) {
-    budget_state *old = &be->hosts[i];
-    if (old->host == NULL) continue;
-    if (idle(&old->b, now_ms)) {
+    budget_state *old = be->hosts[i];
+    if (old == NULL) continue;
+    if (droppable(bs, old, now_ms)) {
       free(old->host);
       forget_waiting(bs, old);
+      free(old);
     } else {
-      *probe(t, cap, old->host) = *old;
+      *probe(t, cap, old->host) = old;
     }
   }
   free(be->hosts);
   be->hosts = t;
   be->hcap = cap;
   be->nhosts = live;
-  bs->regrows++;
   return 0;
 }
 
 /* The state of budget `name` for `host` ("" or NULL: the shared one), or
- * NULL when the budget is not configured or memory ran out. */
-static budget_state *state_of(tk_engine *e, const char *name, const char *host, int64_t now_ms,
-                              const char **used_host) {
+ * NULL when the budget is not configured or memory ran out. Its address
+ * holds until it is dropped (idle, by a later group's regrow) or the
+ * engine ends. */
+static budget_state *state_of(tk_engine *e, const char *name, const char *host, int64_t now_ms) {
   budget_entry *be = entry_of(e, name);
-  *used_host = NULL;
   if (be == NULL || be->s == NULL) return NULL;
   if (!be->s->per_host || host == NULL || host[0] == '\0') return &be->shared;
   if (be->hcap > 0) {
-    budget_state *st = probe(be->hosts, be->hcap, host);
-    if (st->host != NULL) {
-      *used_host = st->host;
-      return st;
-    }
+    budget_state *st = *probe(be->hosts, be->hcap, host);
+    if (st != NULL) return st;
   }
-  if (2 * (be->nhosts + 1) > be->hcap && regrow(e->budgets, be, now_ms) != 0) {
+  budget_state *st = NULL;
+  if ((2 * (be->nhosts + 1) <= be->hcap || regrow(e->budgets, be, now_ms) == 0) &&
+      (st = calloc(1, sizeof *st)) != NULL && (st->host = strdup(host)) == NULL) {
+    free(st);
+    st = NULL;
+  }
+  if (st == NULL) {
     tk__engine_log(e, TK_LOG_ERROR, "retry budget \"%s\": out of memory for host %s", name,
                    host);
     return NULL;
   }
-  budget_state *st = probe(be->hosts, be->hcap, host);
-  if ((st->host = strdup(host)) == NULL) return NULL;
   tk_retry_budget_init(&st->b, &be->s->budget, NULL); /* validated with the config */
   st->name = be->name;
   st->cfg = &be->s->budget;
+  *probe(be->hosts, be->hcap, host) = st;
   be->nhosts++;
-  *used_host = st->host;
   return st;
 }
 
@@ -351,28 +366,25 @@ static void apply_group(row_call *c, tk__budget_row *r) {
     c->at[i] = 0;
     if (tk_retry_budget_reserve(&r->b, c->o[i].finished_at, &at)) continue;
     tk__budget_row_sync(r);
-    tk__budget_row_count(r, bs->me, +1);
+    tk__budget_row_count(r, bs->me, +1, at);
     c->at[i] = at;
     c->epoch[i] = r->b.resv_epoch;
   }
 }
 
-/* Each outcome's state (resolving one may move those resolved before:
- * a host table or the entries grew; then again). */
+/* Each outcome's state, once: states do not move, and one resolved here
+ * is pinned (kept by any regrow) until the group has been applied. */
 static void resolve_states(tk_engine *e, const tk__finish *items, const tk__outcome *o, int n) {
   struct tk__budgets *bs = e->budgets;
-  for (int pass = 0; pass < 3; pass++) {
-    uint64_t moves = bs->regrows;
-    for (int i = 0; i < n; i++) {
-      const char *name = items[i].budget, *host;
-      int used = name && ((items[i].claim->attempt == 1 && items[i].started_at > 0) ||
-                          o[i].next == TK__NEXT_RETRY);
-      int64_t at = o[i].next == TK__NEXT_RETRY ? o[i].finished_at : items[i].started_at;
-      bs->state_of[i] = used ? state_of(e, name, items[i].result->downstream, at, &host) : NULL;
-    }
-    if (bs->regrows == moves) return;
+  for (int i = 0; i < n; i++) {
+    const char *name = items[i].budget;
+    int used = name && ((items[i].claim->attempt == 1 && items[i].started_at > 0) ||
+                        o[i].next == TK__NEXT_RETRY);
+    int64_t at = o[i].next == TK__NEXT_RETRY ? o[i].finished_at : items[i].started_at;
+    budget_state *st = used ? state_of(e, name, items[i].result->downstream, at) : NULL;
+    if (st != NULL) st->pinned = bs->groups + 1;
+    bs->state_of[i] = st;
   }
-  for (int i = 0; i < n; i++) bs->state_of[i] = NULL; /* not reached but by a flood of hosts */
 }
 
 void tk__budgets_apply(tk_engine *e, const tk__finish *items, tk__outcome *o, tk__deferral *d,
@@ -434,11 +446,13 @@ void tk__budgets_apply(tk_engine *e, const tk__finish *items, tk__outcome *o, tk
 
 /* Settle st's deferred retries that came due (those of books that started
  * over are gone from them), then take the oldest that the budget now has
- * room for (to be brought to now) while this orchestrator holds every
- * live reservation. One whose backoff has not run out yet stops the
- * taking: the queue is served in order, and a budget never brings a retry
- * before its policy's time. Counts them in c->settled and c->promoted;
- * the queue itself changes after the commit. */
+ * room for (to be brought to now) while no other orchestrator holds an
+ * earlier live reservation (budget_row.h: the owners' books). One whose
+ * backoff has not run out yet stops the taking: the queue is served in
+ * order, and a budget never brings a retry before its policy's time.
+ * Tells the books this orchestrator's earliest live reservation left.
+ * Counts them in c->settled and c->promoted; the queue itself changes
+ * after the commit. */
 static void take_room(row_call *c, tk__budget_row *r) {
   budget_state *st = c->st;
   uint64_t me = c->e->budgets->me;
@@ -450,19 +464,26 @@ static void take_room(row_call *c, tk__budget_row *r) {
     if (w->epoch == r->b.resv_epoch && r->b.resv_started) {
       tk_retry_budget_settle(&r->b, c->now, w->at);
       tk__budget_row_sync(r);
-      tk__budget_row_count(r, me, -1);
+      tk__budget_row_count(r, me, -1, 0);
     }
     c->settled++;
   }
   for (; k < st->qlen && !st->untracked; k++) {
     const waiting_retry *w = &st->q[(st->qhead + k) % st->qcap];
-    if (w->not_before > c->now || w->epoch != r->b.resv_epoch || !tk__budget_row_sole(r, me) ||
-        !tk_retry_budget_promote(&r->b, c->now, w->at))
+    if (w->not_before > c->now || w->epoch != r->b.resv_epoch ||
+        !tk__budget_row_may_promote(r, me, w->at) || !tk_retry_budget_promote(&r->b, c->now, w->at))
       break;
     tk__budget_row_sync(r);
-    tk__budget_row_count(r, me, -1);
+    tk__budget_row_count(r, me, -1, 0);
     c->promoted++;
   }
+  /* One not kept (out of memory) may be earlier than any kept: not known. */
+  int64_t first = 0;
+  for (; k < st->qlen && !st->untracked && first == 0; k++) {
+    const waiting_retry *w = &st->q[(st->qhead + k) % st->qcap];
+    if (w->epoch == r->b.resv_epoch) first = w->at;
+  }
+  tk__budget_row_first(r, me, first);
 }
 
 void tk__budgets_bring_earlier(tk_engine *e, int64_t now) {
@@ -470,10 +491,10 @@ void tk__budgets_bring_earlier(tk_engine *e, int64_t now) {
   if (bs == NULL || bs->waiting == 0 || e->store->ops->retry_earlier == NULL) return;
   int n = 0;
   for (size_t i = 0; i < bs->n; i++) {
-    budget_entry *be = &bs->v[i];
+    budget_entry *be = bs->v[i];
     for (size_t k = 0; k <= be->hcap; k++) {
-      budget_state *st = k < be->hcap ? &be->hosts[k] : &be->shared;
-      if ((k < be->hcap && st->host == NULL) || st->qlen == 0 ||
+      budget_state *st = k < be->hcap ? be->hosts[k] : &be->shared;
+      if (st == NULL || st->qlen == 0 ||
           (now < st->next_look && !st->fresh))
         continue;
       /* Room comes as slots leave the window or first attempts are
@@ -517,13 +538,17 @@ void tk__budgets_free(tk_engine *e) {
   struct tk__budgets *bs = e->budgets;
   if (bs == NULL) return;
   for (size_t i = 0; i < bs->n; i++) {
-    for (size_t k = 0; k < bs->v[i].hcap; k++) {
-      free(bs->v[i].hosts[k].host);
-      free(bs->v[i].hosts[k].q);
+    budget_entry *be = bs->v[i];
+    for (size_t k = 0; k < be->hcap; k++) {
+      if (be->hosts[k] == NULL) continue;
+      free(be->hosts[k]->host);
+      free(be->hosts[k]->q);
+      free(be->hosts[k]);
     }
-    free(bs->v[i].shared.q);
-    free(bs->v[i].hosts);
-    free(bs->v[i].name);
+    free(be->shared.q);
+    free(be->hosts);
+    free(be->name);
+    free(be);
   }
   free(bs->v);
   free(bs->order);

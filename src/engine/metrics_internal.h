@@ -69,6 +69,10 @@ void tk__prom_int(tk__buf *b, const char *name, const char *label, const char *v
 /* tk__prom_int with a real value (printed with up to 15 digits). */
 void tk__prom_float(tk__buf *b, const char *name, const char *label, const char *value,
                     double v);
+/* tk__prom_float with two labels (`name{l1="v1",l2="v2"} v`), both values
+ * escaped. */
+void tk__prom_float2(tk__buf *b, const char *name, const char *l1, const char *v1,
+                     const char *l2, const char *v2, double v);
 /* Every line of one histogram series: cumulative _bucket{...,le} up to
  * +Inf, _sum (seconds) and _count (the buckets' total as read, so equal to
  * +Inf). label NULL: no label but le. */

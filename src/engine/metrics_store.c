@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/budget_report.h"
 #include "store/store.h"
 
 /* Every state, so that a series exists at 0 before anything is in it
@@ -136,6 +137,72 @@ static int queue_families(tk_store *s, int64_t now, tk__buf *b, tk_err *err) {
   return 0;
 }
 
+/* The retry budgets' series (DESIGN §14), one sample per stored state of
+ * each family, labelled budget and host ("" for a budget's shared state),
+ * each state read under the figures it was last written with (the
+ * report of tasker budgets, src/ops/budgets.c, without a configuration).
+ * A store without budget states has none. */
+static int budget_families(tk_store *s, int64_t now, tk__buf *b, tk_err *err) {
+  tk__budget_report *v = NULL;
+  int n = 0;
+  int rc = tk__budget_report_read(s, NULL, now, &v, &n, err);
+  if (rc || n == 0) {
+    free(v);
+    return rc;
+  }
+  enum { AVAILABLE, RESERVED, DEFERRED, EARLIER, FIRSTS, RETRIES, RATIO, FLOOR, WINDOW, UPDATED,
+         NFAMILIES };
+  static const struct {
+    const char *name, *type, *help;
+  } families[NFAMILIES] = {
+      {"tasker_store_budget_available", "gauge",
+       "Retries the budget allows now, asked one after another (0 while deferred retries "
+       "wait); states whose figures are unknown are left out."},
+      {"tasker_store_budget_reserved", "gauge",
+       "Retries the budget deferred that hold a reservation not yet settled."},
+      {"tasker_store_budget_deferred_total", "counter",
+       "Retries the budget deferred, by any orchestrator, since its state began."},
+      {"tasker_store_budget_brought_earlier_total", "counter",
+       "Deferred retries brought earlier when the budget had room, since its state began."},
+      {"tasker_store_budget_first_attempts_total", "counter",
+       "First attempts counted in the budget, since its state began."},
+      {"tasker_store_budget_retries_total", "counter",
+       "Retries counted in the budget (allowed now or reserved), since its state began."},
+      {"tasker_store_budget_ratio", "gauge",
+       "Retries per first attempt in the window the budget allows (as last written)."},
+      {"tasker_store_budget_min_per_second", "gauge",
+       "The budget's floor of retries per second (as last written)."},
+      {"tasker_store_budget_window_seconds", "gauge",
+       "The budget's sliding window (as last written)."},
+      {"tasker_store_budget_updated_timestamp_seconds", "gauge",
+       "When an orchestrator last updated the budget's state (Unix time)."},
+  };
+  for (int f = 0; f < NFAMILIES; f++) {
+    tk__prom_family(b, families[f].name, families[f].type, families[f].help);
+    for (int i = 0; i < n; i++) {
+      const tk__budget_report *r = &v[i];
+      double x;
+      switch (f) {
+      case AVAILABLE: x = (double)r->available; break;
+      case RESERVED: x = (double)r->reserved; break;
+      case DEFERRED: x = (double)r->deferred; break;
+      case EARLIER: x = (double)r->brought_earlier; break;
+      case FIRSTS: x = (double)r->first_attempts; break;
+      case RETRIES: x = (double)r->retries; break;
+      case RATIO: x = r->cfg.ratio; break;
+      case FLOOR: x = r->cfg.min_per_second; break;
+      case WINDOW: x = (double)r->cfg.window_ms / 1000.0; break;
+      default: x = (double)r->updated_at / 1000.0;
+      }
+      if (r->known || f == UPDATED)
+        tk__prom_float2(b, families[f].name, "budget", r->name, "host",
+                        r->has_host ? r->host : "", x);
+    }
+  }
+  free(v);
+  return 0;
+}
+
 int tk_metrics_render_store(tk_store *s, int64_t now, char **text, size_t *len, tk_err *err) {
   *text = NULL;
   tk__status_report r;
@@ -164,7 +231,8 @@ int tk_metrics_render_store(tk_store *s, int64_t now, char **text, size_t *len, 
                     "was created.",
                     r.counters[i].value);
   }
-  if ((rc = queue_families(s, now, &b, err)) != 0) {
+  if ((rc = queue_families(s, now, &b, err)) != 0 ||
+      (rc = budget_families(s, now, &b, err)) != 0) {
     tk__buf_free(&b);
     return rc;
   }

@@ -49,6 +49,15 @@ void tk__prom_float(tk__buf *b, const char *name, const char *label, const char 
   tk__buf_addf(b, " %.15g\n", v);
 }
 
+void tk__prom_float2(tk__buf *b, const char *name, const char *l1, const char *v1,
+                     const char *l2, const char *v2, double v) {
+  tk__buf_addf(b, "%s{%s=\"", name, l1);
+  escaped(b, v1, 1);
+  tk__buf_addf(b, "\",%s=\"", l2);
+  escaped(b, v2, 1);
+  tk__buf_addf(b, "\"} %.15g\n", v);
+}
+
 void tk__prom_histo(tk__buf *b, const char *name, const char *label, const char *value,
                     const tk__histo *h) {
   const tk__buckets *bk = h->buckets;

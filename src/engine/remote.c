@@ -436,12 +436,7 @@ void tk__remote_drain(tk_engine *e) {
   if (e->store->ops->drain_changes) e->store->ops->drain_changes(e->store);
 }
 
-int64_t tk__remote_reap_at(tk_engine *e) {
-  /* Before its first claim the server's workers hold no lease of its
-   * giving, and the store's user may be another thread's (in-process
-   * servers in tests): nothing to reap on the server's own time. */
-  return e->stats.claimed > 0 ? e->reap_at : INT64_MAX;
-}
+int64_t tk__remote_reap_at(tk_engine *e) { return e->reap_at; }
 
 int tk__remote_reap(tk_engine *e) {
   long long before = e->stats.lease_expired;

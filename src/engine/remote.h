@@ -131,11 +131,11 @@ int tk__remote_wake_fd(tk_engine *e);
 void tk__remote_drain(tk_engine *e);
 
 /* When the earliest lease this engine knows of runs out (engine clock, unix
- * ms; INT64_MIN: not known yet; INT64_MAX: none, or no step claimed through
- * this engine yet, whose workers so hold no lease), so that a server reaps
- * its workers' expired leases on time, not only when a claim comes: no
- * orchestrator may be running, and on PostgreSQL a worker's claim wakes
- * none. tk__remote_reap reaps the leases expired by now, if that time has
+ * ms; INT64_MIN: not known yet, so from the start the server looks at once
+ * and learns the store's next expiry; INT64_MAX: none), so that a server
+ * reaps expired leases on time, not only when a claim comes: no
+ * orchestrator may be running (the workers of a server that stopped hold
+ * leases too), and on PostgreSQL a worker's claim wakes none. tk__remote_reap reaps the leases expired by now, if that time has
  * come (an error is logged), and returns how many it reaped. */
 int64_t tk__remote_reap_at(tk_engine *e);
 int tk__remote_reap(tk_engine *e);

@@ -387,3 +387,16 @@ int tk_retry_budget_load(tk_retry_budget *b, const tk_retry_budget_config *c,
   *b = r;
   return 1;
 }
+
+int tk_retry_budget_saved_config(const unsigned char *in, size_t len, tk_retry_budget_config *c) {
+  if (in == NULL || len != TK_RETRY_BUDGET_STATE_SIZE) return 0;
+  const unsigned char *p = in;
+  if (get64(&p) != STATE_VERSION) return 0;
+  int64_t slot_ms = get64(&p), ratio_ppm = get64(&p), floor = get64(&p);
+  tk_retry_budget_config got = {(double)ratio_ppm / PPM, slot_ms * SLOTS,
+                                slot_ms > 0 ? (double)floor / ((double)slot_ms * SLOTS * 1000.0)
+                                            : 0};
+  if (tk_retry_budget_config_validate(&got, NULL) != 0) return 0;
+  *c = got;
+  return 1;
+}

@@ -10,6 +10,7 @@
 #include <tasker/duration.h>
 #include <tasker/metrics.h>
 #include <tasker/query.h>
+#include <tasker/budget_report.h>
 #include <tasker/queue.h>
 
 #include "server/assets.h"
@@ -160,6 +161,17 @@ static void get_queues(tk_server *s, tk__response *out) {
   else tk__respond_json(out, 200, text);
 }
 
+/* GET /api/v1/budgets: every retry budget state the store keeps, now,
+ * read under the server's configuration. */
+static void get_budgets(tk_server *s, tk__response *out) {
+  char *text;
+  tk_err err;
+  if (tk_budgets_json(s->store, s->config, now(s), &text, &err) != 0)
+    tk__respond_tk_error(s, out, &err, NULL);
+  else
+    tk__respond_json(out, 200, text);
+}
+
 /* One template: its entry of the list (one shape for both) plus its
  * definition. */
 static void get_template(tk_server *s, const tk__route *r, const char *version,
@@ -289,6 +301,7 @@ void tk__api_handle(tk_server *s, const tk__route *r, const char *body, size_t l
       else if (r->id == TK__R_TEMPLATES) get_templates(s, out);
       else if (r->id == TK__R_OPENAPI) get_openapi(out);
       else if (r->id == TK__R_QUEUES) get_queues(s, out);
+      else if (r->id == TK__R_BUDGETS) get_budgets(s, out);
   }
   tk__query_free(&q);
   if (r->post) tk__api_actions(s, r, body, len, out);

@@ -67,6 +67,7 @@ typedef enum tk__route_id {
   TK__R_FAIL,        /* POST /api/v1/claims/TOKEN/fail (a worker's) */
   TK__R_OUTCOMES,    /* POST /api/v1/claims/outcomes (a worker's: a batch) */
   TK__R_QUEUES,      /* GET /api/v1/queues */
+  TK__R_BUDGETS,     /* GET /api/v1/budgets */
   TK__R_ASSET        /* GET anything else outside /api/: the dashboard (last: tests
                       * iterate the routes up to it) */
 } tk__route_id;

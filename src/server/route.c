@@ -50,6 +50,7 @@ const char *tk__route_name(tk__route_id id) {
       [TK__R_FAIL] = "POST /api/v1/claims/TOKEN/fail",
       [TK__R_OUTCOMES] = "POST /api/v1/claims/outcomes",
       [TK__R_QUEUES] = "GET /api/v1/queues",
+      [TK__R_BUDGETS] = "GET /api/v1/budgets",
       [TK__R_ASSET] = "GET /PATH (the dashboard's files)",
   };
   return (int)id > 0 && (size_t)id < sizeof names / sizeof names[0] ? names[id] : NULL;
@@ -133,6 +134,7 @@ static int match_api(const segs *s, tk__route *r, int *methods, tk__api_error *e
   else if (k == 1 && is(s, first, "backoff")) r->id = TK__R_BACKOFF;
   else if (k == 1 && is(s, first, "openapi.json")) r->id = TK__R_OPENAPI;
   else if (k == 1 && is(s, first, "queues")) r->id = TK__R_QUEUES;
+  else if (k == 1 && is(s, first, "budgets")) r->id = TK__R_BUDGETS;
   else if (k == 1 && is(s, first, "tasks")) {
     r->id = TK__R_TASKS;
     *methods = TK__M_GET | TK__M_POST;

@@ -16,6 +16,7 @@
 #define TASKER_STORE_STORE_H
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <jansson.h>
 
@@ -43,8 +44,9 @@
  * 12: queues and priority (DESIGN §4, §19): tk__new_step.queue,
  * tk__new_task.priority (and in task reports and rows), claim requests'
  * next_due_at, queue_put, queue_list and worker_seen (at the end); 13:
- * retry budgets kept in the store, budget_update (at the end). */
-#define TK__STORE_OPS_VERSION 13
+ * retry budgets kept in the store, budget_update (at the end); 14: budget_list
+ * (at the end), for the report of budgets (tasker budgets). */
+#define TK__STORE_OPS_VERSION 14
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 #define TK__STATE_MAX 24
@@ -602,6 +604,21 @@ typedef int (*tk__budget_fn)(void *arg, unsigned char *state, size_t *len, size_
 /* Longest budget_update key, without its NUL: a budget's name and a host. */
 #define TK__BUDGET_KEY_MAX 512
 
+/* A stored retry budget state as budget_list reads it: its key, the bytes
+ * budget_update last wrote (state: malloc'd, len bytes) and when. */
+typedef struct tk__budget_rec {
+  char key[TK__BUDGET_KEY_MAX + 1];
+  unsigned char *state;
+  size_t len;
+  int64_t updated_at;
+} tk__budget_rec;
+
+/* Free what budget_list returned (v may be NULL). */
+static inline void tk__budget_recs_free(tk__budget_rec *v, int n) {
+  for (int i = 0; v != NULL && i < n; i++) free(v[i].state);
+  free(v);
+}
+
 typedef struct tk__store_ops {
   int version; /* TK__STORE_OPS_VERSION: checked when a store opens */
   const char *scheme;
@@ -836,6 +853,10 @@ typedef struct tk__store_ops {
    * on the state the other left: one state for the whole fleet. */
   int (*budget_update)(tk_store *s, const char *key, unsigned char *state, size_t cap,
                        tk__budget_fn fn, void *arg, int64_t now, tk_err *err);
+  /* Every stored budget state (14), by key, in one read that takes no
+   * lock a budget_update waits for: a malloc'd array (tk__budget_recs_free;
+   * NULL when there is none). */
+  int (*budget_list)(tk_store *s, tk__budget_rec **out, int *n, tk_err *err);
 } tk__store_ops;
 
 /* Every backend's store struct starts with this. */

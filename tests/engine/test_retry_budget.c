@@ -4,7 +4,8 @@
  * gives, with source "budget", its whole delay, a step.retry_deferred
  * event and a counter; deferred retries are spread as the budget allows
  * instead of all coming due at once; each step counts in the budget it
- * names (its own, else its template's), per host when per_host is set; a
+ * names (its own, else its template's), per host when per_host is set
+ * (also for many hosts new in one group, on both backends); a
  * deferred retry is brought earlier when the budget has room (on SQLite
  * and, with TK_TEST_PG_URL, PostgreSQL); and a template naming a budget
  * the configuration lacks is refused whole. */
@@ -286,6 +287,72 @@ static void expect_history(efx *f, int64_t task, const char *want) {
   free(got);
 }
 
+/* The test's world on the backend *state names ("sqlite", or "postgres"
+ * when TK_TEST_PG_URL is set, else skipped), with engine orch-1. */
+static efx *on_backend(void **state, const char *const *sets) {
+  const char *backend = *state;
+  efx *f = calloc(1, sizeof *f);
+  *state = f;
+  efx_open(f, sets);
+  if (strcmp(backend, "postgres") == 0)
+    efx_use_postgres(f, getenv("TK_TEST_PG_URL"), "tk_retry_budget");
+  efx_engine(f, "orch-1");
+  return f;
+}
+
+/* A budget first attempts make room in: 0.5 retry each, plus 1 per 1 s
+ * window; retries 100 ms apart. */
+static const char *const room_sets[] = {"backoff.jitter=none",   "backoff.base=100ms",
+                                        "backoff.multiplier=1",  "budgets.api.ratio=0.5",
+                                        "budgets.api.window=1s", "budgets.api.min_per_second=1",
+                                        NULL};
+
+/* A handler that fails and names one host per pair of tasks:
+ * h<(task_id + 1) / 2>.example. */
+static void fail_on_pair_host(const tk_handler_call *call, tk_handler_result *out, void *ud) {
+  (void)ud;
+  out->status = TK_HANDLER_RETRY;
+  snprintf(out->error, sizeof out->error, "down");
+  snprintf(out->downstream, sizeof out->downstream, "h%lld.example",
+           (long long)(call->task_id + 1) / 2);
+}
+
+/* Many hosts new in one group of outcomes (the host table grows several
+ * times while the group's states are looked up): each outcome's state is
+ * looked up once and holds, so every host's budget limits the group. 20
+ * hosts, two tasks each, a floor of one retry per window: per host the
+ * first task's retry goes at once and the second's waits, and each host
+ * has its row in the store (on SQLite and, with TK_TEST_PG_URL,
+ * PostgreSQL). */
+static void a_group_of_many_new_hosts_is_limited_per_host(void **state) {
+  static const char *const sets[] = {"backoff.jitter=none", "backoff.base=100ms",
+                                     "budgets.h.ratio=0",   "budgets.h.window=1s",
+                                     "budgets.h.per_host=true", "engine.claim_batch=64", NULL};
+  efx *f = on_backend(state, sets);
+  tk_err err;
+  if (tk_engine_register(f->engine, "fail_on_pair_host", fail_on_pair_host, NULL, &err) != 0)
+    fail_msg("%s", err.msg);
+  efx_one_step(f, "s", "{ kind = \"function\", name = \"fail_on_pair_host\" }",
+               "{ max_attempts = 2, budget = \"h\" }");
+  int64_t id[40];
+  for (int i = 0; i < 40; i++) id[i] = efx_submit(f, "s", NULL);
+  efx_tick(f);
+  for (int i = 0; i < 40; i++) {
+    char *h = history_of(f, id[i]);
+    const char *want = i % 2 ? "1|failure|0|1000|budget|1000" : "1|failure|0|100|computed|100";
+    if (strcmp(h, want) != 0) fail_msg("task %lld: %s, want %s", (long long)id[i], h, want);
+    free(h);
+  }
+  assert_int_equal(tk_engine_stats_get(f->engine).retries_deferred, 20);
+  tk__budget_rec *v;
+  int n;
+  if (f->store->ops->budget_list(f->store, &v, &n, &err) != 0) fail_msg("%s", err.msg);
+  int hosts = 0;
+  for (int i = 0; i < n; i++) hosts += strncmp(v[i].key, "1:h@h", 5) == 0;
+  tk__budget_recs_free(v, n);
+  assert_int_equal(hosts, 20);
+}
+
 /* A retry deferred by the budget is brought earlier when first attempts
  * recorded since make room, but never before its backoff's run_at. Ratio
  * 0.5 and a floor of 1 per 1 s window; a constant 100 ms backoff. At 0
@@ -297,16 +364,8 @@ static void expect_history(efx *f, int64_t task, const char *want) {
  * claimed with the other two: the queue drained at the rate the first
  * attempts paid for, not at the floor's 1000. On SQLite and PostgreSQL. */
 static void a_deferred_retry_is_brought_earlier_when_the_budget_has_room(void **state) {
-  static const char *const sets[] = {"backoff.jitter=none",     "backoff.base=100ms",
-                                     "backoff.multiplier=1",    "budgets.api.ratio=0.5",
-                                     "budgets.api.window=1s",   "budgets.api.min_per_second=1",
-                                     NULL};
-  const char *backend = *state;
-  efx *f = calloc(1, sizeof *f);
-  *state = f;
-  efx_open(f, sets);
-  if (strcmp(backend, "postgres") == 0) efx_use_postgres(f, getenv("TK_TEST_PG_URL"), "tk_retry_budget");
-  efx_engine(f, "orch-1");
+  const char *const *sets = room_sets;
+  efx *f = on_backend(state, sets);
   efx_one_step(f, "down", ALWAYS_FAILS, "{ max_attempts = 2, budget = \"api\" }");
   efx_one_step(f, "up", "{ kind = \"builtin\", name = \"noop\" }", "{ budget = \"api\" }");
   int64_t id[3];
@@ -330,6 +389,54 @@ static void a_deferred_retry_is_brought_earlier_when_the_budget_has_room(void **
   tk_engine_stats st = tk_engine_stats_get(f->engine);
   assert_int_equal(st.retries_deferred, 1);
   assert_int_equal(st.retries_brought_earlier, 1);
+}
+
+/* Two orchestrators hold reservations of one budget (ratio 0.5, a 1 s
+ * window, 1/s): A's (task 3, at 1000) comes before B's (task 4, later).
+ * First attempts recorded by A make room: A brings its own earlier when
+ * its backoff ran out (100), B's later reservation being no reason to
+ * wait; then B, holding the only live one, brings its own earlier at
+ * its backoff's end (110). Four retries in the window then, as the
+ * budget allows (1 + 0.5 x 6 first attempts). On SQLite and, with
+ * TK_TEST_PG_URL, PostgreSQL. */
+static void two_orchestrators_bring_their_deferred_retries_earlier_in_order(void **state) {
+  const char *const *sets = room_sets;
+  efx *f = on_backend(state, sets);
+  tk_store *second;
+  tk_err err;
+  if (tk_store_open(f->url, &second, &err) != 0) fail_msg("second store: %s", err.msg);
+  tk_store_set_clock(second, tk_clock_manual(&f->clock));
+  tk_engine *b = efx_engine_on(f, second, "orch-B");
+  efx_one_step(f, "down", ALWAYS_FAILS, "{ max_attempts = 2, budget = \"api\" }");
+  efx_one_step(f, "up", "{ kind = \"builtin\", name = \"noop\" }", "{ budget = \"api\" }");
+  int64_t id[4], due;
+  for (int i = 0; i < 3; i++) id[i] = efx_submit(f, "down", NULL);
+  efx_tick(f); /* A: 3 first attempts; 2 retries at once, the third reserved at 1000 */
+  expect_history(f, id[2], "1|failure|0|1000|budget|1000");
+  f->clock.now_ms = EFX_T0 + 10;
+  id[3] = efx_submit(f, "down", NULL);
+  if (tk_engine_tick(b, &due, &err) != 0) fail_msg("B: %s", err.msg);
+  json_t *t = efx_task(f, id[3]);
+  json_t *a = json_array_get(json_object_get(efx_step(t, "s"), "history"), 0);
+  int64_t b_at = int_of(a, "next_run_at") - EFX_T0;
+  assert_string_equal(str_of(a, "delay_source"), "budget");
+  if (b_at <= 1000) fail_msg("B's retry reserved at %lld, after A's (1000) expected", (long long)b_at);
+  json_decref(t);
+  f->clock.now_ms = EFX_T0 + 50;
+  efx_submit(f, "up", NULL);
+  efx_submit(f, "up", NULL);
+  efx_tick(f); /* A: 2 first attempts make room; A's backoff runs to 100 */
+  expect_history(f, id[2], "1|failure|0|1000|budget|1000");
+  f->clock.now_ms = EFX_T0 + 100;
+  efx_tick(f); /* A brings its own earlier (B's comes later) and runs it */
+  expect_history(f, id[2], "1|failure|0|100|budget|100\n2|failure|100|0|-|-1");
+  assert_int_equal(tk_engine_stats_get(f->engine).retries_brought_earlier, 1);
+  f->clock.now_ms = EFX_T0 + 110;
+  if (tk_engine_tick(b, &due, &err) != 0) fail_msg("B: %s", err.msg);
+  expect_history(f, id[3], "1|failure|10|100|budget|110\n2|failure|110|0|-|-1");
+  assert_int_equal(tk_engine_stats_get(b).retries_brought_earlier, 1);
+  tk_engine_free(b);
+  tk_store_close(second);
 }
 
 /* A budget that is not configured: the template is refused at add with
@@ -400,11 +507,21 @@ int main(void) {
       cmocka_unit_test_teardown(first_attempts_are_never_refused, efx_teardown),
       cmocka_unit_test_teardown(each_step_counts_in_the_budget_it_names, efx_teardown),
       cmocka_unit_test_teardown(per_host_budgets_keep_a_state_per_host, efx_teardown),
+      {"sqlite: a_group_of_many_new_hosts_is_limited_per_host",
+       a_group_of_many_new_hosts_is_limited_per_host, NULL, efx_teardown, (void *)"sqlite"},
+      {"postgres: a_group_of_many_new_hosts_is_limited_per_host",
+       a_group_of_many_new_hosts_is_limited_per_host, NULL, efx_teardown, (void *)"postgres"},
       {"sqlite: a_deferred_retry_is_brought_earlier_when_the_budget_has_room",
        a_deferred_retry_is_brought_earlier_when_the_budget_has_room, NULL, efx_teardown,
        (void *)"sqlite"},
       {"postgres: a_deferred_retry_is_brought_earlier_when_the_budget_has_room",
        a_deferred_retry_is_brought_earlier_when_the_budget_has_room, NULL, efx_teardown,
+       (void *)"postgres"},
+      {"sqlite: two_orchestrators_bring_their_deferred_retries_earlier_in_order",
+       two_orchestrators_bring_their_deferred_retries_earlier_in_order, NULL, efx_teardown,
+       (void *)"sqlite"},
+      {"postgres: two_orchestrators_bring_their_deferred_retries_earlier_in_order",
+       two_orchestrators_bring_their_deferred_retries_earlier_in_order, NULL, efx_teardown,
        (void *)"postgres"},
       cmocka_unit_test_teardown(an_unknown_budget_is_refused_at_template_add, efx_teardown),
       cmocka_unit_test_teardown(a_budget_no_longer_configured_limits_nothing, efx_teardown),

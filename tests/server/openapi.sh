@@ -4,7 +4,8 @@
 # states: a task in error (a step exhausted), one complete (a template in a
 # namespace), a decision's task with a step failed for good, a map's task
 # with an instance failed, one pending and one cancelled, and two whose
-# step waits for a worker; [queues.payments] limits a queue (GET /api/v1/queues).
+# step waits for a worker; [queues.payments] limits a queue (GET /api/v1/queues);
+# ops/quick's step names the budget api, whose state is stored (GET /api/v1/budgets).
 # - validate.mjs: GET /api/v1/openapi.json (application/json, info.version
 #   the binary's) is valid OpenAPI 3.1 by the pinned validator from the npm
 #   registry (tests/server/openapi/package-lock.json), its schemas compile,
@@ -57,7 +58,8 @@ setup() {
   [ "$RC" -eq 0 ] || stop_here "$name" "exit $RC" "stdout: $OUT" "stderr: $ERR"
 }
 tasker_config $QUICK_RETRIES backoff.profiles.slow.base=1h backoff.profiles.slow.jitter=full \
-  queues.payments.concurrency=3 queues.payments.rate=50/s
+  queues.payments.concurrency=3 queues.payments.rate=50/s budgets.api.ratio=0.1 \
+  budgets.api.window=10s budgets.api.min_per_second=1
 etl_template "$W/etl.toml"
 cat >"$W/quick.toml" <<'TOML'
 namespace = "ops"
@@ -66,6 +68,7 @@ version = "1"
 [[steps]]
 name = "only"
 handler = { kind = "builtin", name = "noop" }
+retry = { budget = "api" }
 TOML
 cat >"$W/pix.toml" <<'TOML'
 name = "pix"

@@ -46,6 +46,7 @@ extern const tk__asset tk__assets[];
 typedef struct world {
   efx *f;
   tk_server *srv;
+  tk_store *srv_store; /* the server's own connection to f's store */
   char base[128];
   int64_t etl1, etl2, flaky, quick, waiting;
 } world;
@@ -63,15 +64,44 @@ static json_t *get_ok(world *w, const char *path) {
   return api_expect_json(&r, 200);
 }
 
-static void start_server(world *w, const char *token) {
-  tk_server_options o = {.listen = "127.0.0.1:0", .token = token, .store = w->f->store,
+/* A connection of its own to the test's store (on the test's manual
+ * clock), for a server: a server's store is used by its thread alone, as
+ * `tasker serve` opens its own (its reaper runs on that thread from its
+ * start). server_store: w->srv's, closed by stop_server. */
+static tk_store *open_again(world *w) {
+  tk_store *s;
+  tk_err err;
+  if (tk_store_open(w->f->url, &s, &err) != 0) fail_msg("server's store: %s", err.msg);
+  tk_store_set_clock(s, tk_clock_manual(&w->f->clock));
+  return s;
+}
+
+static tk_store *server_store(world *w) {
+  if (w->srv_store == NULL) w->srv_store = open_again(w);
+  return w->srv_store;
+}
+
+/* Stop the server and close its connection. */
+static void stop_server(world *w) {
+  tk_server_stop(w->srv);
+  w->srv = NULL;
+  tk_store_close(w->srv_store);
+  w->srv_store = NULL;
+}
+
+/* The server at w->base, with its own connection to the store, answering
+ * status from a count made every snapshot_ms. */
+static void serve(world *w, const char *token, int snapshot_ms) {
+  tk_server_options o = {.listen = "127.0.0.1:0", .token = token, .store = server_store(w),
                          .store_url = w->f->url, .config = w->f->cfg,
-                         .clock = tk_clock_manual(&w->f->clock), .snapshot_ms = 3600000};
+                         .clock = tk_clock_manual(&w->f->clock), .snapshot_ms = snapshot_ms};
   tk_err err;
   if (tk_server_start(&o, &w->srv, &err) != 0) fail_msg("server: %s", err.msg);
   assert_true(tk_server_port(w->srv) > 0);
   snprintf(w->base, sizeof w->base, "http://%s", tk_server_address(w->srv));
 }
+
+static void start_server(world *w, const char *token) { serve(w, token, 3600000); }
 
 /* Two etl tasks in error (load exhausted after 3 attempts), a flaky task
  * complete after two retries, a quick one complete, and a flaky one
@@ -107,7 +137,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
   world *w = *state;
   if (w == NULL) return 0;
-  tk_server_stop(w->srv);
+  stop_server(w);
   void *f = w->f;
   efx_teardown(&f);
   free(w);
@@ -762,7 +792,7 @@ static void security_headers_on_every_answer(void **state) {
   api_resp_free(&r);
   free(big);
   /* 401: a server that asks for a token. */
-  tk_server_stop(w->srv);
+  stop_server(w);
   start_server(w, "tok");
   r = api_request("GET", URL(w, "/api/v1/status"), NULL, 0, NULL);
   assert_int_equal(r.status, 401);
@@ -773,7 +803,7 @@ static void security_headers_on_every_answer(void **state) {
 
 static void token_required(void **state) {
   world *w = *state;
-  tk_server_stop(w->srv);
+  stop_server(w);
   start_server(w, "s3cret-token");
   api_resp r = api_request("GET", URL(w, "/api/v1/status"), NULL, 0, NULL);
   assert_string_equal(r.www_auth, "Bearer");
@@ -798,7 +828,8 @@ static void token_required(void **state) {
 
 static void listen_addresses(void **state) {
   world *w = *state;
-  tk_server_options o = {.store = w->f->store, .config = w->f->cfg};
+  tk_store *own = open_again(w); /* w->srv's is its thread's */
+  tk_server_options o = {.store = own, .config = w->f->cfg};
   tk_server *s;
   tk_err err;
   const char *bad[] = {"0.0.0.0:0", "localhost:80", "127.0.0.1", "127.0.0.1:65536", "::1:80",
@@ -815,6 +846,7 @@ static void listen_addresses(void **state) {
   o.listen = tk_server_address(w->srv);
   assert_int_equal(tk_server_start(&o, &s, &err), TK_EIO);
   assert_non_null(strstr(err.msg, "in use"));
+  tk_store_close(own);
 }
 
 /* Whether this machine can bind a socket to the IPv6 loopback, asked of
@@ -839,7 +871,8 @@ static void listen_ipv6_loopback(void **state) {
   world *w = *state;
   char why[160];
   if (!ipv6_loopback_here(why, sizeof why)) skip_missing("ipv6", "no IPv6 loopback here: %s", why);
-  tk_server_options o = {.listen = "[::1]:0", .store = w->f->store, .config = w->f->cfg};
+  tk_store *own = open_again(w);
+  tk_server_options o = {.listen = "[::1]:0", .store = own, .config = w->f->cfg};
   tk_server *s;
   tk_err err;
   if (tk_server_start(&o, &s, &err) != 0)
@@ -850,6 +883,7 @@ static void listen_ipv6_loopback(void **state) {
   api_resp r = api_request("GET", url, NULL, 0, NULL);
   json_decref(api_expect_json(&r, 200));
   tk_server_stop(s);
+  tk_store_close(own);
 }
 
 typedef struct pending_seen {
@@ -870,13 +904,8 @@ static int status_counts_pending(void *ud) {
  * through the API shows in the status and the metrics after a while. */
 static void status_snapshot_refreshes(void **state) {
   world *w = *state;
-  tk_server_stop(w->srv);
-  tk_server_options o = {.listen = "127.0.0.1:0", .store = w->f->store, .store_url = w->f->url,
-                         .config = w->f->cfg, .clock = tk_clock_manual(&w->f->clock),
-                         .snapshot_ms = 20};
-  tk_err err;
-  if (tk_server_start(&o, &w->srv, &err) != 0) fail_msg("server: %s", err.msg);
-  snprintf(w->base, sizeof w->base, "http://%s", tk_server_address(w->srv));
+  stop_server(w);
+  serve(w, NULL, 20);
   pending_seen p = {w, 0};
   assert_true(status_counts_pending(&p));
   api_resp r = api_request("POST", URL(w, "/api/v1/tasks"), "{\"template\": \"quick\"}", -1, post_h);

@@ -11,6 +11,8 @@
 # nodes, the map's node and its instances page by page.
 # Queues (issue 23): the Queues page over a queue the configuration
 # limits, and a task's priority and its steps' queue on its page.
+# Retry budgets (issue 23): the Budgets page over budget "tight" (2
+# retries per 4 s window), whose 4 tasks' steps each failed once.
 # Screenshots go to $BUILD/screenshots (or TK_SCREENSHOTS) for people.
 # Needs Debian's chromium: without it the test is skipped as requiring
 # chromium (a failure when TK_REQUIRE_CHROMIUM=1, as in CI).
@@ -39,6 +41,10 @@ jitter = "full"
 [queues.images]
 concurrency = 2
 rate = "90/m"
+[budgets.tight]
+ratio = 0.0
+window = "4s"
+min_per_second = 0.5
 TOML
 # transform: attempt 1 asks for 250ms (the server's delay), attempt 2 fails
 # plainly (the computed one), attempt 3 succeeds.
@@ -98,6 +104,20 @@ ORDER=$OUT
 setup "submit files" t submit files
 FILES=$OUT
 setup "run the decision and the map" t run --until-idle --workers 2
+# Four tasks whose step fails its first attempt and names budget tight:
+# it lets 2 retries go at once and defers the others by up to a window.
+cat >"$W/notify.toml" <<'TOML'
+name = "notify"
+version = "1"
+[[steps]]
+name = "send"
+retry = { budget = "tight" }
+handler = { kind = "command", argv = ["sh", "-c", "[ $TASKER_ATTEMPT -gt 1 ]"] }
+TOML
+setup "template add notify" t template add "$W/notify.toml"
+setup "submit 4 notify" t submit notify --count 4
+setup "run the notify tasks" t run --until-idle --workers 2
+BUDGETS_JSON=$(t budgets --json)
 # A task of worker steps (DESIGN §19), submitted after the runs: only a
 # worker of its queue takes it, and its page says so.
 setup "template add images" t template add "$TK_TOP/examples/workers/images.toml"
@@ -165,6 +185,19 @@ has "queues: its rate" '<span title="1.5 per second">90/m</span>'
 has "queues: its bucket full" '>2 / 2</span>'
 has "queues: no worker seen" '<td class="num">0</td>'
 expect_count "queues: no error shown" 'flash-error' 0
+
+# The retry budgets (issue 23 item 4): tight's shared state, as
+# tasker budgets --json reported it (the deferrals depend on how the
+# first attempts fell in the window: the page shows the store's count).
+chrome budgets "/budgets"
+has "budgets: the nav links the page" '<a href="#/budgets" data-view="budgets" class="active">Budgets</a>'
+has "budgets: budget tight" '<strong class="mono">tight</strong>'
+has "budgets: its one shared state" '>shared</span>'
+has "budgets: its figures" '>0 × firsts + 0.5/s per 4s</span>'
+has "budgets: 4 first attempts and 4 retries" '>4 / 4</td>'
+has "budgets: the deferred and brought earlier, as tasker budgets says" \
+  "<td class=\"num\">$(printf '%s' "$BUDGETS_JSON" | jq .[0].deferred)</td><td class=\"num\">$(printf '%s' "$BUDGETS_JSON" | jq .[0].brought_earlier)</td>"
+expect_count "budgets: no error shown" 'flash-error' 0
 
 chrome task "/task/$FLAKY"
 has "task page: title" ">Task $FLAKY <span class=\"badge st-complete big\">complete</span>"
@@ -308,5 +341,5 @@ else tap_fail "retry all matching: all only without filters, no task state" "got
 # at exit, a leak or a crash on shutdown, is a non-zero status).
 serve_stop
 
-echo "# screenshots: $SHOTS/{worker,queues,task,decision,map_failed,map,map_page,template_flow,failed,tasks,broken,overview,backoff,templates,template}.png"
+echo "# screenshots: $SHOTS/{worker,queues,budgets,task,decision,map_failed,map,map_page,template_flow,failed,tasks,broken,overview,backoff,templates,template}.png"
 tap_done

@@ -4,7 +4,7 @@
  * checked; two connections spending one budget (the library's own state,
  * tk_retry_budget_save/load) see each other's retries and deferrals; and
  * connections racing on one key lose no update, so together they spend
- * exactly what the budget allows. Included by test_conformance.c; every
+ * exactly what the budget allows; budget_list (ops 14) reads them all. Included by test_conformance.c; every
  * case runs on every backend. */
 #ifndef TESTS_STORE_CONFORMANCE_BUDGETS_H
 #define TESTS_STORE_CONFORMANCE_BUDGETS_H
@@ -196,12 +196,51 @@ static void budgets_racing_connections_keep_the_bound(world *w) {
   assert_int_equal(sp.seen.total_deferred, RACERS * RACE_TRIES - 3 + 1);
 }
 
+/* budget_list (ops 14): every state by key, with the bytes budget_update
+ * wrote last and its time, through a connection that wrote none of them;
+ * a change that failed shows nothing; an empty table lists nothing. */
+static void budgets_listed_by_key(world *w) {
+  tk_store *a = w->s, *b = open_store(w, w->url);
+  tk__budget_rec *v = NULL;
+  int n = -1;
+  tk_err err;
+  must(b->ops->budget_list(b, &v, &n, &err), &err, "budget_list");
+  assert_int_equal(n, 0);
+  tk__budget_recs_free(v, n);
+  bytes_change c;
+  w->clock.now_ms = T(10);
+  update_bytes(w, a, "3:api@example.com", "h", &c);
+  update_bytes(w, a, "3:api", "a", &c);
+  w->clock.now_ms = T(20);
+  update_bytes(w, a, "3:api", "b", &c);
+  update_bytes(w, a, "2:db", "", &c);
+  unsigned char state[64];
+  c = (bytes_change){.add = "z", .fail = TK_EINVAL};
+  assert_int_equal(
+      a->ops->budget_update(a, "5:never", state, sizeof state, change_bytes, &c, T(30), &err),
+      TK_EINVAL);
+  must(b->ops->budget_list(b, &v, &n, &err), &err, "budget_list");
+  struct {
+    const char *key, *state;
+    int64_t at;
+  } want[] = {{"2:db", "", T(20)}, {"3:api", "ab", T(20)}, {"3:api@example.com", "h", T(10)}};
+  assert_int_equal(n, 3);
+  for (int i = 0; i < n; i++) {
+    assert_string_equal(v[i].key, want[i].key);
+    assert_int_equal(v[i].len, strlen(want[i].state));
+    if (v[i].len) assert_memory_equal(v[i].state, want[i].state, v[i].len);
+    assert_int_equal(v[i].updated_at, want[i].at);
+  }
+  tk__budget_recs_free(v, n);
+}
+
 #define BUDGET_CASES                                                                            \
   {"retry budgets: budget_update shares one state between connections",                       \
    budgets_shared_between_connections, 0},                                                      \
   {"retry budgets: two connections spend one budget; a deferred retry",                       \
    budgets_two_connections_spend_one_budget, 0},                                                \
   {"retry budgets: racing connections spend no more than the budget",                         \
-   budgets_racing_connections_keep_the_bound, 0},
+   budgets_racing_connections_keep_the_bound, 0},                                                \
+  {"retry budgets: budget_list reads every state by key", budgets_listed_by_key, 0},
 
 #endif

@@ -8,7 +8,7 @@
   const EVERY_MS = 4000;
 
   const NAV = [['overview', '#/', 'Overview'], ['tasks', '#/tasks', 'Tasks'], ['failed', '#/failed', 'Failed'],
-    ['templates', '#/templates', 'Templates'], ['queues', '#/queues', 'Queues'], ['backoff', '#/backoff', 'Backoff']];
+    ['templates', '#/templates', 'Templates'], ['queues', '#/queues', 'Queues'], ['budgets', '#/budgets', 'Budgets'], ['backoff', '#/backoff', 'Backoff']];
 
   let current = null;   // {el, refresh, title}
   let busy = false;

@@ -1,4 +1,4 @@
-/* Retry budgets on PostgreSQL (store.h: retry_earlier, budget_update). */
+/* Retry budgets on PostgreSQL (store.h: retry_earlier, budget_update, budget_list). */
 #include "store/postgres/postgres_internal.h"
 
 #include <stdio.h>
@@ -140,4 +140,41 @@ int tk__pg_budget_update(tk_store *s, const char *key, unsigned char *state, siz
   tk__pg_pipe_end(&p); /* rolls back what is left open */
   free(hex);
   return rc;
+}
+
+/* One statement, alone in its transaction: a plain read, which waits for
+ * no budget_update's row lock (it sees the last committed states). */
+int tk__pg_budget_list(tk_store *s, tk__budget_rec **out, int *n, tk_err *err) {
+  *out = NULL;
+  *n = 0;
+  PGresult *r;
+  int rc = tk__pg_query(s, -1,
+                        "SELECT key, encode(state, 'hex'), updated_at FROM retry_budgets"
+                        " ORDER BY key COLLATE \"C\"",
+                        NULL, "list retry budgets", &r, err);
+  if (rc) return rc;
+  int rows = PQntuples(r);
+  tk__budget_rec *v = rows > 0 ? calloc((size_t)rows, sizeof *v) : NULL;
+  if (rows > 0 && v == NULL) rc = tk__pg_oom(err, "list retry budgets");
+  for (int i = 0; rc == 0 && i < rows; i++) {
+    tk__pg_copy(v[i].key, sizeof v[i].key, r, i, 0);
+    v[i].updated_at = tk__pg_i64(r, i, 2);
+    const char *hex = tk__pg_text(r, i, 1);
+    size_t cap = strlen(hex) / 2;
+    if (cap == 0) continue;
+    if ((v[i].state = malloc(cap)) == NULL) {
+      rc = tk__pg_oom(err, "list retry budgets");
+      break;
+    }
+    long got = from_hex(hex, v[i].state, cap);
+    v[i].len = got < 0 ? 0 : (size_t)got;
+  }
+  PQclear(r);
+  if (rc) {
+    tk__budget_recs_free(v, rows);
+    return rc;
+  }
+  *out = v;
+  *n = rows;
+  return 0;
 }

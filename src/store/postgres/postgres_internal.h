@@ -241,6 +241,7 @@ int tk__pg_retry_earlier(tk_store *s, const tk__retry_ref *v, int n, int64_t run
                          tk_err *err);
 int tk__pg_budget_update(tk_store *s, const char *key, unsigned char *state, size_t cap,
                          tk__budget_fn fn, void *arg, int64_t now, tk_err *err);
+int tk__pg_budget_list(tk_store *s, tk__budget_rec **out, int *n, tk_err *err);
 /* Schedules (postgres_schedules.c). */
 int tk__pg_schedule_put(tk_store *s, const tk__schedule_rec *rows, int n,
                         const char *replace_source, tk_err *err);

@@ -366,4 +366,5 @@ const tk__store_ops tk__postgres_store_ops = {
     .queue_list = tk__pg_queue_list,
     .worker_seen = tk__pg_worker_seen,
     .budget_update = tk__pg_budget_update,
+    .budget_list = tk__pg_budget_list,
 };

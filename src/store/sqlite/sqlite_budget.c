@@ -1,6 +1,8 @@
-/* Retry budgets on SQLite (store.h: retry_earlier, budget_update). */
+/* Retry budgets on SQLite (store.h: retry_earlier, budget_update, budget_list). */
 #include "store/sqlite/sqlite_internal.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* One transaction (BEGIN IMMEDIATE: the write lock first, so the checks
@@ -91,4 +93,49 @@ int tk__sq_budget_update(tk_store *s, const char *key, unsigned char *state, siz
   if (rc == 0) rc = tk__sq_commit(q, err);
   else tk__sq_rollback(q);
   return rc;
+}
+
+/* One SELECT (a read: it waits for no writer under WAL). Prepared each
+ * time: a report reads it now and then, not on any hot path. */
+int tk__sq_budget_list(tk_store *s, tk__budget_rec **out, int *n, tk_err *err) {
+  tk__sqlite *q = (tk__sqlite *)s;
+  *out = NULL;
+  *n = 0;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(q->db, "SELECT key, state, updated_at FROM retry_budgets ORDER BY key",
+                         -1, &st, NULL) != SQLITE_OK)
+    return tk__sq_fail(q, "list retry budgets", err);
+  tk__budget_rec *v = NULL;
+  int len = 0, cap = 0, rc = 0, step;
+  while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    if (len == cap) {
+      int grown_cap = cap ? 2 * cap : 8;
+      tk__budget_rec *grown = realloc(v, (size_t)grown_cap * sizeof *grown);
+      if (grown == NULL) {
+        rc = tk_err_set(err, TK_ENOMEM, "out of memory listing retry budgets");
+        break;
+      }
+      v = grown;
+      cap = grown_cap;
+    }
+    tk__budget_rec *r = &v[len];
+    memset(r, 0, sizeof *r);
+    snprintf(r->key, sizeof r->key, "%s", (const char *)sqlite3_column_text(st, 0));
+    r->len = (size_t)sqlite3_column_bytes(st, 1);
+    r->updated_at = sqlite3_column_int64(st, 2);
+    len++;
+    if (r->len > 0 && (r->state = malloc(r->len)) == NULL)
+      rc = tk_err_set(err, TK_ENOMEM, "out of memory listing retry budgets");
+    else if (r->len > 0)
+      memcpy(r->state, sqlite3_column_blob(st, 1), r->len);
+  }
+  if (rc == 0 && step != SQLITE_DONE) rc = tk__sq_fail(q, "list retry budgets", err);
+  sqlite3_finalize(st);
+  if (rc) {
+    tk__budget_recs_free(v, len);
+    return rc;
+  }
+  *out = v;
+  *n = len;
+  return 0;
 }

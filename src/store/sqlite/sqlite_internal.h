@@ -282,6 +282,7 @@ int tk__sq_retry_earlier(tk_store *s, const tk__retry_ref *v, int n, int64_t run
                          tk_err *err);
 int tk__sq_budget_update(tk_store *s, const char *key, unsigned char *state, size_t cap,
                          tk__budget_fn fn, void *arg, int64_t now, tk_err *err);
+int tk__sq_budget_list(tk_store *s, tk__budget_rec **out, int *n, tk_err *err);
 int tk__sq_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
                      tk_err *err);
 int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);

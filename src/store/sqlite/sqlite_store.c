@@ -380,4 +380,5 @@ const tk__store_ops tk__sqlite_store_ops = {
     .queue_list = tk__sq_queue_list,
     .worker_seen = tk__sq_worker_seen,
     .budget_update = tk__sq_budget_update,
+    .budget_list = tk__sq_budget_list,
 };

@@ -124,6 +124,10 @@ const calls = [
   // the configuration limits (tests/server/openapi.sh).
   { op: "listQueues", want: 200 },
   { op: "listQueues", query: { x: "1" }, want: 400 },
+  // The retry budgets: api's state, which ops/quick's first attempt
+  // counted in (tests/server/openapi.sh).
+  { op: "listBudgets", want: 200 },
+  { op: "listBudgets", query: { x: "1" }, want: 400 },
   // The worker protocol (tests/server/openapi.sh: tasks 7 and 8 wait for
   // a worker of queue "pix"); no token on this server: JSON is the proof.
   { op: "claimSteps", path: { queue: "pix" }, body: { worker: "conform", max: 1, wait: 0 }, want: 200, save: "a" },
