@@ -16,7 +16,7 @@
 /* 0017_ready_table.sql: readiness in the partial indexes of steps, as
  * 0015 and 0003 made them, and no ready table. */
 #define PG_UNDO_0017                                                                            \
-  PG_READY_TAKEN " DROP INDEX tasks_with_errors;"                                               \
+  PG_READY_TAKEN " DROP INDEX tasks_with_errors; ALTER TABLE steps SET (fillfactor = 50);"     \
   " CREATE INDEX steps_retry_due ON steps (queue, run_at, id)"                                  \
   " WHERE state = 'waiting_for_retry';"                                                         \
   " CREATE INDEX steps_fresh ON steps (queue, priority DESC, task_id, id)"                      \

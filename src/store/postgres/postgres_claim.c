@@ -36,11 +36,8 @@
  * priority first, then oldest task first (DESIGN §4), each a range scan of
  * its partial index of `ready` (0017_ready_table.sql: one row per step
  * that is ready, delayed, waiting for a retry or leased, kept by triggers
- * on steps, with what these scans filter and order by). The steps rows
- * of the ready rows locked are locked in turn, SKIP LOCKED too (`locked`):
- * a steps row locked is being moved by its task's writer (an operator's
- * action), whose trigger waits for the ready row, so the claim leaves it
- * rather than wait. Rows of tables are reached by their
+ * on steps, with what these scans filter and order by), the steps rows
+ * locked (READY_STEP). Rows of tables are reached by their
  * keys (= ANY of an array, a scalar subquery) rather than by joins, so
  * that the plan stays a few index lookups per step when the server uses
  * its generic plan for this prepared statement, whose estimate of the
@@ -77,21 +74,32 @@
  * token hashes ($9) into each attempt row (hash_col, hash_val) and returns
  * tok after the input (tok_out, tk__claimed.token_index); `spent` takes
  * the steps claimed from the buckets of their queues. */
+/* A scan takes its order from `ready` and locks the steps rows (SKIP
+ * LOCKED), never the ready rows: every writer of a step locks its steps
+ * row before its ready row (the triggers of 0017), the claim too, so none
+ * waits for another the other way round. The ready row read is the
+ * statement's snapshot's; the step locked is its newest version, which
+ * STILL checks is of the kind the scan looked for (another claim may have
+ * taken it since) and reads the attempt number from. */
+#define READY_STEP "ready r JOIN steps s ON s.id = r.step_id"
+#define PICK_COLS(kind) "s.id, s.task_id, s.attempts, s.run_at, " kind " AS kind, s.priority"
+#define STILL(kind, until)                                                                     \
+    "tasker_ready_kind(s.state, s.parents_remaining) = " kind " AND s.run_at <= " until
 #define SCANS(name, kind_extra, ready, lim, fresh_lim, late_cnt, due_cnt)                       \
-    " " name "due AS (SELECT step_id AS id, task_id, attempts, run_at, 0 AS kind, priority"     \
-    kind_extra " FROM ready WHERE kind = 0 AND " ready " AND run_at <= $4::bigint"              \
-    " ORDER BY queue, kind, run_at, step_id LIMIT GREATEST(0, " lim ")"                         \
-    " FOR UPDATE SKIP LOCKED),"                                                                 \
-    " " name "late AS (SELECT step_id AS id, task_id, attempts, run_at, 1 AS kind, priority"    \
-    kind_extra " FROM ready WHERE kind = 1 AND " ready                                          \
-    " AND run_at <= $2::bigint ORDER BY queue, kind, run_at, step_id"                           \
+    " " name "due AS (SELECT " PICK_COLS("0") kind_extra " FROM " READY_STEP                   \
+    " WHERE r.kind = 0 AND " ready " AND r.run_at <= $4::bigint AND " STILL("0", "$4::bigint")  \
+    " ORDER BY r.queue, r.kind, r.run_at, r.step_id LIMIT GREATEST(0, " lim ")"                 \
+    " FOR UPDATE OF s SKIP LOCKED),"                                                            \
+    " " name "late AS (SELECT " PICK_COLS("1") kind_extra " FROM " READY_STEP                  \
+    " WHERE r.kind = 1 AND " ready " AND r.run_at <= $2::bigint AND " STILL("1", "$2::bigint")  \
+    " ORDER BY r.queue, r.kind, r.run_at, r.step_id"                                            \
     " LIMIT GREATEST(0, LEAST(" fresh_lim ", " lim " - " due_cnt "))"                           \
-    " FOR UPDATE SKIP LOCKED),"                                                                 \
-    " " name "fresh AS (SELECT step_id AS id, task_id, attempts, run_at, 2 AS kind, priority"   \
-    kind_extra " FROM ready WHERE kind = 2 AND " ready                                          \
-    " AND run_at <= $2::bigint ORDER BY queue, priority DESC, task_id, step_id"                 \
+    " FOR UPDATE OF s SKIP LOCKED),"                                                            \
+    " " name "fresh AS (SELECT " PICK_COLS("2") kind_extra " FROM " READY_STEP                 \
+    " WHERE r.kind = 2 AND " ready " AND r.run_at <= $2::bigint AND " STILL("2", "$2::bigint")  \
+    " ORDER BY r.queue, r.priority DESC, r.task_id, r.step_id"                                  \
     " LIMIT GREATEST(0, LEAST(" fresh_lim " - " late_cnt ", " lim " - " due_cnt " - " late_cnt \
-    ")) FOR UPDATE SKIP LOCKED),"
+    ")) FOR UPDATE OF s SKIP LOCKED),"
 
 /* The plain scans of one range, as three CTEs due, late and fresh. */
 #define PLAIN_SCANS(ready, lim)                                                                 \
@@ -121,10 +129,7 @@
 
 #define CLAIM_SQL_FOR(pre, scans, picked, spent, hash_col, hash_val, tok_out)                   \
     "WITH" pre scans                                                                            \
-    " cand_rows AS (" picked "),"                                                               \
-    " locked AS (SELECT id FROM steps WHERE id = ANY (ARRAY(SELECT id FROM cand_rows))"         \
-    " FOR UPDATE SKIP LOCKED),"                                                                 \
-    " picked AS (SELECT * FROM cand_rows WHERE id IN (SELECT id FROM locked)),"                 \
+    " picked AS (" picked "),"                                                                  \
     " att AS (INSERT INTO attempts (step_id, attempt, owner, started_at, due_at, claim_seq,"    \
     " claim_from_retry" hash_col ")"                                                            \
     " SELECT id, attempts + 1, $1::text, $2, run_at, " TK__PG_NEXT_SEQ ", kind = 0" hash_val    \
@@ -178,23 +183,23 @@
     " CASE p.kind WHEN 2 THEN -p.priority END, CASE p.kind WHEN 2 THEN p.task_id END, p.id"
 
 #define PICKED "SELECT * FROM due UNION ALL SELECT * FROM late UNION ALL SELECT * FROM fresh"
-#define NO_QUEUE "queue IS NULL AND NOT worker"
+#define NO_QUEUE "r.queue IS NULL AND NOT r.worker"
 static const char CLAIM_SQL[] = CLAIM_SQL_FOR("", PLAIN_SCANS(NO_QUEUE, "$5::int"), PICKED, "",
                                               "", "", "");
 
 /* The candidates of the queues' lanes: each lane's scans, limited by its
  * room, as the plain scans (a lateral join per lane). */
 #define LANE_SCAN(name, kind, until, order, lim)                                                \
-    " " name " AS (SELECT x.*, l.li FROM lanes l CROSS JOIN LATERAL (SELECT step_id AS id,"    \
-    " task_id, attempts, run_at, " kind " AS kind, priority FROM ready WHERE kind = " kind      \
-    " AND run_at <= " until " AND NOT worker AND queue = l.name ORDER BY queue, " order        \
-    " LIMIT GREATEST(0, " lim ") FOR UPDATE SKIP LOCKED) x),"
+    " " name " AS (SELECT x.*, l.li FROM lanes l CROSS JOIN LATERAL (SELECT " PICK_COLS(kind)  \
+    " FROM " READY_STEP " WHERE r.kind = " kind " AND r.run_at <= " until                       \
+    " AND NOT r.worker AND r.queue = l.name AND " STILL(kind, until) " ORDER BY r.queue, " order \
+    " LIMIT GREATEST(0, " lim ") FOR UPDATE OF s SKIP LOCKED) x),"
 #define LANE_COUNT(cte) "(SELECT count(*) FROM " cte " c WHERE c.li = l.li)"
 #define LANE_SCANS                                                                              \
-    LANE_SCAN("qdue", "0", "$4::bigint", "kind, run_at, step_id", "l.room")                     \
-    LANE_SCAN("qlate", "1", "$2::bigint", "kind, run_at, step_id",                              \
+    LANE_SCAN("qdue", "0", "$4::bigint", "r.kind, r.run_at, r.step_id", "l.room")               \
+    LANE_SCAN("qlate", "1", "$2::bigint", "r.kind, r.run_at, r.step_id",                        \
               "LEAST($6::int, l.room - " LANE_COUNT("qdue") ")")                                \
-    LANE_SCAN("qfresh", "2", "$2::bigint", "priority DESC, task_id, step_id",                   \
+    LANE_SCAN("qfresh", "2", "$2::bigint", "r.priority DESC, r.task_id, r.step_id",             \
               "LEAST($6::int - " LANE_COUNT("qlate") ", l.room - " LANE_COUNT("qdue")           \
               " - " LANE_COUNT("qlate") ")")                                                    \
     " cand AS (SELECT *, 0::bigint AS li FROM (" PICKED ") u UNION ALL SELECT * FROM qdue"      \
@@ -224,7 +229,7 @@ static const char CLAIM_QUEUE_SQL[] = CLAIM_SQL_FOR(
     LANES("q.name = $8::text")
     " wl AS (SELECT COALESCE((SELECT room FROM lanes), (SELECT 0 FROM queues"
     " WHERE name = $8), $5::int) AS lim),",
-    PLAIN_SCANS("queue = $8::text AND worker", "(SELECT lim FROM wl)"),
+    PLAIN_SCANS("r.queue = $8::text AND r.worker", "(SELECT lim FROM wl)"),
     "SELECT *, row_number() OVER () AS tok FROM (" PICKED ") u",
     SPENT("SELECT 1::bigint AS li, count(*) AS n FROM picked HAVING count(*) > 0"),
     ", token_hash", ", ($9::bytea[])[tok]", ", p.tok");
@@ -265,7 +270,7 @@ static const char LOCK_QUEUE_SQL[] = LOCK_SQL_FOR("name = $1::text");
     " min(CASE WHEN LEAST(r_at, f_at) IS NOT NULL THEN GREATEST(LEAST(r_at, f_at), token_at) END)"
 /* $2 in TOKENS is now here: the statements below pass now as both. */
 #define FIRST_PLAIN(cond, order)                                                                \
-    "CASE WHEN l.li = 0 THEN (SELECT run_at FROM ready WHERE " cond " AND " NO_QUEUE           \
+    "CASE WHEN l.li = 0 THEN (SELECT run_at FROM ready r WHERE " cond " AND " NO_QUEUE           \
     " ORDER BY queue, " order " LIMIT 1) ELSE (SELECT run_at FROM ready WHERE "                 \
     cond " AND NOT worker AND queue = l.name ORDER BY queue, " order " LIMIT 1) END"
 #define FIRST_QUEUE(cond, order)                                                                \
@@ -289,8 +294,8 @@ static const char NEXT_QUEUE_SQL[] =
  * NEXT_SQL's shape cost three to eight times this one on a store of
  * ready steps: pgbench, a few tenths of a ms against under one). */
 static const char NEXT_PLAIN_SQL[] =
-    "SELECT (SELECT run_at FROM ready WHERE kind = 0 AND " NO_QUEUE
-    " ORDER BY queue, kind, run_at, step_id LIMIT 1), (SELECT run_at FROM ready WHERE kind = 1"
+    "SELECT (SELECT run_at FROM ready r WHERE kind = 0 AND " NO_QUEUE
+    " ORDER BY queue, kind, run_at, step_id LIMIT 1), (SELECT run_at FROM ready r WHERE kind = 1"
     " AND " NO_QUEUE " ORDER BY queue, kind, run_at, step_id LIMIT 1),"
     " EXISTS (SELECT 1 FROM queues WHERE plain)";
 

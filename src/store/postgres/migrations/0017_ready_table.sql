@@ -36,7 +36,10 @@ CREATE TABLE ready (
   run_at           bigint NOT NULL,
   attempts         integer NOT NULL,
   lease_expires_at bigint
-) WITH (fillfactor = 70);
+) WITH (fillfactor = 50);
+-- Half of each page left free: a claim's update of a row (not HOT: its
+-- kind changes) then finds room on the row's own page, with no lock of the
+-- old version written first (bench/pg_wal_rows.sh).
 -- Ready pending steps, higher priority first, then oldest task first.
 CREATE INDEX ready_fresh ON ready (queue, priority DESC, task_id, step_id) WHERE kind = 2;
 -- Due retries and delayed starts, earliest first.
@@ -66,11 +69,14 @@ END $$;
 
 -- Only the rows whose readiness or what a claim reads of it changed: a
 -- step's results or error written, or a parent counted down short of its
--- last, write no ready row.
+-- last, write no ready row. A step that stays in ready has its row
+-- updated, one that leaves it its row deleted, one that enters it a row
+-- inserted.
 CREATE FUNCTION tasker_ready_updated() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  WITH ch AS (
-    SELECT n.*, tasker_ready_kind(n.state, n.parents_remaining) AS k,
+  WITH ch AS MATERIALIZED (
+    SELECT n.id, n.task_id, n.worker_queue, n.queue, n.priority, n.run_at, n.attempts,
+           n.lease_expires_at, tasker_ready_kind(n.state, n.parents_remaining) AS k,
            tasker_ready_kind(o.state, o.parents_remaining) AS ok
     FROM new_steps n JOIN old_steps o ON o.id = n.id
     WHERE (n.state, n.parents_remaining, n.run_at, n.attempts, n.lease_expires_at, n.queue,
@@ -78,14 +84,15 @@ BEGIN
           IS DISTINCT FROM (o.state, o.parents_remaining, o.run_at, o.attempts,
            o.lease_expires_at, o.queue, o.priority, o.worker_queue)),
   gone AS (DELETE FROM ready r WHERE r.step_id = ANY (ARRAY(
-    SELECT id FROM ch WHERE k IS NULL AND ok IS NOT NULL)))
-  INSERT INTO ready AS r (step_id, task_id, kind, worker, queue, priority, run_at, attempts,
-                          lease_expires_at)
+    SELECT id FROM ch WHERE k IS NULL AND ok IS NOT NULL))),
+  moved AS (UPDATE ready r SET kind = ch.k, worker = ch.worker_queue IS NOT NULL,
+      queue = ch.queue, priority = ch.priority, run_at = ch.run_at, attempts = ch.attempts,
+      lease_expires_at = ch.lease_expires_at
+    FROM ch WHERE r.step_id = ch.id AND ch.k IS NOT NULL AND ch.ok IS NOT NULL)
+  INSERT INTO ready (step_id, task_id, kind, worker, queue, priority, run_at, attempts,
+                     lease_expires_at)
     SELECT id, task_id, k, worker_queue IS NOT NULL, queue, priority, run_at, attempts,
-           lease_expires_at FROM ch WHERE k IS NOT NULL
-  ON CONFLICT (step_id) DO UPDATE SET kind = EXCLUDED.kind, worker = EXCLUDED.worker,
-    queue = EXCLUDED.queue, priority = EXCLUDED.priority, run_at = EXCLUDED.run_at,
-    attempts = EXCLUDED.attempts, lease_expires_at = EXCLUDED.lease_expires_at;
+           lease_expires_at FROM ch WHERE k IS NOT NULL AND ok IS NULL;
   RETURN NULL;
 END $$;
 
@@ -112,5 +119,10 @@ INSERT INTO ready (step_id, task_id, kind, worker, queue, priority, run_at, atte
     AND tasker_ready_kind(state, parents_remaining) IS NOT NULL;
 
 CREATE INDEX tasks_with_errors ON tasks (id) WHERE steps_error > 0;
+-- Room on each new page of steps for two more versions of each row (its
+-- claim and its outcome, both HOT now): at 0011's 50, 22-31% of those
+-- updates found no room and were not HOT (bench/pg_wal_rows.sh, 20,000
+-- single-step tasks: 2,222 B of WAL per task, 2,040 at 30).
+ALTER TABLE steps SET (fillfactor = 30);
 DROP INDEX steps_retry_due, steps_fresh, steps_delayed, steps_leases, steps_queue_busy,
   steps_error;
