@@ -492,7 +492,9 @@ int tk__pg_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
       " FROM ready r JOIN steps s ON s.id = r.step_id JOIN tasks t ON t.id = s.task_id"
       /* <=: next_due wakes the engine at the expiry itself, which must find it */
       " WHERE r.kind = 3 AND r.lease_expires_at <= $1::bigint"
-      " ORDER BY r.lease_expires_at LIMIT $2::int FOR UPDATE OF r SKIP LOCKED",
+      /* the newest version of the step locked (READY_STEP) */
+      " AND s.state = " Q(TK__STEP_IN_PROGRESS) " AND s.lease_expires_at <= $1"
+      " ORDER BY r.lease_expires_at LIMIT $2::int FOR UPDATE OF s SKIP LOCKED",
       &a, "expired leases", &r, err);
   for (int i = 0; rc == 0 && i < PQntuples(r) && i < limit; i++) {
     tk__expired *e = &out[i];
