@@ -58,14 +58,15 @@
 # Usage: sh bench/bench_pg.sh [throughput|jobs|chain4|latency|precision|peers|split|scale|where|
 #                              durability|delayed|search|map|submit]...
 # (default all but where and chain4). BENCH_QUICK=1 runs a tenth of the sizes; TASKER=PATH
-# measures another build's tasker (a baseline, run alternately with this one). Every
+# measures another build's tasker (a baseline, run alternately with this one), CLAIM_TIMER=PATH
+# its claim_timer (scale). Every
 # tool a section runs is built first (make, in $BUILD).
 set -eu
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 # TASKER: another build's tasker to measure (a baseline: A/B on one machine).
 TASKER=${TASKER:-$TOP/$BUILD/bin/tasker}
-CLAIM_TIMER=$TOP/$BUILD/bench/claim_timer
+CLAIM_TIMER=${CLAIM_TIMER:-$TOP/$BUILD/bench/claim_timer}
 SUBMIT_PACED=$TOP/$BUILD/bench/submit_paced
 LIFECYCLE=$TOP/$BUILD/bench/bench_lifecycle
 SEARCH=$TOP/$BUILD/bench/bench_search
