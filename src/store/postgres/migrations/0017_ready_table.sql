@@ -17,11 +17,10 @@
 -- written as before, by the same statements): the ready row follows every
 -- write of steps through the statement triggers below, one set-based
 -- statement per statement of steps (transition tables), so no writer can
--- forget it. A claim scans and locks ready rows (SKIP LOCKED) and then
--- writes their steps; a writer that moves a ready step without a claim (an
--- operator's action) locks its ready row before its steps row, in that
--- order too (postgres_operator.c), so that the two never wait on each
--- other.
+-- forget it. A claim takes its order from ready and locks the steps rows
+-- (SKIP LOCKED), never a ready row (postgres_claim.c): every writer, the
+-- claim too, locks a step's steps row before its ready row, so none waits
+-- for another the other way round.
 --
 -- Tasks in error are found along tasks_with_errors (their steps_error
 -- counter, which changes only when a step enters or leaves error) instead
