@@ -7,6 +7,10 @@
 #               (what a job queue does). Tasks are submitted first; the
 #               time is from the orchestrators' start until the last exits
 #               (tasker run --until-idle).
+#               Each row also gives the cluster's CPU (srv_us) and WAL
+#               bytes (wal_B) per step while the drain ran.
+#   chain4      tasker's 10,000 chains of 4 noop steps at 1, 2 and 4
+#               orchestrators (the rows peers takes its best of)
 #   peers       ONE table: tasker beside graphile-worker and pg-boss (each
 #               mode: bench/peers/run-peers.sh) and DBOS Transact
 #               (bench/peers/dbos/run-dbos.sh) on the same cluster in the
@@ -51,15 +55,18 @@
 #               call, in calls of 1,000, with identities; 25,000 4-step
 #               chains) beside tk_task_submit, on SQLite and on the cluster
 #               (goals: >= 50,000/s on SQLite, >= 20,000/s on PostgreSQL)
-# Usage: sh bench/bench_pg.sh [throughput|jobs|latency|precision|peers|split|scale|where|
+# Usage: sh bench/bench_pg.sh [throughput|jobs|chain4|latency|precision|peers|split|scale|where|
 #                              durability|delayed|search|map|submit]...
-# (default all but where). BENCH_QUICK=1 runs a tenth of the sizes. Every
+# (default all but where and chain4). BENCH_QUICK=1 runs a tenth of the sizes; TASKER=PATH
+# measures another build's tasker (a baseline, run alternately with this one), CLAIM_TIMER=PATH
+# its claim_timer (scale). Every
 # tool a section runs is built first (make, in $BUILD).
 set -eu
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
-TASKER=$TOP/$BUILD/bin/tasker
-CLAIM_TIMER=$TOP/$BUILD/bench/claim_timer
+# TASKER: another build's tasker to measure (a baseline: A/B on one machine).
+TASKER=${TASKER:-$TOP/$BUILD/bin/tasker}
+CLAIM_TIMER=${CLAIM_TIMER:-$TOP/$BUILD/bench/claim_timer}
 SUBMIT_PACED=$TOP/$BUILD/bench/submit_paced
 LIFECYCLE=$TOP/$BUILD/bench/bench_lifecycle
 SEARCH=$TOP/$BUILD/bench/bench_search
@@ -178,15 +185,17 @@ throughput_row() { # LABEL TEMPLATE_FILE TASKS STEPS_PER_TASK PROCS
   LAST_COST=$(meter_cost "$m0" "$(meter)" $(($3 * $4)))
   left=$(sql "$url" "SELECT count(*) FROM steps WHERE state <> 'complete'")
   steps=$(($3 * $4))
-  printf '%-12s %8d %8d %6d %10s %10.0f %s\n' "$1" "$3" "$steps" "$5" "$secs" \
-    "$(echo "$steps $secs" | awk '{ print $1 / $2 }')" "$([ "$left" = 0 ] || echo "($left steps left!)")"
+  printf '%-12s %8d %8d %6d %10s %10.0f %8s %8s %s\n' "$1" "$3" "$steps" "$5" "$secs" \
+    "$(echo "$steps $secs" | awk '{ print $1 / $2 }')" $LAST_COST \
+    "$([ "$left" = 0 ] || echo "($left steps left!)")"
   LAST_RATE=$(echo "$steps $secs" | awk '{ printf "%.0f", $1 / $2 }')
 }
 
 throughput() {
   ind=$(template independent 100 0 "$NOOP")
   chain=$(template chain 10 1 "$NOOP")
-  printf '%-12s %8s %8s %6s %10s %10s\n' throughput tasks steps procs seconds steps/s
+  printf '%-12s %8s %8s %6s %10s %10s %8s %8s\n' throughput tasks steps procs seconds steps/s \
+    srv_us wal_B
   for p in 1 2 4; do throughput_row independent "$ind" "$(div 1000)" 100 "$p"; done
   for p in 1 2 4; do throughput_row chain "$chain" "$(div 10000)" 10 "$p"; done
 }
@@ -194,11 +203,20 @@ throughput() {
 BEST_JOBS=0 BEST_JOBS_COST=
 jobs() {
   one=$(template single 1 0 "$NOOP")
-  printf '\n%-12s %8s %8s %6s %10s %10s\n' "job queue" tasks steps procs seconds steps/s
+  printf '\n%-12s %8s %8s %6s %10s %10s %8s %8s\n' "job queue" tasks steps procs seconds steps/s \
+    srv_us wal_B
   for p in 1 2 4; do
     throughput_row single "$one" "$(div 50000)" 1 "$p"
     if [ "$LAST_RATE" -gt "$BEST_JOBS" ]; then BEST_JOBS=$LAST_RATE BEST_JOBS_COST=$LAST_COST; fi
   done
+}
+
+# chain4: tasker's 4-step chains as peers measures them, with the table.
+chain4() {
+  c4=$(template chain4 4 1 "$NOOP")
+  printf '\n%-12s %8s %8s %6s %10s %10s %8s %8s\n' "chain4" tasks steps procs seconds steps/s \
+    srv_us wal_B
+  for p in 1 2 4; do throughput_row chain4 "$c4" "$(div 10000)" 4 "$p"; done
 }
 
 # jfield LINE KEY: the value of KEY in a JSON line (a number or a string).

@@ -9,10 +9,11 @@
 # of tasks, steps and attempts with their pages after the run.
 # Usage: sh bench/pg_wal_rows.sh [N [SQL]]   (N 20,000; SQL, if given, runs
 # after init and before the submit: a schema variant to compare, such as
-# "ALTER TABLE tasks SET (fillfactor = 50)"). $BUILD's tasker (make first).
+# "ALTER TABLE tasks SET (fillfactor = 50)"). $BUILD's tasker (make first), or
+# TASKER=PATH's (another build's: a baseline).
 set -eu
 TOP=$(cd "$(dirname "$0")/.." && pwd)
-TASKER=$TOP/${BUILD:-build}/bin/tasker
+TASKER=${TASKER:-$TOP/${BUILD:-build}/bin/tasker}
 N=${1:-20000}
 EXTRA=${2:-}
 [ -x "$TASKER" ] || { echo "pg_wal_rows.sh: no $TASKER (run make)" >&2; exit 1; }
@@ -57,5 +58,5 @@ awk -v n="$N" 'NR == FNR { name[$1] = $2; next }
 printf '\n%-12s %8s %8s %5s %6s\n' table updates HOT share pages
 P "SELECT relname, n_tup_upd, n_tup_hot_upd, round(100.0 * n_tup_hot_upd / greatest(n_tup_upd, 1))
    || '%', pg_relation_size(relid) / 8192 FROM pg_stat_user_tables
-   WHERE relname IN ('tasks', 'steps', 'attempts', 'transitions') ORDER BY 1" |
+   WHERE relname IN ('tasks', 'steps', 'attempts', 'transitions', 'ready') ORDER BY 1" |
   awk -F'|' '{ printf "%-12s %8s %8s %5s %6s\n", $1, $2, $3, $4, $5 }'

@@ -1,9 +1,10 @@
 /* The lists' SQL for both backends (list_sql.h). Every page is keyed by
  * id, newest first, and reached through an index range: tasks by the
  * primary key, by template (one range per version of the name, merged),
- * by state (SQLite's tasks_state; on PostgreSQL, error through steps_error
- * and the other states by the primary key), steps in error through
- * steps_error (PostgreSQL) or tasks_failed (SQLite). A created-since
+ * by state (SQLite's tasks_state; on PostgreSQL, error through
+ * tasks_with_errors and the other states by the primary key), steps in
+ * error through tasks_with_errors (PostgreSQL) or tasks_failed (SQLite),
+ * the tasks with a step in error. A created-since
  * bound becomes a lower bound on the id, by binary search on the primary
  * key (first_id_cte). */
 #include "store/list_sql.h"
@@ -190,14 +191,15 @@ static int error_by_steps(const tk__sql *q, const tk__task_query *f) {
 static void page_ids(tk__sql *q, const tk__task_query *f, const tk__sql_templates *tp,
                      int64_t one_template, int before, int limit, int since) {
   if (error_by_steps(q, f)) {
-    /* Newest first along steps_error, each task looked up by its key
-     * (OFFSET 0 keeps the lateral subquery a lookup per row: joined, the
-     * planner hashes the whole tasks table), until the page is full. */
+    /* Newest first along tasks_with_errors (tasks with a step in error),
+     * each task looked up by its key (OFFSET 0 keeps the lateral subquery
+     * a lookup per row: joined, the planner hashes the whole tasks
+     * table), until the page is full. */
     add_ref(q,
-            "SELECT t.id FROM (SELECT DISTINCT task_id FROM steps WHERE state = 'error'"
-            " AND task_id < ",
+            "SELECT t.id FROM (SELECT id AS task_id FROM tasks WHERE steps_error > 0"
+            " AND id < ",
             before,
-            " ORDER BY task_id DESC) e CROSS JOIN LATERAL (SELECT * FROM tasks t"
+            " ORDER BY id DESC) e CROSS JOIN LATERAL (SELECT * FROM tasks t"
             " WHERE t.id = e.task_id OFFSET 0) t WHERE t.state = 'error'");
     task_conds(q, f, tp, one_template, 0, since, 1);
     add_ref(q, " ORDER BY e.task_id DESC LIMIT ", limit, "");
@@ -291,20 +293,22 @@ int tk__sql_step_list(tk__sql *q, const char *step_state, const tk__task_query *
       " s.max_attempts, s.retryable, s.last_error, tp.namespace, tp.name, tp.version,"
       " COALESCE((SELECT MAX(x.at) FROM moves x WHERE x.task_id = s.task_id"
       " AND x.step_id = s.id), t.created_at)");
-  /* The order's first key: steps_error's on PostgreSQL. SQLite goes from
-   * the tasks, newest first (CROSS JOIN fixes that order), to each one's
-   * steps: for steps in error only the tasks that have one
-   * (tasks_failed). */
-  const char *key = q->pg ? "s.task_id" : "t.id";
+  /* The order's first key: the step's task. Steps in error are found
+   * from the tasks that have one, newest first (CROSS JOIN fixes that
+   * order), each one's steps after it: SQLite's tasks_failed,
+   * PostgreSQL's tasks_with_errors. */
   int error = strcmp(state, TK__STEP_ERROR) == 0;
-  if (q->pg)
+  const char *key = q->pg && !error ? "s.task_id" : "t.id";
+  if (q->pg && !error)
     add(q, " FROM steps s JOIN tasks t ON t.id = s.task_id");
+  else if (q->pg)
+    add(q, " FROM tasks t JOIN steps s ON s.task_id = t.id");
   else
     tk__buf_addf(&q->text, " FROM tasks t%s CROSS JOIN steps s ON s.task_id = t.id",
                  error ? " INDEXED BY tasks_failed" : "");
   add(q, " JOIN templates tp ON tp.id = t.template_id");
   tk__buf_addf(&q->text, " WHERE s.state = '%s'", state);
-  if (!q->pg && error) add(q, " AND t.steps_error > 0");
+  if (error) add(q, " AND t.steps_error > 0");
   if (f->before > 0) {
     /* After the cursor's step in (task, id) order, descending. */
     int c = arg_int(q, f->before);

@@ -1,10 +1,33 @@
 /* SQL that takes a PostgreSQL store's schema back before a migration, its
  * rows as a tasker of that time would have written them, for tests of a
  * store written before it: apply it (efx_pg_text), then let tasker
- * migrate the store again. The newest migration first: undo 0016 before 0015, 0015 before
+ * migrate the store again. The newest migration first: undo 0017 before 0016, 0016 before 0015, 0015 before
  * 0014, 0014 before 0013, 0013 before 0012, and so on down to 0009 before an older one. */
 #ifndef TESTS_PG_UNDO_H
 #define TESTS_PG_UNDO_H
+
+/* The ready table of 0017_ready_table.sql and what keeps it, gone. */
+#define PG_READY_TAKEN                                                                          \
+  "DROP TRIGGER steps_ready_inserted ON steps; DROP TRIGGER steps_ready_updated ON steps;"     \
+  " DROP TRIGGER steps_ready_deleted ON steps; DROP TABLE ready;"                               \
+  " DROP FUNCTION tasker_ready_inserted(), tasker_ready_updated(), tasker_ready_deleted(),"     \
+  " tasker_ready_kind(text, integer);"
+
+/* 0017_ready_table.sql: readiness in the partial indexes of steps, as
+ * 0015 and 0003 made them, and no ready table. */
+#define PG_UNDO_0017                                                                            \
+  PG_READY_TAKEN " DROP INDEX tasks_with_errors; ALTER TABLE steps SET (fillfactor = 50);"     \
+  " CREATE INDEX steps_retry_due ON steps (queue, run_at, id)"                                  \
+  " WHERE state = 'waiting_for_retry';"                                                         \
+  " CREATE INDEX steps_fresh ON steps (queue, priority DESC, task_id, id)"                      \
+  " WHERE state = 'pending' AND parents_remaining = 0;"                                         \
+  " CREATE INDEX steps_delayed ON steps (queue, run_at, id)"                                    \
+  " WHERE state = 'pending' AND parents_remaining = -1;"                                        \
+  " CREATE INDEX steps_queue_busy ON steps (queue)"                                             \
+  " WHERE queue IS NOT NULL AND state = 'in_progress';"                                         \
+  " CREATE INDEX steps_leases ON steps (lease_expires_at) WHERE lease_expires_at IS NOT NULL;" \
+  " CREATE INDEX steps_error ON steps (task_id, id) WHERE state = 'error';"                     \
+  " DELETE FROM schema_migrations WHERE version = 17; SELECT 1"
 
 /* 0016_retry_budgets.sql: retry budgets kept in each orchestrator. */
 #define PG_UNDO_0016                                                                            \

@@ -68,9 +68,26 @@ expect_all_steps_complete() {
     "$1/$1"
 }
 
+# ready_mismatches: the steps whose row in `ready` (0017_ready_table.sql)
+# is missing, left over, or says other than the step's row: read in one
+# snapshot, so 0 at any moment, mid-run too (each write of steps and its
+# ready row commit together).
+ready_mismatches() {
+  pg_sql "SELECT count(*) FROM (SELECT id, task_id, tasker_ready_kind(state, parents_remaining) AS kind,
+            worker_queue IS NOT NULL AS worker, queue, priority, run_at, attempts, lease_expires_at
+          FROM steps WHERE tasker_ready_kind(state, parents_remaining) IS NOT NULL) s
+          FULL JOIN ready r ON r.step_id = s.id
+          WHERE s.id IS NULL OR r.step_id IS NULL
+          OR (s.task_id, s.kind, s.worker, s.queue, s.priority, s.run_at, s.attempts, s.lease_expires_at)
+          IS DISTINCT FROM (r.task_id, r.kind, r.worker, r.queue, r.priority, r.run_at, r.attempts,
+                            r.lease_expires_at)"
+}
+
 # expect_attempts_consistent: nothing done twice, no attempt row left open,
-# each step's attempts counter equal to its attempt rows.
+# each step's attempts counter equal to its attempt rows, the ready table
+# as the steps say.
 expect_attempts_consistent() {
+  expect_eq "the ready table as the steps say" "$(ready_mismatches)" 0
   expect_eq "no step succeeded twice" \
     "$(pg_sql "SELECT count(*) FROM (SELECT step_id FROM attempts WHERE outcome = 'success'
                GROUP BY step_id HAVING count(*) > 1) twice")" 0

@@ -89,16 +89,20 @@ wait_for "the frozen orchestrator's late outcomes were refused (its log says so)
 
 # Chaos: each kill must be what ends its victim; one that had died on its
 # own is a failure (orch_kill says so), never counted.
-kills=0
+# The ready table is looked at after each kill, mid-run: in any snapshot
+# it is what the steps say (0017_ready_table.sql).
+kills=0 looks=0 off=0
 end=$(($(date +%s) + CHAOS_S))
 while [ "$(date +%s)" -lt "$end" ]; do
   sleep 0.5
   victim=$(( $(od -An -N2 -tu2 /dev/urandom) % ORCHS + 1 ))
   orch_kill "orch-$victim" && kills=$((kills + 1))
   orch_start "orch-$victim" run --id "orch-$victim"
+  looks=$((looks + 1)) off=$((off + $(ready_mismatches)))
 done
 if [ "$kills" -gt 0 ]; then tap_ok "orchestrators were killed ($kills)"
 else tap_fail "orchestrators were killed" "no kill happened"; fi
+expect_eq "the ready table as the steps say while they ran ($looks looks)" "$off" 0
 
 # Stop the long-running ones (each must exit 0) and finish with
 # orchestrators that exit once no work is left (steps of killed processes

@@ -44,7 +44,7 @@
 #define T(ms) (EFX_T0 + (ms))
 #define LEASE_MS 10000
 #define MAX_STORES 8
-#define MAX_DATABASES 16
+#define MAX_DATABASES 24
 
 /* ------------------------------------------------------------------ */
 /* The world of one case                                               */

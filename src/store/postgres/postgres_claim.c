@@ -34,7 +34,10 @@
  * earliest first (kind 1: parents_remaining -1 until claimed,
  * 0005_delayed_and_retention.sql), then ready pending steps, higher
  * priority first, then oldest task first (DESIGN §4), each a range scan of
- * its partial index (0015_queues.sql). Rows of tables are reached by their
+ * its partial index of `ready` (0017_ready_table.sql: one row per step
+ * that is ready, delayed, waiting for a retry or leased, kept by triggers
+ * on steps, with what these scans filter and order by), the steps rows
+ * locked (READY_STEP). Rows of tables are reached by their
  * keys (= ANY of an array, a scalar subquery) rather than by joins, so
  * that the plan stays a few index lookups per step when the server uses
  * its generic plan for this prepared statement, whose estimate of the
@@ -71,21 +74,32 @@
  * token hashes ($9) into each attempt row (hash_col, hash_val) and returns
  * tok after the input (tok_out, tk__claimed.token_index); `spent` takes
  * the steps claimed from the buckets of their queues. */
+/* A scan takes its order from `ready` and locks the steps rows (SKIP
+ * LOCKED), never the ready rows: every writer of a step locks its steps
+ * row before its ready row (the triggers of 0017), the claim too, so none
+ * waits for another the other way round. The ready row read is the
+ * statement's snapshot's; the step locked is its newest version, which
+ * STILL checks is of the kind the scan looked for (another claim may have
+ * taken it since) and reads the attempt number from. */
+#define READY_STEP "ready r JOIN steps s ON s.id = r.step_id"
+#define PICK_COLS(kind) "s.id, s.task_id, s.attempts, s.run_at, " kind " AS kind, s.priority"
+#define STILL(kind, until)                                                                     \
+    "tasker_ready_kind(s.state, s.parents_remaining) = " kind " AND s.run_at <= " until
 #define SCANS(name, kind_extra, ready, lim, fresh_lim, late_cnt, due_cnt)                       \
-    " " name "due AS (SELECT id, task_id, attempts, run_at, 0 AS kind, priority" kind_extra     \
-    " FROM steps WHERE state = " Q(TK__STEP_WAITING) " AND " ready " AND run_at <= $4::bigint"  \
-    " ORDER BY queue, run_at, id LIMIT GREATEST(0, " lim ")"                      \
-    " FOR UPDATE SKIP LOCKED),"                                                                 \
-    " " name "late AS (SELECT id, task_id, attempts, run_at, 1 AS kind, priority" kind_extra    \
-    " FROM steps WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = -1 AND " ready   \
-    " AND run_at <= $2::bigint ORDER BY queue, run_at, id"                        \
+    " " name "due AS (SELECT " PICK_COLS("0") kind_extra " FROM " READY_STEP                   \
+    " WHERE r.kind = 0 AND " ready " AND r.run_at <= $4::bigint AND " STILL("0", "$4::bigint")  \
+    " ORDER BY r.queue, r.kind, r.run_at, r.step_id LIMIT GREATEST(0, " lim ")"                 \
+    " FOR UPDATE OF s SKIP LOCKED),"                                                            \
+    " " name "late AS (SELECT " PICK_COLS("1") kind_extra " FROM " READY_STEP                  \
+    " WHERE r.kind = 1 AND " ready " AND r.run_at <= $2::bigint AND " STILL("1", "$2::bigint")  \
+    " ORDER BY r.queue, r.kind, r.run_at, r.step_id"                                            \
     " LIMIT GREATEST(0, LEAST(" fresh_lim ", " lim " - " due_cnt "))"                           \
-    " FOR UPDATE SKIP LOCKED),"                                                                 \
-    " " name "fresh AS (SELECT id, task_id, attempts, run_at, 2 AS kind, priority" kind_extra   \
-    " FROM steps WHERE state = " Q(TK__STEP_PENDING) " AND parents_remaining = 0 AND " ready    \
-    " AND run_at <= $2::bigint ORDER BY queue, priority DESC, task_id, id"        \
+    " FOR UPDATE OF s SKIP LOCKED),"                                                            \
+    " " name "fresh AS (SELECT " PICK_COLS("2") kind_extra " FROM " READY_STEP                 \
+    " WHERE r.kind = 2 AND " ready " AND r.run_at <= $2::bigint AND " STILL("2", "$2::bigint")  \
+    " ORDER BY r.queue, r.priority DESC, r.task_id, r.step_id"                                  \
     " LIMIT GREATEST(0, LEAST(" fresh_lim " - " late_cnt ", " lim " - " due_cnt " - " late_cnt \
-    ")) FOR UPDATE SKIP LOCKED),"
+    ")) FOR UPDATE OF s SKIP LOCKED),"
 
 /* The plain scans of one range, as three CTEs due, late and fresh. */
 #define PLAIN_SCANS(ready, lim)                                                                 \
@@ -100,8 +114,8 @@
     " + GREATEST(0, $2::bigint - " q ".refilled_at) * " q ".rate / 1000.0) ELSE 0 END"
 #define ROOM(q)                                                                                 \
     "LEAST(CASE WHEN " q ".concurrency > 0 THEN " q ".concurrency - (SELECT count(*)"         \
-    " FROM steps b WHERE b.queue = " q ".name AND b.queue IS NOT NULL"                          \
-    " AND b.state = " Q(TK__STEP_IN_PROGRESS) ") END,"                                          \
+    " FROM ready b WHERE b.queue = " q ".name AND b.queue IS NOT NULL AND b.kind = 3) END,"    \
+                                             \
     " CASE WHEN " q ".rate > 0 THEN floor(" TOKENS(q) " + 1e-9) END)"
 
 /* The lanes of the queues (rows of queues q meeting cond) whose steps the
@@ -169,29 +183,23 @@
     " CASE p.kind WHEN 2 THEN -p.priority END, CASE p.kind WHEN 2 THEN p.task_id END, p.id"
 
 #define PICKED "SELECT * FROM due UNION ALL SELECT * FROM late UNION ALL SELECT * FROM fresh"
-#define NO_QUEUE "worker_queue IS NULL AND queue IS NULL"
+#define NO_QUEUE "r.queue IS NULL AND NOT r.worker"
 static const char CLAIM_SQL[] = CLAIM_SQL_FOR("", PLAIN_SCANS(NO_QUEUE, "$5::int"), PICKED, "",
                                               "", "", "");
 
 /* The candidates of the queues' lanes: each lane's scans, limited by its
  * room, as the plain scans (a lateral join per lane). */
-#define LANE_SCAN(name, kind, cond, order, lim)                                                 \
-    " " name " AS (SELECT x.*, l.li FROM lanes l CROSS JOIN LATERAL (SELECT id, task_id,"      \
-    " attempts, run_at, " kind " AS kind, priority FROM steps WHERE " cond                      \
-    " AND worker_queue IS NULL AND queue = l.name ORDER BY queue, " order         \
-    " LIMIT GREATEST(0, " lim ") FOR UPDATE SKIP LOCKED) x),"
+#define LANE_SCAN(name, kind, until, order, lim)                                                \
+    " " name " AS (SELECT x.*, l.li FROM lanes l CROSS JOIN LATERAL (SELECT " PICK_COLS(kind)  \
+    " FROM " READY_STEP " WHERE r.kind = " kind " AND r.run_at <= " until                       \
+    " AND NOT r.worker AND r.queue = l.name AND " STILL(kind, until) " ORDER BY r.queue, " order \
+    " LIMIT GREATEST(0, " lim ") FOR UPDATE OF s SKIP LOCKED) x),"
 #define LANE_COUNT(cte) "(SELECT count(*) FROM " cte " c WHERE c.li = l.li)"
 #define LANE_SCANS                                                                              \
-    LANE_SCAN("qdue", "0", "state = " Q(TK__STEP_WAITING) " AND run_at <= $4::bigint",          \
-              "run_at, id", "l.room")                                                           \
-    LANE_SCAN("qlate", "1",                                                                     \
-              "state = " Q(TK__STEP_PENDING) " AND parents_remaining = -1"                      \
-              " AND run_at <= $2::bigint",                                                      \
-              "run_at, id", "LEAST($6::int, l.room - " LANE_COUNT("qdue") ")")                  \
-    LANE_SCAN("qfresh", "2",                                                                    \
-              "state = " Q(TK__STEP_PENDING) " AND parents_remaining = 0"                       \
-              " AND run_at <= $2::bigint",                                                      \
-              "priority DESC, task_id, id",                                                     \
+    LANE_SCAN("qdue", "0", "$4::bigint", "r.kind, r.run_at, r.step_id", "l.room")               \
+    LANE_SCAN("qlate", "1", "$2::bigint", "r.kind, r.run_at, r.step_id",                        \
+              "LEAST($6::int, l.room - " LANE_COUNT("qdue") ")")                                \
+    LANE_SCAN("qfresh", "2", "$2::bigint", "r.priority DESC, r.task_id, r.step_id",             \
               "LEAST($6::int - " LANE_COUNT("qlate") ", l.room - " LANE_COUNT("qdue")           \
               " - " LANE_COUNT("qlate") ")")                                                    \
     " cand AS (SELECT *, 0::bigint AS li FROM (" PICKED ") u UNION ALL SELECT * FROM qdue"      \
@@ -221,7 +229,7 @@ static const char CLAIM_QUEUE_SQL[] = CLAIM_SQL_FOR(
     LANES("q.name = $8::text")
     " wl AS (SELECT COALESCE((SELECT room FROM lanes), (SELECT 0 FROM queues"
     " WHERE name = $8), $5::int) AS lim),",
-    PLAIN_SCANS("worker_queue = $8::text AND queue = $8", "(SELECT lim FROM wl)"),
+    PLAIN_SCANS("r.queue = $8::text AND r.worker", "(SELECT lim FROM wl)"),
     "SELECT *, row_number() OVER () AS tok FROM (" PICKED ") u",
     SPENT("SELECT 1::bigint AS li, count(*) AS n FROM picked HAVING count(*) > 0"),
     ", token_hash", ", ($9::bytea[])[tok]", ", p.tok");
@@ -251,24 +259,22 @@ static const char LOCK_QUEUE_SQL[] = LOCK_SQL_FOR("name = $1::text");
  * orchestrator's step ever named a queue (the connection's no_lanes).
  * `first(cond, order)`: the run_at of the lane's first step by cond. */
 #define LANE_DUE(first)                                                                         \
-    " d AS (SELECT l.*, " first("state = " Q(TK__STEP_WAITING), "run_at, id") " AS r_at,"       \
-    " LEAST(" first("state = " Q(TK__STEP_PENDING) " AND parents_remaining = -1", "run_at, id")  \
-    ", " first("state = " Q(TK__STEP_PENDING) " AND parents_remaining = 0",                     \
-               "priority DESC, task_id, id") ") AS f_at,"                                      \
+    " d AS (SELECT l.*, " first("kind = 0", "kind, run_at, step_id") " AS r_at,"                \
+    " LEAST(" first("kind = 1", "kind, run_at, step_id")                                        \
+    ", " first("kind = 2", "priority DESC, task_id, step_id") ") AS f_at,"                      \
     " CASE WHEN l.rate <= 0 THEN NULL WHEN floor(l.tokens + 1e-9) >= 1 THEN $1::bigint ELSE $1::bigint"\
     " + GREATEST(1, ceil((1 - l.tokens) * 1000 / l.rate - 1e-6))::bigint END AS token_at"      \
-    " FROM l WHERE l.concurrency <= 0 OR (SELECT count(*) FROM steps b WHERE b.queue = l.name"  \
-    " AND b.queue IS NOT NULL AND b.state = " Q(TK__STEP_IN_PROGRESS) ") < l.concurrency)"     \
+    " FROM l WHERE l.concurrency <= 0 OR (SELECT count(*) FROM ready b WHERE b.queue = l.name"  \
+    " AND b.queue IS NOT NULL AND b.kind = 3) < l.concurrency)"                                 \
     " SELECT min(CASE WHEN r_at IS NOT NULL THEN GREATEST(r_at, token_at) END),"               \
     " min(CASE WHEN LEAST(r_at, f_at) IS NOT NULL THEN GREATEST(LEAST(r_at, f_at), token_at) END)"
 /* $2 in TOKENS is now here: the statements below pass now as both. */
 #define FIRST_PLAIN(cond, order)                                                                \
-    "CASE WHEN l.li = 0 THEN (SELECT run_at FROM steps WHERE " cond " AND " NO_QUEUE           \
-    " ORDER BY queue, " order " LIMIT 1) ELSE (SELECT run_at FROM steps WHERE "   \
-    cond " AND worker_queue IS NULL AND queue = l.name ORDER BY queue, " order    \
-    " LIMIT 1) END"
+    "CASE WHEN l.li = 0 THEN (SELECT run_at FROM ready r WHERE " cond " AND " NO_QUEUE           \
+    " ORDER BY queue, " order " LIMIT 1) ELSE (SELECT run_at FROM ready WHERE "                 \
+    cond " AND NOT worker AND queue = l.name ORDER BY queue, " order " LIMIT 1) END"
 #define FIRST_QUEUE(cond, order)                                                                \
-    "(SELECT run_at FROM steps WHERE " cond " AND worker_queue = $3::text AND queue = $3"       \
+    "(SELECT run_at FROM ready WHERE " cond " AND worker AND queue = $3::text"                  \
     " ORDER BY queue, " order " LIMIT 1)"
 static const char NEXT_SQL[] =
     "WITH l AS (SELECT 0 AS li, NULL::text AS name, 0 AS concurrency, 0::float8 AS rate,"
@@ -288,10 +294,10 @@ static const char NEXT_QUEUE_SQL[] =
  * NEXT_SQL's shape cost three to eight times this one on a store of
  * ready steps: pgbench, a few tenths of a ms against under one). */
 static const char NEXT_PLAIN_SQL[] =
-    "SELECT (SELECT run_at FROM steps WHERE state = " Q(TK__STEP_WAITING) " AND " NO_QUEUE
-    " ORDER BY queue, run_at, id LIMIT 1), (SELECT run_at FROM steps WHERE state = "
-    Q(TK__STEP_PENDING) " AND parents_remaining = -1 AND " NO_QUEUE
-    " ORDER BY queue, run_at, id LIMIT 1), EXISTS (SELECT 1 FROM queues WHERE plain)";
+    "SELECT (SELECT run_at FROM ready r WHERE kind = 0 AND " NO_QUEUE
+    " ORDER BY queue, kind, run_at, step_id LIMIT 1), (SELECT run_at FROM ready r WHERE kind = 1"
+    " AND " NO_QUEUE " ORDER BY queue, kind, run_at, step_id LIMIT 1),"
+    " EXISTS (SELECT 1 FROM queues WHERE plain)";
 
 int tk__pg_claim_queue(tk__pg_pipe *p, tk__claim_request *r, int *claim_slot, int *retry_slot) {
   /* The store's clock, read right before the claim is sent (after the
@@ -483,10 +489,12 @@ int tk__pg_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
       "SELECT s.id, s.task_id, t.template_id, COALESCE(s.map_idx, s.idx), s.attempts,"
       " s.max_attempts, s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.lease_owner,"
       " s.lease_expires_at, s.claim_id, COALESCE(s.item_index, -1)"
-      " FROM steps s JOIN tasks t ON t.id = s.task_id"
+      " FROM ready r JOIN steps s ON s.id = r.step_id JOIN tasks t ON t.id = s.task_id"
       /* <=: next_due wakes the engine at the expiry itself, which must find it */
-      " WHERE s.state = " Q(TK__STEP_IN_PROGRESS) " AND s.lease_expires_at <= $1::bigint"
-      " ORDER BY s.lease_expires_at LIMIT $2::int FOR UPDATE OF s SKIP LOCKED",
+      " WHERE r.kind = 3 AND r.lease_expires_at <= $1::bigint"
+      /* the newest version of the step locked (READY_STEP) */
+      " AND s.state = " Q(TK__STEP_IN_PROGRESS) " AND s.lease_expires_at <= $1"
+      " ORDER BY r.lease_expires_at LIMIT $2::int FOR UPDATE OF s SKIP LOCKED",
       &a, "expired leases", &r, err);
   for (int i = 0; rc == 0 && i < PQntuples(r) && i < limit; i++) {
     tk__expired *e = &out[i];
@@ -507,9 +515,7 @@ int tk__pg_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *e
    * has no room), and the earliest lease. */
   int next = tk__pg_next_queue(&p, tk__store_now(s), NULL);
   int lease = tk__pg_pipe_stmt(&p, PG_NEXT_DUE,
-                               "SELECT MIN(lease_expires_at) FROM steps"
-                               " WHERE lease_expires_at IS NOT NULL"
-                               " AND state = " Q(TK__STEP_IN_PROGRESS),
+                               "SELECT MIN(lease_expires_at) FROM ready WHERE kind = 3",
                                0, NULL);
   if ((rc = tk__pg_pipe_run(&p, "next due", err)) == 0) {
     PGresult *r = tk__pg_result(&p, next);
@@ -527,11 +533,9 @@ int tk__pg_has_work(tk_store *s, int *yes, tk_err *err) {
   int rc = tk__pg_query(
       s, PG_HAS_WORK,
       /* Outside workers' steps (0013) are work left too. */
-      "SELECT EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_PENDING)
-      " AND parents_remaining = 0)"
-      " OR EXISTS (SELECT 1 FROM steps WHERE state = " Q(TK__STEP_WAITING) ")"
-      " OR EXISTS (SELECT 1 FROM steps WHERE lease_expires_at IS NOT NULL"
-      " AND state = " Q(TK__STEP_IN_PROGRESS) ")",
+      "SELECT EXISTS (SELECT 1 FROM ready WHERE kind = 2)"
+      " OR EXISTS (SELECT 1 FROM ready WHERE kind = 0)"
+      " OR EXISTS (SELECT 1 FROM ready WHERE kind = 3)",
       NULL, "has work", &r, err);
   if (rc == 0) *yes = tk__pg_bool(r, 0, 0);
   PQclear(r);

@@ -14,8 +14,11 @@
  *     children or the task's counters, and a group of outcomes takes its
  *     tasks' locks in ascending id order;
  *   - an operator action takes the task's lock, then locks the steps;
- *   - a claim locks only ready steps, skipping locked ones, and takes the
+ *   - a claim locks only ready steps (their `ready` rows, then their steps
+ *     rows: 0017_ready_table.sql), skipping locked ones, and takes the
  *     locks of the pending tasks it starts only when free: it never waits;
+ *     every other writer of a step writes its steps row first and its
+ *     ready row after (the triggers of 0017);
  *   - the flow's work (postgres_flow.c: skips, releases, a map's
  *     instances and its settling) runs inside an outcome's or an operator
  *     action's transaction, under that task's lock, and touches only that

@@ -1,7 +1,7 @@
 /* The PostgreSQL backend's lists over the whole store (store.h: task_list,
  * task_count, step_list, activity). The SQL is store/list_sql.c's; each
  * statement is sent unprepared, so that the server plans it for the values
- * given (a generic plan could not use the partial index steps_error, and
+ * given (a generic plan could not use the partial index tasks_with_errors, and
  * the text depends on the filter anyway). */
 #include "store/postgres/postgres_internal.h"
 

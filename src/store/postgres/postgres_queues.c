@@ -63,20 +63,20 @@ int tk__pg_queue_put(tk_store *s, const tk__queue_def *defs, int n, tk_err *err)
   return rc;
 }
 
-/* A queue's counts at $1 from the ranges of its own (0015: each readiness
- * index leads with queue): its ready steps, retries and delayed starts;
- * in progress through steps_queue_busy; workers through queue_workers'
+/* A queue's counts at $1 from the ranges of its own in ready (0017: each
+ * of its indexes leads with queue): its ready steps, retries and delayed
+ * starts; in progress through ready_busy; workers through queue_workers'
  * key ($2: seen since). No other queue's steps, nor finished ones, are
  * read. A fresh step's run_at is when it became ready, so the oldest
  * ready reads its range whole (ordered by priority); a due retry or
  * delayed start is its range's first. */
-#define IN_QUEUE(what, cond) "(SELECT " what " FROM steps WHERE queue = q.name AND " cond ")"
+#define IN_QUEUE(what, cond) "(SELECT " what " FROM ready WHERE queue = q.name AND " cond ")"
 #define FIRST_DUE(cond)                                                                         \
-  "(SELECT x FROM (SELECT run_at AS x FROM steps WHERE queue = q.name AND " cond                \
-  " ORDER BY queue, run_at, id LIMIT 1) f WHERE x <= $1)"
-#define FRESH "state = " Q(TK__STEP_PENDING) " AND parents_remaining = 0"
-#define RETRY "state = " Q(TK__STEP_WAITING)
-#define LATE "state = " Q(TK__STEP_PENDING) " AND parents_remaining = -1"
+  "(SELECT x FROM (SELECT run_at AS x FROM ready WHERE queue = q.name AND " cond                \
+  " ORDER BY queue, kind, run_at, step_id LIMIT 1) f WHERE x <= $1)"
+#define FRESH "kind = 2"
+#define RETRY "kind = 0"
+#define LATE "kind = 1"
 static const char LIST_SQL[] =
     "SELECT q.name, q.concurrency, q.rate, q.burst,"
     " CASE WHEN q.rate > 0 THEN LEAST(q.burst::float8, q.tokens + GREATEST(0, $1::bigint"
@@ -85,8 +85,8 @@ static const char LIST_SQL[] =
     " + " IN_QUEUE("count(*)", LATE " AND run_at <= $1") ","
     " " IN_QUEUE("count(*)", RETRY " AND run_at > $1")
     " + " IN_QUEUE("count(*)", LATE " AND run_at > $1") ","
-    " (SELECT count(*) FROM steps b WHERE b.queue = q.name AND b.queue IS NOT NULL"
-    " AND b.state = " Q(TK__STEP_IN_PROGRESS) "),"
+    " (SELECT count(*) FROM ready b WHERE b.queue = q.name AND b.queue IS NOT NULL"
+    " AND b.kind = 3),"
     " LEAST(" IN_QUEUE("min(run_at)", FRESH) ", " FIRST_DUE(RETRY) ", " FIRST_DUE(LATE) "),"
     " (SELECT count(*) FROM queue_workers w WHERE w.queue = q.name AND w.last_seen >= $2::bigint)"
     " FROM queues q ORDER BY q.name";

@@ -288,9 +288,8 @@ int tk__pg_status(tk_store *s, int64_t now, tk__status_report *out, tk_err *err)
                                0, NULL);
   int ready = tk__pg_pipe_stmt(
       &p, PG_STATUS_READY,
-      "SELECT (SELECT count(*) FROM steps WHERE state = " Q(TK__STEP_PENDING)
-      " AND parents_remaining = 0 AND run_at <= $1::bigint)"
-      " + (SELECT count(*) FROM steps WHERE state = " Q(TK__STEP_WAITING) " AND run_at <= $1)",
+      "SELECT (SELECT count(*) FROM ready WHERE kind = 2 AND run_at <= $1::bigint)"
+      " + (SELECT count(*) FROM ready WHERE kind = 0 AND run_at <= $1)",
       a.n, a.v);
   int counters = tk__pg_pipe_stmt(&p, PG_STATUS_COUNTERS,
                                   "SELECT name, value FROM counters ORDER BY name", 0, NULL);
