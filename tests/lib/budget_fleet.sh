@@ -49,14 +49,7 @@ bf_run() {
   tasker_config engine.max_attempts=100000 backoff.base=10ms backoff.multiplier=1 \
     backoff.jitter=none engine.claim_batch=2 budgets.api.ratio=0 budgets.api.window=2s \
     budgets.api.min_per_second=2
-  cat >"$W/flaky_api.toml" <<'TOML'
-name = "flaky_api"
-version = "1"
-[[steps]]
-name = "call"
-handler = { kind = "builtin", name = "fail" }
-retry = { budget = "api" }
-TOML
+  flaky_api_template "$W/flaky_api.toml"
   run t init
   expect_rc "init" 0
   run t template add "$W/flaky_api.toml"

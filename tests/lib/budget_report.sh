@@ -33,14 +33,7 @@ br_config() {
 }
 
 br_templates() {
-  cat >"$W/flaky_api.toml" <<'TOML'
-name = "flaky_api"
-version = "1"
-[[steps]]
-name = "call"
-handler = { kind = "builtin", name = "fail" }
-retry = { budget = "api" }
-TOML
+  flaky_api_template "$W/flaky_api.toml"
   cat >"$W/edge.toml" <<'TOML'
 name = "edge"
 version = "1"

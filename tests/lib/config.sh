@@ -69,3 +69,16 @@ handler = { kind = "builtin", name = "fail" }
 retry = { max_attempts = 2 }
 TOML
 }
+
+# flaky_api_template FILE: the template "flaky_api", whose one step "call"
+# always fails, its retries under the retry budget "api".
+flaky_api_template() {
+  cat >"$1" <<'TOML'
+name = "flaky_api"
+version = "1"
+[[steps]]
+name = "call"
+handler = { kind = "builtin", name = "fail" }
+retry = { budget = "api" }
+TOML
+}
