@@ -232,6 +232,11 @@ static void *run(void *arg) {
       break;
     }
     if (p[1].revents) break;
+    /* Hang-ups first: a claim whose worker is gone is answered as such,
+     * not woken for work in the same pass (and its queue's wake-up goes to
+     * a claim that is still there). */
+    for (int i = 0; i < nw; i++)
+      if (watched[i]->linked && p[FIXED + i].revents) resume(s, watched[i], TK__WAKE_GONE);
     now = tk_monotonic_ns();
     tk__wake why = TK__WAKE_NONE;
     if (wake_fd >= 0 && p[2].revents) {
@@ -253,8 +258,6 @@ static void *run(void *arg) {
     }
     if (why != TK__WAKE_NONE) wake_queues(s, why);
     wake_due(s, now);
-    for (int i = 0; i < nw; i++)
-      if (watched[i]->linked && p[FIXED + i].revents) resume(s, watched[i], TK__WAKE_GONE);
     for (tk__waiter *w = s->waiters, *next; w; w = next) {
       next = w->next;
       if (w->deadline_ns <= now) resume(s, w, TK__WAKE_TIMEOUT);
