@@ -114,6 +114,43 @@ typedef enum tk_operator_action {
 int tk_task_operate(tk_store *s, tk_operator_action action, int64_t task_id, const char *step,
                     int64_t now, const char **task_state, tk_err *err);
 
+/* Signals to wait steps (DESIGN §18; docs/waiting.md). A step of handler
+ * kind "wait" completes with a signal's data as its results, or fails an
+ * attempt with its error (under its retry policy: a retry waits again).
+ * A signal sent before the step waits is kept and delivered when it does;
+ * exactly one of data_json (any JSON text) and error is set; key, when
+ * set, makes the signal idempotent: the same key again is answered as the
+ * first one was and changes nothing. */
+typedef struct tk_signal_request {
+  int64_t task_id;
+  const char *step;      /* the wait step's name */
+  const char *data_json; /* its results, or NULL */
+  const char *error;     /* a failed attempt's message, or NULL */
+  const char *key;       /* idempotency key, or NULL */
+} tk_signal_request;
+
+typedef struct tk_signal_result {
+  int64_t signal_id;
+  int64_t sent_at;   /* when the signal (the first of its key) was stored */
+  int duplicate;     /* the key was seen: nothing new was stored */
+  int delivered;     /* the signal was handed to a waiting attempt already */
+  char step_state[24]; /* the step's state when the signal came */
+} tk_signal_result;
+
+/* Store signal r at now: TK_EINVAL for a body that is not exactly one of
+ * valid JSON data or a non-empty error (or a bad key), TK_ENOENT for an
+ * unknown task or step, TK_EINVAL for a step that is not a wait step,
+ * TK_ESTATE for a step that finished (saying so and when) or that has a
+ * signal not delivered yet; the store is unchanged on any error. A running
+ * orchestrator delivers it (at once when the step waits already). */
+int tk_step_signal(tk_store *s, const tk_signal_request *r, int64_t now, tk_signal_result *out,
+                   tk_err *err);
+
+/* JSON text (malloc'd) of a signal's answer: {task, step, signal, sent_at,
+ * duplicate, delivered, step_state}. */
+int tk_signal_result_json(const tk_signal_request *r, const tk_signal_result *res, char **json,
+                          tk_err *err);
+
 #ifdef __cplusplus
 }
 #endif

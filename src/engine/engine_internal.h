@@ -141,6 +141,13 @@ struct tk_engine {
   struct tk__budgets *budgets; /* retry budgets' states (budgets.c), or NULL */
   struct tk__engine_sched *sched; /* schedules' state (schedules.c), or NULL */
   int store_changed; /* a wait ended because the store changed (schedules.c reads it) */
+  /* Wait steps (DESIGN §18, waits.c): the earliest timeout of a waiting
+   * step known to this engine (INT64_MIN: unknown, look), when this
+   * engine last took waits, whether the store changed since (a signal
+   * may have come), and wait_take's slots (claim_batch of them). */
+  int64_t wait_at, waits_looked_at;
+  int waits_changed;
+  tk__waited *waited;
   int64_t retention_at; /* when [retention] prunes next (retention.c); 0: now */
 
   /* The worker pool: jobs go in `todo`, come back in `done`. */
@@ -300,6 +307,22 @@ void tk__engine_finish_free(tk_engine *e);
  * it was started asynchronously (j->async), in which case j is handed to
  * the engine thread by its end (tk__pool_done) and may already be gone. */
 int tk__engine_execute(tk_engine *e, job *j);
+
+/* Wait steps (DESIGN §18, waits.c). Whether job j is a wait step's. */
+int tk__engine_is_wait(const job *j);
+/* Park j, a wait step just claimed (store op step_wait), with its
+ * timeout from now: 1 when a signal stored for it came with the claim
+ * (j->result is its outcome: record j), 0 when it waits now or could not
+ * be parked (logged: its lease expires and the reaper retries it); free
+ * j then. */
+int tk__engine_park(tk_engine *e, job *j, int64_t now);
+/* When due (a timeout known to come by now, or the store changed since
+ * the last look, at most every TK__WAIT_LOOK_MS), take the waits that a
+ * signal or a timeout ended (wait_take) as jobs with their outcomes, in
+ * *done (linked by next) for the caller to record; *due gets when to
+ * look next (unchanged when that is later). 0, or the store's error. */
+#define TK__WAIT_LOOK_MS 100
+int tk__engine_waits(tk_engine *e, int64_t now, job **done, int64_t *due, tk_err *err);
 
 /* Jobs (jobs.c), on the engine thread. Start the n attempts claimed into
  * e->claims: hand them to the workers, or run them here when there are

@@ -176,6 +176,17 @@ void tk__engine_start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us
       ev.u.claimed.claim_us = claim_us;
       tk__engine_emit(e, &ev);
     }
+    if (tk__engine_is_wait(j)) {
+      /* Parked in the store, holding nothing here; a signal that came
+       * first ends the attempt now, recorded with the inline ones. */
+      if (tk__engine_park(e, j, now)) {
+        j->next = *inline_done;
+        *inline_done = j;
+      } else {
+        tk__job_free(j);
+      }
+      continue;
+    }
     if (e->workers > 0) {
       tk__flight_add(e, j);
       /* Started here, at once: it holds no worker. A retry claimed ahead

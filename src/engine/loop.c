@@ -297,6 +297,12 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, int *claimed_out, t
   int64_t unused = INT64_MAX;
   heartbeat(e, now, &unused);
   if ((rc = tk__engine_reap_due(e, now, err))) return rc;
+  /* Waits that a signal or their timeout ended, recorded before the
+   * claim (a retry of one is then claimed by it). */
+  job *waited = NULL;
+  int64_t wait_due = INT64_MAX;
+  if ((rc = tk__engine_waits(e, now, &waited, &wait_due, err))) return rc;
+  complete_jobs(e, waited, NULL);
   tk__budgets_bring_earlier(e, now);
   int claimed = 0;
   if ((rc = record_and_claim(e, rounds, &claimed, err))) return rc;
@@ -316,6 +322,7 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, int *claimed_out, t
   heartbeat(e, tk_clock_now(&e->clock), &due);
   *next_due = due < schedule_at ? due : schedule_at;
   if (retention_at < *next_due) *next_due = retention_at;
+  if (e->wait_at < *next_due) *next_due = e->wait_at < now ? now : e->wait_at;
   return 0;
 }
 
@@ -329,7 +336,7 @@ void tk__engine_wait(tk_engine *e, int64_t ms, int watch_store) {
                         {.fd = watch_store ? e->store->ops->change_fd(e->store) : -1,
                          .events = POLLIN}};
   int r = poll(p, p[1].fd >= 0 ? 2 : 1, ms > 3600000 ? 3600000 : (int)ms);
-  if (r > 0 && p[1].fd >= 0 && p[1].revents) e->store_changed = 1;
+  if (r > 0 && p[1].fd >= 0 && p[1].revents) e->store_changed = e->waits_changed = 1;
   if (r > 0 && p[0].revents) {
     char buf[256];
     while (read(e->wake_pipe[0], buf, sizeof buf) > 0) {

@@ -142,6 +142,7 @@ extern const tk__handler_kind tk__command_kind;
 extern const tk__handler_kind tk__function_kind;
 extern const tk__handler_kind tk__http_kind;
 extern const tk__handler_kind tk__worker_kind;
+extern const tk__handler_kind tk__wait_kind;
 
 /* The rule for a worker queue's name, which the worker handler's table and
  * the server's /api/v1/queues/NAME/claim both apply (worker.c): 1 to

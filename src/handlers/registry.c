@@ -12,6 +12,7 @@ static const tk__handler_kind *const kinds[] = {
     &tk__function_kind,
     &tk__http_kind,
     &tk__worker_kind,
+    &tk__wait_kind,
 };
 
 #define NKINDS (sizeof kinds / sizeof kinds[0])
@@ -52,7 +53,7 @@ const tk__handler_kind *tk__handler_kind_of(json_t *spec) {
   return k ? k : &unknown_kind;
 }
 
-/* "builtin, command, function, http or worker" (quoted: "\"builtin\", ..."). */
+/* "builtin, command, function, http, worker or wait" (quoted: "\"builtin\", ..."). */
 static void kind_list(char *buf, size_t len, int quoted) {
   size_t used = 0;
   buf[0] = '\0';

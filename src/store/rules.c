@@ -3,6 +3,9 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+
+#include <jansson.h>
 
 static int eq(const char *a, const char *b) { return a != NULL && strcmp(a, b) == 0; }
 
@@ -138,5 +141,60 @@ int tk__budget_key_check(const char *key, tk_err *err) {
                       "retry budget key of %zu bytes: must be 1 to %d bytes (a budget's name "
                       "and a host)",
                       len, TK__BUDGET_KEY_MAX);
+  return 0;
+}
+
+/* ms since the epoch as "YYYY-MM-DD HH:MM:SS UTC" in buf. */
+static const char *utc_text(int64_t ms, char *buf, size_t cap) {
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  if (ms == TK__NONE || gmtime_r(&t, &tm) == NULL) {
+    snprintf(buf, cap, "an unknown time");
+    return buf;
+  }
+  strftime(buf, cap, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+int tk__signal_plan(int64_t task_id, const char *task_state, const char *step,
+                    const char *step_state, int64_t finished_at, int64_t pending_at,
+                    tk_err *err) {
+  char when[48];
+  if (eq(step_state, TK__STEP_COMPLETE) || eq(step_state, TK__STEP_ERROR) ||
+      eq(step_state, TK__STEP_RESOLVED) || eq(step_state, TK__STEP_SKIPPED) ||
+      eq(step_state, TK__STEP_CANCELLED))
+    return tk_err_set(err, TK_ESTATE,
+                      "step \"%s\" of task %lld already finished: %s since %s; a signal cannot "
+                      "change it",
+                      step, (long long)task_id, step_state,
+                      utc_text(finished_at, when, sizeof when));
+  if (eq(task_state, TK__TASK_COMPLETE) || eq(task_state, TK__TASK_CANCELLED))
+    return tk_err_set(err, TK_ESTATE, "task %lld is %s: a signal cannot change it",
+                      (long long)task_id, task_state);
+  if (pending_at != TK__NONE)
+    return tk_err_set(err, TK_ESTATE,
+                      "step \"%s\" of task %lld has a signal sent at %s that is not delivered "
+                      "yet; send it again with the same key to see its answer",
+                      step, (long long)task_id, utc_text(pending_at, when, sizeof when));
+  return 0;
+}
+
+int tk__signal_body_check(const char *data, const char *error, const char *key, tk_err *err) {
+  if ((data == NULL) == (error == NULL))
+    return tk_err_set(err, TK_EINVAL, "a signal carries either data (JSON) or an error, "
+                                      "exactly one of them");
+  if (error != NULL && error[0] == '\0')
+    return tk_err_set(err, TK_EINVAL, "a failing signal needs a message");
+  if (key != NULL && (key[0] == '\0' || strlen(key) > 200))
+    return tk_err_set(err, TK_EINVAL, "an idempotency key must be 1 to 200 bytes, not %zu",
+                      strlen(key));
+  if (data != NULL) {
+    json_error_t je;
+    json_t *j = json_loads(data, JSON_DECODE_ANY, &je);
+    if (j == NULL)
+      return tk_err_set(err, TK_EINVAL, "signal data is not JSON: %s at line %d, column %d",
+                        je.text, je.line, je.column);
+    json_decref(j);
+  }
   return 0;
 }

@@ -114,6 +114,30 @@ int tk__queue_room(double tokens);
  * INT64_MAX with no rate. */
 int64_t tk__queue_token_at(double tokens, double rate, int64_t now);
 
+/* Wait steps and signals (DESIGN §18). Transition reasons of a wait. */
+#define TK__REASON_WAITING "waiting for a signal"
+#define TK__REASON_SIGNAL "signal"
+#define TK__REASON_WAIT_TIMEOUT "wait timed out"
+/* The error text of a wait's timeout attempt. */
+#define TK__WAIT_TIMEOUT_ERROR "no signal came before the wait's timeout"
+
+/* Whether a signal may be stored for step `step` of task_id (the one
+ * rule behind `tasker signal`, the API and the dashboard): TK_ESTATE with
+ * the sender's message for a task that is complete or cancelled, a step
+ * that finished (complete, error, resolved, skipped, cancelled: saying
+ * so and when, finished_at, TK__NONE unknown), or one that has a signal
+ * not yet delivered (pending_at: when it was sent; TK__NONE: none). A
+ * step pending, in progress, waiting for a retry or waiting takes it: it
+ * is delivered when the step waits. A repeated key is the caller's to
+ * answer before asking here. */
+int tk__signal_plan(int64_t task_id, const char *task_state, const char *step,
+                    const char *step_state, int64_t finished_at, int64_t pending_at,
+                    tk_err *err);
+
+/* A signal's message text: data JSON (an object, array or value) or a
+ * failure's error, exactly one; TK_EINVAL saying which is wrong. */
+int tk__signal_body_check(const char *data, const char *error, const char *key, tk_err *err);
+
 /* The message of a refused (fenced) outcome, and of a refused heartbeat. */
 int tk__fenced_error(tk_err *err, const tk__outcome *o);
 int tk__heartbeat_refused(tk_err *err, int64_t step_id, int64_t claim_id);

@@ -45,8 +45,9 @@
  * tk__new_task.priority (and in task reports and rows), claim requests'
  * next_due_at, queue_put, queue_list and worker_seen (at the end); 13:
  * retry budgets kept in the store, budget_update (at the end); 14: budget_list
- * (at the end), for the report of budgets (tasker budgets). */
-#define TK__STORE_OPS_VERSION 14
+ * (at the end), for the report of budgets (tasker budgets); 15: wait steps
+ * and signals (DESIGN §18): signal_put, step_wait, wait_take (at the end). */
+#define TK__STORE_OPS_VERSION 15
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 #define TK__STATE_MAX 24
@@ -71,6 +72,10 @@
  * step whose instances are running (no lease, no worker). */
 #define TK__STEP_SKIPPED "skipped"
 #define TK__STEP_MAPPED "mapped"
+/* Issue 24 (DESIGN §18): a wait step waiting for its signal or its
+ * timeout (run_at): no lease, no worker; its claim (claim_id) and that
+ * claim's attempt row stay open until a signal or the timeout ends it. */
+#define TK__STEP_AWAITING "waiting"
 
 #define TK__TASK_PENDING "pending"
 #define TK__TASK_IN_PROGRESS "in_progress"
@@ -463,9 +468,9 @@ typedef struct tk__task_report {
 } tk__task_report;
 
 /* The store-wide counts behind `tasker status`. */
-/* Room for every step state: the seven of DESIGN §3 and skipped and
- * mapped (§17), with one to spare. */
-#define TK__STATUS_STATES 10
+/* Room for every step state: the seven of DESIGN §3, skipped and mapped
+ * (§17) and waiting (§18), with one to spare. */
+#define TK__STATUS_STATES 11
 #define TK__STATUS_COUNTERS 16
 typedef struct tk__state_count {
   char state[TK__STATE_MAX];
@@ -618,6 +623,58 @@ static inline void tk__budget_recs_free(tk__budget_rec *v, int n) {
   for (int i = 0; v != NULL && i < n; i++) free(v[i].state);
   free(v);
 }
+
+/* Wait steps and signals (15; DESIGN §18). A signal as stored for a
+ * step: the data (JSON text) that become its results, or the error of a
+ * failed attempt. Strings malloc'd (tk__signal_rec_free). */
+typedef struct tk__signal_rec {
+  int64_t id;        /* 0: none */
+  char *data, *error; /* exactly one is set */
+  char *key;          /* the idempotency key, or NULL */
+  int64_t created_at;
+} tk__signal_rec;
+
+static inline void tk__signal_rec_free(tk__signal_rec *r) {
+  free(r->data);
+  free(r->error);
+  free(r->key);
+  r->data = r->error = r->key = NULL;
+}
+
+/* A signal to store (signal_put): for step `step` (its name) of task_id,
+ * data or error (exactly one), key NULL or the sender's idempotency key. */
+typedef struct tk__signal_req {
+  int64_t task_id;
+  const char *step;
+  const char *data, *error, *key;
+  int64_t now;
+} tk__signal_req;
+
+/* What signal_put did: stored the signal (or, duplicate, found the one
+ * stored with the same key, which answers for it); the step's state as
+ * it found it. */
+typedef struct tk__signal_ans {
+  int64_t signal_id, created_at;
+  int duplicate;
+  int delivered; /* the signal was handed to an attempt of the step already */
+  char step_state[TK__STATE_MAX];
+} tk__signal_ans;
+
+/* A claimed wait step to park (step_wait): fenced by its claim, like an
+ * outcome; timeout_at, in the store's clock, ends its wait. */
+typedef struct tk__wait_req {
+  int64_t step_id, claim_id, task_id;
+  int64_t timeout_at, now;
+} tk__wait_req;
+
+/* A waiting step that wait_take moved back to in progress under the
+ * taker's lease: its claim as the claim that parked it saw it, and why:
+ * a signal (sig.id > 0, delivered to this claim) or its timeout. */
+typedef struct tk__waited {
+  tk__claimed step;
+  tk__signal_rec sig;
+  int timed_out;
+} tk__waited;
 
 typedef struct tk__store_ops {
   int version; /* TK__STORE_OPS_VERSION: checked when a store opens */
@@ -857,6 +914,34 @@ typedef struct tk__store_ops {
    * lock a budget_update waits for: a malloc'd array (tk__budget_recs_free;
    * NULL when there is none). */
   int (*budget_list)(tk_store *s, tk__budget_rec **out, int *n, tk_err *err);
+
+  /* Wait steps and signals (15; DESIGN §18, docs/waiting.md). Store a
+   * signal for a step, in one transaction, under tk__signal_plan's rules
+   * (a repeated key answers as its first signal did, storing nothing;
+   * TK_ENOENT for an unknown task or step; TK_ESTATE for a finished
+   * step, or one that has a signal not yet delivered). Whether the step
+   * is a wait step is the caller's to check (its template's). Wakes
+   * sleeping orchestrators: one delivers it (wait_take) when the step
+   * waits, or at once if it waits already. */
+  int (*signal_put)(tk_store *s, const tk__signal_req *r, tk__signal_ans *out, tk_err *err);
+  /* Park claimed wait step w (in progress under claim w->claim_id) in one
+   * transaction: if a signal for it is stored and not delivered (or was
+   * delivered to an attempt that ended without applying it: lease_expired
+   * or fenced_out), hand it to this claim (*sig, malloc'd strings) and
+   * leave the step in progress: the caller records its outcome at once
+   * through `record`. Otherwise move it to waiting: no lease, run_at =
+   * w->timeout_at, its claim kept; sig->id 0. TK_EFENCED when the claim
+   * no longer holds the step. */
+  int (*step_wait)(tk_store *s, const tk__wait_req *w, tk__signal_rec *sig, tk_err *err);
+  /* Up to limit waiting steps that a signal is stored for or whose
+   * timeout passed by now, moved back to in progress under owner's lease
+   * (now + lease_ms), each with its signal delivered to its claim (or
+   * timed_out): the caller records each one's outcome through `record`,
+   * fenced by the claim as ever. Steps another taker holds are skipped;
+   * a step is taken once. *next_at: the earliest timeout of the steps
+   * still waiting (INT64_MAX: none). out[i].sig: tk__signal_rec_free. */
+  int (*wait_take)(tk_store *s, int64_t now, const char *owner, int64_t lease_ms, int limit,
+                   tk__waited *out, int *n, int64_t *next_at, tk_err *err);
 } tk__store_ops;
 
 /* Every backend's store struct starts with this. */

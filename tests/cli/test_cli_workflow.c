@@ -87,7 +87,7 @@ static const bad_template bad_templates[] = {
     {HEAD "[[steps]]\nname = \"a\"\ndepends_on = [\"a\"]\n" NOOP, "5:15",
      "steps[1].depends_on: step \"a\" depends on itself"},
     {HEAD "[[steps]]\nname = \"a\"\nhandler = { kind = \"comand\", argv = [\"true\"] }\n", "5:20",
-     "steps[1].handler.kind = \"comand\": expected builtin, command, function, http or worker "
+     "steps[1].handler.kind = \"comand\": expected builtin, command, function, http, worker or wait "
      "(did you mean \"command\"?)"},
     {HEAD "[[steps]]\nname = \"a\"\n" NOOP "retry = { backoff = \"paymnts\" }\n", "6:21",
      "steps[1].retry.backoff: unknown backoff profile \"paymnts\" (configured: default, "

@@ -1,10 +1,20 @@
 /* SQL that takes a PostgreSQL store's schema back before a migration, its
  * rows as a tasker of that time would have written them, for tests of a
  * store written before it: apply it (efx_pg_text), then let tasker
- * migrate the store again. The newest migration first: undo 0017 before 0016, 0016 before 0015, 0015 before
+ * migrate the store again. The newest migration first: undo 0018 before 0017, 0017 before 0016, 0016 before 0015, 0015 before
  * 0014, 0014 before 0013, 0013 before 0012, and so on down to 0009 before an older one. */
 #ifndef TESTS_PG_UNDO_H
 #define TESTS_PG_UNDO_H
+
+/* 0018_waits_and_signals.sql: no signals, no kind 4 (waiting) in ready. */
+#define PG_UNDO_0018                                                                            \
+  "DROP TABLE signals; DROP INDEX ready_waiting;"                                               \
+  " CREATE OR REPLACE FUNCTION tasker_ready_kind(state text, parents integer)"                  \
+  " RETURNS smallint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS"                                   \
+  " $$ SELECT CASE WHEN state = 'waiting_for_retry' THEN 0"                                     \
+  " WHEN state = 'pending' AND parents = -1 THEN 1 WHEN state = 'pending' AND parents = 0"      \
+  " THEN 2 WHEN state = 'in_progress' THEN 3 END::smallint $$;"                                 \
+  " DELETE FROM schema_migrations WHERE version = 18; SELECT 1"
 
 /* The ready table of 0017_ready_table.sql and what keeps it, gone. */
 #define PG_READY_TAKEN                                                                          \

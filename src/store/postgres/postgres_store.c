@@ -1,6 +1,7 @@
 /* The PostgreSQL backend: the connection, migrations, the server's clock,
  * change notices (LISTEN/NOTIFY), and the table of operations. */
 #include "store/postgres/postgres_internal.h"
+#include "store/postgres/postgres_wait.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -367,4 +368,7 @@ const tk__store_ops tk__postgres_store_ops = {
     .worker_seen = tk__pg_worker_seen,
     .budget_update = tk__pg_budget_update,
     .budget_list = tk__pg_budget_list,
+    .signal_put = tk__pg_signal_put,
+    .step_wait = tk__pg_step_wait,
+    .wait_take = tk__pg_wait_take,
 };

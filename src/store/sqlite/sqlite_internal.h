@@ -28,6 +28,9 @@ enum {
   SQ_TASK_PRIORITY, SQ_STEPS_PRIORITY, SQ_QUEUE_NAMED, SQ_QUEUE_LANES, SQ_QUEUE_ONE, SQ_QUEUE_BUSY,
   SQ_QUEUE_TOKENS, SQ_LANE_RETRY, SQ_LANE_DELAYED, SQ_QUEUE_PUT, SQ_QUEUE_CLEAR, SQ_QUEUE_LIST, SQ_WORKER_SEEN,
   SQ_BUDGET_GET, SQ_BUDGET_PUT,
+  SQ_WAIT_TASK, SQ_WAIT_STEP, SQ_WAIT_BY_KEY, SQ_WAIT_PENDING, SQ_WAIT_FINISHED, SQ_WAIT_SIGNAL_PUT,
+  SQ_WAIT_HELD, SQ_WAIT_DELIVERABLE, SQ_WAIT_DELIVER, SQ_WAIT_PARK, SQ_WAIT_DUE, SQ_WAIT_CLAIM,
+  SQ_WAIT_RESUME, SQ_WAIT_NEXT,
   SQ__COUNT
 };
 
@@ -283,6 +286,11 @@ int tk__sq_retry_earlier(tk_store *s, const tk__retry_ref *v, int n, int64_t run
 int tk__sq_budget_update(tk_store *s, const char *key, unsigned char *state, size_t cap,
                          tk__budget_fn fn, void *arg, int64_t now, tk_err *err);
 int tk__sq_budget_list(tk_store *s, tk__budget_rec **out, int *n, tk_err *err);
+/* Wait steps and signals (sqlite_wait.c). */
+int tk__sq_signal_put(tk_store *s, const tk__signal_req *r, tk__signal_ans *out, tk_err *err);
+int tk__sq_step_wait(tk_store *s, const tk__wait_req *w, tk__signal_rec *sig, tk_err *err);
+int tk__sq_wait_take(tk_store *s, int64_t now, const char *owner, int64_t lease_ms, int limit,
+                     tk__waited *out, int *n, int64_t *next_at, tk_err *err);
 int tk__sq_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
                      tk_err *err);
 int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);

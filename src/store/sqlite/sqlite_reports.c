@@ -134,12 +134,14 @@ static int apply_plan(tk__sqlite *q, const tk__op_plan *p, int64_t task_id, int6
                              "INSERT INTO transitions (task_id, step_id, from_state, to_state,"
                              " at, reason) SELECT task_id, id, state, 'cancelled', ?1,"
                              " '" TK__REASON_TASK_CANCELLED "' FROM steps WHERE task_id = ?2"
-                             " AND state IN ('pending', 'in_progress', 'waiting_for_retry', 'mapped')",
+                             " AND state IN ('pending', 'in_progress', 'waiting_for_retry', 'mapped',"
+                             " 'waiting')",
                              now, task_id, 0, err);
     if (!rc) rc = exec_bound(q,
                              "UPDATE steps SET state = 'cancelled', lease_owner = NULL,"
                              " lease_expires_at = NULL WHERE task_id = ?2 AND state IN"
-                             " ('pending', 'in_progress', 'waiting_for_retry', 'mapped')",
+                             " ('pending', 'in_progress', 'waiting_for_retry', 'mapped',"
+                             " 'waiting')",
                              now, task_id, 0, err);
     if (!rc) rc = exec_bound(q,
                              "UPDATE tasks SET state = 'cancelled', updated_at = ?1,"

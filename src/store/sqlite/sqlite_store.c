@@ -381,4 +381,7 @@ const tk__store_ops tk__sqlite_store_ops = {
     .worker_seen = tk__sq_worker_seen,
     .budget_update = tk__sq_budget_update,
     .budget_list = tk__sq_budget_list,
+    .signal_put = tk__sq_signal_put,
+    .step_wait = tk__sq_step_wait,
+    .wait_take = tk__sq_wait_take,
 };

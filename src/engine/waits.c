@@ -1,0 +1,128 @@
+/* Wait steps (DESIGN §18): a claimed wait step is parked in the store
+ * (no lease, no worker) rather than run, and the waits that a signal or a
+ * timeout ended come back as jobs whose outcome is known, recorded
+ * through tk__engine_finish as any attempt's: a signal's data complete
+ * the step, its error or the timeout fail the attempt under the step's
+ * retry policy (a retry is claimed, and so waits, again). */
+#include "engine/engine_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/rules.h"
+
+int tk__engine_is_wait(const job *j) { return j->def->kind == &tk__wait_kind; }
+
+/* j's outcome from signal sig, or its timeout (sig NULL), at now. 0, or
+ * -1 when memory ran out copying the signal's data. */
+static int outcome_of(tk_engine *e, job *j, const tk__signal_rec *sig, int64_t now) {
+  (void)e;
+  memset(&j->result, 0, sizeof j->result);
+  j->result.retry_after_ms = -1;
+  j->finished_at = now;
+  if (sig == NULL) {
+    j->result.status = TK_HANDLER_RETRY;
+    j->result.timed_out = 1;
+    snprintf(j->result.error, sizeof j->result.error, "%s", TK__WAIT_TIMEOUT_ERROR);
+    return 0;
+  }
+  if (sig->error != NULL) {
+    j->result.status = TK_HANDLER_RETRY;
+    snprintf(j->result.error, sizeof j->result.error, "%s", sig->error);
+    return 0;
+  }
+  j->result.status = TK_HANDLER_SUCCESS;
+  j->result.results = strdup(sig->data ? sig->data : "null");
+  return j->result.results ? 0 : -1;
+}
+
+int tk__engine_park(tk_engine *e, job *j, int64_t now) {
+  int64_t timeout = j->def->timeout_ms > 0 ? j->def->timeout_ms : INT64_C(86400000);
+  tk__wait_req w = {.step_id = j->claim.step_id, .claim_id = j->claim.claim_id,
+                    .task_id = j->claim.task_id, .timeout_at = now + timeout, .now = now};
+  tk__signal_rec sig;
+  tk_err err;
+  int rc = e->store->ops->step_wait(e->store, &w, &sig, &err);
+  if (rc) {
+    tk__engine_log(e, TK_LOG_WARN, "task %lld step %s attempt %d: cannot wait: %s",
+                   (long long)j->claim.task_id, j->name, j->claim.attempt, err.msg);
+    return 0;
+  }
+  if (sig.id == 0) {
+    if (w.timeout_at < e->wait_at || e->wait_at == INT64_MIN) e->wait_at = w.timeout_at;
+    tk__engine_log(e, TK_LOG_INFO, "task %lld step %s attempt %d: waiting for a signal",
+                   (long long)j->claim.task_id, j->name, j->claim.attempt);
+    return 0;
+  }
+  j->started_at = now;
+  rc = outcome_of(e, j, &sig, now);
+  tk__signal_rec_free(&sig);
+  if (rc == 0) return 1;
+  tk__engine_log(e, TK_LOG_ERROR, "task %lld step %s: out of memory taking its signal",
+                 (long long)j->claim.task_id, j->name);
+  return 0;
+}
+
+/* A job for the wait x that wait_take handed back, its outcome set; NULL
+ * (logged) when it cannot be made: its lease then expires and the reaper
+ * fails the attempt, and the signal is delivered to the next wait. */
+static job *waited_job(tk_engine *e, tk__waited *x, int64_t now) {
+  tk_err err;
+  const template_entry *t = tk__engine_template(e, x->step.template_id, &err);
+  if (t == NULL || x->step.idx >= t->nsteps) {
+    tk__engine_log(e, TK_LOG_ERROR, "cannot end the wait of step %lld: %s",
+                   (long long)x->step.step_id,
+                   t ? "its index is past the template's steps" : err.msg);
+    return NULL;
+  }
+  job *j = calloc(1, sizeof *j);
+  if (j == NULL) return NULL;
+  j->claim = x->step;
+  j->def = &t->steps[x->step.idx];
+  j->name = tk__claim_step_name(&j->claim, j->def->name, j->instance_name,
+                                sizeof j->instance_name);
+  j->engine = e;
+  if (outcome_of(e, j, x->timed_out ? NULL : &x->sig, now) != 0) {
+    tk__job_free(j);
+    return NULL;
+  }
+  return j;
+}
+
+int tk__engine_waits(tk_engine *e, int64_t now, job **done, int64_t *due, tk_err *err) {
+  *done = NULL;
+  if (e->waits_changed) {
+    e->waits_changed = 0;
+    int64_t look = e->waits_looked_at == INT64_MIN ? now : e->waits_looked_at + TK__WAIT_LOOK_MS;
+    if (look < e->wait_at || e->wait_at == INT64_MIN) e->wait_at = look;
+  }
+  if (e->wait_at != INT64_MIN && now < e->wait_at) {
+    if (e->wait_at < *due) *due = e->wait_at;
+    return 0;
+  }
+  int n = 0;
+  int64_t next_at = INT64_MAX;
+  int rc = e->store->ops->wait_take(e->store, now, e->id, e->lease_ms, e->claim_batch,
+                                    e->waited, &n, &next_at, err);
+  if (rc) return rc;
+  e->waits_looked_at = now;
+  /* A full batch may have left more behind: look again at once. */
+  e->wait_at = n == e->claim_batch ? now : next_at;
+  if (e->wait_at < *due) *due = e->wait_at;
+  job **end = done;
+  for (int i = 0; i < n; i++) {
+    tk__waited *x = &e->waited[i];
+    job *j = waited_job(e, x, now);
+    tk__signal_rec_free(&x->sig);
+    if (j == NULL) continue;
+    if (x->timed_out)
+      tk__engine_log(e, TK_LOG_INFO, "task %lld step %s attempt %d: no signal came in time",
+                     (long long)j->claim.task_id, j->name, j->claim.attempt);
+    j->next = NULL;
+    *end = j;
+    end = &j->next;
+  }
+  if (n > 0) tk__engine_claimed_leases(e, now);
+  return 0;
+}
