@@ -186,6 +186,8 @@ int cmd_resolve(cli_globals *g, int argc, char **argv);
 extern const char cmd_resolve_usage[];
 int cmd_cancel(cli_globals *g, int argc, char **argv);
 extern const char cmd_cancel_usage[];
+int cmd_signal(cli_globals *g, int argc, char **argv);
+extern const char cmd_signal_usage[];
 int cmd_tasks(cli_globals *g, int argc, char **argv);
 extern const char cmd_tasks_usage[];
 int cmd_serve(cli_globals *g, int argc, char **argv);

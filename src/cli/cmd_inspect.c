@@ -353,8 +353,15 @@ int cmd_show(cli_globals *g, int argc, char **argv) {
     const char *next =
         schedulable ? cli_relative(json_object_get(s, "run_at"), now, 1, when, sizeof when) : "-";
     if (schedulable && json_integer_value(json_object_get(s, "run_at")) <= now) next = "now";
-    printf("%-20s %-18s %9s  %-12s %s\n", str(s, "name"), state, att, next,
-           step_detail(s, detail, sizeof detail));
+    step_detail(s, detail, sizeof detail);
+    if (!strcmp(state, "waiting")) {
+      /* A wait step (DESIGN §18): NEXT RUN is its timeout. */
+      next = cli_relative(json_object_get(s, "run_at"), now, 1, when, sizeof when);
+      size_t len = strlen(detail);
+      snprintf(detail + len, sizeof detail - len, "%swaiting for a signal (tasker signal %lld %s)",
+               len ? "; " : "", (long long)id, str(s, "name"));
+    }
+    printf("%-20s %-18s %9s  %-12s %s\n", str(s, "name"), state, att, next, detail);
   }
   print_retries(json_object_get(t, "steps"));
   print_items(json_object_get(t, "steps"));
@@ -429,6 +436,12 @@ int cmd_why(cli_globals *g, int argc, char **argv) {
     const char *detail =
         strcmp(str(why, "reason"), "scheduled") == 0 ? "a delayed start" : str(why, "detail");
     printf("%s: %s (%s)", pos[1], str(why, "reason"), detail);
+    json_t *since = json_object_get(why, "since");
+    if (json_is_integer(since)) {
+      char utc[40], rel[64];
+      printf(" since %s, %s;", cli_utc(json_integer_value(since), utc, sizeof utc),
+             cli_relative(since, now, 1, rel, sizeof rel));
+    }
     if (json_is_integer(until)) {
       char utc[40], rel[64];
       printf(" until %s, %s", cli_utc(json_integer_value(until), utc, sizeof utc),

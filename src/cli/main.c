@@ -32,6 +32,8 @@ static const cli_command commands[] = {
     {"retry", cmd_retry, "retry a failed step with fresh attempts", cmd_retry_usage},
     {"resolve", cmd_resolve, "mark a step as resolved by hand", cmd_resolve_usage},
     {"cancel", cmd_cancel, "cancel a task", cmd_cancel_usage},
+    {"signal", cmd_signal, "send a signal to a wait step: its results, or a failure",
+     cmd_signal_usage},
     {"prune", cmd_prune, "remove finished tasks older than a cutoff", cmd_prune_usage},
     {"serve", cmd_serve, "serve the HTTP API, /metrics and the dashboard", cmd_serve_usage},
     {"backoff", cmd_backoff, "print the retry delays a backoff policy produces", cmd_backoff_usage},

@@ -20,7 +20,7 @@ static const char *const step_states[] = {TK__STEP_PENDING,  TK__STEP_IN_PROGRES
                                           TK__STEP_WAITING,  TK__STEP_COMPLETE,
                                           TK__STEP_ERROR,    TK__STEP_CANCELLED,
                                           TK__STEP_RESOLVED, TK__STEP_SKIPPED,
-                                          TK__STEP_MAPPED};
+                                          TK__STEP_MAPPED,   TK__STEP_AWAITING};
 
 static int64_t count_of(const tk__state_count *c, int n, const char *state) {
   for (int i = 0; i < n; i++)

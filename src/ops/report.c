@@ -29,7 +29,7 @@ static json_int_t num(json_t *o, const char *k) { return json_integer_value(json
 
 /* The first matching execution status of DESIGN §3. */
 static const char *execution_status(json_t *steps, int64_t now) {
-  int error = 0, ready = 0, running = 0, waiting = 0, scheduled = 0, done = 0, n = 0;
+  int error = 0, ready = 0, running = 0, waiting = 0, scheduled = 0, done = 0, n = 0, world = 0;
   size_t i;
   json_t *s;
   json_array_foreach(steps, i, s) {
@@ -37,6 +37,8 @@ static const char *execution_status(json_t *steps, int64_t now) {
     if (is(s, TK__STEP_ERROR)) error++;
     /* A mapped step's instances are what runs; they are not in the list. */
     else if (is(s, TK__STEP_IN_PROGRESS) || is(s, TK__STEP_MAPPED)) running++;
+    /* A wait step waiting for its signal (DESIGN §18). */
+    else if (is(s, TK__STEP_AWAITING)) world++;
     else if (is(s, TK__STEP_COMPLETE) || is(s, TK__STEP_RESOLVED) || is(s, TK__STEP_CANCELLED) ||
              is(s, TK__STEP_SKIPPED))
       done++;
@@ -49,6 +51,7 @@ static const char *execution_status(json_t *steps, int64_t now) {
   if (error) return "blocked_by_failures";
   if (ready) return "has_ready_steps";
   if (running) return "processing";
+  if (world) return "waiting_for_the_world";
   if (done == n) return "all_complete";
   if (waiting) return "waiting_for_retry";
   if (scheduled) return "scheduled";
@@ -146,6 +149,21 @@ static const tk__queue_rec *queue_find(const tk__queue_rec *queues, int n, const
   return NULL;
 }
 
+/* Why a wait step that waits for its signal (DESIGN §18) is not running:
+ * what it waits for, since when (waiting_since, step_json) and until
+ * when (its timeout, run_at). */
+static json_t *why_waiting(json_t *s) {
+  char text[320];
+  snprintf(text, sizeof text,
+           "waits for a signal: tasker signal TASK %s, or POST /api/v1/tasks/ID/steps/%s/signal; "
+           "at its timeout (until) the attempt fails as a timeout",
+           json_string_value(json_object_get(s, "name")),
+           json_string_value(json_object_get(s, "name")));
+  return json_pack("{s:s, s:s, s:O, s:I, s:s}", "reason", "waiting_for_signal", "waits_for",
+                   "signal", "since", json_object_get(s, "waiting_since"), "until",
+                   num(s, "run_at"), "detail", text);
+}
+
 /* Why a step is not running now, as {reason, until?, detail}; queues[0..n)
  * the store's queues at now (n 0: none read). */
 static json_t *why_step(json_t *steps, json_t *s, int64_t now, const tk__queue_rec *queues,
@@ -168,6 +186,7 @@ static json_t *why_step(json_t *steps, json_t *s, int64_t now, const tk__queue_r
   if (is(s, TK__STEP_CANCELLED))
     return json_pack("{s:s, s:s}", "reason", "cancelled", "detail", "the task was cancelled");
   if (is(s, TK__STEP_ERROR)) return why_error(s);
+  if (is(s, TK__STEP_AWAITING)) return why_waiting(s);
   /* A worker step (DESIGN §19) is claimed by its queue's workers only. */
   const char *queue = json_string_value(json_object_get(s, "worker_queue"));
   char text[160];
@@ -309,6 +328,15 @@ static json_t *step_json(const tk__task_report *r, const tk__step_rec *s, json_t
       "lease_expires_at", opt_int(s->lease_expires_at), "last_delay_ms",
       (json_int_t)s->last_delay_ms, "last_error", opt_str(s->last_error), "results",
       parsed(s->results), "id", (json_int_t)s->id);
+  if (strcmp(s->state, TK__STEP_AWAITING) == 0) {
+    /* Since its last move into waiting (a retry waits again). */
+    int64_t since = TK__NONE;
+    for (int i = 0; i < r->ntransitions; i++)
+      if (r->transitions[i].step_id == s->id && r->transitions[i].to &&
+          strcmp(r->transitions[i].to, TK__STEP_AWAITING) == 0)
+        since = r->transitions[i].at;
+    json_object_set_new(st, "waiting_since", opt_int(since));
+  }
   json_t *deps = json_object_get(def_step, "depends_on");
   json_object_set_new(st, "depends_on", deps ? json_incref(deps) : json_array());
   step_queues(st, def_step);

@@ -280,6 +280,7 @@ void tk__api_handle(tk_server *s, const tk__route *r, const char *body, size_t l
     case TK__R_TASK_CANCEL:
     case TK__R_STEP_ACTION:
     case TK__R_BULK:
+    case TK__R_SIGNAL:
       break;
     case TK__R_BACKOFF:
       if (read_query(r, NULL, &q, out) == 0) tk__api_backoff(s, &q, out);

@@ -111,6 +111,63 @@ static void one_action(tk_server *s, const tk__route *r, tk__response *out) {
   tk__respond_json_value(out, 200, j);
 }
 
+/* POST .../steps/STEP/signal (DESIGN §18): {"data": ANY} or {"error":
+ * "..."} and an optional "key"; the library's rules (tk_step_signal) and
+ * answer (tk_signal_result_json), 200 also for a repeated key. Anything
+ * else in the body is a 400 that changes nothing. */
+static void signal_step(tk_server *s, const tk__route *r, const char *body, size_t len,
+                   tk__response *out) {
+  tk__api_error e;
+  json_error_t je;
+  json_t *b = json_loadb(body ? body : "", len, 0, &je);
+  json_t *data = json_object_get(b, "data"), *error = json_object_get(b, "error");
+  json_t *key = json_object_get(b, "key");
+  const char *k;
+  json_t *v;
+  if (!json_is_object(b)) {
+    tk__api_fail(&e, 400, "bad_request", NULL,
+                 "the body must be a JSON object {\"data\": ...} or {\"error\": \"...\"}: %s",
+                 b ? "not an object" : je.text);
+    goto refuse;
+  }
+  json_object_foreach(b, k, v) {
+    if (strcmp(k, "data") != 0 && strcmp(k, "error") != 0 && strcmp(k, "key") != 0) {
+      tk__api_fail(&e, 400, "bad_request", k, "unknown member \"%.100s\": expected data, error "
+                   "and key", k);
+      goto refuse;
+    }
+  }
+  if ((data == NULL) == (error == NULL) || (error && !json_is_string(error)) ||
+      (key && !json_is_string(key))) {
+    const char *param = key && !json_is_string(key) ? "key" : data && error ? "error" : "data";
+    tk__api_fail(&e, 400, "bad_request", param,
+                 "a signal carries \"data\" (any JSON) or \"error\" (a string), exactly one, "
+                 "and an optional \"key\" (a string)");
+    goto refuse;
+  }
+  char *text = data ? json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+  tk_signal_request req = {.task_id = r->task, .step = r->step, .data_json = text,
+                           .error = json_string_value(error), .key = json_string_value(key)};
+  tk_signal_result res;
+  tk_err err;
+  char *answer;
+  if (data && text == NULL) {
+    tk_err_set(&err, TK_ENOMEM, "out of memory reading the signal's data");
+    tk__respond_tk_error(s, out, &err, NULL);
+  } else if (tk_step_signal(s->store, &req, now(s), &res, &err) != 0 ||
+             tk_signal_result_json(&req, &res, &answer, &err) != 0) {
+    tk__respond_tk_error(s, out, &err, NULL);
+  } else {
+    tk__respond_json(out, 200, answer);
+  }
+  free(text);
+  json_decref(b);
+  return;
+refuse:
+  json_decref(b);
+  tk__respond_error(out, &e);
+}
+
 /* The targets of a list body (tasks, or steps), as the library takes
  * them; NULL when out of memory. */
 static tk_bulk_target *targets_of(const tk__bulk_body *b) {
@@ -172,5 +229,6 @@ void tk__api_actions(tk_server *s, const tk__route *r, const char *body, size_t 
                      tk__response *out) {
   if (r->id == TK__R_TASKS) submit(s, body, len, out);
   else if (r->id == TK__R_BULK) bulk_action(s, r, body, len, out);
+  else if (r->id == TK__R_SIGNAL) signal_step(s, r, body, len, out);
   else one_action(s, r, out);
 }

@@ -68,6 +68,7 @@ typedef enum tk__route_id {
   TK__R_OUTCOMES,    /* POST /api/v1/claims/outcomes (a worker's: a batch) */
   TK__R_QUEUES,      /* GET /api/v1/queues */
   TK__R_BUDGETS,     /* GET /api/v1/budgets */
+  TK__R_SIGNAL,      /* POST /api/v1/tasks/ID/steps/STEP/signal (DESIGN §18) */
   TK__R_ASSET        /* GET anything else outside /api/: the dashboard (last: tests
                       * iterate the routes up to it) */
 } tk__route_id;
@@ -84,7 +85,8 @@ typedef struct tk__route {
   tk__route_id id;
   int post;                  /* the request is a POST (else a GET or HEAD) */
   int64_t task;              /* TK__R_TASK, _TASK_CANCEL, _STEP_ACTION */
-  char step[256];            /* TK__R_STEP_ACTION, _INSTANCES: the step's name, decoded */
+  char step[256];            /* TK__R_STEP_ACTION, _INSTANCES, _SIGNAL: the step's name,
+                                decoded */
   tk_operator_action action; /* TK__R_STEP_ACTION, TK__R_BULK */
   char name[512];            /* TK__R_TEMPLATE: the name, decoded; TK__R_CLAIM: the
                                 queue; TK__R_HEARTBEAT, _COMPLETE, _FAIL: the token */

@@ -51,6 +51,7 @@ const char *tk__route_name(tk__route_id id) {
       [TK__R_OUTCOMES] = "POST /api/v1/claims/outcomes",
       [TK__R_QUEUES] = "GET /api/v1/queues",
       [TK__R_BUDGETS] = "GET /api/v1/budgets",
+      [TK__R_SIGNAL] = "POST /api/v1/tasks/ID/steps/STEP/signal",
       [TK__R_ASSET] = "GET /PATH (the dashboard's files)",
   };
   return (int)id > 0 && (size_t)id < sizeof names / sizeof names[0] ? names[id] : NULL;
@@ -186,6 +187,11 @@ static int match_api(const segs *s, tk__route *r, int *methods, tk__api_error *e
       memcpy(r->step, s->text[first + 3], s->len[first + 3] + 1);
       tk__action_parse(s->text[first + 4], &r->action);
       r->id = TK__R_STEP_ACTION;
+      *methods = TK__M_POST;
+    } else if (k == 5 && is(s, first + 2, "steps") && s->len[first + 3] > 0 &&
+               s->len[first + 3] < sizeof r->step && is(s, first + 4, "signal")) {
+      memcpy(r->step, s->text[first + 3], s->len[first + 3] + 1);
+      r->id = TK__R_SIGNAL;
       *methods = TK__M_POST;
     } else if (k == 5 && is(s, first + 2, "steps") && s->len[first + 3] > 0 &&
                s->len[first + 3] < sizeof r->step && is(s, first + 4, "instances")) {

@@ -77,11 +77,18 @@ version = "1"
 name = "resize"
 handler = { kind = "worker", queue = "pix" }
 TOML
+cat >"$W/approval.toml" <<'TOML'
+name = "approval"
+version = "1"
+[[steps]]
+name = "approve"
+handler = { kind = "wait", timeout = "72h" }
+TOML
 . "$(dirname "$0")/../lib/flow_views.sh"
 fv_templates
 setup "init" t init
 setup "template add" t template add "$W/etl.toml" "$W/quick.toml" "$W/order.toml" "$W/files.toml" \
-  "$W/pix.toml"
+  "$W/pix.toml" "$W/approval.toml"
 # Tasks 1 to 4: etl (error), ops/quick (complete), order (error: review
 # failed for good), files (error: process[12] failed); 5 pending, 6
 # cancelled.
@@ -93,9 +100,12 @@ setup "cancel 6" t cancel 6
 # Tasks 7 and 8: a step each for a worker of queue "pix".
 setup "submit pix" t submit pix
 setup "submit pix" t submit pix
+# Task 9: a wait step, pending (no orchestrator runs after this): its
+# signals are kept until it waits.
+setup "submit approval" t submit approval
 run t tasks --json
 expect_eq "the tasks' states" "$(printf '%s' "$OUT" | jq -c '[.tasks[] | [.id, .state]] | sort')" \
-  '[[1,"error"],[2,"complete"],[3,"error"],[4,"error"],[5,"pending"],[6,"cancelled"],[7,"pending"],[8,"pending"]]'
+  '[[1,"error"],[2,"complete"],[3,"error"],[4,"error"],[5,"pending"],[6,"cancelled"],[7,"pending"],[8,"pending"],[9,"pending"]]'
 
 # Two servers on free loopback ports: one without a token, one with.
 serve_start plain || { tap_done; exit 1; }

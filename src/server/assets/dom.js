@@ -121,7 +121,7 @@
 
   TK.TASK_STATES = ['pending', 'in_progress', 'complete', 'error', 'cancelled'];
   TK.STEP_STATES = ['pending', 'in_progress', 'waiting_for_retry', 'complete', 'error',
-    'resolved_manually', 'cancelled', 'skipped', 'mapped'];
+    'resolved_manually', 'cancelled', 'skipped', 'mapped', 'waiting'];
   TK.OUTCOMES = ['success', 'failure', 'timeout', 'lease_expired', 'fenced_out'];
   TK.SOURCES = {
     computed: 'the backoff policy computed it',
