@@ -1,6 +1,6 @@
 /* The workflow examples of docs/workflows.md (examples/templates/
  * order_review.toml, count_lines.toml, chunks.toml) as a new user runs
- * them: the real binary on a real SQLite file, `template add`, `submit`,
+ * them, and the approval of docs/waiting.md (order_approval.toml): the real binary on a real SQLite file, `template add`, `submit`,
  * `run --until-idle`, their commands real sh subprocesses. Checked from
  * `show --json`, `why` and `show --instances`: which branch of the decision ran and which
  * was skipped, and why; what the convergence step saw; the fan-out's sum
@@ -291,11 +291,59 @@ static void chunks_cover_the_range_once(void **state) {
   cli_store_close(c);
 }
 
+/* ---- order_approval: a wait for a person (DESIGN §18) ---------------------------------- */
+
+/* `tasker signal ID STEP ARGS...` (exit 0 expected). */
+static void signal_step(cli *c, long id, const char *step, const char *flag, const char *value) {
+  char ids[32];
+  snprintf(ids, sizeof ids, "%ld", id);
+  free(cli_stdout(c, ARGS("signal", ids, step, flag, value)));
+}
+
+/* The approval as its comment tells it: run until idle, the order waits
+ * for its approval (the task waiting on the world, no worker held, the
+ * run ended); a signal with data approves it and the next run ships it.
+ * A rejection sent before the step waits is kept: the next run takes it,
+ * the step fails with its message and the order stops in error, never
+ * shipped. */
+static void order_approval_waits_for_its_signal(void **state) {
+  (void)state;
+  cli *c = store_with_example("order_approval.toml");
+  long id = submit(c, "order_approval", "{\"order\": 7}");
+  run_until_idle(c);
+  json_t *t = show(c, id);
+  expect_state(t, "approve", "waiting");
+  expect_state(t, "ship", "pending");
+  assert_string_equal(json_string_value(json_object_get(t, "execution_status")),
+                      "waiting_for_the_world");
+  json_decref(t);
+  signal_step(c, id, "approve", "--data", "{\"by\": \"ann\"}");
+  run_until_idle(c);
+  t = show(c, id);
+  expect_task_complete(t);
+  expect_results(t, "approve", "{\"by\":\"ann\"}");
+  expect_results(t, "ship", "{\"shipped\":true}");
+  json_decref(t);
+
+  long no = submit(c, "order_approval", "{\"order\": 8}");
+  signal_step(c, no, "approve", "--fail", "too expensive");
+  run_until_idle(c);
+  t = show(c, no);
+  assert_string_equal(json_string_value(json_object_get(t, "state")), "error");
+  expect_state(t, "approve", "error");
+  expect_state(t, "ship", "pending");
+  assert_string_equal(json_string_value(json_object_get(efx_step(t, "approve"), "last_error")),
+                      "too expensive");
+  json_decref(t);
+  cli_store_close(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(order_review_takes_the_branch_its_risk_chooses),
       cmocka_unit_test(count_lines_sums_one_instance_per_file),
       cmocka_unit_test(chunks_cover_the_range_once),
+      cmocka_unit_test(order_approval_waits_for_its_signal),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

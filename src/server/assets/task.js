@@ -59,6 +59,9 @@
     if (!st.state) return st.handler ? [st.handler.kind, st.handler.name || st.handler.method || ''].join(' ').trim() : '';
     if (st.state === 'skipped') return 'skipped' + (st.skipped_reason ? ' · ' + st.skipped_reason : '');
     if (st.instances && typeof st.instances === 'object') return TK.instancesText(st.instances);
+    // A wait step (DESIGN §18): what it waits for, and until when.
+    if (st.why.reason === 'waiting_for_signal')
+      return [label, ': ', h('span', { class: 'muted' }, `since ${TK.fmtAbs(st.why.since)}, times out ${TK.fmtAbs(st.why.until)}`)];
     if (Array.isArray(st.chosen)) return TK.stateLabel(st.state) + ' · chose ' + (st.chosen.join(', ') || 'none');
     return TK.stateLabel(st.state) + (st.max_attempts ? ` · ${st.attempts}/${st.max_attempts}` : '');
   }
@@ -249,6 +252,9 @@
     if (st.state === 'mapped' || (st.why.reason === 'waiting_for_dependencies' && (st.why.blocking || []).length))
       return [label, ': ', h('span', { class: 'muted' }, st.state === 'mapped' ? st.why.detail
         : 'waiting for ' + st.why.blocking.map((b) => `${b.step} (${TK.stateLabel(b.state)})`).join(', '))];
+    // A wait step (DESIGN §18): what it waits for, and until when.
+    if (st.why.reason === 'waiting_for_signal')
+      return [label, ': ', h('span', { class: 'muted' }, `since ${TK.fmtAbs(st.why.since)}, times out ${TK.fmtAbs(st.why.until)}`)];
     if (Array.isArray(st.chosen))
       return [label, ': ', h('span', { class: 'chosen-list' }, 'chose ' + (st.chosen.join(', ') || 'none'))];
     return label;
@@ -268,16 +274,52 @@
         onclick: () => act(msgEl, base + '/resolve', `Resolve of ${st.name}`, refresh) }, 'Resolve')];
   }
 
+  // Signal… on a wait step that waits for its signal (DESIGN §18): a box
+  // for the JSON that become its results, or a message that fails its
+  // attempt, and an optional idempotency key. The rules are the server's
+  // (POST .../signal); a refusal is said in msgEl.
+  function signalAction(task, st, msgEl, refresh) {
+    if (st.state !== 'waiting' || !st.why || st.why.waits_for !== 'signal') return [];
+    const path = '/tasks/' + encodeURIComponent(task.id) + '/steps/' + encodeURIComponent(st.name) + '/signal';
+    const data = h('textarea', { class: 'signal-data', rows: '4', cols: '32', spellcheck: 'false',
+      'aria-label': 'signal data (JSON)' });
+    data.value = '{\n  "approved": true\n}';
+    const key = h('input', { class: 'signal-key', type: 'text', placeholder: 'idempotency key (optional)', size: '24' });
+    const send = async (body, what) => {
+      if (key.value.trim()) body.key = key.value.trim();
+      try {
+        const r = await TK.api(path, { method: 'POST', body });
+        TK.flash(msgEl, 'ok', `${what} of ${st.name} ${r.duplicate ? 'was already sent (same key)' : 'sent'}: an orchestrator delivers it.`);
+        refresh();
+      } catch (e) {
+        TK.flash(msgEl, 'error', `${what} of ${st.name} failed: ${e.message}`);
+      }
+    };
+    const form = h('div', { class: 'signal-form' },
+      h('label', null, 'JSON data (the step\'s results)'), data, key,
+      h('div', null,
+        h('button', { class: 'small', title: 'complete the step with this JSON as its results',
+          onclick: () => {
+            try { JSON.parse(data.value); } catch (e) { TK.flash(msgEl, 'error', 'The signal\'s data are not JSON: ' + e.message); return; }
+            send({ data: JSON.parse(data.value) }, 'Signal');
+          } }, 'Send'),
+        h('button', { class: 'small', title: 'fail the attempt with the box\'s text as its message (retried under its retry policy)',
+          onclick: () => send({ error: data.value.trim() || 'failed by a signal' }, 'Failing signal') }, 'Send as failure')));
+    const open = h('button', { class: 'small', title: 'send the signal this step waits for',
+      onclick: () => { form.hidden = !form.hidden; } }, 'Signal…');
+    return [open, form];
+  }
+
   function stepRows(task, order, msgEl, refresh) {
     return order.map((st) => {
-      const actions = errorActions(task, st, msgEl, refresh);
+      const actions = errorActions(task, st, msgEl, refresh).concat(signalAction(task, st, msgEl, refresh));
       // The latest retry's delay: a finished step's last attempt has none.
       const last = (st.history || []).filter((a) => a.delay_ms !== null && a.delay_ms !== undefined).pop();
       return h('tr', { id: 'step-' + st.name },
         h('td', null, h('strong', null, st.name), st.queue ? h('a', { class: 'qname', href: '#/queues', title: 'its queue, whose limits its claims obey' }, st.queue) : null),
         h('td', null, TK.badge(st.state)),
         h('td', { class: 'num' }, `${st.attempts}/${st.max_attempts}`),
-        h('td', null, st.state === 'waiting_for_retry' || (st.state === 'pending' && !st.parents_remaining) ? TK.time(st.run_at) : h('span', { class: 'muted' }, '–')),
+        h('td', null, st.state === 'waiting_for_retry' || st.state === 'waiting' || (st.state === 'pending' && !st.parents_remaining) ? TK.time(st.run_at) : h('span', { class: 'muted' }, '–')),
         h('td', null, last && last.delay_source ? h('span', { class: 'src-badge ' + sourceClass(last.delay_source) }, `${TK.fmtDur(last.delay_ms)} ${last.delay_source}`) : ''),
         h('td', { class: 'why' }, whyCell(st)),
         h('td', { class: 'err' }, st.last_error ? h('span', { class: 'error-text', title: st.last_error }, st.last_error) : ''),

@@ -31,6 +31,10 @@ static const struct {
     {"DELETE FROM batch_steps WHERE step_id IN (SELECT id FROM steps WHERE task_id IN"
      " (SELECT value FROM json_each(?1)))",
      (size_t)-1},
+    /* Signals to wait steps (0016): not counted, as batch settings. */
+    {"DELETE FROM signals WHERE step_id IN (SELECT id FROM steps WHERE task_id IN"
+     " (SELECT value FROM json_each(?1)))",
+     (size_t)-1},
     {"DELETE FROM transitions WHERE task_id IN (SELECT value FROM json_each(?1))",
      offsetof(tk__prune_counts, transitions)},
     {"DELETE FROM steps WHERE task_id IN (SELECT value FROM json_each(?1))",
