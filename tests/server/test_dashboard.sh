@@ -123,6 +123,12 @@ BUDGETS_JSON=$(t budgets --json)
 setup "template add images" t template add "$TK_TOP/examples/workers/images.toml"
 setup "submit images" t submit images --context '{"url": "u", "width": 2}' --priority 5
 IMAGES=$OUT
+# A task whose wait step waits for its signal (DESIGN §18): its page has
+# the Signal… action with its JSON box.
+setup "template add order_approval" t template add "$TK_TOP/examples/templates/order_approval.toml"
+setup "submit order_approval" t submit order_approval --context '{"order": 7}'
+APPROVAL=$OUT
+setup "run the approval until it waits" t run --until-idle --workers 2
 
 # serve on a port the kernel picks (serve.sh; flow_views.sh sourced it).
 serve_start serve --db "sqlite:$W/store.db" || { tap_done; exit 1; }
@@ -166,6 +172,14 @@ expect_count() {
   else tap_fail "$1" "\"$2\" occurs $n times in the page ($PAGE), want $3"; fi
 }
 
+chrome approval "/task/$APPROVAL"
+has "wait step: its state" '<span class="badge st-waiting">'
+has "wait step: why says it waits for a signal" '>waiting for signal</span>'
+has "wait step: the Signal… action" '>Signal…</button>'
+has "wait step: the JSON box" '<textarea class="signal-data"'
+has "wait step: send as failure" '>Send as failure</button>'
+has "wait step: its node in the DAG" '<g class="node st-waiting"'
+expect_count "wait step: no error shown" 'flash-error' 0
 chrome worker "/task/$IMAGES"
 has "worker step: its why names the queue whose workers take it" \
   '>ready</span>: <span class="muted">waiting for a worker of queue images</span>'
@@ -341,5 +355,5 @@ else tap_fail "retry all matching: all only without filters, no task state" "got
 # at exit, a leak or a crash on shutdown, is a non-zero status).
 serve_stop
 
-echo "# screenshots: $SHOTS/{worker,queues,budgets,task,decision,map_failed,map,map_page,template_flow,failed,tasks,broken,overview,backoff,templates,template}.png"
+echo "# screenshots: $SHOTS/{approval,worker,queues,budgets,task,decision,map_failed,map,map_page,template_flow,failed,tasks,broken,overview,backoff,templates,template}.png"
 tap_done
