@@ -319,10 +319,10 @@ int tk__engine_park(tk_engine *e, job *j, int64_t now);
 /* When due (a timeout known to come by now, or the store changed since
  * the last look, at most every TK__WAIT_LOOK_MS), take the waits that a
  * signal or a timeout ended (wait_take) as jobs with their outcomes, in
- * *done (linked by next) for the caller to record; *due gets when to
- * look next (unchanged when that is later). 0, or the store's error. */
+ * *done (linked by next) for the caller to record; e->wait_at is then
+ * when to look next. 0, or the store's error. */
 #define TK__WAIT_LOOK_MS 100
-int tk__engine_waits(tk_engine *e, int64_t now, job **done, int64_t *due, tk_err *err);
+int tk__engine_waits(tk_engine *e, int64_t now, job **done, tk_err *err);
 
 /* Jobs (jobs.c), on the engine thread. Start the n attempts claimed into
  * e->claims: hand them to the workers, or run them here when there are

@@ -300,8 +300,7 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, int *claimed_out, t
   /* Waits that a signal or their timeout ended, recorded before the
    * claim (a retry of one is then claimed by it). */
   job *waited = NULL;
-  int64_t wait_due = INT64_MAX;
-  if ((rc = tk__engine_waits(e, now, &waited, &wait_due, err))) return rc;
+  if ((rc = tk__engine_waits(e, now, &waited, err))) return rc;
   complete_jobs(e, waited, NULL);
   tk__budgets_bring_earlier(e, now);
   int claimed = 0;

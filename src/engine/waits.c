@@ -90,17 +90,14 @@ static job *waited_job(tk_engine *e, tk__waited *x, int64_t now) {
   return j;
 }
 
-int tk__engine_waits(tk_engine *e, int64_t now, job **done, int64_t *due, tk_err *err) {
+int tk__engine_waits(tk_engine *e, int64_t now, job **done, tk_err *err) {
   *done = NULL;
   if (e->waits_changed) {
     e->waits_changed = 0;
     int64_t look = e->waits_looked_at == INT64_MIN ? now : e->waits_looked_at + TK__WAIT_LOOK_MS;
     if (look < e->wait_at || e->wait_at == INT64_MIN) e->wait_at = look;
   }
-  if (e->wait_at != INT64_MIN && now < e->wait_at) {
-    if (e->wait_at < *due) *due = e->wait_at;
-    return 0;
-  }
+  if (e->wait_at != INT64_MIN && now < e->wait_at) return 0;
   int n = 0;
   int64_t next_at = INT64_MAX;
   int rc = e->store->ops->wait_take(e->store, now, e->id, e->lease_ms, e->claim_batch,
@@ -109,7 +106,6 @@ int tk__engine_waits(tk_engine *e, int64_t now, job **done, int64_t *due, tk_err
   e->waits_looked_at = now;
   /* A full batch may have left more behind: look again at once. */
   e->wait_at = n == e->claim_batch ? now : next_at;
-  if (e->wait_at < *due) *due = e->wait_at;
   job **end = done;
   for (int i = 0; i < n; i++) {
     tk__waited *x = &e->waited[i];
