@@ -321,7 +321,7 @@ int tk__engine_park(tk_engine *e, job *j, int64_t now);
  * signal or a timeout ended (wait_take) as jobs with their outcomes, in
  * *done (linked by next) for the caller to record; e->wait_at is then
  * when to look next. 0, or the store's error. */
-#define TK__WAIT_LOOK_MS 100
+#define TK__WAIT_LOOK_MS 10
 int tk__engine_waits(tk_engine *e, int64_t now, job **done, tk_err *err);
 
 /* Jobs (jobs.c), on the engine thread. Start the n attempts claimed into

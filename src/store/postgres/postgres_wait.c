@@ -322,9 +322,25 @@ int tk__pg_wait_take(tk_store *s, int64_t now, const char *owner, int64_t lease_
   tk__pg_arg_i64(&a, limit);
   tk__pg_arg_text(&a, owner);
   tk__pg_arg_i64(&a, lease_ms);
-  int rc = begin(pg, "take waits", err);
-  if (rc) return rc;
+  /* Anything to take? One read outside a transaction first: an engine
+   * asks after every change it sees. */
   PGresult *r = NULL;
+  int rc = tk__pg_usable(pg, "take waits", err);
+  if (rc == 0)
+    rc = exec(pg,
+              "SELECT (SELECT min(run_at) FROM ready WHERE kind = 4), EXISTS (SELECT 1 FROM signals"
+              " g JOIN steps s ON s.id = g.step_id WHERE g.claim_id IS NULL AND s.state = "
+              Q(TK__STEP_AWAITING) ")",
+              0, NULL, &r, "take waits", err);
+  if (rc) return rc;
+  int64_t first = tk__pg_i64(r, 0, 0);
+  int signalled = tk__pg_bool(r, 0, 1);
+  PQclear(r);
+  r = NULL;
+  *next_at = first == TK__NONE ? INT64_MAX : first;
+  if (!signalled && *next_at > now) return 0;
+  *next_at = INT64_MAX;
+  if ((rc = begin(pg, "take waits", err))) return rc;
   if ((rc = exec(pg, TAKE_SQL, 4, a.v, &r, "take waits", err)) == 0) {
     int rows = PQntuples(r);
     for (int i = 0; i < rows && i < limit && rc == 0; i++)
