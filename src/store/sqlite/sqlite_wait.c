@@ -280,35 +280,14 @@ static int take_in(tk__sqlite *q, int64_t now, const char *owner, int64_t lease_
   return rc;
 }
 
-/* Whether wait_take has anything to take at now, read without the write
- * lock (an engine asks after every change it sees): *next_at the
- * earliest timeout of a waiting step (INT64_MAX: none). */
-static int any_due(tk__sqlite *q, int64_t now, int *due, int64_t *next_at, tk_err *err) {
-  sqlite3_stmt *st = tk__sq_stmt(
-      q, SQ_WAIT_ANY,
-      "SELECT (SELECT min(run_at) FROM steps INDEXED BY steps_waiting WHERE state = 'waiting'),"
-      " EXISTS (SELECT 1 FROM signals g INDEXED BY signals_undelivered"
-      " JOIN steps w ON w.id = g.step_id WHERE g.claim_id IS NULL AND w.state = 'waiting')",
-      err);
-  if (st == NULL) return TK_ESTORE;
-  int found, rc = tk__sq_row(q, st, "waits due", &found, err);
-  if (rc == 0 && found) {
-    *next_at = sqlite3_column_type(st, 0) == SQLITE_NULL ? INT64_MAX : sqlite3_column_int64(st, 0);
-    *due = *next_at <= now || sqlite3_column_int(st, 1);
-  }
-  sqlite3_reset(st);
-  return rc;
-}
-
 int tk__sq_wait_take(tk_store *s, int64_t now, const char *owner, int64_t lease_ms, int limit,
                      tk__waited *out, int *n, int64_t *next_at, tk_err *err) {
   tk__sqlite *q = (tk__sqlite *)s;
   *n = 0;
   *next_at = INT64_MAX;
-  int due = 0;
-  int rc = any_due(q, now, &due, next_at, err);
-  if (rc || !due) return rc;
-  rc = tk__sq_begin(q, err);
+  /* In the write transaction: a read outside one was seen to miss a
+   * signal just committed by another process (docs/waiting.md). */
+  int rc = tk__sq_begin(q, err);
   if (rc) return rc;
   rc = take_in(q, now, owner, lease_ms, limit, out, n, next_at, err);
   if (rc == 0) rc = tk__sq_commit(q, err);
