@@ -363,6 +363,37 @@ static void bad_signals_and_cancel(world *w) {
   expect_contains(err.msg, "cancelled since");
 }
 
+/* approve (a wait step) beside check, independent of it */
+static const char beside_toml[] = "name = \"beside\"\nversion = \"1\"\n"
+                                  "[[steps]]\nname = \"approve\"\n" WAIT_HANDLER STEP("check");
+
+/* A waiting step can still progress: a sibling that ends in error leaves
+ * the task in progress while the wait goes on (the task would otherwise
+ * end in error with a step still waiting), and the task ends in error
+ * once the signal has completed the wait and nothing else can run. */
+static void a_wait_keeps_its_task_going(world *w) {
+  add_template(w, beside_toml);
+  int64_t task = submit(w, "beside");
+  tk__claimed c[2];
+  assert_int_equal(claim(w->s, "orch", 2, c), 2);
+  /* Template order: approve (idx 0) then check (idx 1), whichever came first. */
+  int wi = c[0].idx == 0 ? 0 : 1;
+  park(w, w->s, &c[wi]);
+  tk__outcome o = error_of(&c[1 - wi], "orch", w->clock.now_ms);
+  record_ok(w->s, &o);
+  expect_states(w, task, TK__TASK_IN_PROGRESS, "approve", TK__STEP_AWAITING, "check",
+                TK__STEP_ERROR, NULL);
+  w->clock.now_ms = T(1000);
+  signal_ok(w, task, "approve", "{\"ok\": true}", NULL, NULL);
+  tk__waited x[2];
+  assert_int_equal(take_waits(w, w->s, 2, x, NULL), 1);
+  o = wait_outcome(w, &x[0], &x[0].sig, 0);
+  record_ok(w->s, &o);
+  tk__signal_rec_free(&x[0].sig);
+  expect_states(w, task, TK__TASK_ERROR, "approve", TK__STEP_COMPLETE, "check", TK__STEP_ERROR,
+                NULL);
+}
+
 #define WAIT_CASES                                                                            \
   {"waits: a signal after the step waits", signal_after_waiting, 0},                          \
   {"waits: a signal before the step waits", signal_before_waiting, 0},                        \
@@ -370,6 +401,7 @@ static void bad_signals_and_cancel(world *w) {
   {"waits: timeout, retry, then a signal", timeout_then_retry_then_signal, 0},                \
   {"waits: a failing signal", failing_signal, 0},                                             \
   {"waits: two takers take each wait once", two_takers_take_each_wait_once, 0},               \
-  {"waits: bad signals change nothing; cancel", bad_signals_and_cancel, 0},
+  {"waits: bad signals change nothing; cancel", bad_signals_and_cancel, 0},                   \
+  {"waits: a waiting step keeps its task going", a_wait_keeps_its_task_going, 0},
 
 #endif

@@ -519,7 +519,7 @@ int tk__sq_settle_task(tk__sqlite *q, int64_t task_id, int64_t now, const char *
   if (tk__settle_needs_scan(&counts)) {
     st = tk__sq_stmt(q, SQ_TASK_CAN_PROGRESS,
                      "SELECT EXISTS (SELECT 1 FROM steps WHERE task_id = ? AND (state IN"
-                     " ('in_progress', 'waiting_for_retry') OR (state = 'pending' AND"
+                     " ('in_progress', 'waiting_for_retry', 'waiting') OR (state = 'pending' AND"
                      " parents_remaining = 0)))",
                      err);
     if (st == NULL) return TK_ESTORE;
