@@ -284,6 +284,7 @@ static void signal_run(const char *pg) {
     if (tk_engine_new(&eo, &e, &err) || tk_engine_observe(e, &obs, NULL, &err))
       die("engine", &err);
     atomic_store(&claimed_approve, 0);
+    for (int i = 0; i < MAX_TASKS; i++) atomic_store(&after_done[i], 0); /* ids start over */
     int64_t first = 0;
     {
       tk_clock clock = tk_store_clock(s);
@@ -330,6 +331,7 @@ static void signal_run(const char *pg) {
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* each row as it comes: PostgreSQL's setup is long */
   quick = getenv("BENCH_QUICK") != NULL;
   const char *pg = getenv("BENCH_PG_URL");
   if (pg && !pg[0]) pg = NULL;
