@@ -245,9 +245,10 @@ FUZZ_SRC_command_stdout := src/handlers/command.c src/handlers/builtin.c \
   $(sort $(wildcard src/config/*.c src/toml/*.c src/core/*.c src/backoff/*.c)) src/retry/budget.c \
   src/schedule/def.c src/schedule/cron.c src/schedule/tz.c src/handlers/queue_name.c
 FUZZ_EXTRA_command_stdout := -Wno-duplicate-decl-specifier
-# The API's request parsing (routes, query strings, bodies), apart from HTTP.
+# The API's request parsing (routes, query strings, bodies; the signal body's
+# rule in store/rules.c), apart from HTTP.
 FUZZ_SRC_api := src/server/route.c src/handlers/queue_name.c src/server/query_parse.c src/server/body_parse.c \
-  src/server/api_error.c src/server/listen.c src/core/error.c
+  src/server/api_error.c src/server/listen.c src/store/rules.c src/core/error.c
 # The worker protocol's bodies and paths (docs/api.md "Workers").
 FUZZ_SRC_worker := src/server/route.c src/handlers/queue_name.c src/server/query_parse.c src/server/body_parse.c \
   src/server/worker_body.c src/server/api_error.c src/core/error.c

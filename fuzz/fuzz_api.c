@@ -1,6 +1,7 @@
 /* libFuzzer target for the API's request parsing (src/server/request_parse.h):
- * routes, query strings, list parameters and the JSON bodies of submit and
- * bulk actions; and, on the same text, the listen address and Host checks
+ * routes, query strings, list parameters and the JSON bodies of submit, bulk
+ * actions and signals (the signal body as the API reads it, then the
+ * library's check, store/rules.c tk__signal_body_check); and, on the same text, the listen address and Host checks
  * (src/server/listen.c). The input is a method selector byte, the request target
  * (path and query) up to a NUL, then the body. Every request must parse or
  * be refused with a complete error (a status from 400 to 599, a code, a
@@ -15,6 +16,7 @@
 
 #include "server/request_parse.h"
 #include "server/server_internal.h"
+#include "store/rules.h"
 
 #include "fuzz_request.h"
 
@@ -42,7 +44,39 @@ static void query(const tk__route *r) {
   tk__query_free(&q);
 }
 
+/* A signal body read as POST .../steps/STEP/signal reads it (api_actions.c:
+ * an object of data (any JSON) or error (a string), exactly one, and an
+ * optional key (a string), nothing else), then checked by the library's
+ * rule. A body the API takes must reach the rule as valid JSON data (its
+ * compact dump parses back) and be refused there only for an empty error or
+ * a key outside 1 to 200 bytes, with a message. */
+static void signal_body(const char *body, size_t len) {
+  json_t *b = json_loadb(body, len, 0, NULL);
+  json_t *data = json_object_get(b, "data"), *error = json_object_get(b, "error");
+  json_t *key = json_object_get(b, "key");
+  const char *k;
+  json_t *v;
+  int ok = json_is_object(b) && (data == NULL) != (error == NULL) &&
+           (error == NULL || json_is_string(error)) && (key == NULL || json_is_string(key));
+  json_object_foreach(b, k, v) {
+    if (strcmp(k, "data") != 0 && strcmp(k, "error") != 0 && strcmp(k, "key") != 0) ok = 0;
+  }
+  if (ok) {
+    char *text = data ? json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    const char *es = json_string_value(error), *ks = json_string_value(key);
+    if (data && text == NULL) abort();
+    tk_err err;
+    memset(&err, 0, sizeof err);
+    int rc = tk__signal_body_check(text, es, ks, &err);
+    int bad = (es && es[0] == '\0') || (ks && (ks[0] == '\0' || strlen(ks) > 200));
+    if ((rc != 0) != bad || (rc != 0 && (rc != TK_EINVAL || err.msg[0] == '\0'))) abort();
+    free(text);
+  }
+  json_decref(b);
+}
+
 static void bodies(const char *body, size_t len) {
+  signal_body(body, len);
   tk__api_error e;
   tk__submit_body sb;
   if (tk__submit_body_parse(body, len, &sb, &e) != 0) {
@@ -97,7 +131,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if ((r.id == TK__R_TASK || r.id == TK__R_TASK_CANCEL || r.id == TK__R_STEP_ACTION) &&
         r.task <= 0)
       abort();
-    if (r.id == TK__R_STEP_ACTION && r.step[0] == '\0') abort();
+    if ((r.id == TK__R_STEP_ACTION || r.id == TK__R_SIGNAL) && r.step[0] == '\0') abort();
+    if (r.id == TK__R_SIGNAL && (r.task <= 0 || !r.post)) abort();
     query(&r);
   }
   bodies(body, blen);
