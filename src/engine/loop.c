@@ -406,6 +406,17 @@ static int idle_now(tk_engine *e, int claimed, int *idle, tk_err *err) {
   return busy_only_workers(e, worker_busy, idle, err);
 }
 
+/* Whether another process changed the store since the last look, noted
+ * (store_changed, waits_changed) before the notices are dropped: a pass
+ * that claimed work sleeps for no time, so its poll never sees them, and
+ * a signal committed during a busy pass would wait for the next change. */
+static void note_changes(tk_engine *e) {
+  int fd = e->store->ops->change_fd ? e->store->ops->change_fd(e->store) : -1;
+  if (fd < 0) return;
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  if (poll(&p, 1, 0) > 0 && p.revents) e->store_changed = e->waits_changed = 1;
+}
+
 int tk_engine_run(tk_engine *e, int until_idle, tk_err *err) {
   int rc = 0;
   /* The store's change signal armed before the first pass (SQLite's watch
@@ -418,6 +429,7 @@ int tk_engine_run(tk_engine *e, int until_idle, tk_err *err) {
     int claimed = 0;
     /* Forget change notices before looking: what this pass reads covers
      * them, and only changes made after it should wake the sleep. */
+    note_changes(e);
     e->store->ops->drain_changes(e->store);
     rc = pass(e, INLINE_ROUNDS, &due, &claimed, err);
     if (rc == 0 && until_idle && e->in_flight == 0 && e->unrecorded == NULL) {

@@ -246,8 +246,10 @@ static int take_in(tk__sqlite *q, int64_t now, const char *owner, int64_t lease_
       " LEFT JOIN attempts a ON a.id = s.claim_id WHERE s.id IN ("
       " SELECT id FROM (SELECT id FROM steps INDEXED BY steps_waiting WHERE state = 'waiting'"
       " AND run_at <= ?1 ORDER BY run_at LIMIT ?2)"
+      /* From the few undelivered signals to their steps (CROSS JOIN keeps
+       * that order): the planner otherwise walks every waiting step. */
       " UNION SELECT g.step_id FROM signals g INDEXED BY signals_undelivered"
-      " JOIN steps w ON w.id = g.step_id WHERE g.claim_id IS NULL AND w.state = 'waiting')"
+      " CROSS JOIN steps w ON w.id = g.step_id WHERE g.claim_id IS NULL AND w.state = 'waiting')"
       " ORDER BY s.run_at LIMIT ?2",
       err);
   if (st == NULL) return TK_ESTORE;
