@@ -324,10 +324,9 @@ int tk__pg_activity(tk_store *s, int64_t since, int64_t bucket_ms, int n,
  * which turns the transaction's setting tasker.ready_written on: the
  * statement trigger that writes ready rows is then not queued, and the
  * one queued instead turns the setting off as the statement ends (an
- * error undoes the setting with the rest). `src` names the statement's
- * RETURNING rows of steps, with columns id, task_id, state,
- * parents_remaining, worker_queue, queue, priority, run_at, attempts,
- * lease_expires_at, as they are now.
+ * error undoes the setting with the rest). `src` names the statement's RETURNING rows of steps, with
+ * columns id, task_id, state, parents_remaining, worker_queue, queue,
+ * priority, run_at, attempts, lease_expires_at, as they are now.
  * TK__PG_READY_UPDATE: steps that had a ready row and keep one;
  * TK__PG_READY_DELETE: steps that had one and no longer do;
  * TK__PG_READY_INSERT: steps that had none and now have one. Each ready

@@ -10,9 +10,9 @@
 -- join of the transition tables and its writes of the same rows again are
 -- saved; steps_ready_written is queued instead and turns the setting off
 -- when the statement ends, before any other statement runs. Every other
--- writer of steps (operators, budgets, maps, decisions, one outcome at a
--- time, heartbeats) never turns it on, and its ready rows are kept by the
--- trigger as before. An error undoes the setting with the
+-- writer of steps (operators, budgets, maps, decisions, the reaper's
+-- look, one outcome at a time) never turns it on, and its ready rows are
+-- kept by the trigger as before. An error undoes the setting with the
 -- statement (or with its savepoint).
 CREATE FUNCTION tasker_ready_written_off() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
