@@ -1,9 +1,9 @@
 /* SQL that takes a PostgreSQL store's schema back before a migration, its
  * rows as a tasker of that time would have written them, for tests of a
  * store written before it: apply it (efx_pg_text), then let tasker
- * migrate the store again. The newest migration first: undo 0019 before
- * 0018, 0018 before 0017, 0017 before 0016, 0016 before 0015, 0015 before
- * 0014, 0014 before 0013, and so on down to 0009 before an older one. */
+ * migrate the store again. The newest migration first: undo 0018 before
+ * 0017, 0017 before 0016, 0016 before 0015, 0015 before 0014, 0014 before
+ * 0013, and so on down to 0009 before an older one. */
 #ifndef TESTS_PG_UNDO_H
 #define TESTS_PG_UNDO_H
 
@@ -23,19 +23,6 @@
   " DROP TRIGGER steps_ready_deleted ON steps; DROP TABLE ready;"                               \
   " DROP FUNCTION tasker_ready_inserted(), tasker_ready_updated(), tasker_ready_deleted(),"     \
   " tasker_ready_kind(text, integer);"
-
-/* What 0019_ready_written.sql added (the trigger that turns
- * tasker.ready_written off, and its function), gone. */
-#define PG_WRITTEN_TAKEN                                                                        \
-  "DROP TRIGGER steps_ready_written ON steps; DROP FUNCTION tasker_ready_written_off();"
-
-/* 0019_ready_written.sql: steps_ready_updated as 0017 made it, with no
- * WHEN. */
-#define PG_UNDO_0019                                                                            \
-  PG_WRITTEN_TAKEN " DROP TRIGGER steps_ready_updated ON steps;"                                \
-  " CREATE TRIGGER steps_ready_updated AFTER UPDATE ON steps REFERENCING OLD TABLE AS old_steps" \
-  " NEW TABLE AS new_steps FOR EACH STATEMENT EXECUTE FUNCTION tasker_ready_updated();"         \
-  " DELETE FROM schema_migrations WHERE version = 19; SELECT 1"
 
 /* 0017_ready_table.sql: readiness in the partial indexes of steps, as
  * 0015 and 0003 made them, and no ready table. */

@@ -156,25 +156,16 @@ static int64_t submit(efx *f, const char *identity, int64_t now, int *existed) {
  * write of steps keeps, lent to a store at an older schema from its
  * migration's SQL: the part before the migration's changes to tasks and
  * steps' indexes (which the older schema does not have yet). */
-static const tk__migration *pg_migration(const char *name) {
-  const tk__migration *m = tk__postgres_migrations;
-  while (m->number != 0 && strcmp(m->name, name) != 0) m++;
-  if (m->number == 0) fail_msg("no PostgreSQL migration named %s", name);
-  return m;
-}
-
-/* The ready table and its triggers (0017) as today's claims and outcomes
- * write them (0019: they write their ready rows themselves). */
 static void lend_ready(efx *f) {
-  const tk__migration *m = pg_migration("ready_table");
+  const tk__migration *m = tk__postgres_migrations;
+  while (m->number != 0 && strcmp(m->name, "ready_table") != 0) m++;
+  if (m->number == 0) fail_msg("no PostgreSQL migration named ready_table");
   const char *end = strstr(m->sql, "CREATE INDEX tasks_with_errors");
   if (end == NULL) fail_msg("0017_ready_table.sql: no tasks_with_errors");
   size_t n = (size_t)(end - m->sql);
-  const char *written = pg_migration("ready_written")->sql;
-  char *sql = malloc(n + strlen(written) + 16);
+  char *sql = malloc(n + 16);
   memcpy(sql, m->sql, n);
-  strcpy(sql + n, written);
-  strcat(sql, " SELECT 1");
+  strcpy(sql + n, " SELECT 1");
   free(efx_pg_text(f->url, sql));
   free(sql);
 }
@@ -207,8 +198,7 @@ static void upgrade_keeps_history_and_identity(void **state) {
   char *kept_before = history_before_the_view(f, kept);
   char *plain_before = history_before_the_view(f, plain);
   char *rows_before = efx_pg_text(f->url, "SELECT * FROM transitions ORDER BY id");
-  free(efx_pg_text(f->url, PG_WRITTEN_TAKEN " " PG_READY_TAKEN
-                           " ALTER TABLE steps DROP COLUMN worker_queue;"
+  free(efx_pg_text(f->url, PG_READY_TAKEN " ALTER TABLE steps DROP COLUMN worker_queue;"
                            " ALTER TABLE attempts DROP COLUMN token_hash;" QUEUES_TAKEN
                            " SELECT 1"));
 

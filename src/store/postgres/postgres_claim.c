@@ -144,12 +144,9 @@
     " parents_remaining = 0,"                                                                   \
     " lease_owner = $1, lease_expires_at = $3::bigint,"                                         \
     " claim_id = (SELECT att.id FROM att WHERE att.step_id = s.id)"                             \
-    " WHERE s.id = ANY (ARRAY(SELECT step_id FROM att)) AND " TK__PG_READY_WRITTEN              \
+    " WHERE s.id = ANY (ARRAY(SELECT step_id FROM att))"                                        \
     " RETURNING s.id, s.task_id, COALESCE(s.map_idx, s.idx) AS idx, s.attempts, s.max_attempts,"\
-    " s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.claim_id, s.item_index, s.item,"     \
-    " s.state, s.parents_remaining, s.worker_queue, s.queue, s.priority, s.lease_expires_at),"  \
-    /* Their ready rows leased (TK__PG_READY_WRITTEN). */                                       \
-    TK__PG_READY_UPDATE("leased", "moved") ","                                                  \
+    " s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.claim_id, s.item_index, s.item),"    \
     " started AS (UPDATE tasks t SET state = " Q(TK__TASK_IN_PROGRESS) ", updated_at = $2,"     \
     " start_seq = " TK__PG_NEXT_SEQ ", started_at = $2"                                         \
     " WHERE t.id = ANY (ARRAY(SELECT id FROM tasks"                                             \

@@ -317,37 +317,6 @@ int tk__pg_activity(tk_store *s, int64_t since, int64_t bucket_ms, int n,
   "(SELECT count(*) FROM " rel " WHERE parents_remaining = 0 AND state = "               \
   TK__PG_Q(TK__STEP_PENDING) ")"
 
-/* The ready rows (0017_ready_table.sql) written by the statement that
- * writes their steps (0019_ready_written.sql): the claim and the set
- * statement of outcomes. Each of their updates of steps has
- * TK__PG_READY_WRITTEN in its WHERE, evaluated for every row it writes,
- * which turns the transaction's setting tasker.ready_written on: the
- * statement trigger that writes ready rows is then not queued, and the
- * one queued instead turns the setting off as the statement ends (an
- * error undoes the setting with the rest). `src` names the statement's RETURNING rows of steps, with
- * columns id, task_id, state, parents_remaining, worker_queue, queue,
- * priority, run_at, attempts, lease_expires_at, as they are now.
- * TK__PG_READY_UPDATE: steps that had a ready row and keep one;
- * TK__PG_READY_DELETE: steps that had one and no longer do;
- * TK__PG_READY_INSERT: steps that had none and now have one. Each ready
- * row by its key, whatever the generic plan (Plans, above). */
-#define TK__PG_READY_WRITTEN "set_config('tasker.ready_written', 'on', true) = 'on'"
-#define TK__PG_READY_KIND(x) "tasker_ready_kind(" x ".state, " x ".parents_remaining)"
-#define TK__PG_READY_UPDATE(name, src)                                                   \
-  " " name " AS (UPDATE ready r SET kind = " TK__PG_READY_KIND("x") ","                  \
-  " worker = x.worker_queue IS NOT NULL, queue = x.queue, priority = x.priority,"        \
-  " run_at = x.run_at, attempts = x.attempts, lease_expires_at = x.lease_expires_at"     \
-  " FROM " src " x WHERE r.step_id = ANY (ARRAY(SELECT id FROM " src " y"                \
-  " WHERE " TK__PG_READY_KIND("y") " IS NOT NULL)) AND r.step_id = x.id)"
-#define TK__PG_READY_DELETE(name, src)                                                   \
-  " " name " AS (DELETE FROM ready r WHERE r.step_id = ANY (ARRAY(SELECT id FROM " src   \
-  " y WHERE " TK__PG_READY_KIND("y") " IS NULL)))"
-#define TK__PG_READY_INSERT(name, src)                                                   \
-  " " name " AS (INSERT INTO ready (step_id, task_id, kind, worker, queue, priority,"    \
-  " run_at, attempts, lease_expires_at) SELECT x.id, x.task_id, " TK__PG_READY_KIND("x") \
-  ", x.worker_queue IS NOT NULL, x.queue, x.priority, x.run_at, x.attempts,"             \
-  " x.lease_expires_at FROM " src " x WHERE " TK__PG_READY_KIND("x") " IS NOT NULL)"
-
 /* A place in a task's history (0009_moves_in_their_rows.sql): the
  * next transitions id, drawn for a transitions row or for a step's move
  * that its attempt row records instead (attempts.claim_seq, outcome_seq). */

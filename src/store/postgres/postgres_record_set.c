@@ -94,11 +94,7 @@ static const char SET_SQL[] =
     " lease_owner = NULL, lease_expires_at = NULL, claim_id = NULL FROM o"
     " WHERE s.id = ANY ($1) AND s.id = o.step AND CASE WHEN s.state = " Q(TK__STEP_IN_PROGRESS)
     " THEN s.claim_id END = o.claim AND (o.reap IS NULL OR s.lease_expires_at <= o.reap)"
-    " AND " TK__PG_READY_WRITTEN " RETURNING o.ord, s.id, s.task_id, s.state, s.parents_remaining,"
-    " s.worker_queue, s.queue, s.priority, s.run_at, s.attempts, s.lease_expires_at),"
-    /* Their ready rows (TK__PG_READY_WRITTEN): a retry's waits for it, a
-     * finished step's goes. */
-    TK__PG_READY_UPDATE("waits", "upd") "," TK__PG_READY_DELETE("gone", "upd") ","
+    " RETURNING o.ord, s.queue),"
     /* Room made in a queue wakes its claimants (0015_queues.sql). */
     " qn AS (SELECT pg_notify('" TK__PG_CHANNEL "', '') FROM upd WHERE queue IS NOT NULL LIMIT 1),"
     " f AS (SELECT x.*, CASE WHEN x.ok THEN " TK__PG_NEXT_SEQ " END AS seq FROM (SELECT o.*,"
@@ -131,11 +127,8 @@ static const char SET_SQL[] =
     " rel AS (UPDATE steps c SET parents_remaining = GREATEST(c.parents_remaining - k.k, 0),"
     " run_at = CASE WHEN c.parents_remaining <= k.k THEN k.now ELSE c.run_at END FROM kids k"
     " WHERE c.id = k.id"
-    " AND c.parents_remaining > 0 AND c.state = " Q(TK__STEP_PENDING) " AND " TK__PG_READY_WRITTEN
-    " RETURNING k.last, c.parents_remaining, c.state, c.id, c.task_id, c.worker_queue, c.queue,"
-    " c.priority, c.run_at, c.attempts, c.lease_expires_at),"
-    /* The children released: ready now (TK__PG_READY_WRITTEN). */
-    TK__PG_READY_INSERT("entered", "rel") ","
+    " AND c.parents_remaining > 0 AND c.state = " Q(TK__STEP_PENDING) " RETURNING k.last,"
+    " c.parents_remaining, c.state),"
     /* Instances of a map that finished count its map down (its own row,
      * 0008_map_countdowns.sql), once per map for the group; the count left
      * goes to its last finished instance, which settles the map at 0. */
