@@ -61,17 +61,24 @@ SH
 # last long enough to be killed). Only sh, one sed and sleep: 1,000 of
 # them run (the shell's own pattern matching is quadratic on an 8 kB input).
 # A second or later attempt waits while $W/hold exists (so that the test
-# can have the others hold reaped instances when a late outcome comes), up
+# can have the others hold reaped instances when a late outcome comes), and
+# the last TAIL instances wait while $W/tail exists (so that the map is
+# still running when the kills begin, however fast the rest went; fewer
+# than one orchestrator's workers, they never starve the others), each up
 # to 60 s of sleeps: far less than its timeout, which a loaded machine's
 # slower sleeps must not reach (a `timeout` attempt fails a check below).
+TAIL=4
 cat >"$W/process.sh" <<SH
 #!/bin/sh
+set -- \$(sed -n 'h; s/.*"item_index": *\([0-9][0-9]*\).*/\1/p; g; s/.*"item": *"\([^"]*\)".*/\1/p')
+[ \$# = 2 ] || { echo "no item or item_index in the input" >&2; exit 3; }
 n=0
 while [ "\$TASKER_ATTEMPT" -ge 2 ] && [ -e "$W/hold" ] && [ "\$n" -lt 1200 ]; do
   n=\$((n + 1)); sleep 0.05
 done
-set -- \$(sed -n 'h; s/.*"item_index": *\([0-9][0-9]*\).*/\1/p; g; s/.*"item": *"\([^"]*\)".*/\1/p')
-[ \$# = 2 ] || { echo "no item or item_index in the input" >&2; exit 3; }
+while [ "\$1" -ge $((WIDTH - TAIL)) ] && [ -e "$W/tail" ] && [ "\$n" -lt 1200 ]; do
+  n=\$((n + 1)); sleep 0.05
+done
 sleep 0.1
 echo "\$1 \$TASKER_ATTEMPT \$2" >>"$W/ran.log"
 printf '{"i": %s, "file": "%s"}\n' "\$1" "\$2"
@@ -88,6 +95,7 @@ echo "\$TASKER_ATTEMPT \$out" >>"$W/sum.log"
 echo "\$out"
 SH
 chmod +x "$W/list.sh" "$W/process.sh" "$W/sum.sh"
+: >"$W/tail"
 cat >"$W/fanout.toml" <<TOML
 name = "fanout"
 version = "1"
@@ -243,7 +251,15 @@ if freeze "$IFROZEN" holds; then
     [ "$(pg_sql "SELECT count(*) FROM steps WHERE id IN (SELECT step_id FROM attempts
                  WHERE id IN ($held)) AND state = 'in_progress' AND lease_owner <> '$IFROZEN'")" -gt 0 ]
   }
-  wait_for "the others claimed again what frozen $IFROZEN held" 60 reclaimed
+  wait_for "the others claimed again what frozen $IFROZEN held" 60 reclaimed ||
+    pg_sql "SELECT 'now ' || (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+            UNION ALL SELECT 'step ' || s.id || ' ' || s.state || ' run_at ' || s.run_at
+            || ' owner ' || COALESCE(s.lease_owner, '-') || ' attempts ' || s.attempts
+            || ' ready ' || COALESCE((SELECT string_agg(r.kind || '@' || r.run_at, ' ')
+                                      FROM ready r WHERE r.step_id = s.id), 'none')
+            FROM steps s WHERE s.id IN (SELECT step_id FROM attempts WHERE id IN ($held))" |
+      sed 's/^/# /'
+  for o in orch-1 orch-2 orch-3; do tail -n 5 "$W/$o.log" | sed "s/^/# $o: /"; done
   from=$(($(wc -l <"$W/$IFROZEN.log") + 1))
   kill -CONT "$(bg_pid "$IFROZEN")"
   ilate() { [ -n "$(refused_by "$IFROZEN" "$from")" ]; }
@@ -276,7 +292,8 @@ expect_eq "among them an instance it held when frozen" \
 
 # Kills while the instances run, until the task is finished (or time is
 # up): about every 0.4 s, an orchestrator that holds instances (any, when
-# none does) is SIGKILLed and restarted.
+# none does) is SIGKILLed and restarted. The last instances are let go
+# after 5 kills (they held the task open until then).
 task_finished() {
   [ "$(pg_sql "SELECT state FROM tasks WHERE id = $TASK")" != in_progress ]
 }
@@ -290,7 +307,9 @@ while [ "$(date +%s)" -lt "$end" ] && ! task_finished; do
   [ -n "$victim" ] || victim=orch-$(($(od -An -N2 -tu2 /dev/urandom) % ORCHS + 1))
   orch_kill "$victim" && kills=$((kills + 1))
   orch "$victim"
+  [ "$kills" -lt 5 ] || rm -f "$W/tail"
 done
+rm -f "$W/tail"
 if [ "$kills" -gt 0 ]; then tap_ok "orchestrators were killed while the instances ran ($kills)"
 else tap_fail "orchestrators were killed while the instances ran" "no kill happened"; fi
 
