@@ -261,7 +261,9 @@ static void heartbeat(tk_engine *e, int64_t now, int64_t *next) {
       int rc = e->store->ops->heartbeat(e->store, j->claim.step_id, j->claim.claim_id,
                                         now + e->lease_ms, &err);
       if (rc) tk__engine_log(e, TK_LOG_WARN, "heartbeat: %s", err.msg);
-      j->next_heartbeat = now + e->heartbeat_ms;
+      /* A lease another claim holds now never comes back: said once, not
+       * renewed again while the handler runs on (its outcome is refused). */
+      j->next_heartbeat = rc == TK_EFENCED ? INT64_MAX : now + e->heartbeat_ms;
     }
     if (j->next_heartbeat < e->heartbeat_due) e->heartbeat_due = j->next_heartbeat;
   }

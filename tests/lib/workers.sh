@@ -381,7 +381,7 @@ TOML
   # and a second outcome of the first claim (stale: fenced, counted).
   fenced0=$(wk_metric tasker_fenced_writes_total)
   groups0=$(wk_metric tasker_serve_outcome_groups_total)
-  wk_post /api/v1/claims/outcomes "{\"outcomes\": [{\"token\": \"$DUO1\", \"results\": {\"x\": 1}}, {\"token\": \"$DUO2\", \"error\": \"later\", \"retry_after\": 3}, {\"token\": \"not-a-token\"}, {\"token\": \"$DUO1\", \"results\": {\"x\": 2}}]}"
+  wk_post /api/v1/claims/outcomes "{\"outcomes\": [{\"token\": \"$DUO1\", \"results\": {\"x\": 1}}, {\"token\": \"$DUO2\", \"error\": \"later\", \"retry_after\": 10}, {\"token\": \"not-a-token\"}, {\"token\": \"$DUO1\", \"results\": {\"x\": 2}}]}"
   wk_expect "a batch: each outcome answered on its own, in order" 200 \
     '[.outcomes[] | [.state // .error.status, (.run_at | type), .error.param]]' \
     '[["complete","null",null],["waiting_for_retry","number",null],[404,"null","token"],[409,"null","token"]]'
@@ -401,7 +401,7 @@ TOML
   wk_post /api/v1/claims/outcomes "$(printf '%s' "$BODY" | jq -c '{outcomes: [.claims[] | {token}]}')"
   wk_expect "both b's completed in one batch" 200 '[.outcomes[].state]' '["complete","complete"]'
   wk_post /api/v1/queues/duo/claim '{"worker": "w4", "wait": 30}'
-  wk_expect "a's retry is claimed when due (retry_after 3 s)" 200 '[.claims[] | [.step, .attempt]]' \
+  wk_expect "a's retry is claimed when due (retry_after 10 s)" 200 '[.claims[] | [.step, .attempt]]' \
     '[["a",2]]'
   wk_post /api/v1/claims/outcomes "$(printf '%s' "$BODY" | jq -c '{outcomes: [.claims[] | {token, results: null}]}')"
   wk_expect "its complete" 200 '[.outcomes[].state]' '["complete"]'

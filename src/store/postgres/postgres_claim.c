@@ -138,7 +138,8 @@
     " picked AS (" picked "),"                                                                  \
     " att AS (INSERT INTO attempts (step_id, attempt, owner, started_at, due_at, claim_seq,"    \
     " claim_from_retry" hash_col ")"                                                            \
-    " SELECT id, attempts + 1, $1::text, $2, run_at, " TK__PG_NEXT_SEQ ", kind = 0" hash_val    \
+    " SELECT id, attempts + 1, $1::text, GREATEST($2, run_at), run_at, " TK__PG_NEXT_SEQ ","      \
+    " kind = 0" hash_val                                                                        \
     " FROM picked RETURNING id, step_id),"                                                      \
     " moved AS (UPDATE steps s SET state = " Q(TK__STEP_IN_PROGRESS) ", attempts = s.attempts + 1,"\
     " parents_remaining = 0,"                                                                   \

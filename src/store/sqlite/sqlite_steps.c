@@ -239,7 +239,9 @@ static int claim_rows(tk__sqlite *q, tk__claimed *out, int n, const char *owner,
       sqlite3_bind_int64(st, 6 * i + 2, c->step_id);
       sqlite3_bind_int(st, 6 * i + 3, c->attempt);
       sqlite3_bind_text(st, 6 * i + 4, owner, -1, SQLITE_STATIC);
-      sqlite3_bind_int64(st, 6 * i + 5, now);
+      /* A retry claimed ahead of its run_at is held until then (the
+       * engine's pool): it starts at its run_at, not at the claim. */
+      sqlite3_bind_int64(st, 6 * i + 5, c->run_at > now ? c->run_at : now);
       sqlite3_bind_int64(st, 6 * i + 6, c->run_at);
     }
     if ((rc = tk__sq_done(q, st, err))) return rc;
