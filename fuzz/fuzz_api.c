@@ -86,8 +86,22 @@ static void signal_body(const char *body, size_t len) {
   tk__signal_body_free(&sb);
 }
 
+/* The same rule on the body's text as the CLI's --data, a C string up to
+ * its first NUL (the library parses it): taken exactly when that is JSON
+ * (any value), else refused with a message. */
+static void signal_text(const char *body) {
+  tk_err err;
+  memset(&err, 0, sizeof err);
+  json_t *j = json_loads(body, JSON_DECODE_ANY, NULL);
+  int json = j != NULL;
+  json_decref(j);
+  int rc = tk__signal_body_check(body, NULL, NULL, &err);
+  if ((rc == 0) != json || (rc != 0 && (rc != TK_EINVAL || err.msg[0] == '\0'))) abort();
+}
+
 static void bodies(const char *body, size_t len) {
   signal_body(body, len);
+  signal_text(body);
   tk__api_error e;
   tk__submit_body sb;
   if (tk__submit_body_parse(body, len, &sb, &e) != 0) {

@@ -2,7 +2,6 @@
 #include "store/rules.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -193,7 +192,7 @@ int tk__signal_check(const json_t *data, const char *error, const char *key, cha
                      const char **place, tk_err *err) {
   const char *at = NULL;
   int rc = 0;
-  *compact = NULL;
+  if (compact) *compact = NULL;
   if ((data == NULL) == (error == NULL)) {
     at = data ? "error" : "data";
     rc = tk_err_set(err, TK_EINVAL, "a signal carries either data (JSON) or an error, exactly "
@@ -206,7 +205,7 @@ int tk__signal_check(const json_t *data, const char *error, const char *key, cha
     at = "key";
     rc = tk_err_set(err, TK_EINVAL, "key: an idempotency key must be 1 to 200 bytes, not %zu",
                     strlen(key));
-  } else if (data != NULL &&
+  } else if (data != NULL && compact != NULL &&
              (*compact = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY)) == NULL) {
     rc = tk_err_set(err, TK_ENOMEM, "out of memory writing signal data");
   }
@@ -216,10 +215,8 @@ int tk__signal_check(const json_t *data, const char *error, const char *key, cha
 
 int tk__signal_body_check(const char *data, const char *error, const char *key, tk_err *err) {
   json_t *parsed = NULL;
-  char *compact = NULL;
   int rc = data ? tk__signal_data_parse(data, &parsed, err) : 0;
-  if (rc == 0) rc = tk__signal_check(parsed, error, key, &compact, NULL, err);
-  free(compact);
+  if (rc == 0) rc = tk__signal_check(parsed, error, key, NULL, NULL, err);
   json_decref(parsed);
   return rc;
 }

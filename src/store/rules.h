@@ -144,8 +144,9 @@ int tk__signal_data_parse(const char *text, json_t **data, tk_err *err);
  * (any JSON value) or a failure's error, exactly one; an error not empty;
  * a key, when given, of 1 to 200 bytes. TK_EINVAL saying which is wrong,
  * *place (may be NULL) the member at fault ("data", "error" or "key").
- * On success *compact is data as compact JSON text (malloc'd; NULL for an
- * error), the step's results as a handler's are stored. */
+ * On success *compact (compact may be NULL: not wanted) is data as compact
+ * JSON text (malloc'd; NULL for an error), the step's results as a
+ * handler's are stored. */
 int tk__signal_check(const json_t *data, const char *error, const char *key, char **compact,
                      const char **place, tk_err *err);
 
