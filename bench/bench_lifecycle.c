@@ -108,7 +108,8 @@ static void claim_costs(tk_store *s, double *claim_ms, double *due_ms) {
   for (int r = 0; r < 9; r++) {
     int n = 0;
     int64_t t0 = tk_monotonic_ns();
-    if (tk__store_claim(s, "bench", 60000, 100, out, &n, &err) || n != 100) bench_die("claim", &err);
+    if (tk__store_claim(s, "bench", 60000, 100, out, &n, &err) || n != 100)
+      bench_die("claim", &err);
     int64_t t1 = tk_monotonic_ns();
     int64_t ready, lease;
     if (s->ops->next_due(s, &ready, &lease, &err)) bench_die("next_due", &err);

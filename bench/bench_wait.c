@@ -132,7 +132,8 @@ static void costs(tk_store *s, tk_config *cfg, tk_engine *e, int64_t now, double
     int n;
     tk_err err;
     double t0 = bench_now_ms();
-    if (tk__store_claim(s, "bench", 60000, 100, out, &n, &err) || n != 100) bench_die("claim", &err);
+    if (tk__store_claim(s, "bench", 60000, 100, out, &n, &err) || n != 100)
+      bench_die("claim", &err);
     t[i] = bench_now_ms() - t0;
     tk__claimed_inputs_free(out, n);
   }

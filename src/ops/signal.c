@@ -31,8 +31,10 @@ static const char *step_kind(json_t *def, const char *name) {
 
 /* The template task_id runs from, with its definition: the task's own row
  * (a list of that one task) names it, and tk__template_lookup finds it by
- * that name and version. Neither reads the task's steps' history, nor its
- * map's instances, however many (task_report would read them all). */
+ * that name and version. No report: no attempts, transitions or instance
+ * counts (task_report reads them all). The row's last error and next retry
+ * still look at each of the task's steps (list_sql.c), instances
+ * included: bench_wait wide times it. */
 static int task_template(tk_store *s, int64_t task_id, tk__template_rec *out, tk_err *err) {
   tk__task_query q = {.task_id = task_id, .limit = 1};
   tk__task_row *rows = NULL;
