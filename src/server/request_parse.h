@@ -1,7 +1,8 @@
 /* The API's requests read apart from HTTP (docs/api.md): the route a
  * method and path name, the query string, and the JSON bodies of submit,
- * bulk actions and signals. Nothing here knows libmicrohttpd or the store, so the
- * fuzz target (fuzz/fuzz_api.c) builds from this file and a few core ones.
+ * bulk actions and signals. Nothing here knows libmicrohttpd or the store,
+ * so the fuzz target (fuzz/fuzz_api.c) builds from this file and a few
+ * core ones.
  *
  * Every refusal fills a tk__api_error: the HTTP status, the code of
  * docs/api.md, the parameter at fault and a message naming the value and
