@@ -24,9 +24,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#ifndef TK_NO_POSTGRES
-#include <libpq-fe.h>
-#endif
 #include <sqlite3.h>
 
 #include <tasker/clock.h>
@@ -36,14 +33,10 @@
 #include <tasker/store.h>
 #include <tasker/workflow.h>
 
+#include "bench_util.h"
 #include "store/store.h" /* the claim and next_due, timed without the engine */
 
-static char dir[256];
 static int quick;
-static void die(const char *what, const tk_err *err) {
-  fprintf(stderr, "bench_lifecycle: %s: %s\n", what, err ? err->msg : "");
-  exit(1);
-}
 
 /* BENCH_PG_URL: the delayed table on this PostgreSQL database instead
  * (bench_pg.sh delayed); its public schema is dropped and made again. */
@@ -53,63 +46,30 @@ static const char *pg_url;
  * BENCH_PG_URL. */
 static void raw_sql(const char *name, const char *sql) {
   if (pg_url) {
-#ifndef TK_NO_POSTGRES
-    PGconn *c = PQconnectdb(pg_url);
-    PGresult *r = PQexec(c, sql);
-    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    PQfinish(c);
-    if (!ok) die(sql, NULL);
+    bench_pg_exec(pg_url, sql);
     return;
-#else
-    die("BENCH_PG_URL: this build has no PostgreSQL backend", NULL);
-#endif
   }
   char path[512];
-  snprintf(path, sizeof path, "%s/%s.db", dir, name);
+  snprintf(path, sizeof path, "%s/%s.db", bench_dir, name);
   sqlite3 *db;
   int rc = sqlite3_open(path, &db);
   if (rc == SQLITE_OK) rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
   sqlite3_close(db);
-  if (rc != SQLITE_OK) die(sql, NULL);
+  if (rc != SQLITE_OK) bench_die(sql, NULL);
 }
 
-static tk_config *config(const char *const *extra) {
-  const char *sets[16] = {"backoff.jitter=\"none\"", "engine.claim_batch=256",
-                          "engine.lease=\"60s\""};
-  int n = 3;
-  while (extra && *extra && n < 15) sets[n++] = *extra++;
-  tk_config_source src = {.sets = sets, .nsets = n};
-  tk_config *cfg;
-  tk_err err;
-  if (tk_config_load(&src, &cfg, &err)) die("config", &err);
-  return cfg;
-}
-
-/* A fresh store DIR/NAME.db at `durability` holding template `toml`
- * (named NAME), on clock c (NULL: the machine's). */
+/* A fresh store (bench_dir/NAME.db, or BENCH_PG_URL's schema made again)
+ * at `durability` holding template `toml` (named NAME), on clock c (NULL:
+ * the machine's). */
 static tk_store *fresh_store(const char *name, const char *toml, tk_config *cfg,
                              tk_durability durability, tk_manual_clock *c) {
-  char path[512], url[600], tpl[512];
-  snprintf(path, sizeof path, "%s/%s.db", dir, name);
-  unlink(path);
-  snprintf(url, sizeof url, "sqlite:%s", path);
-  if (pg_url) {
-    raw_sql(name, "DROP SCHEMA IF EXISTS public CASCADE; CREATE SCHEMA public");
-    snprintf(url, sizeof url, "%s", pg_url);
-  }
-  tk_store *s;
+  char url[600];
+  bench_fresh_url(pg_url, name, url, sizeof url);
+  tk_store *s = bench_open(url);
   tk_err err;
-  if (tk_store_open(url, &s, &err) || tk_store_migrate(s, NULL, NULL, &err) ||
-      tk_store_set_durability(s, durability, &err))
-    die("store", &err);
+  if (tk_store_set_durability(s, durability, &err)) bench_die("durability", &err);
   if (c) tk_store_set_clock(s, tk_clock_manual(c));
-  snprintf(tpl, sizeof tpl, "%s/%s.toml", dir, name);
-  FILE *f = fopen(tpl, "w");
-  fprintf(f, "name = \"%s\"\nversion = \"1\"\n%s", name, toml);
-  fclose(f);
-  tk_clock clock = tk_store_clock(s);
-  if (tk_template_add_file(s, cfg, tpl, tk_clock_now(&clock), NULL, &err)) die("template", &err);
+  bench_template(s, cfg, name, toml);
   return s;
 }
 
@@ -121,7 +81,7 @@ static void submit(tk_store *s, tk_config *cfg, const char *name, int tasks, int
     int64_t id;
     int existed;
     if (tk_task_submit(s, cfg, &req, tk_clock_now(&clock), &id, &existed, &err))
-      die("submit", &err);
+      bench_die("submit", &err);
   }
 }
 
@@ -148,10 +108,11 @@ static void claim_costs(tk_store *s, double *claim_ms, double *due_ms) {
   for (int r = 0; r < 9; r++) {
     int n = 0;
     int64_t t0 = tk_monotonic_ns();
-    if (tk__store_claim(s, "bench", 60000, 100, out, &n, &err) || n != 100) die("claim", &err);
+    if (tk__store_claim(s, "bench", 60000, 100, out, &n, &err) || n != 100)
+      bench_die("claim", &err);
     int64_t t1 = tk_monotonic_ns();
     int64_t ready, lease;
-    if (s->ops->next_due(s, &ready, &lease, &err)) die("next_due", &err);
+    if (s->ops->next_due(s, &ready, &lease, &err)) bench_die("next_due", &err);
     int64_t t2 = tk_monotonic_ns();
     c[r] = (double)(t1 - t0) / 1e6;
     d[r] = (double)(t2 - t1) / 1e6;
@@ -166,7 +127,7 @@ static void claim_costs(tk_store *s, double *claim_ms, double *due_ms) {
 }
 
 static void delayed(void) {
-  tk_config *cfg = config(NULL);
+  tk_config *cfg = bench_config(NULL);
   int backlog = quick ? 10000 : 100000;
   printf("\n%-36s %10s %14s %14s\n", pg_url ? "delayed backlog (postgres)" : "delayed backlog",
          "delayed", "claim 100 ms", "next_due ms");
@@ -198,22 +159,11 @@ static void delayed(void) {
 
 /* ---- retention ---- */
 
-/* Run the engine at the clock's time until it has nothing due now. */
-static void run_now(tk_engine *e, tk_manual_clock *c) {
-  tk_err err;
-  for (int i = 0; i < 100000; i++) {
-    int64_t due;
-    if (tk_engine_tick(e, &due, &err)) die("tick", &err);
-    if (due > c->now_ms) return;
-  }
-  die("the engine did not settle", NULL);
-}
-
-/* The bytes of DIR/NAME.db alone (without its log). */
+/* The bytes of bench_dir/NAME.db alone (without its log). */
 static int64_t file_size(const char *name) {
   char path[512];
   struct stat sb;
-  snprintf(path, sizeof path, "%s/%s.db", dir, name);
+  snprintf(path, sizeof path, "%s/%s.db", bench_dir, name);
   return stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
 }
 
@@ -230,27 +180,27 @@ static void retention(void) {
   int64_t sizes[2][13], file_sizes[2][13];
   int64_t tasks_left[2] = {0, 0};
   for (int k = 0; k < 2; k++) {
-    tk_config *cfg = config(k ? on : NULL);
+    tk_config *cfg = bench_config(k ? on : NULL);
     tk_manual_clock c = {.now_ms = INT64_C(1767225600000)};
     tk_store *s = fresh_store(k ? "kept" : "grown", steps_toml(3), cfg, TK_DURABILITY_FAST, &c);
     tk_engine_options eo = {.store = s, .config = cfg, .clock = tk_clock_manual(&c), .seed = 1};
     tk_engine *e;
     tk_err err;
-    if (tk_engine_new(&eo, &e, &err)) die("engine", &err);
+    if (tk_engine_new(&eo, &e, &err)) bench_die("engine", &err);
     for (int m = 0; m <= minutes; m++) {
       if (m % 10 == 0) {
-        if (tk_store_size(s, &sizes[k][m / 10], &err)) die("size", &err);
+        if (tk_store_size(s, &sizes[k][m / 10], &err)) bench_die("size", &err);
         file_sizes[k][m / 10] = file_size(k ? "kept" : "grown");
       }
       submit(s, cfg, k ? "kept" : "grown", per_minute, 0);
-      run_now(e, &c);
+      bench_run_now(e, &c);
       c.now_ms += 60000;
       /* A real minute has idle time in it: the checkpointer's thread
        * (sqlite_checkpoint.c) gets to finish, and the log starts over. */
       usleep(20000);
     }
     tk__status_report st;
-    if (s->ops->status(s, c.now_ms, &st, &err)) die("status", &err);
+    if (s->ops->status(s, c.now_ms, &st, &err)) bench_die("status", &err);
     for (int i = 0; i < st.ntasks; i++) tasks_left[k] += st.tasks[i].n;
     tk_engine_free(e);
     tk_store_close(s);
@@ -268,7 +218,7 @@ static void retention(void) {
 /* ---- durability ---- */
 
 static void durability(void) {
-  tk_config *cfg = config(NULL);
+  tk_config *cfg = bench_config(NULL);
   int tasks = quick ? 100 : 1000;
   printf("\n%-12s %8s %8s %8s %10s %12s\n", "durability", "steps", "workers", "", "seconds",
          "steps/s");
@@ -279,12 +229,12 @@ static void durability(void) {
       tk_store *s = fresh_store("durable", steps_toml(100), cfg, TK_DURABILITY_FAST, NULL);
       submit(s, cfg, "durable", tasks, 0);
       tk_err err;
-      if (tk_store_set_durability(s, level, &err)) die("durability", &err);
+      if (tk_store_set_durability(s, level, &err)) bench_die("durability", &err);
       tk_engine_options eo = {.store = s, .config = cfg, .workers = workers[w], .seed = 1};
       tk_engine *e;
-      if (tk_engine_new(&eo, &e, &err)) die("engine", &err);
+      if (tk_engine_new(&eo, &e, &err)) bench_die("engine", &err);
       int64_t t0 = tk_monotonic_ns();
-      if (tk_engine_run(e, 1, &err)) die("run", &err);
+      if (tk_engine_run(e, 1, &err)) bench_die("run", &err);
       double secs = (double)(tk_monotonic_ns() - t0) / 1e9;
       tk_engine_free(e);
       tk_store_close(s);
@@ -298,8 +248,7 @@ int main(int argc, char **argv) {
   tk_store_process_init();
   quick = getenv("BENCH_QUICK") != NULL && strcmp(getenv("BENCH_QUICK"), "0") != 0;
   pg_url = getenv("BENCH_PG_URL");
-  snprintf(dir, sizeof dir, "%s/tasker-bench-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-  if (mkdtemp(dir) == NULL) die("mkdtemp", NULL);
+  bench_dir_make();
   for (int i = 1; i < argc || argc == 1; i++) {
     const char *what = argc == 1 ? NULL : argv[i];
     if (!what || !strcmp(what, "delayed")) delayed();
@@ -307,8 +256,5 @@ int main(int argc, char **argv) {
     if (!what || !strcmp(what, "durability")) durability();
     if (!what) break;
   }
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "bench_lifecycle: could not remove %s\n", dir);
   return 0;
 }

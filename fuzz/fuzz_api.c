@@ -1,9 +1,10 @@
 /* libFuzzer target for the API's request parsing (src/server/request_parse.h):
  * routes, query strings, list parameters and the JSON bodies of submit, bulk
  * actions and signals (the signal body as the API reads it, then the
- * library's check, store/rules.c tk__signal_body_check); and, on the same text, the listen address and Host checks
- * (src/server/listen.c). The input is a method selector byte, the request target
- * (path and query) up to a NUL, then the body. Every request must parse or
+ * library's rule on it, store/rules.c tk__signal_check); and, on the same
+ * text, the listen address and Host checks (src/server/listen.c). The
+ * input is a method selector byte, the request target (path and query) up
+ * to a NUL, then the body. Every request must parse or
  * be refused with a complete error (a status from 400 to 599, a code, a
  * message) whose JSON text parses back to the same status; parsed values
  * must be within their documented bounds. Never a crash or a leak. */
@@ -44,39 +45,63 @@ static void query(const tk__route *r) {
   tk__query_free(&q);
 }
 
-/* A signal body read as POST .../steps/STEP/signal reads it (api_actions.c:
- * an object of data (any JSON) or error (a string), exactly one, and an
- * optional key (a string), nothing else), then checked by the library's
- * rule. A body the API takes must reach the rule as valid JSON data (its
- * compact dump parses back) and be refused there only for an empty error or
- * a key outside 1 to 200 bytes, with a message. */
+/* A signal body as POST .../steps/STEP/signal reads it
+ * (tk__signal_body_parse), then the library's rule on its parsed values
+ * (store/rules.c tk__signal_check), as the API hands them over. A body the
+ * parser takes is an object of data, error (a string) and key (a string)
+ * only; the rule then refuses it exactly when it is not one of data and
+ * error, the error empty or the key outside 1 to 200 bytes, naming the
+ * member, else its compact data parse back to the same JSON. */
 static void signal_body(const char *body, size_t len) {
-  json_t *b = json_loadb(body, len, 0, NULL);
-  json_t *data = json_object_get(b, "data"), *error = json_object_get(b, "error");
-  json_t *key = json_object_get(b, "key");
+  tk__api_error e;
+  tk__signal_body sb;
+  if (tk__signal_body_parse(body, len, &sb, &e) != 0) {
+    fuzz_check_error(&e);
+    return;
+  }
   const char *k;
   json_t *v;
-  int ok = json_is_object(b) && (data == NULL) != (error == NULL) &&
-           (error == NULL || json_is_string(error)) && (key == NULL || json_is_string(key));
-  json_object_foreach(b, k, v) {
-    if (strcmp(k, "data") != 0 && strcmp(k, "error") != 0 && strcmp(k, "key") != 0) ok = 0;
+  json_object_foreach(sb.root, k, v) {
+    if (strcmp(k, "data") != 0 && strcmp(k, "error") != 0 && strcmp(k, "key") != 0) abort();
   }
-  if (ok) {
-    char *text = data ? json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-    const char *es = json_string_value(error), *ks = json_string_value(key);
-    if (data && text == NULL) abort();
-    tk_err err;
-    memset(&err, 0, sizeof err);
-    int rc = tk__signal_body_check(text, es, ks, &err);
-    int bad = (es && es[0] == '\0') || (ks && (ks[0] == '\0' || strlen(ks) > 200));
-    if ((rc != 0) != bad || (rc != 0 && (rc != TK_EINVAL || err.msg[0] == '\0'))) abort();
-    free(text);
+  if ((sb.error && !json_is_string(json_object_get(sb.root, "error"))) ||
+      (sb.key && !json_is_string(json_object_get(sb.root, "key"))))
+    abort();
+  tk_err err;
+  memset(&err, 0, sizeof err);
+  char *compact = NULL;
+  const char *place = NULL;
+  int rc = tk__signal_check(sb.data, sb.error, sb.key, &compact, &place, &err);
+  int bad = (sb.data == NULL) == (sb.error == NULL) || (sb.error && sb.error[0] == '\0') ||
+            (sb.key && (sb.key[0] == '\0' || strlen(sb.key) > 200));
+  if ((rc != 0) != bad || (rc != 0 && (rc != TK_EINVAL || err.msg[0] == '\0' || !place)))
+    abort();
+  if (rc == 0 && (sb.data != NULL) != (compact != NULL)) abort();
+  if (compact) {
+    json_t *back = json_loads(compact, JSON_DECODE_ANY, NULL);
+    if (back == NULL || !json_equal(back, (json_t *)sb.data)) abort();
+    json_decref(back);
   }
-  json_decref(b);
+  free(compact);
+  tk__signal_body_free(&sb);
+}
+
+/* The same rule on the body's text as the CLI's --data, a C string up to
+ * its first NUL (the library parses it): taken exactly when that is JSON
+ * (any value), else refused with a message. */
+static void signal_text(const char *body) {
+  tk_err err;
+  memset(&err, 0, sizeof err);
+  json_t *j = json_loads(body, JSON_DECODE_ANY, NULL);
+  int json = j != NULL;
+  json_decref(j);
+  int rc = tk__signal_body_check(body, NULL, NULL, &err);
+  if ((rc == 0) != json || (rc != 0 && (rc != TK_EINVAL || err.msg[0] == '\0'))) abort();
 }
 
 static void bodies(const char *body, size_t len) {
   signal_body(body, len);
+  signal_text(body);
   tk__api_error e;
   tk__submit_body sb;
   if (tk__submit_body_parse(body, len, &sb, &e) != 0) {

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "ops/signal.h"
 
 static int64_t now(const tk_server *s) { return tk_clock_now(&s->clock); }
 
@@ -111,61 +112,31 @@ static void one_action(tk_server *s, const tk__route *r, tk__response *out) {
   tk__respond_json_value(out, 200, j);
 }
 
-/* POST .../steps/STEP/signal (DESIGN §18): {"data": ANY} or {"error":
- * "..."} and an optional "key"; the library's rules (tk_step_signal) and
- * answer (tk_signal_result_json), 200 also for a repeated key. Anything
- * else in the body is a 400 that changes nothing. */
+/* POST .../steps/STEP/signal (DESIGN §18): the body read once
+ * (tk__signal_body_parse: {"data": ANY} or {"error": "..."} and an
+ * optional "key"), then the library's rules on its parsed data
+ * (tk__step_signal_parsed) and its answer (tk_signal_result_json), 200
+ * also for a repeated key. A refusal names the member at fault and changes
+ * nothing. */
 static void signal_step(tk_server *s, const tk__route *r, const char *body, size_t len,
-                   tk__response *out) {
+                        tk__response *out) {
   tk__api_error e;
-  json_error_t je;
-  json_t *b = json_loadb(body ? body : "", len, 0, &je);
-  json_t *data = json_object_get(b, "data"), *error = json_object_get(b, "error");
-  json_t *key = json_object_get(b, "key");
-  const char *k;
-  json_t *v;
-  if (!json_is_object(b)) {
-    tk__api_fail(&e, 400, "bad_request", NULL,
-                 "the body must be a JSON object {\"data\": ...} or {\"error\": \"...\"}: %s",
-                 b ? "not an object" : je.text);
-    goto refuse;
+  tk__signal_body b;
+  if (tk__signal_body_parse(body, len, &b, &e) != 0) {
+    tk__respond_error(out, &e);
+    return;
   }
-  json_object_foreach(b, k, v) {
-    if (strcmp(k, "data") != 0 && strcmp(k, "error") != 0 && strcmp(k, "key") != 0) {
-      tk__api_fail(&e, 400, "bad_request", k, "unknown member \"%.100s\": expected data, error "
-                   "and key", k);
-      goto refuse;
-    }
-  }
-  if ((data == NULL) == (error == NULL) || (error && !json_is_string(error)) ||
-      (key && !json_is_string(key))) {
-    const char *param = key && !json_is_string(key) ? "key" : data && error ? "error" : "data";
-    tk__api_fail(&e, 400, "bad_request", param,
-                 "a signal carries \"data\" (any JSON) or \"error\" (a string), exactly one, "
-                 "and an optional \"key\" (a string)");
-    goto refuse;
-  }
-  char *text = data ? json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-  tk_signal_request req = {.task_id = r->task, .step = r->step, .data_json = text,
-                           .error = json_string_value(error), .key = json_string_value(key)};
+  tk_signal_request req = {.task_id = r->task, .step = r->step, .error = b.error, .key = b.key};
   tk_signal_result res;
   tk_err err;
+  const char *place;
   char *answer;
-  if (data && text == NULL) {
-    tk_err_set(&err, TK_ENOMEM, "out of memory reading the signal's data");
-    tk__respond_tk_error(s, out, &err, NULL);
-  } else if (tk_step_signal(s->store, &req, now(s), &res, &err) != 0 ||
-             tk_signal_result_json(&req, &res, &answer, &err) != 0) {
-    tk__respond_tk_error(s, out, &err, NULL);
-  } else {
+  if (tk__step_signal_parsed(s->store, &req, b.data, now(s), &res, &place, &err) != 0 ||
+      tk_signal_result_json(&req, &res, &answer, &err) != 0)
+    tk__respond_tk_error(s, out, &err, place);
+  else
     tk__respond_json(out, 200, answer);
-  }
-  free(text);
-  json_decref(b);
-  return;
-refuse:
-  json_decref(b);
-  tk__respond_error(out, &e);
+  tk__signal_body_free(&b);
 }
 
 /* The targets of a list body (tasks, or steps), as the library takes

@@ -1,5 +1,5 @@
-/* The JSON bodies of POST requests (docs/api.md): submit and bulk
- * actions. Every member is checked for its type, unknown members are
+/* The JSON bodies of POST requests (docs/api.md): submit, bulk actions
+ * and signals. Every member is checked for its type, unknown members are
  * refused, and each refusal names the member. */
 #include "server/request_parse.h"
 
@@ -56,18 +56,46 @@ int tk__body_only(json_t *obj, const char *where, const char *const *known, cons
   return 0;
 }
 
-/* An optional non-empty string member into *out (NULL when absent). */
-static int string_member(json_t *obj, const char *key, const char *code, const char **out,
-                         tk__api_error *e) {
+/* An optional string member into *out (NULL when absent): a string with
+ * no NUL character in it, and not empty unless may_be_empty. */
+static int text_member(json_t *obj, const char *key, const char *code, int may_be_empty,
+                       const char **out, tk__api_error *e) {
   json_t *v = json_object_get(obj, key);
   *out = NULL;
   if (v == NULL) return 0;
-  if (!json_is_string(v) || json_string_length(v) == 0)
-    return tk__api_fail(e, 400, code, key, "%s: %s: expected a non-empty string", key,
-                        json_is_string(v) ? "empty" : tk__json_type_name(v));
+  if (!json_is_string(v) || (json_string_length(v) == 0 && !may_be_empty))
+    return tk__api_fail(e, 400, code, key, "%s: %s: expected a %sstring", key,
+                        json_is_string(v) ? "empty" : tk__json_type_name(v),
+                        may_be_empty ? "" : "non-empty ");
   if (strlen(json_string_value(v)) != json_string_length(v))
     return tk__api_fail(e, 400, code, key, "%s: the string holds a NUL character", key);
   *out = json_string_value(v);
+  return 0;
+}
+
+/* An optional non-empty string member into *out (NULL when absent). */
+static int string_member(json_t *obj, const char *key, const char *code, const char **out,
+                         tk__api_error *e) {
+  return text_member(obj, key, code, 0, out, e);
+}
+
+void tk__signal_body_free(tk__signal_body *b) {
+  json_decref(b->root);
+  memset(b, 0, sizeof *b);
+}
+
+int tk__signal_body_parse(const char *body, size_t len, tk__signal_body *out, tk__api_error *e) {
+  static const char *const members[] = {"data", "error", "key", NULL};
+  memset(out, 0, sizeof *out);
+  if (tk__body_object(body, len, &out->root, e) != 0) return -1;
+  /* Empty strings pass here: what a signal may carry is the library's rule. */
+  if (tk__body_only(out->root, "body", members, "data (any JSON), error or key", e) != 0 ||
+      text_member(out->root, "error", "bad_request", 1, &out->error, e) != 0 ||
+      text_member(out->root, "key", "bad_request", 1, &out->key, e) != 0) {
+    tk__signal_body_free(out);
+    return -1;
+  }
+  out->data = json_object_get(out->root, "data");
   return 0;
 }
 

@@ -1,7 +1,8 @@
 /* The API's requests read apart from HTTP (docs/api.md): the route a
- * method and path name, the query string, and the JSON bodies of submit
- * and bulk actions. Nothing here knows libmicrohttpd or the store, so the
- * fuzz target (fuzz/fuzz_api.c) builds from this file and a few core ones.
+ * method and path name, the query string, and the JSON bodies of submit,
+ * bulk actions and signals. Nothing here knows libmicrohttpd or the store,
+ * so the fuzz target (fuzz/fuzz_api.c) builds from this file and a few
+ * core ones.
  *
  * Every refusal fills a tk__api_error: the HTTP status, the code of
  * docs/api.md, the parameter at fault and a message naming the value and
@@ -230,6 +231,23 @@ int tk__body_only(json_t *obj, const char *where, const char *const *known,
 int tk__bulk_body_parse(const char *body, size_t len, tk_operator_action action,
                         tk__bulk_body *out, tk__api_error *e);
 void tk__bulk_body_free(tk__bulk_body *b);
+
+/* POST /api/v1/tasks/ID/steps/STEP/signal: an object of "data" (any
+ * JSON), "error" (a string) and "key" (a string), nothing else, each
+ * member's type checked and a refusal naming it (a body that is not JSON:
+ * the line and column). Whether they make a signal (exactly one of data
+ * and error, an error not empty, a key's length) is the library's one
+ * rule (store/rules.c: tk__signal_check), which the caller applies
+ * to these parsed values: the data are parsed here once, not again.
+ * data, error and key borrow from root (NULL when absent). */
+typedef struct tk__signal_body {
+  json_t *root;
+  const json_t *data;
+  const char *error, *key;
+} tk__signal_body;
+
+int tk__signal_body_parse(const char *body, size_t len, tk__signal_body *out, tk__api_error *e);
+void tk__signal_body_free(tk__signal_body *b);
 
 /* ---- the worker protocol's bodies (worker_body.c) ----------------------- */
 

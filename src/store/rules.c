@@ -179,22 +179,44 @@ int tk__signal_plan(int64_t task_id, const char *task_state, const char *step,
   return 0;
 }
 
-int tk__signal_body_check(const char *data, const char *error, const char *key, tk_err *err) {
-  if ((data == NULL) == (error == NULL))
-    return tk_err_set(err, TK_EINVAL, "a signal carries either data (JSON) or an error, "
-                                      "exactly one of them");
-  if (error != NULL && error[0] == '\0')
-    return tk_err_set(err, TK_EINVAL, "a failing signal needs a message");
-  if (key != NULL && (key[0] == '\0' || strlen(key) > 200))
-    return tk_err_set(err, TK_EINVAL, "an idempotency key must be 1 to 200 bytes, not %zu",
-                      strlen(key));
-  if (data != NULL) {
-    json_error_t je;
-    json_t *j = json_loads(data, JSON_DECODE_ANY, &je);
-    if (j == NULL)
-      return tk_err_set(err, TK_EINVAL, "signal data is not JSON: %s at line %d, column %d",
-                        je.text, je.line, je.column);
-    json_decref(j);
-  }
+int tk__signal_data_parse(const char *text, json_t **data, tk_err *err) {
+  json_error_t je;
+  *data = json_loads(text, JSON_DECODE_ANY, &je);
+  if (*data == NULL)
+    return tk_err_set(err, TK_EINVAL, "signal data is not JSON: %s at line %d, column %d",
+                      je.text, je.line, je.column);
   return 0;
+}
+
+int tk__signal_check(const json_t *data, const char *error, const char *key, char **compact,
+                     const char **place, tk_err *err) {
+  const char *at = NULL;
+  int rc = 0;
+  if (compact) *compact = NULL;
+  if ((data == NULL) == (error == NULL)) {
+    at = data ? "error" : "data";
+    rc = tk_err_set(err, TK_EINVAL, "a signal carries either data (JSON) or an error, exactly "
+                                    "one of them, not %s",
+                    data ? "both" : "neither");
+  } else if (error != NULL && error[0] == '\0') {
+    at = "error";
+    rc = tk_err_set(err, TK_EINVAL, "error: empty: a failing signal needs a message");
+  } else if (key != NULL && (key[0] == '\0' || strlen(key) > 200)) {
+    at = "key";
+    rc = tk_err_set(err, TK_EINVAL, "key: an idempotency key must be 1 to 200 bytes, not %zu",
+                    strlen(key));
+  } else if (data != NULL && compact != NULL &&
+             (*compact = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY)) == NULL) {
+    rc = tk_err_set(err, TK_ENOMEM, "out of memory writing signal data");
+  }
+  if (place) *place = at;
+  return rc;
+}
+
+int tk__signal_body_check(const char *data, const char *error, const char *key, tk_err *err) {
+  json_t *parsed = NULL;
+  int rc = data ? tk__signal_data_parse(data, &parsed, err) : 0;
+  if (rc == 0) rc = tk__signal_check(parsed, error, key, NULL, NULL, err);
+  json_decref(parsed);
+  return rc;
 }

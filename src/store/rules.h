@@ -134,8 +134,24 @@ int tk__signal_plan(int64_t task_id, const char *task_state, const char *step,
                     const char *step_state, int64_t finished_at, int64_t pending_at,
                     tk_err *err);
 
-/* A signal's message text: data JSON (an object, array or value) or a
- * failure's error, exactly one; TK_EINVAL saying which is wrong. */
+/* A signal's data text (the CLI's --data: any JSON value) parsed into
+ * *data (the caller's to json_decref); TK_EINVAL naming the line and the
+ * column where it stops being JSON. */
+int tk__signal_data_parse(const char *text, json_t **data, tk_err *err);
+
+/* The one rule of a signal's body, for the CLI, the API and the dashboard
+ * alike, on data already parsed (so no sender parses them twice): data
+ * (any JSON value) or a failure's error, exactly one; an error not empty;
+ * a key, when given, of 1 to 200 bytes. TK_EINVAL saying which is wrong,
+ * *place (may be NULL) the member at fault ("data", "error" or "key").
+ * On success *compact (compact may be NULL: not wanted) is data as compact
+ * JSON text (malloc'd; NULL for an error), the step's results as a
+ * handler's are stored. */
+int tk__signal_check(const json_t *data, const char *error, const char *key, char **compact,
+                     const char **place, tk_err *err);
+
+/* The same rule on data as JSON text (NULL: none), parsed to be checked:
+ * for a store's signal_put, whose caller has checked them already. */
 int tk__signal_body_check(const char *data, const char *error, const char *key, tk_err *err);
 
 /* The message of a refused (fenced) outcome, and of a refused heartbeat. */

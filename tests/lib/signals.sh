@@ -15,11 +15,19 @@
 # - a wait whose timeout passes fails as a timeout attempt and, with no
 #   attempt left, the step is in error;
 # - unknown task or step, a step that is not a wait step, bad JSON, both
-#   --data and --fail: exit 2, a message, nothing changed.
+#   --data and --fail: exit 2, a message, nothing changed;
+# - the API (`tasker serve`): a bad signal body is a 400 whose error names
+#   the place (the member in "param", or the line and column of JSON that
+#   stops), the rule's refusals (an empty error, an empty key, neither data
+#   nor error) too, and the store does not change;
+# - a task with 1,000 map instances (pending for a queue no worker polls)
+#   beside its wait step: a signal, by the CLI and by the API, is answered
+#   as for any task and completes the step.
 # Sourced after tap.sh and config.sh (and pg.sh for PostgreSQL) by
 # tests/cli/signals.sh and signals_pg.sh; needs `t`, W and jq. sg_run runs
 # it all.
 . "$(dirname "$0")/../lib/bg.sh"
+. "$(dirname "$0")/../lib/serve.sh"
 
 sg_templates() {
   cat >"$W/order.toml" <<'TOML'
@@ -42,6 +50,22 @@ name = "ack"
 handler = { kind = "wait", timeout = "1s" }
 retry = { max_attempts = 1 }
 TOML
+  cat >"$W/wide.toml" <<'TOML'
+name = "wide"
+version = "1"
+[[steps]]
+name = "count"
+handler = { kind = "command", argv = ["sh", "-c", "echo '{\"rows\": 1000}'"] }
+[[steps]]
+name = "each"
+depends_on = ["count"]
+map = { range = "{{parents.count.rows}}" }
+handler = { kind = "worker", queue = "nobody" }
+[[steps]]
+name = "approve"
+depends_on = ["count"]
+handler = { kind = "wait", timeout = "72h" }
+TOML
 }
 
 # sg_state ID STEP: the step's state, from show --json.
@@ -58,7 +82,7 @@ sg_run() {
   sg_templates
   run t init
   expect_rc "init" 0
-  run t template add "$W/order.toml" "$W/brief.toml"
+  run t template add "$W/order.toml" "$W/brief.toml" "$W/wide.toml"
   expect_rc "template add" 0
 
   # Before any orchestrator: the signal is kept.
@@ -132,6 +156,45 @@ sg_run() {
   expect_rc "--data and --fail: exit 2" 2
   expect_eq "none of them changed the store" "$(sg_snapshot "$e")" "$before"
 
+  serve_start || { tap_done; exit 1; }
+  sg_post "$e" approve "$(printf '{"data": {"a": [1,\n  2,}, "key": "k"}')"
+  sg_answer "API: JSON that stops: the line and column" 400 '.error.message' \
+    'test("not valid JSON: .* at line 2, column [0-9]+$")'
+  sg_post "$e" approve '{"data": 1, "eror": "x"}'
+  sg_answer "API: an unknown member: named" 400 '.error.param' '"eror"'
+  sg_post "$e" approve '{"error": 42}'
+  sg_answer "API: an error that is not a string: named" 400 '[.error.param, .error.message]' \
+    '["error","error: an integer: expected a string"]'
+  sg_post "$e" approve '{"error": ""}'
+  sg_answer "API: the library's rule, an empty error: named" 400 '.error.param' '"error"'
+  sg_post "$e" approve '{"data": null, "key": ""}'
+  sg_answer "API: the library's rule, an empty key: named" 400 '.error.param' '"key"'
+  sg_post "$e" approve '{"key": "k"}'
+  sg_answer "API: the library's rule, neither data nor error: named" 400 \
+    '[.error.param, .error.message]' \
+    '["data","a signal carries either data (JSON) or an error, exactly one of them, not neither"]'
+  expect_eq "no refused body changed the store" "$(sg_snapshot "$e")" "$before"
+
+  f=$(t submit wide)
+  wait_for "task $f has its 1,000 instances and its step waits" 60 sg_wide_ready "$f"
+  run t signal "$f" approve --data '{"by": "cli"}' --key wide --json
+  expect_rc "a signal to a task of 1,000 instances: exit 0" 0
+  expect_eq "answered as for any task" \
+    "$(printf '%s' "$OUT" | jq -c '[.task, .step, .duplicate, .step_state]')" \
+    "[$f,\"approve\",false,\"waiting\"]"
+  wait_for "the signal completes its wait step" 30 sg_is "$f" approve complete
+  sg_post "$f" approve '{"data": {"by": "api"}, "key": "wide"}'
+  sg_answer "API: the same key again, answered as the first" 200 '[.duplicate, .delivered]' \
+    '[true,true]'
+  sg_post "$f" approve '{"data": {"by": "api"}}'
+  sg_answer "API: a new signal to the finished step: 409" 409 '.error.message' \
+    'test("already finished: complete since")'
+  expect_eq "its results are the CLI's signal's data" \
+    "$(t show "$f" --json | jq -c '.steps[] | select(.name == "approve") | .results')" \
+    '{"by":"cli"}'
+  kill -TERM "$SERVE"
+  bg_wait serve 30
+
   kill -TERM "$(bg_pid orch)"
   if bg_wait orch 60 && [ "$BG_RC" = 0 ]; then tap_ok "the orchestrator exits 0 on SIGTERM"
   else tap_fail "the orchestrator exits 0 on SIGTERM" "exit ${BG_RC:-?}" "$(tail -n 5 "$W/orch.log")"; fi
@@ -140,4 +203,30 @@ sg_run() {
 # sg_attempt_waits ID N: the task's wait step waits in its attempt N.
 sg_attempt_waits() {
   [ "$(t show "$1" --json | jq -r '.steps[0] | "\(.state) \(.attempts)"')" = "waiting $2" ]
+}
+
+# sg_wide_ready ID: wide task ID's map has its 1,000 instances and its
+# wait step waits.
+sg_wide_ready() {
+  [ "$(t show "$1" --json | jq -c '[.steps[] | .instances.total // .state]')" = \
+    '["complete",1000,"waiting"]' ]
+}
+
+# sg_post ID STEP BODY: POST BODY as the signal to STEP of task ID on the
+# test's server (BASE): the status in CODE, the answer in BODY.
+sg_post() {
+  CODE=$(curl -s -o "$W/body" -w '%{http_code}' -X POST -H 'X-Tasker-Request: 1' \
+    -H 'Content-Type: application/json' --data-binary "$3" "$BASE/api/v1/tasks/$1/steps/$2/signal")
+  BODY=$(cat "$W/body")
+}
+
+# sg_answer NAME CODE JQ WANT: the last sg_post answered CODE and jq's JQ
+# of its body is WANT (WANT: a test(...) filter's true, when it is one).
+sg_answer() {
+  case $4 in
+  test\(*) sg_got=$(printf '%s' "$BODY" | jq -c "$3 | $4") sg_want=true ;;
+  *) sg_got=$(printf '%s' "$BODY" | jq -c "$3") sg_want=$4 ;;
+  esac
+  if [ "$CODE" != "$2" ]; then tap_fail "$1" "status $CODE, want $2" "body: $BODY"
+  else expect_eq "$1" "$sg_got" "$sg_want"; fi
 }
