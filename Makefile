@@ -88,12 +88,13 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-# Migrations are compiled in, so the binary needs no files at run time.
-$(GEN_SRC): $(SQLITE_MIGRATIONS) scripts/embed-sql
+# Migrations are compiled in, so the binary needs no files at run time;
+# their directory is a prerequisite too, so that removing one regenerates.
+$(GEN_SRC): $(SQLITE_MIGRATIONS) src/store/sqlite/migrations scripts/embed-sql
 	@mkdir -p $(@D)
 	scripts/embed-sql tk__sqlite_migrations $(SQLITE_MIGRATIONS) > $@
 
-$(BUILD)/gen/postgres_migrations.c: $(PG_MIGRATIONS) scripts/embed-sql
+$(BUILD)/gen/postgres_migrations.c: $(PG_MIGRATIONS) src/store/postgres/migrations scripts/embed-sql
 	@mkdir -p $(@D)
 	scripts/embed-sql tk__postgres_migrations $(PG_MIGRATIONS) > $@
 
@@ -138,11 +139,11 @@ $(BUILD)/tests/%: tests/%.c $(TEST_COMMON_OBJ) $(STATIC_LIB)
 
 # Tools bench_pg.sh runs (not benchmarks of their own).
 BENCH_TOOLS := $(BUILD)/bench/claim_timer $(BUILD)/bench/submit_paced
-$(BENCH_TOOLS): $(BUILD)/bench/%: bench/%.c $(STATIC_LIB)
+$(BENCH_TOOLS): $(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) $(STATIC_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
 
-$(BUILD)/bench/%: bench/%.c $(STATIC_LIB)
+$(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) $(STATIC_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
 
