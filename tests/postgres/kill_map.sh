@@ -138,14 +138,13 @@ idle() {
                WHERE application_name = '$1' AND state <> 'idle'")" = 0 ]
 }
 # freeze NAME CMD...: SIGSTOP to orchestrator NAME at a moment when its
-# sessions are idle and CMD holds; 1 (NAME running) after 600 tries (a
-# loaded machine's orchestrators are seldom idle).
+# sessions are idle and CMD holds; 1 (NAME running) after trying for 120 s
+# (a loaded machine's orchestrators are seldom idle: a few hundred tries).
 freeze() {
   fz_name=$1
   shift
-  fz_tries=0
-  while [ "$fz_tries" -lt 600 ]; do
-    fz_tries=$((fz_tries + 1))
+  fz_end=$(($(date +%s) + 120))
+  while [ "$(date +%s)" -lt "$fz_end" ]; do
     if "$@"; then
       kill -STOP "$(bg_pid "$fz_name")"
       idle "$fz_name" && "$@" && return 0
@@ -171,7 +170,7 @@ give_up() { echo "# giving up: the rest depends on this"; tap_done; exit 1; }
 wait_for "list's attempt 1 runs" 60 started 1 || give_up
 frozen=$(list_attempt 1 owner)
 freeze "$frozen" true ||
-  tap_fail "$frozen, running list's attempt 1, frozen with no transaction open" "not in 600 tries"
+  tap_fail "$frozen, running list's attempt 1, frozen with no transaction open" "not in 120 s"
 touch "$W/list.go.1"
 wait_for "the others reaped list's attempt 1 of the frozen $frozen" 60 finished 1 &&
   expect_eq "list's attempt 1 (frozen $frozen) ended with its lease expired" \
@@ -266,7 +265,7 @@ if freeze "$IFROZEN" holds; then
   ilate() { [ -n "$(refused_by "$IFROZEN" "$from")" ]; }
   wait_for "the frozen $IFROZEN's late outcomes were refused (its log says so)" 60 ilate
 else
-  tap_fail "$IFROZEN frozen while it holds instances, with no transaction open" "not in 600 tries"
+  tap_fail "$IFROZEN frozen while it holds instances, with no transaction open" "not in 120 s"
 fi
 rm -f "$W/hold"
 # Its late outcomes come in the passes after it is let go, in no set order:
