@@ -16,6 +16,8 @@
 #include "handlers/handler.h"
 #include "workflow/template_flow.h"
 
+#include <tasker/workflow.h>
+
 static const tk__key root_keys[] = {
     {.name = "name", .kind = TK__K_NAME, .missing = "a template needs name = \"...\""},
     {.name = "namespace", .kind = TK__K_NAME},
@@ -23,6 +25,10 @@ static const tk__key root_keys[] = {
     {.name = "description", .kind = TK__K_TEXT, .allowed = "a string"},
     {.name = "retry", .kind = TK__K_OTHER},
     {.name = "steps", .kind = TK__K_OTHER},
+    /* The task's deadline (DESIGN §3), from its submit: tk_deadline_check's
+     * range. */
+    {.name = "deadline", .kind = TK__K_DURATION, .json = "deadline_ms", .min = 1,
+     .max = TK_DEADLINE_MAX_MS, .allowed = "a duration > 0 and at most 100 years, such as \"2h\""},
 };
 
 static const tk__key step_keys[] = {
