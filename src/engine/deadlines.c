@@ -3,8 +3,8 @@
  * comes, as it takes wait timeouts and retries, with no polling. It
  * learns of new ones from next_due (whose ready time counts them), from
  * the store's changes (another process's submit), and from its own
- * claims of a new task's first steps (a submit through this process),
- * at most every TK__WAIT_LOOK_MS. A task that a deadline ended has its
+ * claims of a new task's first steps (a submit through this process):
+ * those make a pass look, at most every TK__WAIT_LOOK_MS. A task that a deadline ended has its
  * steps cancelled in the store: this engine's attempts of them still
  * running finish, and their outcomes are refused as a lost lease's. */
 #include "engine/engine_internal.h"
@@ -18,13 +18,14 @@ void tk__engine_deadline_hint(tk_engine *e, int64_t at) {
 }
 
 int tk__engine_deadlines(tk_engine *e, int64_t now, tk_err *err) {
-  if (e->waits_changed || e->deadline_news) {
-    e->deadline_news = 0;
-    int64_t look = e->deadlines_looked_at == INT64_MIN ? now
-                                                       : e->deadlines_looked_at + TK__WAIT_LOOK_MS;
-    tk__engine_deadline_hint(e, look);
-  }
-  if (now < e->deadline_at) return 0;
+  /* News waits for the next pass that may look: it never makes a wake-up
+   * of its own (an idle engine learns the earliest deadline from
+   * next_due). */
+  e->deadline_news |= e->waits_changed;
+  int look = e->deadline_news && (e->deadlines_looked_at == INT64_MIN ||
+                                  now >= e->deadlines_looked_at + TK__WAIT_LOOK_MS);
+  if (!look && now < e->deadline_at) return 0;
+  e->deadline_news = 0;
   int n = 0;
   int64_t next_at = INT64_MAX;
   int rc = e->store->ops->deadline_apply(e->store, now, e->claim_batch, e->deadline_tasks, &n,

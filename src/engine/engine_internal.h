@@ -331,8 +331,8 @@ int tk__engine_park(tk_engine *e, job *j, int64_t now);
 #define TK__WAIT_LOOK_MS 10
 int tk__engine_waits(tk_engine *e, int64_t now, job **done, tk_err *err);
 
-/* Deadlines (deadlines.c). When due (e->deadline_at; earlier after a
- * change of the store or a new task claimed, at most every
+/* Deadlines (deadlines.c). When due (e->deadline_at; or, after a change
+ * of the store or a new task claimed, at a pass at most every
  * TK__WAIT_LOOK_MS), look at the deadlines that came (deadline_apply):
  * their tasks end in error, each with a task.failed event and a log line.
  * 0, or the store's error. */

@@ -170,9 +170,15 @@ static int parse_step(const tk__spec_where *at, const tk_config *cfg, const tk_t
   snprintf(key, sizeof key, "%s.handler", where);
   tk__handler_site site = {{at->file, key, at->err}, where, tk_toml_get(s, "batch")};
   if ((rc = tk__handler_spec_read(&site, tk_toml_get(s, "handler"), &part))) goto fail;
+  /* The step's timeout bounds its whole attempt, whatever the kind
+   * (docs/deadlines.md): given with a handler's own (a wait's, an http
+   * request's), the shorter one is the attempt's; 0 is no limit of its
+   * own and wins as before. */
   json_t *timeout = json_object_get(step, "timeout_ms");
   if (timeout) {
-    json_object_set(part, "timeout_ms", timeout);
+    json_int_t own = json_integer_value(json_object_get(part, "timeout_ms"));
+    if (own <= 0 || json_integer_value(timeout) <= 0 || json_integer_value(timeout) < own)
+      json_object_set(part, "timeout_ms", timeout);
     json_object_del(step, "timeout_ms");
   }
   json_object_set_new(step, "handler", part);
