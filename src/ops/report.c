@@ -537,8 +537,9 @@ int tk_engine_task_json(tk_store *s, int64_t task_id, int64_t now, char **out, t
   size_t i;
   json_t *st;
   json_array_foreach(steps, i, st) {
-    json_t *why = deadline && is(st, TK__STEP_CANCELLED) ? why_deadline(task)
-                                                         : why_step(steps, st, now, queues, nqueues);
+    json_t *why = deadline && is(st, TK__STEP_CANCELLED)
+                      ? why_deadline(task)
+                      : why_step(steps, st, now, queues, nqueues);
     json_object_set_new(st, "why", why);
   }
   free(queues);

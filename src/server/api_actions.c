@@ -97,7 +97,10 @@ static int deadline_member(const char *body, size_t len, int64_t *ms, char **res
       rc = tk_err_set(&err, TK_ENOMEM, "out of memory reading the body");
   }
   json_decref(obj);
-  if (rc) return tk__api_fail(e, 400, "bad_request", "deadline", "deadline: %s", err.msg);
+  /* tk_deadline_check's message names the deadline already. */
+  int named = strncmp(err.msg, "deadline", 8) == 0;
+  if (rc) return tk__api_fail(e, 400, "bad_request", "deadline", "%s%s", named ? "" : "deadline: ",
+                              err.msg);
   return 0;
 }
 

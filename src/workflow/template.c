@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tasker/workflow.h>
+
 #include "config/spec.h"
 #include "handlers/handler.h"
 #include "workflow/template_flow.h"
-
-#include <tasker/workflow.h>
 
 static const tk__key root_keys[] = {
     {.name = "name", .kind = TK__K_NAME, .missing = "a template needs name = \"...\""},

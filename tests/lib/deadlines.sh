@@ -11,6 +11,8 @@
 # - a task whose only step waits for a signal: a later run after its
 #   deadline ends it the same way;
 # - a task that finishes before its deadline is untouched by it;
+# - a step's timeout bounds a wait step's attempt with the wait's own: the
+#   shorter of the two ends it;
 # - bad deadlines: a template's (not a duration, 0) is refused naming the
 #   file, line, column and key (exit 78, as any bad template), the flag's
 #   naming the value (exit 2); nothing is stored.
@@ -40,6 +42,20 @@ version = "1"
 [[steps]]
 name = "approve"
 handler = { kind = "wait", timeout = "72h" }
+TOML
+  cat >"$W/bounded.toml" <<'TOML'
+name = "bounded"
+version = "1"
+[[steps]]
+name = "short"
+handler = { kind = "wait", timeout = "72h" }
+timeout = "1s"
+retry = { max_attempts = 1 }
+[[steps]]
+name = "long"
+handler = { kind = "wait", timeout = "1s" }
+timeout = "100h"
+retry = { max_attempts = 1 }
 TOML
   cat >"$W/quick.toml" <<'TOML'
 name = "quick"
@@ -72,7 +88,7 @@ dl_run() {
   dl_templates
   run t init
   expect_rc "init" 0
-  run t template add "$W/slow.toml" "$W/gate.toml" "$W/quick.toml"
+  run t template add "$W/slow.toml" "$W/gate.toml" "$W/quick.toml" "$W/bounded.toml"
   expect_rc "template add" 0
 
   # Bad deadlines first: nothing is stored.
@@ -84,7 +100,8 @@ dl_run() {
   expect_rc "a template's deadline of 0: exit 78" 78
   expect_match "says what is allowed" "$ERR" "a duration > 0"
   run t template list --json
-  expect_eq "neither template was stored" "$(printf '%s' "$OUT" | jq '[.[] | select(.name == "bad")] | length')" 0
+  expect_eq "neither template was stored" \
+    "$(printf '%s' "$OUT" | jq '[.[] | select(.name == "bad")] | length')" 0
   for bad in 0s soon -5s 200000d; do
     run t submit slow --deadline "$bad"
     expect_rc "--deadline $bad: exit 2" 2
@@ -116,7 +133,8 @@ dl_run() {
     "$(t show "$a" --json --history | jq -r '.steps[0].history[0].outcome')" fenced_out
   run t show "$a"
   expect_match "show: the task is in error" "$OUT" "error (deadline_passed)"
-  expect_match "show: the deadline passed" "$OUT" "(passed: the task ended in error, reason deadline"
+  expect_match "show: the deadline passed" "$OUT" \
+    "(passed: the task ended in error, reason deadline"
   run t why "$a" approve
   expect_rc "why" 0
   expect_match "why: the waiting step was cancelled by the deadline" "$OUT" \
@@ -131,10 +149,17 @@ dl_run() {
   # A task whose step waits for a signal: run --until-idle does not wait
   # for it, and a run after its deadline ends it.
   g=$(t submit gate --deadline 2s)
+  # And a step's timeout bounds a wait: the shorter of it and the wait's.
+  k=$(t submit bounded)
   run t run --until-idle
   expect_eq "the wait step waits" "$(dl_field "$g" '.steps[0].state')" waiting
+  expect_eq "both bounded waits wait" "$(dl_field "$k" '[.steps[].state] | join(",")')" \
+    waiting,waiting
   sleep 2
   run t run --until-idle
+  expect_eq "a wait ends at a step timeout shorter than its own, and at its own shorter one" \
+    "$(t show "$k" --json --history | jq -r '[.steps[] | .state, .history[0].outcome] | join(",")')" \
+    error,timeout,error,timeout
   expect_rc "a later run" 0
   expect_eq "the waiting task is in error" "$(dl_field "$g" .state)" error
   expect_eq "... reason deadline" "$(dl_field "$g" .end_reason)" deadline

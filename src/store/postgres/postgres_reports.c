@@ -11,7 +11,8 @@ static const char REPORT_TASK_SQL[] =
     "SELECT t.id, t.state, t.identity, t.created_at, t.updated_at, t.finished_at,"
     " t.steps_total, t.steps_done, t.steps_error, t.context, tp.id, tp.namespace, tp.name,"
     " tp.version, tp.description, tp.definition, tp.created_at, t.priority,"
-    " t.deadline_at FROM tasks t JOIN templates tp ON tp.id = t.template_id WHERE t.id = $1::bigint";
+    " t.deadline_at FROM tasks t JOIN templates tp ON tp.id = t.template_id"
+    " WHERE t.id = $1::bigint";
 
 /* The columns of a step record (fill_step), of the steps s. */
 #define STEP_COLUMNS                                                                        \
