@@ -158,8 +158,8 @@ dl_run() {
   sleep 2
   run t run --until-idle
   expect_eq "a wait ends at a step timeout shorter than its own, and at its own shorter one" \
-    "$(t show "$k" --json --history | jq -r '[.steps[] | .state, .history[0].outcome] | join(",")')" \
-    error,timeout,error,timeout
+    "$(t show "$k" --json --history |
+      jq -r '[.steps[] | .state, .history[0].outcome] | join(",")')" error,timeout,error,timeout
   expect_rc "a later run" 0
   expect_eq "the waiting task is in error" "$(dl_field "$g" .state)" error
   expect_eq "... reason deadline" "$(dl_field "$g" .end_reason)" deadline
