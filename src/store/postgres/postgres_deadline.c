@@ -6,14 +6,16 @@
  * tk__deadline_plan's rule ends those still pending or in progress in
  * error with their unfinished steps cancelled (tk__pg_cancel_queue, the
  * operator's cancel with another end); every row taken goes. Off the hot
- * path: unnamed statements, and the claim never reads deadlines. */
+ * path: unnamed statements but the earliest deadline's read, and the
+ * claim never reads deadlines. */
 #include "store/postgres/postgres_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 int tk__pg_deadline_first_queue(tk__pg_pipe *p) {
-  return tk__pg_pipe_stmt(p, -1, "SELECT min(deadline_at) FROM deadlines", 0, NULL);
+  /* Prepared: every idle pass's next_due reads it. */
+  return tk__pg_pipe_stmt(p, PG_DEADLINE_FIRST, "SELECT min(deadline_at) FROM deadlines", 0, NULL);
 }
 
 /* The rows due by $1, earliest first, at most $2, locked. */
