@@ -391,6 +391,8 @@ static int busy_only_workers(tk_engine *e, int64_t worker_busy, int *yes, tk_err
 static int idle_now(tk_engine *e, int claimed, int *idle, tk_err *err) {
   int work = 0, rc;
   *idle = 0;
+  /* Deadlines that came are work too: a full batch applied leaves more. */
+  if (e->deadline_at <= tk_clock_now(&e->clock)) return 0;
   if ((rc = e->store->ops->has_work(e->store, &work, err)) || !work) {
     *idle = rc == 0;
     return rc;

@@ -8,8 +8,9 @@
 #   a waiting wait step) cancelled; the sleeping attempt's late outcome is
 #   refused (fenced_out); show says the deadline passed, why says so for
 #   each cancelled step, the JSON has end_reason and execution_status;
-# - a task whose only step waits for a signal: a later run after its
-#   deadline ends it the same way;
+# - tasks whose only step waits for a signal: a later run after their
+#   deadline ends them the same way, more than a batch of them (claims of
+#   2 here);
 # - a task that finishes before its deadline is untouched by it;
 # - a step's timeout bounds a wait step's attempt with the wait's own: the
 #   shorter of the two ends it;
@@ -84,7 +85,8 @@ dl_field() { dl_json "$1" | jq -r "$2"; }
 dl_tasks() { t status --json | jq '[.tasks[]] | add // 0'; }
 
 dl_run() {
-  tasker_config engine.heartbeat=1s
+  # Claims and deadline looks of 2: a run applies more than a batch.
+  tasker_config engine.heartbeat=1s engine.claim_batch=2
   dl_templates
   run t init
   expect_rc "init" 0
@@ -149,6 +151,7 @@ dl_run() {
   # A task whose step waits for a signal: run --until-idle does not wait
   # for it, and a run after its deadline ends it.
   g=$(t submit gate --deadline 2s)
+  printf '{}\n{}\n' | t submit gate --deadline 2s --contexts - >"$W/more"
   # And a step's timeout bounds a wait: the shorter of it and the wait's.
   k=$(t submit bounded)
   run t run --until-idle
@@ -164,5 +167,8 @@ dl_run() {
   expect_eq "the waiting task is in error" "$(dl_field "$g" .state)" error
   expect_eq "... reason deadline" "$(dl_field "$g" .end_reason)" deadline
   expect_eq "... its waiting step cancelled" "$(dl_field "$g" '.steps[0].state')" cancelled
+  for m in $(cat "$W/more"); do
+    expect_eq "task $m, past the first batch, too" "$(dl_field "$m" .end_reason)" deadline
+  done
   expect_eq "task $b still runs" "$(dl_field "$b" .state)" in_progress
 }
