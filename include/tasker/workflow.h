@@ -42,6 +42,9 @@ int tk_template_add_files(tk_store *s, const tk_config *cfg, const char *const *
 #define TK_PRIORITY_MIN (-1000)
 #define TK_PRIORITY_MAX 1000
 
+/* The longest deadline a task may have: 100 years, in ms. */
+#define TK_DEADLINE_MAX_MS INT64_C(3155760000000)
+
 typedef struct tk_submit_request {
   const char *template_name; /* "name" or "namespace/name" */
   const char *version;       /* NULL: the newest version */
@@ -57,6 +60,12 @@ typedef struct tk_submit_request {
    * TK_PRIORITY_MIN..TK_PRIORITY_MAX, else the submit is refused
    * (TK_EINVAL); 0: the default. */
   int priority;
+  /* The task's deadline as a duration from `now` (DESIGN §3,
+   * docs/deadlines.md): at it, its unfinished steps are cancelled and it
+   * ends in error with the reason "deadline". 0: its template's
+   * `deadline`, if any; else 1 to TK_DEADLINE_MAX_MS, overriding the
+   * template's; anything else refuses the submit (TK_EINVAL). */
+  int64_t deadline_ms;
   /* May be NULL. When a task is created (not when its identity already
    * existed), tk_task_submit emits task.created to it after the commit,
    * on the caller's thread, if its interest has TK_EV_TASK_CREATED; the
@@ -64,6 +73,11 @@ typedef struct tk_submit_request {
   const tk_observer *observer;
   void *observer_ud;
 } tk_submit_request;
+
+/* 0 when `ms` is a deadline a submit may give (1 to TK_DEADLINE_MAX_MS),
+ * else TK_EINVAL saying so, naming `text` (what the user wrote; NULL:
+ * the number): the rule of tk_task_submit, for the CLI and the API. */
+int tk_deadline_check(int64_t ms, const char *text, tk_err *err);
 
 /* 0 when `priority` is one a task may have (TK_PRIORITY_MIN to
  * TK_PRIORITY_MAX), else TK_EINVAL saying so: the rule tk_task_submit

@@ -267,6 +267,20 @@ static void print_instances(int64_t task, json_t *steps) {
   }
 }
 
+/* A task's deadline (DESIGN §3) and, once it ended the task, so. */
+static void show_deadline(json_t *t, int64_t now) {
+  json_t *at = json_object_get(t, "deadline_at");
+  if (!json_is_integer(at)) return;
+  char utc[64], rel[64];
+  const char *ended = json_string_value(json_object_get(t, "end_reason"));
+  printf("deadline: %s, %s%s\n", cli_utc(json_integer_value(at), utc, sizeof utc),
+         cli_relative(at, now, 1, rel, sizeof rel),
+         ended && strcmp(ended, "deadline") == 0
+             ? " (passed: the task ended in error, reason deadline; its unfinished steps "
+               "were cancelled)"
+             : "");
+}
+
 /* show TASK --instances STEP: one page of a map step's instances. */
 static int show_instances(cli_globals *g, int64_t id, const cli_opt *step, const cli_opt *after,
                           const cli_opt *limit) {
@@ -341,6 +355,7 @@ int cmd_show(cli_globals *g, int argc, char **argv) {
   if (json_is_string(json_object_get(t, "identity"))) printf("identity: %s\n", str(t, "identity"));
   /* The default (0) goes unsaid, as a missing identity does. */
   if (N(t, "priority") != 0) printf("priority: %lld\n", N(t, "priority"));
+  show_deadline(t, now);
   printf("%-20s %-18s %9s  %-12s %s\n", "STEP", "STATE", "ATTEMPTS", "NEXT RUN", "DETAIL");
   size_t i;
   json_t *s;

@@ -10,15 +10,17 @@
 
 #include <tasker/clock.h>
 #include <tasker/config.h>
+#include <tasker/duration.h>
 #include <tasker/query.h>
 #include <tasker/workflow.h>
 
 const char cmd_submit_usage[] =
     "usage: tasker submit NAME [--version V] [--context JSON|@FILE] [--identity KEY]\n"
     "                          [--count N] [--events FILE] [--at TIME | --in DURATION]\n"
-    "                          [--priority N]\n"
+    "                          [--priority N] [--deadline DURATION]\n"
     "       tasker submit NAME --contexts FILE [--version V] [--events FILE]\n"
     "                          [--at TIME | --in DURATION] [--priority N]\n"
+    "                          [--deadline DURATION]\n"
     "\n"
     "Create a task from template NAME (or NAMESPACE/NAME), newest version unless\n"
     "--version is given, and print its id on stdout. With --identity, submitting\n"
@@ -28,7 +30,9 @@ const char cmd_submit_usage[] =
     "(JSON line) per task to FILE. --at TIME (RFC 3339, e.g. 2026-11-25T09:00:00Z)\n"
     "or --in DURATION (e.g. 3h) delays the task's start: its first steps run then.\n"
     "--priority N (-1000 to 1000, default 0): among ready steps, those of tasks\n"
-    "of higher priority are claimed first.\n"
+    "of higher priority are claimed first. --deadline DURATION (e.g. 2h; over the\n"
+    "template's deadline): that long after the submit, the task's unfinished\n"
+    "steps are cancelled and it ends in error, reason \"deadline\".\n"
     "\n"
     "--contexts FILE (- for stdin) submits one task per line of FILE, all in one\n"
     "transaction: each line a JSON object {\"context\": {...}, \"identity\": \"KEY\",\n"
@@ -104,14 +108,25 @@ static void append_line(const char *line, void *ud) {
   if (!ok) c->failed = 1;
 }
 
+/* --deadline DURATION in ms (tk_deadline_check's range). Exit code, with
+ * the message printed. */
+static int deadline_arg(const char *text, int64_t *ms) {
+  tk_err err;
+  if (tk_duration_parse(text, ms, &err) != 0 || tk_deadline_check(*ms, text, &err) != 0) {
+    cli_error("submit", "--deadline: %s", err.msg);
+    return CLI_EXIT_USAGE;
+  }
+  return 0;
+}
+
 int cmd_submit(cli_globals *g, int argc, char **argv) {
   enum { O_VERSION, O_CONTEXT, O_IDENTITY, O_COUNT, O_EVENTS, O_AT, O_IN, O_CONTEXTS,
-         O_PRIORITY, O_N };
+         O_PRIORITY, O_DEADLINE, O_N };
   cli_opt o[O_N] = {{"version", "V", NULL, 0},     {"context", "JSON", NULL, 0},
                     {"identity", "KEY", NULL, 0},  {"count", "N", NULL, 0},
                     {"events", "FILE", NULL, 0},   {"at", "TIME", NULL, 0},
                     {"in", "DURATION", NULL, 0},   {"contexts", "FILE", NULL, 0},
-                    {"priority", "N", NULL, 0}};
+                    {"priority", "N", NULL, 0},    {"deadline", "DURATION", NULL, 0}};
   const char *pos[1];
   int npos, rc = cli_parse("submit", o, O_N, argc, argv, pos, &npos, 1);
   if (rc) return rc;
@@ -136,6 +151,8 @@ int cmd_submit(cli_globals *g, int argc, char **argv) {
   if (o[O_PRIORITY].seen &&
       (rc = cli_int("submit", &o[O_PRIORITY], TK_PRIORITY_MIN, TK_PRIORITY_MAX, &priority)))
     return rc;
+  int64_t deadline_ms = 0;
+  if (o[O_DEADLINE].seen && (rc = deadline_arg(o[O_DEADLINE].value, &deadline_ms))) return rc;
   char *context = NULL;
   if (o[O_CONTEXT].seen && o[O_CONTEXT].value[0] == '@') {
     context = read_file(o[O_CONTEXT].value + 1);
@@ -161,6 +178,7 @@ int cmd_submit(cli_globals *g, int argc, char **argv) {
       .context_json = context ? context : o[O_CONTEXT].value,
       .identity = o[O_IDENTITY].value,
       .priority = (int)priority,
+      .deadline_ms = deadline_ms,
   };
   created_sink created = {o[O_EVENTS].value, 0};
   tk_jsonl_sink sink = {append_line, &created};

@@ -59,6 +59,8 @@ int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
   e->waited = calloc((size_t)e->claim_batch, sizeof *e->waited);
   e->wait_at = INT64_MIN; /* nothing known yet: look at the first pass */
   e->waits_looked_at = INT64_MIN;
+  e->deadline_at = e->deadlines_looked_at = INT64_MIN; /* look at the first pass */
+  e->deadline_tasks = calloc((size_t)e->claim_batch, sizeof *e->deadline_tasks);
   pthread_mutex_init(&e->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -66,7 +68,8 @@ int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
   pthread_cond_init(&e->have_todo, &ca);
   pthread_condattr_destroy(&ca);
   if (e->claims == NULL || e->starting == NULL || e->input_ids == NULL || e->inputs == NULL ||
-      e->expired == NULL || e->waited == NULL || pipe2(e->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+      e->expired == NULL || e->waited == NULL || e->deadline_tasks == NULL ||
+      pipe2(e->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     e->wake_pipe[0] = e->wake_pipe[1] = -1;
     tk_engine_free(e);
     return tk_err_set(err, TK_ENOMEM, "engine: out of memory or file descriptors");
@@ -108,6 +111,7 @@ void tk_engine_free(tk_engine *e) {
   free(e->inputs);
   free(e->expired);
   free(e->waited);
+  free(e->deadline_tasks);
   tk__engine_finish_free(e);
   tk__batch_engine_free(e);
   tk__budgets_free(e);

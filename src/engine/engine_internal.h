@@ -149,6 +149,13 @@ struct tk_engine {
   int waits_changed;
   tk__waited *waited;
   int64_t retention_at; /* when [retention] prunes next (retention.c); 0: now */
+  /* Deadlines (deadlines.c): when to look next (INT64_MIN: at once), when
+   * it last looked, whether this engine claimed a new task's first steps
+   * since (its deadline may be the earliest), and deadline_apply's slots
+   * (claim_batch of them). */
+  int64_t deadline_at, deadlines_looked_at;
+  int deadline_news;
+  int64_t *deadline_tasks;
 
   /* The worker pool: jobs go in `todo`, come back in `done`. */
   pthread_t *threads;
@@ -323,6 +330,16 @@ int tk__engine_park(tk_engine *e, job *j, int64_t now);
  * when to look next. 0, or the store's error. */
 #define TK__WAIT_LOOK_MS 10
 int tk__engine_waits(tk_engine *e, int64_t now, job **done, tk_err *err);
+
+/* Deadlines (deadlines.c). When due (e->deadline_at; or, after a change
+ * of the store or a new task claimed, at a pass at most every
+ * TK__WAIT_LOOK_MS), look at the deadlines that came (deadline_apply):
+ * their tasks end in error, each with a task.failed event and a log line.
+ * 0, or the store's error. */
+int tk__engine_deadlines(tk_engine *e, int64_t now, tk_err *err);
+/* Something may be due at `at` (next_due's ready time): look at the
+ * deadlines then at the latest. */
+void tk__engine_deadline_hint(tk_engine *e, int64_t at);
 
 /* Jobs (jobs.c), on the engine thread. Start the n attempts claimed into
  * e->claims: hand them to the workers, or run them here when there are

@@ -302,6 +302,7 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, int *claimed_out, t
   /* Waits that a signal or their timeout ended, recorded before the
    * claim (a retry of one is then claimed by it). */
   job *waited = NULL;
+  if ((rc = tk__engine_deadlines(e, now, err))) return rc;
   if ((rc = tk__engine_waits(e, now, &waited, err))) return rc;
   complete_jobs(e, waited, NULL);
   tk__budgets_bring_earlier(e, now);
@@ -318,12 +319,15 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, int *claimed_out, t
     int64_t ready;
     if ((rc = e->store->ops->next_due(e->store, &ready, &e->reap_at, err))) return rc;
     due = ready < e->reap_at ? ready : e->reap_at;
+    /* ready may be a deadline's (next_due counts them). */
+    tk__engine_deadline_hint(e, ready);
     if (claimed_out && ready <= now) *claimed_out = -1;
   }
   heartbeat(e, tk_clock_now(&e->clock), &due);
   *next_due = due < schedule_at ? due : schedule_at;
   if (retention_at < *next_due) *next_due = retention_at;
   if (e->wait_at < *next_due) *next_due = e->wait_at < now ? now : e->wait_at;
+  if (e->deadline_at < *next_due) *next_due = e->deadline_at < now ? now : e->deadline_at;
   return 0;
 }
 
@@ -389,6 +393,8 @@ static int busy_only_workers(tk_engine *e, int64_t worker_busy, int *yes, tk_err
 static int idle_now(tk_engine *e, int claimed, int *idle, tk_err *err) {
   int work = 0, rc;
   *idle = 0;
+  /* Deadlines that came are work too: a full batch applied leaves more. */
+  if (e->deadline_at <= tk_clock_now(&e->clock)) return 0;
   if ((rc = e->store->ops->has_work(e->store, &work, err)) || !work) {
     *idle = rc == 0;
     return rc;

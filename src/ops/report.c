@@ -164,6 +164,12 @@ static json_t *why_waiting(json_t *s) {
                    num(s, "run_at"), "detail", text);
 }
 
+/* Why a step that its task's deadline cancelled is where it is. */
+static json_t *why_deadline(json_t *task) {
+  return json_pack("{s:s, s:I, s:s}", "reason", "deadline", "since", num(task, "deadline_at"),
+                   "detail", "the task's deadline passed: its unfinished steps were cancelled");
+}
+
 /* Why a step is not running now, as {reason, until?, detail}; queues[0..n)
  * the store's queues at now (n 0: none read). */
 static json_t *why_step(json_t *steps, json_t *s, int64_t now, const tk__queue_rec *queues,
@@ -365,6 +371,17 @@ static json_t *step_json(const tk__task_report *r, const tk__step_rec *s, json_t
   return st;
 }
 
+/* Why a finished task ended: the reason of its move to the state it is
+ * in (TK__REASON_DEADLINE for a deadline's), or NULL while it runs. */
+static const char *end_reason(const tk__task_report *r) {
+  if (!tk__task_state_terminal(r->state)) return NULL;
+  for (int i = r->ntransitions - 1; i >= 0; i--) {
+    const tk__transition_rec *tr = &r->transitions[i];
+    if (tr->step_id == TK__NONE && tr->to && strcmp(tr->to, r->state) == 0) return tr->reason;
+  }
+  return NULL;
+}
+
 /* The task of a report as JSON (steps, their history and items, the
  * transitions), without the derived statuses. */
 static json_t *task_json(const tk__task_report *r) {
@@ -377,6 +394,8 @@ static json_t *task_json(const tk__task_report *r) {
       r->steps_total, "steps_done", r->steps_done, "steps_error", r->steps_error, "template", "namespace", t->namespace_, "name", t->name,
       "version", t->version, "context", parsed(r->context));
   json_object_set_new(task, "priority", json_integer(r->priority));
+  json_object_set_new(task, "deadline_at", opt_int(r->deadline_at));
+  json_object_set_new(task, "end_reason", opt_str(end_reason(r)));
   json_t *def = parsed(t->definition);
   json_t *def_steps = json_object_get(def, "steps");
   json_t *steps = json_array();
@@ -507,15 +526,22 @@ int tk_engine_task_json(tk_store *s, int64_t task_id, int64_t now, char **out, t
   /* A cancelled task has nothing left to wait for; say so rather than
    * calling its unfinished steps complete. */
   const char *state = json_string_value(json_object_get(task, "state"));
+  /* So is one that its deadline ended (DESIGN §3). */
+  const char *ended = json_string_value(json_object_get(task, "end_reason"));
+  int deadline = ended && strcmp(ended, TK__REASON_DEADLINE) == 0;
   json_object_set_new(task, "execution_status",
-                      json_string(state && strcmp(state, TK__TASK_CANCELLED) == 0
-                                      ? "cancelled"
-                                      : execution_status(steps, now)));
+                      json_string(state && strcmp(state, TK__TASK_CANCELLED) == 0 ? "cancelled"
+                                  : deadline ? "deadline_passed"
+                                             : execution_status(steps, now)));
   json_object_set_new(task, "now", json_integer(now));
   size_t i;
   json_t *st;
-  json_array_foreach(steps, i, st)
-      json_object_set_new(st, "why", why_step(steps, st, now, queues, nqueues));
+  json_array_foreach(steps, i, st) {
+    json_t *why = deadline && is(st, TK__STEP_CANCELLED)
+                      ? why_deadline(task)
+                      : why_step(steps, st, now, queues, nqueues);
+    json_object_set_new(st, "why", why);
+  }
   free(queues);
   return dump(task, out, err);
 }

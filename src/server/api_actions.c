@@ -10,6 +10,8 @@
 
 #include <jansson.h>
 
+#include <tasker/duration.h>
+
 #include "ops/signal.h"
 
 static int64_t now(const tk_server *s) { return tk_clock_now(&s->clock); }
@@ -69,6 +71,41 @@ static void submit_list(tk_server *s, const char *body, size_t len, tk__response
   tk__submit_list_free(&l);
 }
 
+/* A submit body's "deadline" (DESIGN §3): a duration text ("2h") or a
+ * number of ms, tk_deadline_check's range, into *ms (0: none), and the
+ * body without it into *rest (malloc'd; NULL: the body as it is, with
+ * no deadline or not a JSON object: its parse says what is wrong). */
+static int deadline_member(const char *body, size_t len, int64_t *ms, char **rest,
+                           tk__api_error *e) {
+  *ms = 0;
+  *rest = NULL;
+  json_t *obj = json_loadb(body, len, JSON_DECODE_ANY, NULL);
+  json_t *v = json_object_get(obj, "deadline");
+  if (v == NULL) {
+    json_decref(obj);
+    return 0;
+  }
+  tk_err err;
+  const char *text = json_string_value(v);
+  int rc = 0;
+  if (text != NULL) rc = tk_duration_parse(text, ms, &err);
+  else if (json_is_integer(v)) *ms = json_integer_value(v);
+  else rc = tk_err_set(&err, TK_EINVAL, "%s: expected a duration such as \"2h\" or ms",
+                       tk__json_type_name(v));
+  if (rc == 0) rc = tk_deadline_check(*ms, text, &err);
+  if (rc == 0) {
+    json_object_del(obj, "deadline");
+    if ((*rest = json_dumps(obj, JSON_COMPACT)) == NULL)
+      rc = tk_err_set(&err, TK_ENOMEM, "out of memory reading the body");
+  }
+  json_decref(obj);
+  /* tk_deadline_check's message names the deadline already. */
+  int named = strncmp(err.msg, "deadline", 8) == 0;
+  if (rc) return tk__api_fail(e, 400, "bad_request", "deadline", "%s%s", named ? "" : "deadline: ",
+                              err.msg);
+  return 0;
+}
+
 /* POST /api/v1/tasks: 201 for a new task, 200 when its identity existed. */
 static void submit(tk_server *s, const char *body, size_t len, tk__response *out) {
   tk__submit_body b;
@@ -77,13 +114,21 @@ static void submit(tk_server *s, const char *body, size_t len, tk__response *out
     submit_list(s, body, len, out);
     return;
   }
-  if (tk__submit_body_parse(body, len, &b, &e) != 0) {
+  int64_t deadline_ms;
+  char *rest;
+  if (deadline_member(body, len, &deadline_ms, &rest, &e) != 0) {
+    tk__respond_error(out, &e);
+    return;
+  }
+  int bad = tk__submit_body_parse(rest ? rest : body, rest ? strlen(rest) : len, &b, &e);
+  free(rest);
+  if (bad) {
     tk__respond_error(out, &e);
     return;
   }
   tk_submit_request req = {.template_name = b.template_name, .version = b.version,
                            .context_json = b.context, .identity = b.identity,
-                           .priority = (int)b.priority};
+                           .priority = (int)b.priority, .deadline_ms = deadline_ms};
   int64_t id;
   int existed;
   tk_err err;

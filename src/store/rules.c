@@ -69,6 +69,7 @@ int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *t
       return tk_err_set(err, TK_ESTATE, "task %lld is already %s", (long long)task_id,
                         task_state);
     plan->cancel_task = 1;
+    plan->task_to = TK__TASK_CANCELLED;
     plan->reason = "operator cancel";
     plan->step_reason = TK__REASON_TASK_CANCELLED;
     return 0;
@@ -116,6 +117,19 @@ int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *t
   plan->reason = "operator resolve";
   plan->settle = 1;
   return 0;
+}
+
+int tk__deadline_plan(const char *task_state, int64_t deadline_at, int64_t now,
+                      tk__op_plan *plan) {
+  memset(plan, 0, sizeof *plan);
+  if (deadline_at == TK__NONE || deadline_at > now) return 0;
+  if (!eq(task_state, TK__TASK_PENDING) && !eq(task_state, TK__TASK_IN_PROGRESS)) return 0;
+  plan->action = TK__OP_CANCEL;
+  plan->cancel_task = 1;
+  plan->task_to = TK__TASK_ERROR;
+  plan->reason = TK__REASON_DEADLINE;
+  plan->step_reason = TK__REASON_STEP_DEADLINE;
+  return 1;
 }
 
 int tk__fenced_error(tk_err *err, const tk__outcome *o) {

@@ -65,6 +65,8 @@ typedef struct tk__op_plan {
   /* cancel: every step still pending, in progress or waiting moves to
    * cancelled (transition reason step_reason) and the task to cancelled */
   int cancel_task;
+  /* cancel_task: the task's new state (cancelled; a deadline's: error) */
+  const char *task_to;
   const char *reason;      /* the transition's reason */
   const char *step_reason; /* cancel: each step's transition reason */
   int settle;              /* settle the task afterwards (tk__settle) */
@@ -153,6 +155,21 @@ int tk__signal_check(const json_t *data, const char *error, const char *key, cha
 /* The same rule on data as JSON text (NULL: none), parsed to be checked:
  * for a store's signal_put, whose caller has checked them already. */
 int tk__signal_body_check(const char *data, const char *error, const char *key, tk_err *err);
+
+/* Deadlines (DESIGN §3; docs/deadlines.md). The task's transition
+ * reason, and each step's that the deadline cancelled. */
+#define TK__REASON_DEADLINE "deadline"
+#define TK__REASON_STEP_DEADLINE "task deadline"
+
+/* The one rule of a task's deadline, which every backend's deadline_apply
+ * asks with the task's state read under its lock: 1 and *plan (a cancel
+ * of every unfinished step, the task to error, reason "deadline") when
+ * the deadline (deadline_at, ms on the store's clock) has come by now and
+ * the task is still pending or in progress; 0 when it is to be left
+ * alone (finished first, or not due: a deadline is looked at once, at its
+ * time, and a finished task is never touched). */
+int tk__deadline_plan(const char *task_state, int64_t deadline_at, int64_t now,
+                      tk__op_plan *plan);
 
 /* The message of a refused (fenced) outcome, and of a refused heartbeat. */
 int tk__fenced_error(tk_err *err, const tk__outcome *o);

@@ -46,8 +46,10 @@
  * next_due_at, queue_put, queue_list and worker_seen (at the end); 13:
  * retry budgets kept in the store, budget_update (at the end); 14: budget_list
  * (at the end), for the report of budgets (tasker budgets); 15: wait steps
- * and signals (DESIGN §18): signal_put, step_wait, wait_take (at the end). */
-#define TK__STORE_OPS_VERSION 15
+ * and signals (DESIGN §18): signal_put, step_wait, wait_take (at the end); 16:
+ * deadlines (DESIGN §3): tk__new_task.deadline_at, the task report's
+ * deadline_at, next_due's ready_at counts them, deadline_apply (at the end). */
+#define TK__STORE_OPS_VERSION 16
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 #define TK__STATE_MAX 24
@@ -147,6 +149,10 @@ typedef struct tk__new_task {
    * their run_at order. Stored on the task and copied to its steps (and a
    * map's instances). 0: the default. */
   int priority;
+  /* The task's deadline (16; DESIGN §3), ms on the store's clock; 0:
+   * none. Stored as tasks.deadline_at, and as a deadline to look at then
+   * (deadline_apply). */
+  int64_t deadline_at;
 } tk__new_task;
 
 /* parents_remaining of a root step waiting for its task's start time
@@ -453,6 +459,7 @@ typedef struct tk__task_report {
   int64_t created_at, updated_at, finished_at;
   int steps_total, steps_done, steps_error;
   int priority;               /* (12) tk__new_task.priority as submitted */
+  int64_t deadline_at;        /* (16) its deadline; TK__NONE: none */
   char *context;              /* JSON text */
   tk__template_rec template_; /* with its definition */
   tk__step_rec *steps;        /* in template order */
@@ -742,8 +749,9 @@ typedef struct tk__store_ops {
    * another reaper is taking may be skipped). */
   int (*expired)(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);
   /* When something becomes due: *ready_at the earliest run_at of a step
-   * whose parents are done, *lease_at the earliest lease expiry; INT64_MAX
-   * for none. Either pointer may be NULL. */
+   * whose parents are done, or the earliest deadline still to look at
+   * (16: deadline_apply) if that comes first, *lease_at the earliest
+   * lease expiry; INT64_MAX for none. Either pointer may be NULL. */
   int (*next_due)(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *err);
   /* Whether any task has work left: a step pending with no parents left,
    * waiting for a retry, or in progress. */
@@ -942,6 +950,22 @@ typedef struct tk__store_ops {
    * still waiting (INT64_MAX: none). out[i].sig: tk__signal_rec_free. */
   int (*wait_take)(tk_store *s, int64_t now, const char *owner, int64_t lease_ms, int limit,
                    tk__waited *out, int *n, int64_t *next_at, tk_err *err);
+
+  /* Deadlines (16; DESIGN §3, docs/deadlines.md). Look at up to limit
+   * deadlines due by now, earliest first, each in one transaction that
+   * holds its task: under tk__deadline_plan's rule, a task still pending
+   * or in progress has every unfinished step cancelled (pending,
+   * waiting_for_retry, waiting, mapped, in progress: an in-progress
+   * step's late outcome is then fenced out as a lost lease's) with its
+   * transition (reason TK__REASON_STEP_DEADLINE) and ends in error
+   * (reason TK__REASON_DEADLINE); a task that finished first is left
+   * alone. Either way that deadline is never looked at again. A deadline
+   * another taker holds is skipped, so each is applied once. out[0..*n)
+   * the tasks ended (room for limit). *next_at: the earliest deadline
+   * still to look at after them (INT64_MAX: none; now when some are left
+   * due). Wakes sleeping orchestrators when a task ended. */
+  int (*deadline_apply)(tk_store *s, int64_t now, int limit, int64_t *out, int *n,
+                        int64_t *next_at, tk_err *err);
 } tk__store_ops;
 
 /* Every backend's store struct starts with this. */

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tasker/workflow.h>
+
 #include "config/spec.h"
 #include "handlers/handler.h"
 #include "workflow/template_flow.h"
@@ -23,6 +25,10 @@ static const tk__key root_keys[] = {
     {.name = "description", .kind = TK__K_TEXT, .allowed = "a string"},
     {.name = "retry", .kind = TK__K_OTHER},
     {.name = "steps", .kind = TK__K_OTHER},
+    /* The task's deadline (DESIGN §3), from its submit: tk_deadline_check's
+     * range. */
+    {.name = "deadline", .kind = TK__K_DURATION, .json = "deadline_ms", .min = 1,
+     .max = TK_DEADLINE_MAX_MS, .allowed = "a duration > 0 and at most 100 years, such as \"2h\""},
 };
 
 static const tk__key step_keys[] = {
@@ -164,9 +170,15 @@ static int parse_step(const tk__spec_where *at, const tk_config *cfg, const tk_t
   snprintf(key, sizeof key, "%s.handler", where);
   tk__handler_site site = {{at->file, key, at->err}, where, tk_toml_get(s, "batch")};
   if ((rc = tk__handler_spec_read(&site, tk_toml_get(s, "handler"), &part))) goto fail;
+  /* The step's timeout bounds its whole attempt, whatever the kind
+   * (docs/deadlines.md): given with a handler's own (a wait's, an http
+   * request's), the shorter one is the attempt's; 0 is no limit of its
+   * own and wins as before. */
   json_t *timeout = json_object_get(step, "timeout_ms");
   if (timeout) {
-    json_object_set(part, "timeout_ms", timeout);
+    json_int_t own = json_integer_value(json_object_get(part, "timeout_ms"));
+    if (own <= 0 || json_integer_value(timeout) <= 0 || json_integer_value(timeout) < own)
+      json_object_set(part, "timeout_ms", timeout);
     json_object_del(step, "timeout_ms");
   }
   json_object_set_new(step, "handler", part);

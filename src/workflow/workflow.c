@@ -121,6 +121,24 @@ int tk_priority_check(int64_t priority, tk_err *err) {
                     (long long)priority, TK_PRIORITY_MIN, TK_PRIORITY_MAX);
 }
 
+int tk_deadline_check(int64_t ms, const char *text, tk_err *err) {
+  if (ms >= 1 && ms <= TK_DEADLINE_MAX_MS) return 0;
+  char shown[32];
+  if (text == NULL) snprintf(shown, sizeof shown, "%lld ms", (long long)ms);
+  return tk_err_set(err, TK_EINVAL,
+                    "deadline %s%s%s: must be a duration > 0 and at most 100 years, such as "
+                    "\"2h\" or \"90m\"",
+                    text ? "\"" : "", text ? text : shown, text ? "\"" : "");
+}
+
+/* The task's deadline: the submit's (req->deadline_ms), else its
+ * template's (deadline_ms in the definition), from now; 0: none. */
+static int64_t deadline_of(const tk_submit_request *req, json_t *def, int64_t now) {
+  int64_t ms = req->deadline_ms;
+  if (ms == 0) ms = json_integer_value(json_object_get(def, "deadline_ms"));
+  return ms > 0 ? now + ms : 0;
+}
+
 /* The rest of a build once b has its context and its template's
  * definition: each step's settings and batch items, and b->t. With
  * `like` (a task built from the same definition), the settings are
@@ -187,6 +205,7 @@ static int steps_resolve(const tk_config *cfg, const tk_submit_request *req, int
       .now = now,
       .start_at = req->start_at,
       .priority = req->priority,
+      .deadline_at = deadline_of(req, def, now),
   };
 done:
   if (rc) tk__built_task_free(b);
@@ -197,6 +216,7 @@ int tk__task_build(tk_store *s, const tk_config *cfg, const tk_submit_request *r
                    tk__built_task *b, tk_err *err) {
   memset(b, 0, sizeof *b);
   int rc = tk_priority_check(req->priority, err);
+  if (rc == 0 && req->deadline_ms != 0) rc = tk_deadline_check(req->deadline_ms, NULL, err);
   if (rc == 0) rc = context_parse(req->context_json, &b->ctx, err);
   if (rc) return rc;
   if ((rc = tk__template_lookup(s, req->template_name, req->version, &b->tmpl, err))) {
@@ -213,6 +233,7 @@ int tk__task_build_like(const tk__built_task *like, const tk_config *cfg,
                         tk_err *err) {
   memset(b, 0, sizeof *b);
   int rc = tk_priority_check(req->priority, err);
+  if (rc == 0 && req->deadline_ms != 0) rc = tk_deadline_check(req->deadline_ms, NULL, err);
   if (rc == 0) rc = context_parse(req->context_json, &b->ctx, err);
   if (rc) return rc;
   b->tmpl.id = like->tmpl.id;

@@ -295,7 +295,8 @@ static void show_why_and_status_print_their_json_shapes(void **state) {
   json_t *t = json_of(c, "show", "1", NULL);
   /* Objects print in a fixed key order (JSON_PRESERVE_ORDER). */
   expect_keys(t, "id,state,cancellable,identity,created_at,updated_at,finished_at,steps_total,steps_done,"
-                 "steps_error,template,context,priority,steps,transitions,execution_status,now");
+                 "steps_error,template,context,priority,deadline_at,end_reason,steps,transitions,"
+                 "execution_status,now");
   assert_int_equal(num(t, "id"), 1);
   assert_string_equal(str(t, "state"), "error");
   assert_string_equal(str(t, "execution_status"), "blocked_by_failures");

@@ -1,11 +1,16 @@
 /* SQL that takes a PostgreSQL store's schema back before a migration, its
  * rows as a tasker of that time would have written them, for tests of a
  * store written before it: apply it (efx_pg_text), then let tasker
- * migrate the store again. The newest migration first: undo 0018 before
- * 0017, 0017 before 0016, 0016 before 0015, 0015 before 0014, 0014 before
- * 0013, and so on down to 0009 before an older one. */
+ * migrate the store again. The newest migration first: undo 0019 before
+ * 0018, 0018 before 0017, 0017 before 0016, 0016 before 0015, 0015 before
+ * 0014, 0014 before 0013, and so on down to 0009 before an older one. */
 #ifndef TESTS_PG_UNDO_H
 #define TESTS_PG_UNDO_H
+
+/* 0019_deadlines.sql: no deadlines. */
+#define PG_UNDO_0019                                                                            \
+  "DROP TABLE deadlines; ALTER TABLE tasks DROP COLUMN deadline_at;"                            \
+  " DELETE FROM schema_migrations WHERE version = 19; SELECT 1"
 
 /* 0018_waits_and_signals.sql: no signals, no kind 4 (waiting) in ready. */
 #define PG_UNDO_0018                                                                            \

@@ -524,9 +524,15 @@ int tk__pg_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *e
   int lease = tk__pg_pipe_stmt(&p, PG_NEXT_DUE,
                                "SELECT MIN(lease_expires_at) FROM ready WHERE kind = 3",
                                0, NULL);
+  /* A deadline to look at is due work too (16). */
+  int deadline = ready_at ? tk__pg_deadline_first_queue(&p) : -1;
   if ((rc = tk__pg_pipe_run(&p, "next due", err)) == 0) {
     PGresult *r = tk__pg_result(&p, next);
-    if (ready_at) *ready_at = or_never(tk__pg_i64(r, 0, 1));
+    if (ready_at) {
+      int64_t first = or_never(tk__pg_i64(tk__pg_result(&p, deadline), 0, 0));
+      *ready_at = or_never(tk__pg_i64(r, 0, 1));
+      if (first < *ready_at) *ready_at = first;
+    }
     if (lease_at) *lease_at = or_never(tk__pg_i64(tk__pg_result(&p, lease), 0, 0));
     ((tk__pg *)s)->no_lanes = !tk__pg_bool(r, 0, 2);
   }

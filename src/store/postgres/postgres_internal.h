@@ -85,6 +85,7 @@ enum {
   PG_CLAIM_LOCK, PG_CLAIM_LOCK_QUEUE, PG_CLAIM_LANES, PG_NEXT_QUEUE, PG_QUEUE_PUT, PG_QUEUE_CLEAR,
   PG_QUEUE_LIST, PG_WORKER_SEEN, PG_NEXT_PLAIN,
   PG_BUDGET_LOCK, PG_BUDGET_GET, PG_BUDGET_PUT,
+  PG_DEADLINE_FIRST,
   PG__COUNT
 };
 
@@ -267,6 +268,19 @@ int tk__pg_has_work(tk_store *s, int *yes, tk_err *err);
 int tk__pg_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_err *err);
 int tk__pg_operator(tk_store *s, tk__operator_action action, int64_t task_id, const char *step,
                     int64_t now, tk__effects *fx, tk_err *err);
+/* Queue the writes of a cancel plan (an operator's, or a deadline's:
+ * tk__deadline_plan) of task_id, found in task_state: every unfinished
+ * step cancelled with its transition (reason plan->step_reason), the task
+ * to plan->task_to (reason plan->reason). The caller holds the task's
+ * lock. */
+void tk__pg_cancel_queue(tk__pg_pipe *p, const tk__op_plan *plan, int64_t task_id,
+                         const char *task_state, int64_t now);
+/* Deadlines (postgres_deadline.c). */
+int tk__pg_deadline_apply(tk_store *s, int64_t now, int limit, int64_t *out, int *n,
+                          int64_t *next_at, tk_err *err);
+/* Queue the read of the earliest deadline still to look at (one column,
+ * NULL: none); its slot. */
+int tk__pg_deadline_first_queue(tk__pg_pipe *p);
 int tk__pg_task_report(tk_store *s, int64_t task_id, tk__task_report *out, tk_err *err);
 int tk__pg_status(tk_store *s, int64_t now, tk__status_report *out, tk_err *err);
 int tk__pg_items_load(tk_store *s, int64_t step_id, tk__batch_load *out, tk_err *err);

@@ -55,16 +55,31 @@ static const char CANCEL_STEPS_SQL[] =
     " INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason)"
     " SELECT $1, id, state, " Q(TK__STEP_CANCELLED) ", $2::bigint, $3::text FROM c";
 
-/* The task cancelled, with its transition; an ordinary finish its row
- * recorded (a task in error) is written out as its row first
- * (TK__PG_FINISH_ROW: finished_at changes). */
+/* The task to $5 (cancelled; a deadline's: error), with its transition;
+ * an ordinary finish its row recorded (a task in error) is written out
+ * as its row first (TK__PG_FINISH_ROW: finished_at changes). */
 static const char CANCEL_TASK_SQL[] =
-    "WITH t AS (UPDATE tasks SET state = " Q(TK__TASK_CANCELLED) ", updated_at = $2::bigint,"
+    "WITH t AS (UPDATE tasks SET state = $5::text, updated_at = $2::bigint,"
     " finished_at = $2, finish_seq = NULL WHERE id = $1::bigint RETURNING id)"
     " INSERT INTO transitions (id, task_id, step_id, from_state, to_state, at, reason)"
     " SELECT * FROM (" TK__PG_FINISH_ROW("t.id = $1") ") old"
-    " UNION ALL SELECT " TK__PG_NEXT_SEQ ", id, NULL, $3::text, " Q(TK__TASK_CANCELLED) ", $2,"
-    " $4::text FROM t";
+    " UNION ALL SELECT " TK__PG_NEXT_SEQ ", id, NULL, $3::text, $5, $2, $4::text FROM t";
+
+void tk__pg_cancel_queue(tk__pg_pipe *p, const tk__op_plan *plan, int64_t task_id,
+                         const char *task_state, int64_t now) {
+  tk__pg_args a = {0};
+  tk__pg_arg_i64(&a, task_id);
+  tk__pg_arg_i64(&a, now);
+  tk__pg_arg_text(&a, plan->step_reason);
+  tk__pg_pipe_stmt(p, PG_OP_CANCEL_STEPS, CANCEL_STEPS_SQL, a.n, a.v);
+  a.n = 0;
+  tk__pg_arg_i64(&a, task_id);
+  tk__pg_arg_i64(&a, now);
+  tk__pg_arg_text(&a, task_state);
+  tk__pg_arg_text(&a, plan->reason);
+  tk__pg_arg_text(&a, plan->task_to);
+  tk__pg_pipe_stmt(p, PG_OP_CANCEL_TASK, CANCEL_TASK_SQL, a.n, a.v);
+}
 
 /* What the action found: the task, and the step for retry and resolve. */
 typedef struct target {
@@ -118,16 +133,7 @@ static void queue_step(tk__pg_pipe *p, const tk__op_plan *plan, int64_t task_id,
                        int64_t now) {
   tk__pg_args a = {0};
   if (plan->cancel_task) {
-    tk__pg_arg_i64(&a, task_id);
-    tk__pg_arg_i64(&a, now);
-    tk__pg_arg_text(&a, plan->step_reason);
-    tk__pg_pipe_stmt(p, PG_OP_CANCEL_STEPS, CANCEL_STEPS_SQL, a.n, a.v);
-    a.n = 0;
-    tk__pg_arg_i64(&a, task_id);
-    tk__pg_arg_i64(&a, now);
-    tk__pg_arg_text(&a, t->task_state);
-    tk__pg_arg_text(&a, plan->reason);
-    tk__pg_pipe_stmt(p, PG_OP_CANCEL_TASK, CANCEL_TASK_SQL, a.n, a.v);
+    tk__pg_cancel_queue(p, plan, task_id, t->task_state, now);
     return;
   }
   if (plan->step_to != NULL) {
@@ -231,7 +237,7 @@ int tk__pg_operator(tk_store *s, tk__operator_action action, int64_t task_id, co
     fx->children_released = x.released;
     if (release_slot >= 0)
       fx->children_released = (int)tk__pg_i64(tk__pg_result(&p, release_slot), 0, 0);
-    if (plan.cancel_task) fx->task_state = TK__TASK_CANCELLED;
+    if (plan.cancel_task) fx->task_state = plan.task_to;
     PGresult *counts = tk__pg_result(&p, counts_slot);
     int can_progress = progress_slot >= 0 && tk__pg_bool(tk__pg_result(&p, progress_slot), 0, 0);
     char state[TK__STATE_MAX];

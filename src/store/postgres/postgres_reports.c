@@ -10,8 +10,9 @@
 static const char REPORT_TASK_SQL[] =
     "SELECT t.id, t.state, t.identity, t.created_at, t.updated_at, t.finished_at,"
     " t.steps_total, t.steps_done, t.steps_error, t.context, tp.id, tp.namespace, tp.name,"
-    " tp.version, tp.description, tp.definition, tp.created_at, t.priority"
-    " FROM tasks t JOIN templates tp ON tp.id = t.template_id WHERE t.id = $1::bigint";
+    " tp.version, tp.description, tp.definition, tp.created_at, t.priority,"
+    " t.deadline_at FROM tasks t JOIN templates tp ON tp.id = t.template_id"
+    " WHERE t.id = $1::bigint";
 
 /* The columns of a step record (fill_step), of the steps s. */
 #define STEP_COLUMNS                                                                        \
@@ -99,6 +100,7 @@ static void fill_task(tk__task_report *out, const PGresult *r, int *oom) {
   tp->definition = tk__dup(tk__pg_text(r, 0, 15), oom);
   tp->created_at = tk__pg_i64(r, 0, 16);
   out->priority = (int)tk__pg_i64(r, 0, 17);
+  out->deadline_at = tk__pg_i64(r, 0, 18);
 }
 
 /* Room for rows elements of size in *arr; 0 when memory ran out. */

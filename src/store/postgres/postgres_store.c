@@ -371,4 +371,5 @@ const tk__store_ops tk__postgres_store_ops = {
     .signal_put = tk__pg_signal_put,
     .step_wait = tk__pg_step_wait,
     .wait_take = tk__pg_wait_take,
+    .deadline_apply = tk__pg_deadline_apply,
 };

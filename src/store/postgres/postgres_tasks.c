@@ -58,6 +58,22 @@
     " WHERE (EXCLUDED.worker AND NOT queues.worker) OR (EXCLUDED.plain AND NOT queues.plain)"
 
 static const char CREATE_SQL[] = CREATE_SQL_FOR("", "", "", "", "", "", "");
+
+/* The deadlines ($1 task ids, $2 their deadlines) of tasks just written:
+ * tasks.deadline_at and the row to look at then (0019). */
+static const char DEADLINES_SQL[] =
+    "WITH v AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS v(id, d)),"
+    " u AS (UPDATE tasks t SET deadline_at = v.d FROM v WHERE t.id = v.id)"
+    " INSERT INTO deadlines (task_id, deadline_at) SELECT id, d FROM v";
+
+/* A single submit's deadline ($1), after CREATE_SQL in its transaction:
+ * the task its INSERT drew an id for, if it wrote the row (an identity
+ * that existed drew one and wrote none: then nothing here). */
+static const char DEADLINE_SQL[] =
+    "WITH u AS (UPDATE tasks SET deadline_at = $1::bigint"
+    " WHERE id = currval(pg_get_serial_sequence('tasks', 'id')) AND created_at = $2::bigint"
+    " AND deadline_at IS NULL RETURNING id)"
+    " INSERT INTO deadlines (task_id, deadline_at) SELECT id, $1 FROM u";
 /* A task with a priority or a step naming a queue (12): $22 the steps'
  * worker queues, $23 their queues, $24 the priority. */
 static const char CREATE_QUEUE_SQL[] = CREATE_SQL_FOR(
@@ -181,6 +197,12 @@ int tk__pg_task_create_guarded(tk_store *s, const tk__new_task *t, const tk__pg_
     if (g && (rc = g->check(&p, g->ud, err)) != 0) goto end;
     int created = queue ? tk__pg_pipe_stmt(&p, PG_TASK_CREATE_QUEUE, CREATE_QUEUE_SQL, a.n, a.v)
                         : tk__pg_pipe_stmt(&p, PG_TASK_CREATE, CREATE_SQL, a.n, a.v);
+    if (t->deadline_at != 0) {
+      a.n = 0;
+      tk__pg_arg_i64(&a, t->deadline_at);
+      tk__pg_arg_i64(&a, t->now);
+      tk__pg_pipe_stmt(&p, -1, DEADLINE_SQL, a.n, a.v);
+    }
     int winner = -1;
     if (t->identity != NULL) {
       /* A statement of its own: its snapshot sees the row that won. */
@@ -290,6 +312,28 @@ static int chunk_arrays(const tk__new_task *t, int n, const int64_t *ids, const 
   return arrays_close(m, v);
 }
 
+/* Queue the deadlines of the tasks of a chunk that are created and have
+ * one (none: nothing queued). */
+static int queue_deadlines(tk__pg_pipe *p, const tk__new_task *t, int n, const int64_t *ids,
+                           const int *existed, tk_err *err) {
+  tk__buf b[2] = {{0}};
+  tk__pg_array_open(&b[0]);
+  tk__pg_array_open(&b[1]);
+  int any = 0;
+  for (int i = 0; i < n; i++) {
+    if (existed[i] || t[i].deadline_at == 0) continue;
+    any = 1;
+    tk__pg_array_i64(&b[0], ids[i]);
+    tk__pg_array_i64(&b[1], t[i].deadline_at);
+  }
+  const char *v[2] = {tk__pg_array_close(&b[0]), tk__pg_array_close(&b[1])};
+  int rc = v[0] && v[1] ? 0 : tk__pg_oom(err, "submit tasks");
+  if (rc == 0 && any) tk__pg_pipe_stmt(p, -1, DEADLINES_SQL, 2, v);
+  tk__buf_free(&b[0]);
+  tk__buf_free(&b[1]);
+  return rc;
+}
+
 /* Queue the statements of one chunk (arrays in m[], which must live until
  * the pipeline runs). */
 static int queue_chunk(tk__pg_pipe *p, const tk__new_task *t, int n, const int64_t *ids,
@@ -322,7 +366,7 @@ static int queue_chunk(tk__pg_pipe *p, const tk__new_task *t, int n, const int64
     tk__pg_pipe_stmt(p, -1, BATCH_SQL, M_FAIL - M_BTASK + 1, v + M_BTASK);
     tk__pg_pipe_stmt(p, -1, ITEMS_SQL, M_DATA - M_ITASK + 1, v + M_ITASK);
   }
-  return 0;
+  return queue_deadlines(p, t, n, ids, existed, err);
 }
 
 static int cmp_i64(const void *a, const void *b) {

@@ -31,6 +31,7 @@ enum {
   SQ_WAIT_TASK, SQ_WAIT_STEP, SQ_WAIT_BY_KEY, SQ_WAIT_PENDING, SQ_WAIT_FINISHED, SQ_WAIT_SIGNAL_PUT,
   SQ_WAIT_HELD, SQ_WAIT_DELIVERABLE, SQ_WAIT_DELIVER, SQ_WAIT_PARK, SQ_WAIT_DUE, SQ_WAIT_CLAIM,
   SQ_WAIT_RESUME, SQ_WAIT_NEXT,
+  SQ_DEADLINE_FIRST, SQ_DEADLINE_DUE, SQ_DEADLINE_DROP, SQ_DEADLINE_SET, SQ_DEADLINE_PUT,
   SQ__COUNT
 };
 
@@ -291,6 +292,19 @@ int tk__sq_signal_put(tk_store *s, const tk__signal_req *r, tk__signal_ans *out,
 int tk__sq_step_wait(tk_store *s, const tk__wait_req *w, tk__signal_rec *sig, tk_err *err);
 int tk__sq_wait_take(tk_store *s, int64_t now, const char *owner, int64_t lease_ms, int limit,
                      tk__waited *out, int *n, int64_t *next_at, tk_err *err);
+/* Deadlines (sqlite_deadline.c). */
+int tk__sq_deadline_apply(tk_store *s, int64_t now, int limit, int64_t *out, int *n,
+                          int64_t *next_at, tk_err *err);
+/* The earliest deadline still to look at into *at (INT64_MAX: none). */
+int tk__sq_deadline_first(tk__sqlite *q, int64_t *at, tk_err *err);
+/* Store task_id's deadline (tasks.deadline_at and its deadlines row), in
+ * the caller's transaction. */
+int tk__sq_deadline_put(tk__sqlite *q, int64_t task_id, int64_t deadline_at, tk_err *err);
+/* Cancel task_id's unfinished steps and move it to p->task_to (a cancel
+ * plan: an operator's or a deadline's), in the caller's transaction. */
+struct tk__op_plan;
+int tk__sq_cancel_task(tk__sqlite *q, const struct tk__op_plan *p, int64_t task_id,
+                       const char *task_state, int64_t now, tk__effects *fx, tk_err *err);
 int tk__sq_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
                      tk_err *err);
 int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);

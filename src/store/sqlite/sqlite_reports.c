@@ -122,36 +122,51 @@ static int exec_bound(tk__sqlite *q, const char *sql, int64_t a, int64_t b, int6
   return exec_bound4(q, sql, a, b, c, 0, err);
 }
 
+/* Run a one-off statement with ?1 now, ?2 task_id and ?3 the text t. */
+static int exec_text(tk__sqlite *q, const char *sql, int64_t now, int64_t task_id,
+                     const char *t, tk_err *err) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL)) return tk__sq_fail(q, "update", err);
+  sqlite3_bind_int64(st, 1, now);
+  sqlite3_bind_int64(st, 2, task_id);
+  sqlite3_bind_text(st, 3, t, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : tk__sq_fail(q, "update", err);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* The unfinished steps' states, which a cancel (an operator's, a
+ * deadline's) moves to cancelled. */
+#define UNFINISHED "('pending', 'in_progress', 'waiting_for_retry', 'mapped', 'waiting')"
+
+int tk__sq_cancel_task(tk__sqlite *q, const tk__op_plan *p, int64_t task_id,
+                       const char *task_state, int64_t now, tk__effects *fx, tk_err *err) {
+  int rc = tk__sq_transitions_flush(q, err);
+  if (!rc) rc = exec_text(q,
+                          "INSERT INTO transitions (task_id, step_id, from_state, to_state,"
+                          " at, reason) SELECT task_id, id, state, 'cancelled', ?1, ?3"
+                          " FROM steps WHERE task_id = ?2 AND state IN " UNFINISHED,
+                          now, task_id, p->step_reason, err);
+  if (!rc) rc = exec_bound(q,
+                           "UPDATE steps SET state = 'cancelled', lease_owner = NULL,"
+                           " lease_expires_at = NULL WHERE task_id = ?2 AND state IN " UNFINISHED,
+                           now, task_id, 0, err);
+  if (!rc) rc = exec_text(q,
+                          "UPDATE tasks SET state = ?3, updated_at = ?1, finished_at = ?1"
+                          " WHERE id = ?2",
+                          now, task_id, p->task_to, err);
+  if (!rc) rc = tk__sq_transition(q, task_id, 0, task_state, p->task_to, now, p->reason, 0, err);
+  fx->task_state = p->task_to;
+  return rc;
+}
+
 /* Carry out an operator's plan (tk__operator_plan) for step step_id (idx
  * in its template) of task_id, inside the caller's transaction. */
 static int apply_plan(tk__sqlite *q, const tk__op_plan *p, int64_t task_id, int64_t template_id,
                       int64_t step_id, int idx, int map_idx, const char *step_state,
                       const char *task_state, int64_t now, tk__effects *fx, tk_err *err) {
   int rc = 0;
-  if (p->cancel_task) {
-    rc = tk__sq_transitions_flush(q, err);
-    if (!rc) rc = exec_bound(q,
-                             "INSERT INTO transitions (task_id, step_id, from_state, to_state,"
-                             " at, reason) SELECT task_id, id, state, 'cancelled', ?1,"
-                             " '" TK__REASON_TASK_CANCELLED "' FROM steps WHERE task_id = ?2"
-                             " AND state IN ('pending', 'in_progress', 'waiting_for_retry', 'mapped',"
-                             " 'waiting')",
-                             now, task_id, 0, err);
-    if (!rc) rc = exec_bound(q,
-                             "UPDATE steps SET state = 'cancelled', lease_owner = NULL,"
-                             " lease_expires_at = NULL WHERE task_id = ?2 AND state IN"
-                             " ('pending', 'in_progress', 'waiting_for_retry', 'mapped',"
-                             " 'waiting')",
-                             now, task_id, 0, err);
-    if (!rc) rc = exec_bound(q,
-                             "UPDATE tasks SET state = 'cancelled', updated_at = ?1,"
-                             " finished_at = ?1 WHERE id = ?2",
-                             now, task_id, 0, err);
-    if (!rc) rc = tk__sq_transition(q, task_id, 0, task_state, TK__TASK_CANCELLED, now,
-                                    p->reason, 0, err);
-    fx->task_state = TK__TASK_CANCELLED;
-    return rc;
-  }
+  if (p->cancel_task) return tk__sq_cancel_task(q, p, task_id, task_state, now, fx, err);
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(q->db,
                          "UPDATE steps SET state = ?1,"
@@ -246,7 +261,7 @@ static int report_task(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *
                                 "SELECT t.id, t.state, t.identity, t.created_at, t.updated_at,"
                                 " t.finished_at, t.steps_total, t.steps_done, t.steps_error,"
                                 " t.context," TK__SQ_TEMPLATE_COLUMNS(" tp.")
-                                ", t.priority"
+                                ", t.priority, t.deadline_at"
                                 " FROM tasks t JOIN templates tp ON tp.id = t.template_id"
                                 " WHERE t.id = ?1",
                                 task_id, err);
@@ -265,6 +280,7 @@ static int report_task(tk__sqlite *q, int64_t task_id, tk__task_report *r, int *
     r->context = tk__sq_col_dup(st, 9, oom);
     if (tk__sq_template_rec(st, 10, &r->template_) != 0) *oom = 1;
     r->priority = sqlite3_column_int(st, 17); /* after the template's 7 columns */
+    r->deadline_at = tk__sq_col_i64(st, 18);
   }
   sqlite3_finalize(st);
   if (rc) return rc;

@@ -109,6 +109,8 @@ static int queue_named(tk__sqlite *q, const char *name, int worker, tk_err *err)
 
 int tk__sq_task_extras(tk__sqlite *q, int64_t task_id, const tk__new_task *t, tk_err *err) {
   int rc;
+  if (t->deadline_at != 0 && (rc = tk__sq_deadline_put(q, task_id, t->deadline_at, err)))
+    return rc;
   if (t->priority != 0) {
     sqlite3_stmt *st =
         tk__sq_stmt(q, SQ_TASK_PRIORITY, "UPDATE tasks SET priority = ?1 WHERE id = ?2", err);
@@ -815,6 +817,10 @@ int tk__sq_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *e
     int64_t retry;
     rc = tk__sq_lanes_load(q, NULL, tk__store_now(&q->base), err);
     if (rc == 0) rc = tk__sq_lanes_due(q, tk__store_now(&q->base), 1, ready_at, &retry, err);
+    /* A deadline to look at is due work too (16). */
+    int64_t deadline = INT64_MAX;
+    if (rc == 0) rc = tk__sq_deadline_first(q, &deadline, err);
+    if (rc == 0 && deadline < *ready_at) *ready_at = deadline;
   }
   if (rc == 0 && lease_at)
     rc = scalar(q, SQ_NEXT_LEASE,

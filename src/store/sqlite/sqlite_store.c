@@ -384,4 +384,5 @@ const tk__store_ops tk__sqlite_store_ops = {
     .signal_put = tk__sq_signal_put,
     .step_wait = tk__sq_step_wait,
     .wait_take = tk__sq_wait_take,
+    .deadline_apply = tk__sq_deadline_apply,
 };
