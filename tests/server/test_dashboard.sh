@@ -180,6 +180,13 @@ has "wait step: the Signal… action" '>Signal…</button>'
 has "wait step: the JSON box" '<textarea class="signal-data"'
 has "wait step: send as failure" '>Send as failure</button>'
 has "wait step: its node in the DAG" '<g class="node st-waiting"'
+expect_count "wait step: its open attempt drawn as waiting on the timeline" \
+  'class="attempt oc-waiting"' 1
+expect_count "wait step: no attempt drawn as running" 'class="attempt oc-running"' 0
+has "wait step: the timeline's legend has waiting" \
+  '<span class="swatch sw-oc-waiting"></span>waiting for a signal'
+has "wait step: its attempt waits in the attempts table" \
+  '<span class="oc oc-waiting">waiting for a signal</span>'
 expect_count "wait step: no error shown" 'flash-error' 0
 chrome worker "/task/$IMAGES"
 has "worker step: its why names the queue whose workers take it" \
