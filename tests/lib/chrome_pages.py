@@ -27,7 +27,7 @@ import sys
 import time
 
 BUDGET_MS = 5000
-PAGE_SECONDS = 120  # real seconds a page may take, the machine busy
+PAGE_SECONDS = 240  # real seconds a page may take, the machine busy (a hang: a failure)
 DOM_JS = ("(document.doctype ? new XMLSerializer().serializeToString(document.doctype)"
           " + '\\n' : '') + document.documentElement.outerHTML")
 
@@ -156,7 +156,8 @@ def load(browser, url, dom_file, png_file, console_file):
         with open(console_file, "w", encoding="utf-8") as f:
             for params in browser.take_events(session, "Runtime.exceptionThrown"):
                 f.write(exception_line(params) + "\n")
-        browser.events = [e for e in browser.events if e[0] != session]
+        # The rest of its events, and the browser's own (attached, detached).
+        browser.events = [e for e in browser.events if e[0] not in (session, None)]
         browser.call("Target.closeTarget", {"targetId": target})
 
 
