@@ -1,5 +1,5 @@
 /* Fault injection into the SQLite store for the test_store_faults_*
- * programs (three, so that the suite runs them side by side), the way
+ * programs (four, so that the suite runs them side by side), the way
  * SQLite tests itself: a VFS over the default one that fails the Nth read,
  * write, sync or truncate, and an allocator under SQLite that fails the Nth
  * allocation.

@@ -20,13 +20,18 @@
 W=$TMPDIR_TEST
 CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
 [ -n "$CHROMIUM" ] || tap_skip_all chromium "no chromium (make server-deps installs it)"
-# A chromium that hangs is stopped, and the page counts as not loaded.
-LIMIT=""
-command -v timeout >/dev/null 2>&1 && LIMIT="timeout -k 5 120"
+command -v python3 >/dev/null 2>&1 ||
+  tap_skip_all chromium "no python3, which drives chromium (make server-deps installs it)"
 SHOTS=${TK_SCREENSHOTS:-$(cd "$(dirname "$TASKER")/.." && pwd)/screenshots}
 mkdir -p "$SHOTS"
 
 t() { "$TASKER" --config "$W/tasker.toml" --db "sqlite:$W/store.db" "$@"; }
+
+# One chromium loads every page (chrome.sh), each in a tab of its own;
+# it starts while the store is set up.
+. "$(dirname "$0")/../lib/chrome.sh"
+chrome_start --headless --no-sandbox --disable-gpu --user-data-dir="$W/chrome" \
+  --hide-scrollbars --window-size=1400,1000 --allow-file-access-from-files
 
 # Short delays and no jitter: the run takes about a second.
 cat >"$W/tasker.toml" <<'TOML'
@@ -139,19 +144,15 @@ tap_ok "serve listens at $URL"
 # and $SHOTS/NAME.html, and its screenshot in $SHOTS/NAME.png.
 chrome() {
   PAGE=$SHOTS/$1.html
-  $LIMIT "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$W/chrome" \
-    --enable-logging=stderr --v=0 \
-    --virtual-time-budget=5000 --dump-dom "$URL#$2" >"$PAGE" 2>"$W/$1.err"
-  # The page's console, as chromium logs it: an exception is a bug.
-  if grep -q 'CONSOLE.*Uncaught' "$W/$1.err"; then
-    tap_fail "$1: no script error" "$(grep 'CONSOLE.*Uncaught' "$W/$1.err" | head -n 3)"
+  rm -f "$PAGE" "$SHOTS/$1.png"
+  chrome_load "$URL#$2" "$PAGE" "$SHOTS/$1.png" "$W/$1.err" || tap_fail "$1: loaded" "$CHROME_WHY"
+  # The page's console: an exception is a bug.
+  if grep -q 'Uncaught' "$W/$1.err" 2>/dev/null; then
+    tap_fail "$1: no script error" "$(grep 'Uncaught' "$W/$1.err" | head -n 3)"
   else tap_ok "$1: no script error"; fi
-  $LIMIT "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$W/chrome" \
-    --virtual-time-budget=5000 --hide-scrollbars --window-size=1400,1000 \
-    --screenshot="$SHOTS/$1.png" "$URL#$2" >/dev/null 2>>"$W/$1.err"
-  DOM=$(cat "$PAGE")
+  DOM=$(cat "$PAGE" 2>/dev/null)
   if [ -s "$SHOTS/$1.png" ]; then tap_ok "$1: screenshot $SHOTS/$1.png"
-  else tap_fail "$1: screenshot $SHOTS/$1.png" "chromium: $(tail -n 5 "$W/$1.err")"; fi
+  else tap_fail "$1: screenshot $SHOTS/$1.png" "chromium: $(tail -n 5 "$W/chrome.err")"; fi
 }
 
 # has NAME TEXT: the page contains the fixed string TEXT.
@@ -179,6 +180,13 @@ has "wait step: the Signal… action" '>Signal…</button>'
 has "wait step: the JSON box" '<textarea class="signal-data"'
 has "wait step: send as failure" '>Send as failure</button>'
 has "wait step: its node in the DAG" '<g class="node st-waiting"'
+expect_count "wait step: its open attempt drawn as waiting on the timeline" \
+  'class="attempt oc-waiting"' 1
+expect_count "wait step: no attempt drawn as running" 'class="attempt oc-running"' 0
+has "wait step: the timeline's legend has waiting" \
+  '<span class="swatch sw-oc-waiting"></span>waiting for a signal'
+has "wait step: its attempt waits in the attempts table" \
+  '<span class="oc oc-waiting">waiting for a signal</span>'
 expect_count "wait step: no error shown" 'flash-error' 0
 chrome worker "/task/$IMAGES"
 has "worker step: its why names the queue whose workers take it" \
@@ -344,13 +352,14 @@ document.body.textContent = 'RESULT' + JSON.stringify([TK.matchingBody({}, 1000)
   TK.matchingBody({ template: 'etl', q: 'boom' }, 1000)]) + 'END';
 </script></body></html>
 HTML
-$LIMIT "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$W/chrome" \
-  --allow-file-access-from-files --dump-dom "file://$W/matching.html" >"$W/matching.out" 2>"$W/matching.err"
+chrome_load "file://$W/matching.html" "$W/matching.out" - "$W/matching.err" ||
+  tap_fail "retry all matching: its page loaded" "$CHROME_WHY"
 got=$(sed -n 's/.*RESULT\(.*\)END.*/\1/p' "$W/matching.out")
 want='[{"filter":{},"max":1000,"all":true},{"filter":{"template":"etl","q":"boom"},"max":1000}]'
 if [ "$got" = "$want" ]; then tap_ok "retry all matching: all only without filters, no task state"
 else tap_fail "retry all matching: all only without filters, no task state" "got $got, want $want"; fi
 
+chrome_stop
 # The server ran the whole test: stopped, it exits 0 (a sanitizer's report
 # at exit, a leak or a crash on shutdown, is a non-zero status).
 serve_stop

@@ -8,11 +8,13 @@
  * only through them: task reports, the status report, claims. Never through
  * a backend's SQL, so that what passes on one backend must pass on all.
  *
- * Without TK_TEST_PG_URL, or in a build without the PostgreSQL backend, the
- * PostgreSQL half does not run: the program says why on a "# SKIP requires
- * pg:" line and exits 77 once the SQLite half has passed (scripts/run-tests
- * counts it as skipped, never as passed, and as a failure when
- * TK_REQUIRE_PG=1, as in CI). */
+ * Each half is a program of its own, so that the suite runs them side by
+ * side: this one the SQLite half, test_conformance_pg.c (which includes this
+ * file with CONFORMANCE_BACKEND set) the PostgreSQL half. Without
+ * TK_TEST_PG_URL, or in a build without the PostgreSQL backend, the
+ * PostgreSQL half does not run: its program says why on a "# SKIP requires
+ * pg:" line and exits 77 (scripts/run-tests counts it as skipped, never as
+ * passed, and as a failure when TK_REQUIRE_PG=1, as in CI). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -4100,32 +4102,32 @@ static const conformance_case cases[] = {
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
-/* Run the table on every backend that can run here; exit 77 after a clean
- * run that skipped a backend. An argument runs only
- * the cases whose names match it (cmocka's pattern: * and ?), as in
- * test_conformance 'postgres: fencing*'. */
+/* The name of the backend this program runs: SQLite's unless the includer
+ * says. */
+#ifndef CONFORMANCE_BACKEND
+#define CONFORMANCE_BACKEND "sqlite"
+#endif
+
+/* Run the table on the program's backend; exit 77, having run nothing,
+ * when it cannot run here. An argument runs only the cases whose names
+ * match it (cmocka's pattern: * and ?), as in
+ * test_conformance_pg 'postgres: fencing*'. */
 int main(int argc, char **argv) {
   if (argc > 1) cmocka_set_test_filter(argv[1]);
-  pg_probe();
-  const backend *backends[] = {&sqlite_backend, &pg_backend};
-  static struct CMUnitTest tests[2 * NCASES];
-  static test_param params[2 * NCASES];
-  static char names[2 * NCASES][128];
-  size_t n = 0;
-  const backend *skipped = NULL;
-  for (size_t b = 0; b < 2; b++) {
-    /* Unavailable: skipped, and said so below. */
-    if (backends[b]->unavailable) {
-      skipped = backends[b];
-      continue;
-    }
-    for (size_t i = 0; i < NCASES; i++, n++) {
-      params[n] = (test_param){backends[b], &cases[i]};
-      snprintf(names[n], sizeof names[n], "%s: %s", backends[b]->name, cases[i].name);
-      tests[n] = (struct CMUnitTest){names[n], run_case, world_setup, world_teardown, &params[n]};
-    }
+  const backend *be = strcmp(CONFORMANCE_BACKEND, pg_backend.name) == 0 ? &pg_backend
+                                                                         : &sqlite_backend;
+  if (be == &pg_backend) pg_probe();
+  if (be->unavailable) {
+    skip_missing_line("pg", "%s half: %s", be->name, be->unavailable);
+    return 77;
   }
-  int failed = _cmocka_run_group_tests("store conformance", tests, n, NULL, NULL);
-  if (skipped) skip_missing_line("pg", "%s half: %s", skipped->name, skipped->unavailable);
-  return failed ? failed : skipped ? 77 : 0;
+  static struct CMUnitTest tests[NCASES];
+  static test_param params[NCASES];
+  static char names[NCASES][128];
+  for (size_t i = 0; i < NCASES; i++) {
+    params[i] = (test_param){be, &cases[i]};
+    snprintf(names[i], sizeof names[i], "%s: %s", be->name, cases[i].name);
+    tests[i] = (struct CMUnitTest){names[i], run_case, world_setup, world_teardown, &params[i]};
+  }
+  return _cmocka_run_group_tests("store conformance", tests, NCASES, NULL, NULL);
 }

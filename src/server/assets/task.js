@@ -132,8 +132,16 @@
   const outcomeClass = (o) => 'oc-' + String(o || 'running').replace(/[^a-z_]/g, '');
   const sourceClass = (src) => 'src-' + String(src || 'computed').replace(/[^a-z_]/g, '');
 
+  // What an attempt is: its outcome once finished; while open, waiting
+  // when its step is a wait step waiting for its signal (DESIGN §18: no
+  // handler runs), else running.
+  const attemptState = (st, a) => a.finished_at !== null && a.finished_at !== undefined ? a.outcome
+    : st.state === 'waiting' ? 'waiting' : 'running';
+  const ATTEMPT_LABELS = { waiting: 'waiting for a signal' };
+  const attemptLabel = (st, a) => ATTEMPT_LABELS[attemptState(st, a)] || TK.stateLabel(attemptState(st, a));
+
   function attemptTitle(st, a) {
-    const lines = [`${st.name} attempt ${a.attempt}: ${a.outcome || 'running'}`,
+    const lines = [`${st.name} attempt ${a.attempt}: ${attemptLabel(st, a)}`,
       `started ${TK.fmtAbs(a.started_at)}` + (a.finished_at !== null ? `, took ${TK.fmtDur(a.finished_at - a.started_at)}` : '')];
     if (a.due_at !== null && a.due_at !== undefined) lines.push(`due ${TK.fmtAbs(a.due_at)} (${TK.fmtDur(a.started_at - a.due_at)} late)`);
     if (a.owner) lines.push('by ' + a.owner);
@@ -187,7 +195,7 @@
             row.appendChild(s('text', { class: 'late-label', x: (xs + xd) / 2, y: mid + 19, 'text-anchor': 'middle' }, '+' + TK.fmtDur(a.started_at - a.due_at) + ' late'));
         }
         const xe = Math.max(x(end), xs + 4);
-        row.appendChild(s('rect', { class: 'attempt ' + outcomeClass(a.finished_at === null ? null : a.outcome), x: xs, y: mid - 8, width: xe - xs, height: 16, rx: 2 },
+        row.appendChild(s('rect', { class: 'attempt ' + outcomeClass(attemptState(st, a)), x: xs, y: mid - 8, width: xe - xs, height: 16, rx: 2 },
           s('title', null, attemptTitle(st, a))));
         if (a.next_run_at !== null && a.next_run_at !== undefined && a.delay_ms !== null && a.delay_ms !== undefined) {
           const xn = Math.max(x(a.next_run_at), xe + 2);
@@ -215,7 +223,8 @@
 
   TK.timelineLegend = function () {
     return h('div', { class: 'legends' },
-      TK.legend(TK.OUTCOMES.map((o) => ['sw-' + outcomeClass(o), TK.stateLabel(o)]).concat([['sw-oc-running', 'running']])),
+      TK.legend(TK.OUTCOMES.map((o) => ['sw-' + outcomeClass(o), TK.stateLabel(o)]).concat([['sw-oc-running', 'running'],
+        ['sw-oc-waiting', ATTEMPT_LABELS.waiting, 'a wait step\'s attempt, open until its signal comes or it times out']])),
       TK.legend(Object.keys(TK.SOURCES).map((k) => ['sw-line ' + sourceClass(k), k + ' delay', TK.SOURCES[k]])
         .concat([['sw-late', 'late start', 'from when the retry was due to when it started']])));
   };
@@ -250,9 +259,6 @@
     if (st.state === 'mapped' || (st.why.reason === 'waiting_for_dependencies' && (st.why.blocking || []).length))
       return [label, ': ', h('span', { class: 'muted' }, st.state === 'mapped' ? st.why.detail
         : 'waiting for ' + st.why.blocking.map((b) => `${b.step} (${TK.stateLabel(b.state)})`).join(', '))];
-    // A wait step (DESIGN §18): what it waits for, and until when.
-    if (st.why.reason === 'waiting_for_signal')
-      return [label, ': ', h('span', { class: 'muted' }, `since ${TK.fmtAbs(st.why.since)}, times out ${TK.fmtAbs(st.why.until)}`)];
     // A wait step (DESIGN §18): what it waits for, and until when.
     if (st.why.reason === 'waiting_for_signal')
       return [label, ': ', h('span', { class: 'muted' }, `since ${TK.fmtAbs(st.why.since)}, times out ${TK.fmtAbs(st.why.until)}`)];
@@ -339,7 +345,7 @@
           h('td', { class: 'num' }, '#' + a.attempt),
           h('td', null, h('span', { title: TK.fmtAbs(a.started_at) }, TK.fmtAbs(a.started_at).slice(11, 23))),
           h('td', { class: 'num' }, a.finished_at !== null ? TK.fmtDur(a.finished_at - a.started_at) : 'running'),
-          h('td', null, h('span', { class: 'oc ' + outcomeClass(a.finished_at === null ? null : a.outcome) }, a.finished_at === null ? 'running' : TK.stateLabel(a.outcome))),
+          h('td', null, h('span', { class: 'oc ' + outcomeClass(attemptState(st, a)) }, attemptLabel(st, a))),
           h('td', { class: 'num' }, late === null ? h('span', { class: 'muted' }, '–') : late <= 0 ? 'on time' : TK.fmtDur(late)),
           h('td', null, a.delay_ms !== null && a.delay_ms !== undefined
             ? [TK.fmtDur(a.delay_ms), ' ', h('span', { class: 'src-badge ' + sourceClass(a.delay_source), title: TK.SOURCES[a.delay_source] || '' }, a.delay_source)]
