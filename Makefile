@@ -287,4 +287,9 @@ fuzz-smoke: fuzz
 	  rm -rf "$$corpus"; \
 	done
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+# The tests' and the benchmarks' dependency files too: a test program
+# rebuilds when a header it includes (tests/store/conformance_*.h) changes.
+-include $(shell find $(BUILD)/obj $(BUILD)/tests $(BUILD)/bench -name '*.d' 2>/dev/null)
+
+# The tests' shared objects are kept, not rebuilt by every make.
+.SECONDARY: $(TEST_COMMON_OBJ)
