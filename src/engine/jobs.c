@@ -111,7 +111,7 @@ static job *new_job(tk_engine *e, const tk__claimed *c, int64_t now) {
   j->async = e->workers > 0 && e->max_async > 0 && j->def->kind->start != NULL &&
              j->def->batch == NULL;
   j->next_heartbeat = now + e->heartbeat_ms;
-  if (strcmp(c->prev_state, TK__STEP_WAITING) == 0) j->not_before = c->run_at;
+  if (strcmp(c->prev_state, TK__STEP_WAITING_FOR_RETRY) == 0) j->not_before = c->run_at;
   if (j->def->batch != NULL) tk__batch_prepare(e, j);
   return j;
 }

@@ -306,7 +306,7 @@ static void record_group(tk_engine *e, tk__finish *items, pending **from, int m,
     } else {
       const tk__outcome *out = &e->fin_outcomes[i];
       o->result.state = out->next == TK__NEXT_COMPLETE ? TK__STEP_COMPLETE
-                        : out->next == TK__NEXT_RETRY  ? TK__STEP_WAITING
+                        : out->next == TK__NEXT_RETRY  ? TK__STEP_WAITING_FOR_RETRY
                                                        : TK__STEP_ERROR;
       o->result.run_at = out->next == TK__NEXT_RETRY ? out->run_at : 0;
     }

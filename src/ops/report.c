@@ -38,13 +38,14 @@ static const char *execution_status(json_t *steps, int64_t now) {
     /* A mapped step's instances are what runs; they are not in the list. */
     else if (is(s, TK__STEP_IN_PROGRESS) || is(s, TK__STEP_MAPPED)) running++;
     /* A wait step waiting for its signal (DESIGN §18). */
-    else if (is(s, TK__STEP_AWAITING)) world++;
+    else if (is(s, TK__STEP_WAITING)) world++;
     else if (is(s, TK__STEP_COMPLETE) || is(s, TK__STEP_RESOLVED) || is(s, TK__STEP_CANCELLED) ||
              is(s, TK__STEP_SKIPPED))
       done++;
-    else if ((is(s, TK__STEP_PENDING) || is(s, TK__STEP_WAITING)) && num(s, "parents_remaining") == 0) {
+    else if ((is(s, TK__STEP_PENDING) || is(s, TK__STEP_WAITING_FOR_RETRY)) &&
+             num(s, "parents_remaining") == 0) {
       if (num(s, "run_at") <= now) ready++;
-      else if (is(s, TK__STEP_WAITING)) waiting++;
+      else if (is(s, TK__STEP_WAITING_FOR_RETRY)) waiting++;
       else scheduled++; /* a delayed start */
     }
   }
@@ -192,7 +193,7 @@ static json_t *why_step(json_t *steps, json_t *s, int64_t now, const tk__queue_r
   if (is(s, TK__STEP_CANCELLED))
     return json_pack("{s:s, s:s}", "reason", "cancelled", "detail", "the task was cancelled");
   if (is(s, TK__STEP_ERROR)) return why_error(s);
-  if (is(s, TK__STEP_AWAITING)) return why_waiting(s);
+  if (is(s, TK__STEP_WAITING)) return why_waiting(s);
   /* A worker step (DESIGN §19) is claimed by its queue's workers only. */
   const char *queue = json_string_value(json_object_get(s, "worker_queue"));
   char text[160];
@@ -212,7 +213,7 @@ static json_t *why_step(json_t *steps, json_t *s, int64_t now, const tk__queue_r
     return json_pack("{s:s, s:o, s:s}", "reason", "waiting_for_dependencies", "blocking",
                      blocking, "detail", text);
   }
-  if (num(s, "run_at") > now && strcmp(state, TK__STEP_WAITING) == 0)
+  if (num(s, "run_at") > now && strcmp(state, TK__STEP_WAITING_FOR_RETRY) == 0)
     return json_pack("{s:s, s:I, s:s}", "reason", "waiting_for_retry", "until",
                      num(s, "run_at"), "detail", "its run_at is in the future");
   if (num(s, "run_at") > now) /* a delayed start (submit --at, --in) */
@@ -334,12 +335,12 @@ static json_t *step_json(const tk__task_report *r, const tk__step_rec *s, json_t
       "lease_expires_at", opt_int(s->lease_expires_at), "last_delay_ms",
       (json_int_t)s->last_delay_ms, "last_error", opt_str(s->last_error), "results",
       parsed(s->results), "id", (json_int_t)s->id);
-  if (strcmp(s->state, TK__STEP_AWAITING) == 0) {
+  if (strcmp(s->state, TK__STEP_WAITING) == 0) {
     /* Since its last move into waiting (a retry waits again). */
     int64_t since = TK__NONE;
     for (int i = 0; i < r->ntransitions; i++)
       if (r->transitions[i].step_id == s->id && r->transitions[i].to &&
-          strcmp(r->transitions[i].to, TK__STEP_AWAITING) == 0)
+          strcmp(r->transitions[i].to, TK__STEP_WAITING) == 0)
         since = r->transitions[i].at;
     json_object_set_new(st, "waiting_since", opt_int(since));
   }

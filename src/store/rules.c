@@ -12,7 +12,7 @@ static int eq(const char *a, const char *b) { return a != NULL && strcmp(a, b) =
 const char *tk__next_state_name(tk__next_state n) {
   switch (n) {
   case TK__NEXT_COMPLETE: return TK__STEP_COMPLETE;
-  case TK__NEXT_RETRY: return TK__STEP_WAITING;
+  case TK__NEXT_RETRY: return TK__STEP_WAITING_FOR_RETRY;
   case TK__NEXT_ERROR: return TK__STEP_ERROR;
   }
   return "?";
@@ -97,14 +97,14 @@ int tk__operator_plan(tk__operator_action action, int64_t task_id, const char *t
                         "its children have the map's results (null for this instance); resolve "
                         "it instead",
                         step, (long long)task_id, kind->map_state);
-    plan->step_to = TK__STEP_WAITING;
+    plan->step_to = TK__STEP_WAITING_FOR_RETRY;
     plan->reset_attempts = 1;
     plan->steps_error_delta = kind->instance ? 0 : -1;
     plan->reason = "operator retry";
     plan->settle = 1;
     return 0;
   }
-  if (!in_error && !eq(step_state, TK__STEP_PENDING) && !eq(step_state, TK__STEP_WAITING))
+  if (!in_error && !eq(step_state, TK__STEP_PENDING) && !eq(step_state, TK__STEP_WAITING_FOR_RETRY))
     return tk_err_set(err, TK_ESTATE,
                       "step \"%s\" of task %lld is %s: only a step that is pending, waiting for "
                       "a retry or in error can be resolved",

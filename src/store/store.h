@@ -64,7 +64,7 @@
 /* Step states as stored (DESIGN §3). */
 #define TK__STEP_PENDING "pending"
 #define TK__STEP_IN_PROGRESS "in_progress"
-#define TK__STEP_WAITING "waiting_for_retry"
+#define TK__STEP_WAITING_FOR_RETRY "waiting_for_retry"
 #define TK__STEP_COMPLETE "complete"
 #define TK__STEP_ERROR "error"
 #define TK__STEP_CANCELLED "cancelled"
@@ -77,7 +77,7 @@
 /* Issue 24 (DESIGN §18): a wait step waiting for its signal or its
  * timeout (run_at): no lease, no worker; its claim (claim_id) and that
  * claim's attempt row stay open until a signal or the timeout ends it. */
-#define TK__STEP_AWAITING "waiting"
+#define TK__STEP_WAITING "waiting"
 
 #define TK__TASK_PENDING "pending"
 #define TK__TASK_IN_PROGRESS "in_progress"

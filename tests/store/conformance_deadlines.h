@@ -80,8 +80,8 @@ static void deadline_with_steps_in_every_state(world *w) {
   record_ok(w->s, &o);
   park(w, w->s, claim_named(w, task, c, 4, "approve"));
   expect_states(w, task, TK__TASK_IN_PROGRESS, "done", TK__STEP_COMPLETE, "busy",
-                TK__STEP_IN_PROGRESS, "flaky", TK__STEP_WAITING, "approve", TK__STEP_AWAITING,
-                "then", TK__STEP_PENDING, NULL);
+                TK__STEP_IN_PROGRESS, "flaky", TK__STEP_WAITING_FOR_RETRY, "approve",
+                TK__STEP_WAITING, "then", TK__STEP_PENDING, NULL);
   tk__task_report r;
   report_on(w->s, task, &r);
   assert_true(r.deadline_at == T(DEADLINE_MS));
@@ -112,8 +112,8 @@ static void deadline_with_steps_in_every_state(world *w) {
   const struct {
     const char *step, *from;
   } moved[] = {{"busy", TK__STEP_IN_PROGRESS},
-               {"flaky", TK__STEP_WAITING},
-               {"approve", TK__STEP_AWAITING},
+               {"flaky", TK__STEP_WAITING_FOR_RETRY},
+               {"approve", TK__STEP_WAITING},
                {"then", TK__STEP_PENDING}};
   for (size_t i = 0; i < sizeof moved / sizeof moved[0]; i++)
     assert_int_equal(transitions(&r, moved[i].step, moved[i].from, TK__STEP_CANCELLED,

@@ -87,7 +87,7 @@ static void signal_after_waiting(world *w) {
   tk__claimed c = claim_one(w->s, "orch");
   tk__signal_rec sig = park(w, w->s, &c);
   assert_int_equal(sig.id, 0);
-  expect_states(w, task, TK__TASK_IN_PROGRESS, "approve", TK__STEP_AWAITING, "ship",
+  expect_states(w, task, TK__TASK_IN_PROGRESS, "approve", TK__STEP_WAITING, "ship",
                 TK__STEP_PENDING, NULL);
   tk__task_report r;
   report_on(w->s, task, &r);
@@ -95,7 +95,7 @@ static void signal_after_waiting(world *w) {
   assert_true(a->lease_expires_at == TK__NONE);
   assert_true(a->run_at == w->clock.now_ms + WAIT_MS);
   assert_int_equal(attempts_with(&r, "approve", NULL), 1);
-  assert_int_equal(transitions(&r, "approve", TK__STEP_IN_PROGRESS, TK__STEP_AWAITING,
+  assert_int_equal(transitions(&r, "approve", TK__STEP_IN_PROGRESS, TK__STEP_WAITING,
                                TK__REASON_WAITING), 1);
   tk__task_report_free(&r);
   tk__claimed none[2];
@@ -109,7 +109,7 @@ static void signal_after_waiting(world *w) {
   tk_signal_result res = signal_ok(w, task, "approve", "{\"by\": \"ann\"}", NULL, NULL);
   assert_int_equal(res.duplicate, 0);
   assert_int_equal(res.delivered, 0);
-  assert_string_equal(res.step_state, TK__STEP_AWAITING);
+  assert_string_equal(res.step_state, TK__STEP_WAITING);
   assert_int_equal(take_waits(w, w->s, 4, x, NULL), 1);
   assert_int_equal(x[0].timed_out, 0);
   assert_true(x[0].step.claim_id == c.claim_id);
@@ -127,7 +127,7 @@ static void signal_after_waiting(world *w) {
   expect_json(step_named(&r, "approve")->results, "{\"by\":\"ann\"}");
   assert_string_equal(step_named(&r, "approve")->state, TK__STEP_COMPLETE);
   assert_int_equal(attempts_with(&r, "approve", "success"), 1);
-  assert_int_equal(transitions(&r, "approve", TK__STEP_AWAITING, TK__STEP_IN_PROGRESS,
+  assert_int_equal(transitions(&r, "approve", TK__STEP_WAITING, TK__STEP_IN_PROGRESS,
                                TK__REASON_SIGNAL), 1);
   tk__task_report_free(&r);
   tk__claimed ship = claim_one(w->s, "orch");
@@ -235,7 +235,7 @@ static void timeout_then_retry_then_signal(world *w) {
   assert_int_equal(x[0].sig.id, 0);
   tk__outcome o = wait_outcome(w, &x[0], NULL, T(WAIT_MS + 1000));
   record_ok(w->s, &o);
-  expect_states(w, task, TK__TASK_IN_PROGRESS, "approve", TK__STEP_WAITING, NULL);
+  expect_states(w, task, TK__TASK_IN_PROGRESS, "approve", TK__STEP_WAITING_FOR_RETRY, NULL);
 
   w->clock.now_ms = T(WAIT_MS + 1000);
   tk__claimed retry = claim_one(w->s, "orch");
@@ -256,9 +256,9 @@ static void timeout_then_retry_then_signal(world *w) {
   assert_int_equal(attempts_with(&r, "approve", "success"), 1);
   const tk__attempt_rec *a1 = attempt_of(&r, "approve", 1);
   assert_string_equal(a1->error, TK__WAIT_TIMEOUT_ERROR);
-  assert_int_equal(transitions(&r, "approve", TK__STEP_AWAITING, TK__STEP_IN_PROGRESS,
+  assert_int_equal(transitions(&r, "approve", TK__STEP_WAITING, TK__STEP_IN_PROGRESS,
                                TK__REASON_WAIT_TIMEOUT), 1);
-  assert_int_equal(transitions(&r, "approve", TK__STEP_IN_PROGRESS, TK__STEP_AWAITING, NULL), 2);
+  assert_int_equal(transitions(&r, "approve", TK__STEP_IN_PROGRESS, TK__STEP_WAITING, NULL), 2);
   tk__task_report_free(&r);
 }
 
@@ -381,7 +381,7 @@ static void a_wait_keeps_its_task_going(world *w) {
   park(w, w->s, &c[wi]);
   tk__outcome o = error_of(&c[1 - wi], "orch", w->clock.now_ms);
   record_ok(w->s, &o);
-  expect_states(w, task, TK__TASK_IN_PROGRESS, "approve", TK__STEP_AWAITING, "check",
+  expect_states(w, task, TK__TASK_IN_PROGRESS, "approve", TK__STEP_WAITING, "check",
                 TK__STEP_ERROR, NULL);
   w->clock.now_ms = T(1000);
   signal_ok(w, task, "approve", "{\"ok\": true}", NULL, NULL);

@@ -126,7 +126,7 @@ static void worker_steps_only_for_their_queue(world *w) {
   assert_int_equal(r.n, 1);
   assert_int_equal(c[0].step_id, tag.step_id);
   assert_int_equal(c[0].attempt, 2);
-  assert_string_equal(c[0].prev_state, TK__STEP_WAITING);
+  assert_string_equal(c[0].prev_state, TK__STEP_WAITING_FOR_RETRY);
   tk__claimed_inputs_free(c, r.n);
   tk__task_report rep;
   report_on(w->s, t, &rep);
@@ -275,7 +275,7 @@ static void remote_fail_and_lost_lease(world *w) {
   tk__remote_result res;
   w->clock.now_ms = T(100);
   must(tk__remote_fail(e, c.token, "disk full", 1, 2500, &res, &err), &err, "fail");
-  assert_string_equal(res.state, TK__STEP_WAITING);
+  assert_string_equal(res.state, TK__STEP_WAITING_FOR_RETRY);
   assert_int_equal(res.run_at, T(100) + 2500);
   tk__task_report rep;
   report_on(w->s, t, &rep);

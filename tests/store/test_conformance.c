@@ -714,14 +714,14 @@ static void due_retries_first_then_pending(world *w) {
   assert_int_equal(r.now, T(2500)); /* the store's clock: the manual one */
   assert_int_equal(c[0].task_id, t[2]);
   assert_int_equal(c[0].run_at, T(1000));
-  assert_string_equal(c[0].prev_state, TK__STEP_WAITING);
+  assert_string_equal(c[0].prev_state, TK__STEP_WAITING_FOR_RETRY);
   assert_int_equal(c[0].attempt, 2);
   assert_int_equal(r.next_retry_at, T(2000));
   r = claim_ahead(w->s, "B", 8, 8, 0, c);
   assert_int_equal(r.n, 3);
   assert_int_equal(c[0].task_id, t[1]);
   assert_int_equal(c[0].run_at, T(2000));
-  assert_string_equal(c[0].prev_state, TK__STEP_WAITING);
+  assert_string_equal(c[0].prev_state, TK__STEP_WAITING_FOR_RETRY);
   assert_int_equal(c[0].attempt, 2);
   assert_int_equal(c[1].task_id, t[3]);
   assert_int_equal(c[2].task_id, t[4]);
@@ -889,7 +889,7 @@ static void claims_count_attempts_with_unique_ids(world *w) {
   record_ok(w->s, &o);
   report_on(w->s, t[0], &r);
   s = step_named(&r, "s");
-  assert_string_equal(s->state, TK__STEP_WAITING);
+  assert_string_equal(s->state, TK__STEP_WAITING_FOR_RETRY);
   assert_int_equal(s->run_at, T(100));
   assert_int_equal(s->last_delay_ms, 90);
   assert_string_equal(s->last_error, "it broke");
@@ -908,7 +908,7 @@ static void claims_count_attempts_with_unique_ids(world *w) {
   assert_int_equal(c[3].task_id, t[0]);
   assert_int_equal(c[3].attempt, 2);
   assert_int_equal(c[3].task_was_pending, 0);
-  assert_string_equal(c[3].prev_state, TK__STEP_WAITING);
+  assert_string_equal(c[3].prev_state, TK__STEP_WAITING_FOR_RETRY);
   for (int j = 0; j < 3; j++) assert_true(c[3].claim_id != c[j].claim_id);
   report_on(w->s, t[0], &r);
   assert_int_equal(step_named(&r, "s")->attempts, 2);
@@ -1223,7 +1223,7 @@ static void reaper_wins_an_expired_lease(world *w) {
   tk__task_report r;
   report_on(w->s, t, &r);
   const tk__step_rec *s = step_named(&r, "s");
-  assert_string_equal(s->state, TK__STEP_WAITING);
+  assert_string_equal(s->state, TK__STEP_WAITING_FOR_RETRY);
   assert_int_equal(s->run_at, T(LEASE_MS + 3000));
   assert_null(s->lease_owner);
   const tk__attempt_rec *a = attempt_of(&r, "s", 1);
@@ -1307,10 +1307,10 @@ static void reaper_against_reaper(world *w) {
   assert_int_equal(r.nattempts, 1);
   assert_int_equal(attempts_with(&r, "s", "lease_expired"), 1);
   const tk__step_rec *s = step_named(&r, "s");
-  assert_string_equal(s->state, TK__STEP_WAITING);
+  assert_string_equal(s->state, TK__STEP_WAITING_FOR_RETRY);
   assert_int_equal(s->run_at, T(LEASE_MS + 1000)); /* the winner's */
   assert_int_equal(s->attempts, 1);
-  assert_int_equal(transitions(&r, "s", TK__STEP_IN_PROGRESS, TK__STEP_WAITING, NULL), 1);
+  assert_int_equal(transitions(&r, "s", TK__STEP_IN_PROGRESS, TK__STEP_WAITING_FOR_RETRY, NULL), 1);
   tk__task_report_free(&r);
 }
 
@@ -1384,7 +1384,7 @@ static void reapers_at_once(world *w) {
     report_on(w->s, t[i], &r);
     assert_int_equal(attempts_with(&r, "s", "lease_expired"), 1);
     assert_int_equal(r.nattempts, 1);
-    assert_string_equal(step_named(&r, "s")->state, TK__STEP_WAITING);
+    assert_string_equal(step_named(&r, "s")->state, TK__STEP_WAITING_FOR_RETRY);
     tk__task_report_free(&r);
   }
 }
@@ -1514,20 +1514,21 @@ static void operator_retry(world *w) {
   tk__task_report r;
   report_on(w->s, t, &r);
   const tk__step_rec *s = step_named(&r, "s");
-  assert_string_equal(s->state, TK__STEP_WAITING);
+  assert_string_equal(s->state, TK__STEP_WAITING_FOR_RETRY);
   assert_int_equal(s->attempts, 0);
   assert_int_equal(s->run_at, T(20));
   assert_int_equal(s->last_delay_ms, 0);
   assert_string_equal(r.state, TK__TASK_IN_PROGRESS);
   assert_int_equal(r.steps_error, 0);
-  assert_int_equal(transitions(&r, "s", TK__STEP_ERROR, TK__STEP_WAITING, "operator retry"), 1);
+  assert_int_equal(
+      transitions(&r, "s", TK__STEP_ERROR, TK__STEP_WAITING_FOR_RETRY, "operator retry"), 1);
   assert_int_equal(transitions(&r, NULL, TK__TASK_ERROR, TK__TASK_IN_PROGRESS,
                                TK__REASON_TASK_RESUMED), 1);
   tk__task_report_free(&r);
 
   char want[256];
   expect_refused(w, TK_OP_RETRY, t, "s", TK_ESTATE,
-                 refusal(want, sizeof want, TK_OP_RETRY, "s", t, TK__STEP_WAITING));
+                 refusal(want, sizeof want, TK_OP_RETRY, "s", t, TK__STEP_WAITING_FOR_RETRY));
   c = claim_one(w->s, "A");
   assert_int_equal(c.task_id, t);
   assert_int_equal(c.attempt, 1); /* the attempts started again */
@@ -1648,7 +1649,7 @@ static void operator_cancel(world *w) {
   assert_int_equal(r.finished_at, T(20));
   assert_string_equal(step_named(&r, "a")->state, TK__STEP_COMPLETE);
   static const char *const cancelled[][2] = {
-      {"b", TK__STEP_WAITING}, {"c", TK__STEP_IN_PROGRESS}, {"d", TK__STEP_PENDING}};
+      {"b", TK__STEP_WAITING_FOR_RETRY}, {"c", TK__STEP_IN_PROGRESS}, {"d", TK__STEP_PENDING}};
   for (int i = 0; i < 3; i++) {
     assert_string_equal(step_named(&r, cancelled[i][0])->state, TK__STEP_CANCELLED);
     assert_int_equal(transitions(&r, cancelled[i][0], cancelled[i][1], TK__STEP_CANCELLED,
@@ -2175,7 +2176,7 @@ static void lists_steps(world *w) {
   assert_string_equal(rows[0].version, "1");
   assert_int_equal(rows[0].updated_at, T(100));
   tk__step_rows_free(rows, n);
-  rows = step_rows(w->s, TK__STEP_WAITING, &q, &n);
+  rows = step_rows(w->s, TK__STEP_WAITING_FOR_RETRY, &q, &n);
   assert_int_equal(n, 1);
   assert_int_equal(rows[0].task_id, t3);
   assert_int_equal(rows[0].updated_at, T(200));
@@ -3210,7 +3211,7 @@ static void retry_earlier_moves_only_a_waiting_retry(world *w) {
     tk__task_report r;
     report_on(w->s, t[i], &r);
     const tk__step_rec *st = step_named(&r, "s");
-    assert_string_equal(st->state, TK__STEP_WAITING);
+    assert_string_equal(st->state, TK__STEP_WAITING_FOR_RETRY);
     assert_int_equal(st->attempts, 1);
     assert_int_equal(st->run_at, T(100));
     const tk__attempt_rec *a = attempt_of(&r, "s", 1);

@@ -38,7 +38,7 @@ int tk__pg_retry_earlier(tk_store *s, const tk__retry_ref *v, int n, int64_t run
         " target AS (SELECT s.id, v.claim_id FROM v"
         "  JOIN steps s ON s.id = v.step_id"
         "  JOIN attempts a ON a.id = v.claim_id AND a.step_id = s.id"
-        "  WHERE s.state = " Q(TK__STEP_WAITING) " AND s.run_at > $3::bigint"
+        "  WHERE s.state = " Q(TK__STEP_WAITING_FOR_RETRY) " AND s.run_at > $3::bigint"
         "  AND s.attempts = a.attempt"
         "  AND NOT EXISTS (SELECT 1 FROM attempts l WHERE l.step_id = s.id AND l.id > a.id)"
         "  FOR UPDATE OF s SKIP LOCKED),"

@@ -406,7 +406,7 @@ int tk__pg_claim_read(tk__pg_pipe *p, tk__claim_request *r, int claim_slot, int 
     tk__pg_copy(c->backoff, sizeof c->backoff, res, i, 9);
     c->claim_id = tk__pg_i64(res, i, 10);
     snprintf(c->prev_state, sizeof c->prev_state, "%s",
-             tk__pg_i64(res, i, 11) == 0 ? TK__STEP_WAITING : TK__STEP_PENDING);
+             tk__pg_i64(res, i, 11) == 0 ? TK__STEP_WAITING_FOR_RETRY : TK__STEP_PENDING);
     c->task_was_pending = tk__pg_bool(res, i, 12);
     c->item_index = (int)tk__pg_i64(res, i, 13);
     c->lease_expires_at = r->now + r->lease_ms;

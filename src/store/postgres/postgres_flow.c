@@ -174,7 +174,8 @@ static const char MAP_END_SQL[] =
 static const char MAP_COUNT_SQL[] =
     "SELECT (SELECT state FROM steps WHERE task_id = $1::bigint AND idx = $2::int),"
     " count(*) FILTER (WHERE state IN (" Q(TK__STEP_PENDING) ", " Q(TK__STEP_IN_PROGRESS) ", "
-    Q(TK__STEP_WAITING) ")), count(*) FILTER (WHERE state = " Q(TK__STEP_ERROR) "), count(*)"
+    Q(TK__STEP_WAITING_FOR_RETRY) ")),"
+    " count(*) FILTER (WHERE state = " Q(TK__STEP_ERROR) "), count(*)"
     " FROM steps WHERE task_id = $1 AND map_idx = $2";
 
 /* A map complete: its results the array of its instances' results in

@@ -345,7 +345,7 @@ int tk__pg_activity(tk_store *s, int64_t since, int64_t bucket_ms, int n,
  * makes it wait for a retry, anything else is an error. The writers store
  * attempts.outcome_state only where the state differs from this. */
 #define TK__PG_OUTCOME_STATE(outcome, next_run_at)                                       \
-  "CASE WHEN " next_run_at " IS NOT NULL THEN " TK__PG_Q(TK__STEP_WAITING)               \
+  "CASE WHEN " next_run_at " IS NOT NULL THEN " TK__PG_Q(TK__STEP_WAITING_FOR_RETRY)               \
   " WHEN " outcome " = 'success' THEN " TK__PG_Q(TK__STEP_COMPLETE)                     \
   " ELSE " TK__PG_Q(TK__STEP_ERROR) " END"
 
@@ -369,9 +369,9 @@ int tk__pg_activity(tk_store *s, int64_t since, int64_t bucket_ms, int n,
 
 /* Whether a step x of a task can still progress (DESIGN §3). */
 #define TK__PG_CAN_PROGRESS(x)                                                           \
-  "(" x ".state IN (" TK__PG_Q(TK__STEP_IN_PROGRESS) ", " TK__PG_Q(TK__STEP_WAITING) ", "  \
-  TK__PG_Q(TK__STEP_AWAITING) ") OR (" x ".state = " TK__PG_Q(TK__STEP_PENDING)          \
-  " AND " x ".parents_remaining = 0))"
+  "(" x ".state IN (" TK__PG_Q(TK__STEP_IN_PROGRESS) ", "                                 \
+  TK__PG_Q(TK__STEP_WAITING_FOR_RETRY) ", " TK__PG_Q(TK__STEP_WAITING) ") OR ("            \
+  x ".state = " TK__PG_Q(TK__STEP_PENDING) " AND " x ".parents_remaining = 0))"
 
 /* Queue the claim of request r (postgres_claim.c), reading the store's
  * clock now; *claim_slot and *retry_slot get the slots whose results

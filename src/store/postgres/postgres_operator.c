@@ -48,8 +48,8 @@ static const char COUNTS_SQL[] =
  * are steps of the task, and a mapped map step is unfinished too. */
 static const char CANCEL_STEPS_SQL[] =
     "WITH old AS (SELECT id, state FROM steps WHERE task_id = $1::bigint AND state IN ("
-    Q(TK__STEP_PENDING) ", " Q(TK__STEP_IN_PROGRESS) ", " Q(TK__STEP_WAITING) ", "
-    Q(TK__STEP_MAPPED) ", " Q(TK__STEP_AWAITING) ") FOR UPDATE),"
+    Q(TK__STEP_PENDING) ", " Q(TK__STEP_IN_PROGRESS) ", " Q(TK__STEP_WAITING_FOR_RETRY) ", "
+    Q(TK__STEP_MAPPED) ", " Q(TK__STEP_WAITING) ") FOR UPDATE),"
     " c AS (UPDATE steps s SET state = " Q(TK__STEP_CANCELLED) ", lease_owner = NULL,"
     " lease_expires_at = NULL FROM old WHERE s.id = old.id RETURNING s.id, old.state)"
     " INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason)"

@@ -33,7 +33,7 @@ static const char REPORT_STEPS_SQL[] =
     " count(*) FILTER (WHERE i.state IN (" Q(TK__STEP_COMPLETE) ", " Q(TK__STEP_RESOLVED) "))"
     " AS done, count(*) FILTER (WHERE i.state = " Q(TK__STEP_ERROR) ") AS failed,"
     " count(*) FILTER (WHERE i.state IN (" Q(TK__STEP_PENDING) ", " Q(TK__STEP_IN_PROGRESS)
-    ", " Q(TK__STEP_WAITING) ")) AS waiting"
+    ", " Q(TK__STEP_WAITING_FOR_RETRY) ")) AS waiting"
     " FROM steps i WHERE i.task_id = s.task_id AND i.map_idx = s.idx) mc"
     " LEFT JOIN LATERAL (SELECT"
     " count(*) FILTER (WHERE i.state = " Q(TK__ITEM_PENDING) ") AS pending,"

@@ -41,7 +41,7 @@ static const char TAKE_SQL[] =
     " (SELECT r.step_id FROM ready r WHERE r.kind = 4 AND r.run_at <= $1::bigint"
     " ORDER BY r.run_at LIMIT $2::int)"
     " UNION (SELECT g.step_id FROM signals g WHERE g.claim_id IS NULL)))"
-    " AND s.state = " Q(TK__STEP_AWAITING) " ORDER BY s.run_at LIMIT $2"
+    " AND s.state = " Q(TK__STEP_WAITING) " ORDER BY s.run_at LIMIT $2"
     " FOR UPDATE SKIP LOCKED),"
     " sg AS (SELECT DISTINCT ON (g.step_id) g.id, g.step_id, g.data, g.error, g.idem_key,"
     " g.created_at FROM signals g WHERE g.step_id IN (SELECT id FROM c) AND g.claim_id IS NULL"
@@ -53,7 +53,7 @@ static const char TAKE_SQL[] =
     " RETURNING s.id, s.task_id, s.idx, s.map_idx, s.attempts, s.max_attempts, s.retryable,"
     " s.run_at, s.last_delay_ms, s.backoff, s.claim_id, s.item_index, s.lease_expires_at),"
     " tr AS (INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason, attempt)"
-    " SELECT u.task_id, u.id, " Q(TK__STEP_AWAITING) ", " Q(TK__STEP_IN_PROGRESS) ", $1,"
+    " SELECT u.task_id, u.id, " Q(TK__STEP_WAITING) ", " Q(TK__STEP_IN_PROGRESS) ", $1,"
     " CASE WHEN sg.id IS NULL THEN " Q(TK__REASON_WAIT_TIMEOUT) " ELSE " Q(TK__REASON_SIGNAL)
     " END, u.attempts FROM u LEFT JOIN sg ON sg.step_id = u.id)"
     " SELECT u.id, u.task_id, t.template_id, COALESCE(u.map_idx, u.idx), u.attempts,"
@@ -261,11 +261,11 @@ static int wait_in(tk__pg *pg, const tk__wait_req *w, tk__signal_rec *sig, int *
   tk__pg_arg_i64(&b, w->now);
   tk__pg_arg_i64(&b, attempt);
   rc = exec(pg,
-            "WITH u AS (UPDATE steps SET state = " Q(TK__STEP_AWAITING) ", lease_owner = NULL,"
+            "WITH u AS (UPDATE steps SET state = " Q(TK__STEP_WAITING) ", lease_owner = NULL,"
             " lease_expires_at = NULL, run_at = $2::bigint WHERE id = $1::bigint RETURNING id)"
             " INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason,"
             " attempt) SELECT $3::bigint, id, " Q(TK__STEP_IN_PROGRESS) ", "
-            Q(TK__STEP_AWAITING) ", $4::bigint, " Q(TK__REASON_WAITING) ", $5::int FROM u",
+            Q(TK__STEP_WAITING) ", $4::bigint, " Q(TK__REASON_WAITING) ", $5::int FROM u",
             5, b.v, NULL, "wait", err);
   *parked = rc == 0;
   return rc;
@@ -304,7 +304,7 @@ static int taken_row(const PGresult *r, int i, tk__waited *x, tk_err *err) {
   c->claim_id = tk__pg_i64(r, i, 10);
   c->item_index = (int)tk__pg_i64(r, i, 11);
   c->lease_expires_at = tk__pg_i64(r, i, 12);
-  snprintf(c->prev_state, sizeof c->prev_state, "%s", TK__STEP_AWAITING);
+  snprintf(c->prev_state, sizeof c->prev_state, "%s", TK__STEP_WAITING);
   if (PQgetisnull(r, i, 13)) {
     x->timed_out = 1;
     return 0;
@@ -330,7 +330,7 @@ int tk__pg_wait_take(tk_store *s, int64_t now, const char *owner, int64_t lease_
     rc = exec(pg,
               "SELECT (SELECT min(run_at) FROM ready WHERE kind = 4), EXISTS (SELECT 1 FROM signals"
               " g JOIN steps s ON s.id = g.step_id WHERE g.claim_id IS NULL AND s.state = "
-              Q(TK__STEP_AWAITING) ")",
+              Q(TK__STEP_WAITING) ")",
               0, NULL, &r, "take waits", err);
   if (rc) return rc;
   int64_t first = tk__pg_i64(r, 0, 0);

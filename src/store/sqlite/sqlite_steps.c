@@ -292,7 +292,7 @@ static int activity_claimed(tk__sqlite *q, const tk__claimed *c, int n, const ch
                             int64_t now, tk_err *err) {
   tk__sq_minute add = {0};
   for (int i = 0; i < n; i++) {
-    if (c[i].attempt <= 1 && strcmp(c[i].prev_state, TK__STEP_WAITING) != 0) continue;
+    if (c[i].attempt <= 1 && strcmp(c[i].prev_state, TK__STEP_WAITING_FOR_RETRY) != 0) continue;
     int64_t late = now > c[i].run_at ? now - c[i].run_at : 0;
     add.retries++;
     add.lateness_n++;

@@ -197,7 +197,7 @@ static int wait_in(tk__sqlite *q, const tk__wait_req *w, tk__signal_rec *sig, tk
   if (rc == 0 && found) attempt = sqlite3_column_int(at, 0);
   sqlite3_reset(at);
   if (rc) return rc;
-  return tk__sq_transition(q, w->task_id, w->step_id, TK__STEP_IN_PROGRESS, TK__STEP_AWAITING,
+  return tk__sq_transition(q, w->task_id, w->step_id, TK__STEP_IN_PROGRESS, TK__STEP_WAITING,
                            w->now, TK__REASON_WAITING, attempt, err);
 }
 
@@ -230,8 +230,8 @@ static int resume(tk__sqlite *q, tk__waited *x, const char *owner, int64_t now,
   sqlite3_bind_int64(st, 3, x->step.step_id);
   if ((rc = tk__sq_done(q, st, err))) return rc;
   x->step.lease_expires_at = now + lease_ms;
-  snprintf(x->step.prev_state, sizeof x->step.prev_state, "%s", TK__STEP_AWAITING);
-  return tk__sq_transition(q, x->step.task_id, x->step.step_id, TK__STEP_AWAITING,
+  snprintf(x->step.prev_state, sizeof x->step.prev_state, "%s", TK__STEP_WAITING);
+  return tk__sq_transition(q, x->step.task_id, x->step.step_id, TK__STEP_WAITING,
                            TK__STEP_IN_PROGRESS, now,
                            x->timed_out ? TK__REASON_WAIT_TIMEOUT : TK__REASON_SIGNAL,
                            x->step.attempt, err);
