@@ -132,10 +132,12 @@ list_attempt() {
 started() { [ -e "$W/list.started.$1" ] && [ -n "$(list_attempt "$1" owner)" ]; }
 finished() { [ -n "$(list_attempt "$1" outcome)" ]; }
 # A frozen orchestrator inside a transaction would hold locks the others
-# wait for: only one whose sessions are all idle is left frozen.
+# wait for: only one whose sessions are all idle is left frozen. Sessions
+# of this test's database only: other tests on the cluster name their
+# orchestrators orch-N too (CI saw a busy one of theirs fail every freeze).
 idle() {
-  [ "$(pg_sql "SELECT count(*) FROM pg_stat_activity
-               WHERE application_name = '$1' AND state <> 'idle'")" = 0 ]
+  [ "$(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+               AND application_name = '$1' AND state <> 'idle'")" = 0 ]
 }
 # freeze NAME CMD...: SIGSTOP to orchestrator NAME at a moment when its
 # sessions are idle and CMD holds; 1 (NAME running) after trying for 120 s
@@ -205,7 +207,8 @@ PGAPPNAME=kill_map_blocker bg_start blocker psql -qAtX -d "$PG_DB_URL" -c "BEGIN
   VALUES ($TASK, $((top + WIDTH)), 'blocker', 'complete', 1, false, 'default', 0, 0);
   SELECT pg_sleep(300);" >"$W/blocker.log" 2>&1
 blocker() {
-  pg_sql "SELECT pid FROM pg_stat_activity WHERE application_name = 'kill_map_blocker'
+  pg_sql "SELECT pid FROM pg_stat_activity WHERE datname = current_database()
+          AND application_name = 'kill_map_blocker'
           AND wait_event = 'PgSleep'"
 }
 blocking() { [ -n "$(blocker)" ]; }
@@ -213,7 +216,8 @@ wait_for "our row blocks the last instance's place" 60 blocking || give_up
 bpid=$(blocker)
 touch "$W/list.go.3"
 creating() {
-  [ "$(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$third'
+  [ "$(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+               AND application_name = '$third'
                AND $bpid = ANY (pg_blocking_pids(pid))")" -gt 0 ]
 }
 if wait_for "$third, recording list's attempt 3, is creating the map (waits for our row)" 60 creating

@@ -31,7 +31,8 @@ esac
 orch=$!
 
 asleep() {
-  [ "$(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sleeper'
+  [ "$(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+               AND application_name = 'sleeper'
                AND state = 'idle' AND state_change < now() - interval '1 second'")" = 1 ]
 }
 if wait_for "the orchestrator goes to sleep (its session idle for a second)" 60 asleep; then

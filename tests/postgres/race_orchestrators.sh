@@ -57,8 +57,8 @@ holds() {
 # Frozen inside a transaction it would hold locks the others wait for:
 # only a session with nothing in flight (state idle) will do.
 idle() {
-  [ "$(pg_sql "SELECT count(*) FROM pg_stat_activity
-               WHERE application_name = 'frozen' AND state <> 'idle'")" = 0 ]
+  [ "$(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+               AND application_name = 'frozen' AND state <> 'idle'")" = 0 ]
 }
 settled() {
   [ "$(pg_sql "SELECT count(*) FROM attempts WHERE id IN ($held) AND outcome IS NULL")" = 0 ]
