@@ -149,6 +149,11 @@ freeze() {
   while [ "$(date +%s)" -lt "$fz_end" ]; do
     if "$@"; then
       kill -STOP "$(bg_pid "$fz_name")"
+      # A statement the server was running when the process stopped still
+      # ends, and its session goes idle (unless in a transaction): a
+      # loaded cluster is seldom idle at the instant of the stop.
+      fz_look=0
+      until idle "$fz_name" || [ "$fz_look" -ge 10 ]; do fz_look=$((fz_look + 1)); sleep 0.1; done
       idle "$fz_name" && "$@" && return 0
       kill -CONT "$(bg_pid "$fz_name")"
     fi
