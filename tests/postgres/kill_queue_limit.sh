@@ -4,7 +4,8 @@
 # share TASKS tasks of two steps that both name the queue "images", which
 # [queues.images] limits to concurrency = 5: "prep" runs in an
 # orchestrator (a command that sleeps), "resize" in a worker (a function
-# that sleeps), so the limit counts both kinds of claimant together.
+# that sleeps 0.2 s: long enough that a kill finds steps in its hands), so
+# the limit counts both kinds of claimant together.
 # While they drain, a worker process that holds steps (a random one when
 # none does) is SIGKILLed and restarted about every 0.7 s (its steps come
 # back through the reaper when their leases expire).
@@ -50,7 +51,7 @@ url, name, log_path = sys.argv[1:4]
 w = Worker(url, os.environ.get("TK_WTOKEN"), "images", worker=name, threads=4, grace=5)
 @w.step("resize")
 def resize(step):
-    time.sleep(0.03)
+    time.sleep(0.2)
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.write(fd, f"{step.task_id} {step.attempt} {name}\n".encode())
     os.close(fd)
