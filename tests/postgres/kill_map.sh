@@ -65,7 +65,8 @@ SH
 # results {"i": INDEX, "file": ITEM}, after 0.1 s (so that the instances
 # last long enough to be killed). Only sh, one sed and sleep: 1,000 of
 # them run (the shell's own pattern matching is quadratic on an 8 kB input).
-# A second or later attempt waits while $W/hold exists (so that the test
+# A second or later attempt of an instance whose index $W/hold lists
+# waits while it does (so that the test
 # can have the others hold reaped instances when a late outcome comes), and
 # the last TAIL instances wait while $W/tail exists (so that the map is
 # still running when the kills begin, however fast the rest went; fewer
@@ -78,7 +79,8 @@ cat >"$W/process.sh" <<SH
 set -- \$(sed -n 'h; s/.*"item_index": *\([0-9][0-9]*\).*/\1/p; g; s/.*"item": *"\([^"]*\)".*/\1/p')
 [ \$# = 2 ] || { echo "no item or item_index in the input" >&2; exit 3; }
 n=0
-while [ "\$TASKER_ATTEMPT" -ge 2 ] && [ -e "$W/hold" ] && [ "\$n" -lt 1200 ]; do
+while [ "\$TASKER_ATTEMPT" -ge 2 ] && grep -qx "\$1" "$W/hold" 2>/dev/null &&
+  [ "\$n" -lt 1200 ]; do
   n=\$((n + 1)); sleep 0.05
 done
 while [ "\$1" -ge $((WIDTH - TAIL)) ] && [ -e "$W/tail" ] && [ "\$n" -lt 1200 ]; do
@@ -154,11 +156,8 @@ freeze() {
   while [ "$(date +%s)" -lt "$fz_end" ]; do
     if "$@"; then
       kill -STOP "$(bg_pid "$fz_name")"
-      # A statement the server was running when the process stopped still
-      # ends, and its session goes idle (unless in a transaction): a
-      # loaded cluster is seldom idle at the instant of the stop.
-      fz_look=0
-      until idle "$fz_name" || [ "$fz_look" -ge 10 ]; do fz_look=$((fz_look + 1)); sleep 0.1; done
+      # Looked at once, at once: waiting here would let its leases run out
+      # and the others reap what it holds.
       idle "$fz_name" && "$@" && return 0
       kill -CONT "$(bg_pid "$fz_name")"
     fi
@@ -254,10 +253,14 @@ held_by() {
 }
 # holds: whether IFROZEN holds instances, which it then sets in held.
 holds() { held=$(held_by "$IFROZEN") && [ -n "$held" ]; }
-touch "$W/hold"
 ireaped=0
 held=""
 if freeze "$IFROZEN" holds; then
+  # Only the reruns of what it held wait: others of its instances, reaped
+  # during tries that let it go again, run on (waiting, they took every
+  # worker of the others, and no retry was claimed for 60 s).
+  pg_sql "SELECT s.item_index FROM attempts a JOIN steps s ON s.id = a.step_id
+          WHERE a.id IN ($held)" >"$W/hold"
   reaped() { [ "$(pg_sql "SELECT count(*) FROM attempts WHERE id IN ($held) AND outcome IS NULL")" = 0 ]; }
   wait_for "the others reaped the instances frozen $IFROZEN held" 60 reaped
   ireaped=$(pg_sql "SELECT count(*) FROM attempts WHERE id IN ($held) AND outcome = 'lease_expired'")
