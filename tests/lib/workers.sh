@@ -365,6 +365,12 @@ TOML
     eval "DUO$n=\$(printf '%s' \"\$BODY\" | jq -r --argjson n $n '.claims[] | select(.input.context.n == \$n) | .token')"
     eval "DUO_TASK$n=\$(printf '%s' \"\$BODY\" | jq -r --argjson n $n '.claims[] | select(.input.context.n == \$n) | .task_id')"
   done
+  # Their leases (15 s) renewed at once too: the claim and the refusals
+  # below took longer than that on a loaded machine (make test, twice).
+  for tok in "$DUO1" "$DUO2" "$DUO3"; do
+    wk_post "/api/v1/claims/$tok/heartbeat" '{}'
+    [ "$CODE" = 200 ] || tap_fail "heartbeat a duo claim at once" "status $CODE: $BODY"
+  done
   # A batch with one bad item is refused whole: nothing recorded.
   wk_post /api/v1/claims/outcomes "{\"outcomes\": [{\"token\": \"$DUO1\", \"results\": 1}, {\"token\": \"$DUO2\", \"results\": 1, \"error\": \"x\"}]}"
   wk_expect "an outcome with results and error: 400 naming it" 400 .error.param '"outcomes[1].results"'
