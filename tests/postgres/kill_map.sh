@@ -246,27 +246,29 @@ expect_eq "the killed creation left nothing: attempt 3 lease_expired, attempt 4 
 # them and claim them again, their reruns waiting while $W/hold exists;
 # then orch-4 is let go: its late outcomes are refused.
 IFROZEN=orch-$ORCHS
-held_by() {
-  pg_sql "SELECT string_agg(a.id::text, ',') FROM attempts a JOIN steps s ON s.id = a.step_id
-          WHERE s.task_id = $TASK AND s.map_idx IS NOT NULL AND a.owner = '$1'
-          AND a.outcome IS NULL"
+# holds: whether IFROZEN holds instances; their attempt ids then in held, and
+# their indexes in $W/hold at once (before the stop: a lease that ran out
+# while the test wrote it let a rerun pass the hold before it existed).
+holds() {
+  pg_sql "SELECT a.id || ' ' || s.item_index FROM attempts a JOIN steps s ON s.id = a.step_id
+          WHERE s.task_id = $TASK AND s.map_idx IS NOT NULL AND a.owner = '$IFROZEN'
+          AND a.outcome IS NULL" >"$W/held.now" || return 1
+  held=$(cut -d' ' -f1 "$W/held.now" | paste -sd, -)
+  cut -d' ' -f2 "$W/held.now" >"$W/hold.new" && mv "$W/hold.new" "$W/hold"
+  [ -n "$held" ]
 }
-# holds: whether IFROZEN holds instances, which it then sets in held.
-holds() { held=$(held_by "$IFROZEN") && [ -n "$held" ]; }
 ireaped=0
 held=""
 if freeze "$IFROZEN" holds; then
-  # Only the reruns of what it held wait: others of its instances, reaped
-  # during tries that let it go again, run on (waiting, they took every
-  # worker of the others, and no retry was claimed for 60 s).
-  pg_sql "SELECT s.item_index FROM attempts a JOIN steps s ON s.id = a.step_id
-          WHERE a.id IN ($held)" >"$W/hold"
   reaped() { [ "$(pg_sql "SELECT count(*) FROM attempts WHERE id IN ($held) AND outcome IS NULL")" = 0 ]; }
   wait_for "the others reaped the instances frozen $IFROZEN held" 60 reaped
   ireaped=$(pg_sql "SELECT count(*) FROM attempts WHERE id IN ($held) AND outcome = 'lease_expired'")
+  # Claimed again by another: in progress there, or already done (a rerun
+  # that began before the hold file listed it does not wait).
   reclaimed() {
-    [ "$(pg_sql "SELECT count(*) FROM steps WHERE id IN (SELECT step_id FROM attempts
-                 WHERE id IN ($held)) AND state = 'in_progress' AND lease_owner <> '$IFROZEN'")" -gt 0 ]
+    [ "$(pg_sql "SELECT count(*) FROM attempts a JOIN attempts h ON h.step_id = a.step_id
+                 WHERE h.id IN ($held) AND a.attempt > h.attempt
+                 AND a.owner <> '$IFROZEN'")" -gt 0 ]
   }
   wait_for "the others claimed again what frozen $IFROZEN held" 60 reclaimed ||
     pg_sql "SELECT 'now ' || (extract(epoch FROM clock_timestamp()) * 1000)::bigint
