@@ -2,9 +2,9 @@
  * deadlines that came (deadline_apply) when the earliest one it knows
  * comes, as it takes wait timeouts and retries, with no polling. It
  * learns of new ones from next_due (whose ready time counts them), from
- * the store's changes (another process's submit), and from its own
- * claims of a new task's first steps (a submit through this process):
- * those make a pass look, at most every TK__WAIT_LOOK_MS. A task that a deadline ended has its
+ * the store's changes (another process's submit: a pass looks, at most
+ * every TK__WAIT_LOOK_MS), and from its claims of a new task's first
+ * steps, which carry the task's deadline. A task that a deadline ended has its
  * steps cancelled in the store: this engine's attempts of them still
  * running finish, and their outcomes are refused as a lost lease's. */
 #include "engine/engine_internal.h"

@@ -168,7 +168,7 @@ void tk__engine_start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us
     job *j = jobs[i];
     if (j == NULL) continue;
     const tk__claimed *c = &j->claim;
-    e->deadline_news |= c->task_was_pending; /* a new task: its deadline may come first */
+    if (c->task_deadline_at > 0) tk__engine_deadline_hint(e, c->task_deadline_at);
     if (tk__engine_wants(e, TK_EV_STEP_CLAIMED)) {
       tk_event ev = {.type = TK_EV_STEP_CLAIMED, .at = now, .task = c->task_id,
                      .step = j->name, .attempt = c->attempt, .has_late_ms = 1,

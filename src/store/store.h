@@ -216,6 +216,10 @@ typedef struct tk__claimed {
   char backoff[TK__PROFILE_MAX];
   char prev_state[24]; /* pending or waiting_for_retry, for the transition */
   int task_was_pending;
+  /* The task's deadline (tasks.deadline_at), read when it was pending:
+   * a new task's deadline may come before any the engine knows. 0: none,
+   * or the task was not pending. */
+  int64_t task_deadline_at;
   /* Its handler input as the `inputs` op builds it, JSON text (compact),
    * built by the claim itself when the request asked for inputs and its
    * template step is not among the request's no_input; malloc'd, the

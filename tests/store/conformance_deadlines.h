@@ -4,7 +4,8 @@
  * cancelled and the task ends in error with the reason "deadline", in one
  * transaction; an outcome of an attempt that was in progress is refused
  * after it as a lost lease's; two takers apply each deadline once; a task
- * that finished first is untouched; a submit's deadline overrides its
+ * that finished first is untouched; the claims that start a task carry
+ * its deadline; a submit's deadline overrides its
  * template's and a bad one stores nothing. Included by test_conformance.c;
  * every case runs on every backend. */
 #ifndef TESTS_STORE_CONFORMANCE_DEADLINES_H
@@ -73,6 +74,12 @@ static void deadline_with_steps_in_every_state(world *w) {
   int64_t task = submit_deadline(w, "deadlined", 0);
   tk__claimed c[4];
   assert_int_equal(claim(w->s, "orch", 4, c), 4);
+  /* The claims that start the task carry its deadline (the engine's
+   * wake-up for it: no look at the deadlines for every new task). */
+  for (int i = 0; i < 4; i++) {
+    assert_true(c[i].task_was_pending);
+    assert_true(c[i].task_deadline_at == T(DEADLINE_MS));
+  }
   w->clock.now_ms = T(100);
   tk__outcome o = success_of(claim_named(w, task, c, 4, "done"), "orch", T(100));
   record_ok(w->s, &o);

@@ -171,6 +171,7 @@
     " SELECT m.id, m.task_id, t.template_id,"                                                   \
     " m.idx, m.attempts, m.max_attempts, m.retryable, m.run_at, m.last_delay_ms, m.backoff,"    \
     " m.claim_id, p.kind, m.task_id IN (SELECT id FROM started), COALESCE(m.item_index, -1),"   \
+    " t.deadline_at,"                                                                           \
     /* The handler input (issue 22), as INPUTS_SQL's rows make it, but                          \
      * written out as JSON text here: the server only concatenates the                          \
      * stored JSON texts, parsing none of them. */                                              \
@@ -185,7 +186,8 @@
     " || ',\"item_index\":' || m.item_index END || '}' END"                                     \
     tok_out                                                                                     \
     " FROM moved m JOIN picked p ON p.id = m.id"                                                \
-    " CROSS JOIN LATERAL (SELECT template_id, context FROM tasks WHERE id = m.task_id) t"       \
+    " CROSS JOIN LATERAL (SELECT template_id, context, deadline_at FROM tasks"                  \
+    " WHERE id = m.task_id) t"                                                                  \
     " ORDER BY p.kind, CASE WHEN p.kind < 2 THEN p.run_at END,"                                 \
     " CASE p.kind WHEN 2 THEN -p.priority END, CASE p.kind WHEN 2 THEN p.task_id END, p.id"
 
@@ -409,9 +411,11 @@ int tk__pg_claim_read(tk__pg_pipe *p, tk__claim_request *r, int claim_slot, int 
              tk__pg_i64(res, i, 11) == 0 ? TK__STEP_WAITING_FOR_RETRY : TK__STEP_PENDING);
     c->task_was_pending = tk__pg_bool(res, i, 12);
     c->item_index = (int)tk__pg_i64(res, i, 13);
+    int64_t deadline_at = tk__pg_i64(res, i, 14);
+    c->task_deadline_at = c->task_was_pending && deadline_at != TK__NONE ? deadline_at : 0;
     c->lease_expires_at = r->now + r->lease_ms;
-    c->input = tk__input_text(tk__pg_text(res, i, 14));
-    if (r->worker_queue) c->token_index = (int)tk__pg_i64(res, i, 15) - 1;
+    c->input = tk__input_text(tk__pg_text(res, i, 15));
+    if (r->worker_queue) c->token_index = (int)tk__pg_i64(res, i, 16) - 1;
   }
   r->n = rows;
   PGresult *next = tk__pg_result(p, retry_slot);

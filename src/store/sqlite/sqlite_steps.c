@@ -149,7 +149,7 @@ int tk__sq_task_extras(tk__sqlite *q, int64_t task_id, const tk__new_task *t, tk
 #define CLAIM_COLUMNS                                                                       \
   "SELECT s.id, s.task_id, t.template_id, COALESCE(s.map_idx, s.idx), s.attempts,"          \
   " s.max_attempts, s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.state, t.state,"   \
-  " COALESCE(s.item_index, -1) FROM steps s"
+  " COALESCE(s.item_index, -1), t.deadline_at FROM steps s"
 
 /* Text column col of st into dst (cap bytes), cut short if it must be:
  * the claim's hot loop, where snprintf showed in profiles. */
@@ -206,6 +206,7 @@ static int claim_scan(tk__sqlite *q, int id, const char *sql, int64_t until, int
     column_copy(c->prev_state, sizeof c->prev_state, st, 10);
     c->task_was_pending = strcmp(tk__sq_text(st, 11), TK__TASK_PENDING) == 0;
     c->item_index = sqlite3_column_int(st, 12);
+    c->task_deadline_at = c->task_was_pending ? sqlite3_column_int64(st, 13) : 0;
     c->lease_expires_at = now + lease_ms;
   }
   sqlite3_reset(st);
