@@ -144,9 +144,10 @@ struct tk_engine {
   /* Wait steps (DESIGN §18, waits.c): the earliest timeout of a waiting
    * step known to this engine (INT64_MIN: unknown, look), when this
    * engine last took waits, whether the store changed since (a signal
-   * may have come), and wait_take's slots (claim_batch of them). */
+   * may have come), whether a signal came (drain_changes said so: taken
+   * at once), and wait_take's slots (claim_batch of them). */
   int64_t wait_at, waits_looked_at;
-  int waits_changed;
+  int waits_changed, wait_news;
   tk__waited *waited;
   int64_t retention_at; /* when [retention] prunes next (retention.c); 0: now */
   /* Deadlines (deadlines.c): when to look next (INT64_MIN: at once), when

@@ -438,7 +438,7 @@ int tk_engine_run(tk_engine *e, int until_idle, tk_err *err) {
     /* Forget change notices before looking: what this pass reads covers
      * them, and only changes made after it should wake the sleep. */
     note_changes(e);
-    e->store->ops->drain_changes(e->store);
+    if (e->store->ops->drain_changes(e->store) & TK__CHANGED_WAITS) e->wait_news = 1;
     rc = pass(e, INLINE_ROUNDS, &due, &claimed, err);
     if (rc == 0 && until_idle && e->in_flight == 0 && e->unrecorded == NULL) {
       int idle = 0;

@@ -433,7 +433,7 @@ int tk__remote_wake_fd(tk_engine *e) {
 }
 
 void tk__remote_drain(tk_engine *e) {
-  if (e->store->ops->drain_changes) e->store->ops->drain_changes(e->store);
+  if (e->store->ops->drain_changes) (void)e->store->ops->drain_changes(e->store);
 }
 
 int64_t tk__remote_reap_at(tk_engine *e) { return e->reap_at; }

@@ -92,6 +92,13 @@ static job *waited_job(tk_engine *e, tk__waited *x, int64_t now) {
 
 int tk__engine_waits(tk_engine *e, int64_t now, job **done, tk_err *err) {
   *done = NULL;
+  /* A signal stored: taken now. Other changes may have brought one too
+   * (a backend that cannot tell): looked at, at most every
+   * TK__WAIT_LOOK_MS (each look is a transaction). */
+  if (e->wait_news) {
+    e->wait_news = 0;
+    e->wait_at = now;
+  }
   if (e->waits_changed) {
     e->waits_changed = 0;
     int64_t look = e->waits_looked_at == INT64_MIN ? now : e->waits_looked_at + TK__WAIT_LOOK_MS;

@@ -61,6 +61,9 @@
 /* An integer column that is NULL, in typed rows. */
 #define TK__NONE INT64_MIN
 
+/* drain_changes: a signal was stored by another connection. */
+#define TK__CHANGED_WAITS 1
+
 /* Step states as stored (DESIGN §3). */
 #define TK__STEP_PENDING "pending"
 #define TK__STEP_IN_PROGRESS "in_progress"
@@ -776,9 +779,14 @@ typedef struct tk__store_ops {
   int (*status)(tk_store *s, int64_t now, tk__status_report *out, tk_err *err);
   /* A file descriptor that becomes readable when another connection may
    * have changed the store (so a sleeping engine looks again), or -1 when
-   * the backend has none; `drain` consumes what made it readable. */
+   * the backend has none; `drain` consumes what made it readable and says
+   * whether a wait's news was among it (TK__CHANGED_WAITS: a signal was
+   * stored since the last drain), which the engine then takes at once
+   * instead of at its next look at the waits (TK__WAIT_LOOK_MS after the
+   * last). A backend that cannot tell returns 0: news is never lost, only
+   * taken at that next look. */
   int (*change_fd)(tk_store *s);
-  void (*drain_changes)(tk_store *s);
+  int (*drain_changes)(tk_store *s);
 
   /* Batch steps (DESIGN §9). Load the step's settings and pending items
    * (TK_ENOENT when the step is not a batch step). Read-only: a claim

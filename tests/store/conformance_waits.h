@@ -4,7 +4,8 @@
  * to a finished step refused saying when it finished, a timeout that
  * fails the attempt and a retry that waits again and completes, a failing
  * signal, two takers never taking one wait twice, bad signals changing
- * nothing, and a cancel of a task that waits. Outcomes are recorded
+ * nothing, a cancel of a task that waits, and the news of a signal that
+ * another connection's drain_changes gives. Outcomes are recorded
  * through `record`, fenced by the claim that parked the step, as the
  * engine records them (engine/waits.c). Included by test_conformance.c;
  * every case runs on every backend. */
@@ -394,6 +395,36 @@ static void a_wait_keeps_its_task_going(world *w) {
                 NULL);
 }
 
+/* What another connection's drain_changes on b says once its change fd
+ * became readable (within 10 s: a notice may come a moment after the
+ * commit), or -1 when it never did. */
+static int drained_after_change(tk_store *b) {
+  int fd = b->ops->change_fd(b);
+  assert_true(fd >= 0);
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  for (int i = 0; i < 100; i++)
+    if (poll(&p, 1, 100) > 0) return b->ops->drain_changes(b);
+  return -1;
+}
+
+/* Another connection's drain_changes tells a signal stored (the engine
+ * takes it at once) from any other change (a submit), and says it once. */
+static void drain_tells_a_signal_stored(world *w) {
+  add_template(w, approval_toml);
+  int64_t task = submit(w, "approval");
+  tk__claimed c;
+  assert_int_equal(claim(w->s, "orch", 1, &c), 1);
+  assert_int_equal(park(w, w->s, &c).id, 0);
+  tk_store *b = open_store(w, w->url);
+  (void)b->ops->change_fd(b);
+  (void)b->ops->drain_changes(b);
+  submit(w, "approval");
+  assert_int_equal(drained_after_change(b), 0);
+  signal_ok(w, task, "approve", "{}", NULL, NULL);
+  assert_int_equal(drained_after_change(b), TK__CHANGED_WAITS);
+  assert_int_equal(b->ops->drain_changes(b), 0);
+}
+
 #define WAIT_CASES                                                                            \
   {"waits: a signal after the step waits", signal_after_waiting, 0},                          \
   {"waits: a signal before the step waits", signal_before_waiting, 0},                        \
@@ -402,6 +433,7 @@ static void a_wait_keeps_its_task_going(world *w) {
   {"waits: a failing signal", failing_signal, 0},                                             \
   {"waits: two takers take each wait once", two_takers_take_each_wait_once, 0},               \
   {"waits: bad signals change nothing; cancel", bad_signals_and_cancel, 0},                   \
-  {"waits: a waiting step keeps its task going", a_wait_keeps_its_task_going, 0},
+  {"waits: a waiting step keeps its task going", a_wait_keeps_its_task_going, 0},           \
+  {"waits: another connection's drain tells a signal stored", drain_tells_a_signal_stored, 0},
 
 #endif

@@ -96,6 +96,7 @@ typedef struct tk__pg {
   /* change_fd: the socket and "notices queued" (-1 until change_fd is
    * first called; then LISTEN was sent on this connection). */
   int epoll_fd, event_fd;
+  int wait_news; /* a notice with TK__PG_WAIT_NEWS came from another session */
   int sync_off; /* TK_DURABILITY_FAST: synchronous_commit = off (again after reconnect) */
   /* The flow (decisions, maps) of each template this connection has seen,
    * read once (postgres_flow.c): a stored template never changes. */
@@ -111,6 +112,8 @@ typedef struct tk__pg {
 /* The notification channel: every transaction that makes work visible to
  * other orchestrators notifies it, so their sleeps end (DESIGN §4). */
 #define TK__PG_CHANNEL "tasker"
+/* The payload of a notice that a signal was stored (drain_changes). */
+#define TK__PG_WAIT_NEWS "wait"
 
 /* ---- Pipelines (postgres_pipe.c) ---- */
 

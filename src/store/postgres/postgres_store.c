@@ -250,14 +250,23 @@ static void wake(tk__pg *pg) {
   (void)w;
 }
 
-static void raise_if_queued(tk__pg *pg) {
+/* The notices queued, dropped: whether one came from another session;
+ * one of a wait's news noted in pg->wait_news. */
+static int take_notices(tk__pg *pg) {
   int others = 0;
   PGnotify *n;
   while ((n = PQnotifies(pg->conn)) != NULL) {
-    if (n->be_pid != PQbackendPID(pg->conn)) others = 1;
+    if (n->be_pid != PQbackendPID(pg->conn)) {
+      others = 1;
+      if (strcmp(n->extra, TK__PG_WAIT_NEWS) == 0) pg->wait_news = 1;
+    }
     PQfreemem(n);
   }
-  if (others) wake(pg);
+  return others;
+}
+
+static void raise_if_queued(tk__pg *pg) {
+  if (take_notices(pg)) wake(pg);
 }
 
 static int pg_change_fd(tk_store *s) {
@@ -284,17 +293,19 @@ static int pg_change_fd(tk_store *s) {
   return pg->epoll_fd;
 }
 
-static void pg_drain_changes(tk_store *s) {
+static int pg_drain_changes(tk_store *s) {
   tk__pg *pg = (tk__pg *)s;
-  if (pg->epoll_fd < 0) return;
+  if (pg->epoll_fd < 0) return 0;
   /* Reads whatever arrived without blocking; then every queued notice is
    * dropped, and the "queued" flag with them. */
   PQconsumeInput(pg->conn);
-  PGnotify *n;
-  while ((n = PQnotifies(pg->conn)) != NULL) PQfreemem(n);
+  take_notices(pg);
   uint64_t count;
   ssize_t r = read(pg->event_fd, &count, sizeof count);
   (void)r;
+  int news = pg->wait_news;
+  pg->wait_news = 0;
+  return news ? TK__CHANGED_WAITS : 0;
 }
 
 /* A new session in place of a lost one, set up as the old one was: its

@@ -30,7 +30,7 @@ enum {
   SQ_BUDGET_GET, SQ_BUDGET_PUT,
   SQ_WAIT_TASK, SQ_WAIT_STEP, SQ_WAIT_BY_KEY, SQ_WAIT_PENDING, SQ_WAIT_FINISHED, SQ_WAIT_SIGNAL_PUT,
   SQ_WAIT_HELD, SQ_WAIT_DELIVERABLE, SQ_WAIT_DELIVER, SQ_WAIT_PARK, SQ_WAIT_DUE, SQ_WAIT_CLAIM,
-  SQ_WAIT_RESUME, SQ_WAIT_NEXT,
+  SQ_WAIT_RESUME, SQ_WAIT_NEXT, SQ_SIGNALS_LAST,
   SQ_DEADLINE_FIRST, SQ_DEADLINE_DUE, SQ_DEADLINE_DROP, SQ_DEADLINE_SET, SQ_DEADLINE_PUT,
   SQ__COUNT
 };
@@ -69,6 +69,7 @@ typedef struct tk__sqlite {
   char *path;
   sqlite3_stmt *stmts[SQ__COUNT];
   int inotify_fd; /* watches the WAL file for other processes' commits */
+  int64_t signals_seen; /* the last signal id drain_changes saw */
   int64_t busy_since_ns; /* when the current wait for the write lock began */
   /* The background checkpointer (sqlite_checkpoint.c). */
   pthread_t ckpt_thread;

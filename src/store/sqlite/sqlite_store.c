@@ -165,12 +165,25 @@ static int sq_change_fd(tk_store *s) {
   return fd;
 }
 
-static void sq_drain_changes(tk_store *s) {
+/* A commit came: whether it stored a signal, by the newest signal's id
+ * (one step down the table's b-tree). A commit seen before its end (the
+ * watch fires at the log's first write) reads as none: its signal is
+ * then taken at the engine's next look at the waits. */
+static int sq_drain_changes(tk_store *s) {
   tk__sqlite *q = (tk__sqlite *)s;
   char buf[4096];
-  if (q->inotify_fd < 0) return;
-  while (read(q->inotify_fd, buf, sizeof buf) > 0) {
-  }
+  if (q->inotify_fd < 0) return 0;
+  int changed = 0;
+  while (read(q->inotify_fd, buf, sizeof buf) > 0) changed = 1;
+  if (!changed) return 0;
+  tk_err err;
+  sqlite3_stmt *st = tk__sq_stmt(q, SQ_SIGNALS_LAST, "SELECT max(id) FROM signals", &err);
+  if (st == NULL) return 0;
+  int64_t last = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  sqlite3_reset(st);
+  int news = last > q->signals_seen;
+  if (news) q->signals_seen = last;
+  return news ? TK__CHANGED_WAITS : 0;
 }
 
 /* Process-wide: SQLite stops keeping memory statistics, which cost a
