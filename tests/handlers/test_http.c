@@ -880,7 +880,8 @@ static void bad_specs_are_refused_at_their_place(void **state) {
   expect_spec_error("{ kind = \"http\", url = \"https://x/{{contxt.id}}\" }",
                     "t.toml:1:28: steps[1].handler.url: placeholder \"{{contxt.id}}\" (byte 11): "
                     "unknown source \"contxt\"; expected context.PATH, parents.STEP.PATH, "
-                    "item.PATH, item_index, env.NAME, task.id, task.step or task.attempt");
+                    "item.PATH, item_index, env.NAME, task.id, task.step, task.attempt, "
+                    "task.callback_url or task.callback_token");
   expect_spec_error("{ kind = \"http\", url = \"https://x/{{context.id\" }",
                     "t.toml:1:28: steps[1].handler.url: placeholder \"{{context.id\" (byte 11): "
                     "unclosed (expected \"}}\")");
@@ -917,7 +918,7 @@ static void bad_specs_are_refused_at_their_place(void **state) {
   expect_spec_error("{ kind = \"http\", url = \"https://x\", insecure = true }",
                     "t.toml:1:41: unknown key \"steps[1].handler.insecure\" (known keys: kind, "
                     "timeout, url, method, query, headers, body, connect_timeout, max_redirects, "
-                    "max_response, retry_on, permanent_on, ca_file)");
+                    "max_response, retry_on, permanent_on, ca_file, callback)");
   /* A URL curl could never send: every attempt would fail "malformed
    * URL". */
   expect_spec_error("{ kind = \"http\", url = \"https://x/a b\" }",
