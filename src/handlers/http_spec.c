@@ -55,7 +55,8 @@ static const tk__key callback_keys[] = {
 static const tk__schema callback_schema = {"http callback", callback_keys,
                                            sizeof callback_keys / sizeof callback_keys[0]};
 
-/* The callback table, if any, into spec's callback_timeout_ms. */
+/* The callback table, if any, into spec's callback_timeout_ms (an http
+ * step is never a batch step: the kind has no run_batch). */
 static int check_callback(const tk__spec_where *w, const tk_toml_value *cb, json_t *spec) {
   if (cb == NULL) return 0;
   if (tk_toml_type_of(cb) != TK_TOML_TABLE)
