@@ -23,6 +23,9 @@
 # python3. cb_run runs it all.
 . "$(dirname "$0")/../lib/bg.sh"
 . "$(dirname "$0")/../lib/serve.sh"
+# sg_state, sg_is, sg_task_is, sg_snapshot: a step's state, a task's, and
+# show --history without the time it was read.
+. "$(dirname "$0")/../lib/signals.sh"
 
 CB_SERVICE=$(cd "$(dirname "$0")/../../examples/callback-export" && pwd)/export_service.py
 
@@ -50,11 +53,6 @@ handler = { kind = "builtin", name = "noop" }
 TOML
 }
 
-# cb_state ID STEP: the step's state, from show --json.
-cb_state() { t show "$1" --json | jq -r --arg s "$2" '.steps[] | select(.name == $s) | .state'; }
-cb_is() { [ "$(cb_state "$1" "$2")" = "$3" ]; }
-cb_task_is() { [ "$(t show "$1" --json | jq -r .state)" = "$2" ]; }
-cb_snapshot() { t show "$1" --json --history | jq -c 'del(.now)'; }
 # cb_tokens TASK: the tokens the service received for TASK, one a line.
 cb_tokens() { jq -r --arg t "$1" 'select((.task | tostring) == $t and .token != null) | .token' "$W/service.log"; }
 # cb_token_count TASK N: the service received N requests of TASK.
@@ -97,7 +95,7 @@ cb_run() {
   z=$(t submit export)
   run t run --until-idle
   expect_rc "run --until-idle without server.public_url" 0
-  expect_eq "the step is in error" "$(cb_state "$z" export)" error
+  expect_eq "the step is in error" "$(sg_state "$z" export)" error
   expect_match "saying server.public_url is needed" \
     "$(t show "$z" --json | jq -r '.steps[0].last_error')" "server.public_url"
 
@@ -107,7 +105,7 @@ cb_run() {
     >>"$W/orch.log" 2>&1
 
   a=$(t submit export)
-  wait_for "the callback completes task $a" 60 cb_task_is "$a" complete
+  wait_for "the callback completes task $a" 60 sg_task_is "$a" complete
   expect_eq "the callback's results are the step's" \
     "$(t show "$a" --json | jq -c '.steps[] | select(.name == "export") | .results')" \
     "{\"rows\":42,\"file\":\"export-$a.csv\"}"
@@ -120,7 +118,7 @@ cb_run() {
     '[["pending","in_progress","claimed"],["in_progress","waiting","waiting for a callback"],["waiting","in_progress","callback"],["in_progress","complete","success"]]'
 
   b=$(t submit flaky)
-  wait_for "a failure, then a retry's success, completes task $b" 60 cb_task_is "$b" complete
+  wait_for "a failure, then a retry's success, completes task $b" 60 sg_task_is "$b" complete
   run t show "$b" --json
   expect_eq "attempt 1 failed with the callback's error, attempt 2 succeeded" \
     "$(printf '%s' "$OUT" | jq -c '[.steps[0].history[] | select(.attempt) | [.attempt, .outcome, .error]]')" \
@@ -128,7 +126,7 @@ cb_run() {
   expect_eq "each attempt had its own token" "$(cb_tokens "$b" | sort -u | wc -l | tr -d ' ')" 2
 
   c=$(t submit beat)
-  wait_for "a heartbeat, then the callback, completes task $c" 60 cb_task_is "$c" complete
+  wait_for "a heartbeat, then the callback, completes task $c" 60 sg_task_is "$c" complete
   expect_eq "the heartbeat was answered 200 with its until" \
     "$(jq -r --arg t "$c" 'select((.task | tostring) == $t and .heartbeat) | [.heartbeat, (.answer |
        fromjson | .until > 0)] | @tsv' "$W/service.log")" "200	true"
@@ -151,7 +149,7 @@ cb_run() {
   expect_eq "attempt 1 timed out" \
     "$(t show "$d" --json | jq -r '.steps[0].history[] | select(.attempt == 1) | .outcome')" \
     timeout
-  before=$(cb_snapshot "$d")
+  before=$(sg_snapshot "$d")
   cb_post "/api/v1/callbacks/$old" '{"status": "success", "results": {"late": true}}'
   cb_answer "the earlier attempt's token: 409" 409 '.error.message' \
     "\"attempt 1 of step \\\"export\\\" of task $d is over (the step is waiting now): its callback token changes nothing\""
@@ -163,7 +161,7 @@ cb_run() {
   cb_answer "a failure without its error: 400 naming it" 400 '.error.param' '"error"'
   cb_post "/api/v1/callbacks/$new" '{"status": "success", "eror": 1}'
   cb_answer "an unknown member: 400 naming it" 400 '.error.param' '"eror"'
-  expect_eq "none of them changed the store" "$(cb_snapshot "$d")" "$before"
+  expect_eq "none of them changed the store" "$(sg_snapshot "$d")" "$before"
   cb_post "/api/v1/callbacks/$new/heartbeat" '{"timeout": "2h"}'
   cb_answer "the retry's heartbeat" 200 '[.task, .attempt, .step_state]' "[$d,2,\"waiting\"]"
   expect_eq "it moved the timeout to its until" \
@@ -171,7 +169,7 @@ cb_run() {
   cb_post "/api/v1/callbacks/$new" '{"status": "success", "results": {"by": "hand"}}'
   cb_answer "the retry's token completes it" 200 '[.task, .step, .attempt, .status]' \
     "[$d,\"export\",2,\"success\"]"
-  wait_for "task $d completes" 60 cb_task_is "$d" complete
+  wait_for "task $d completes" 60 sg_task_is "$d" complete
   cb_post "/api/v1/callbacks/$new" '{"status": "success", "results": {"by": "hand"}}'
   cb_answer "the same callback again: 409, it came already" 409 \
     '.error.message | test("a callback for attempt 2 .* came already")' true
