@@ -249,10 +249,11 @@ FUZZ_EXTRA_command_stdout := -Wno-duplicate-decl-specifier
 # The API's request parsing (routes, query strings, bodies; the signal body's
 # rule in store/rules.c), apart from HTTP.
 FUZZ_SRC_api := src/server/route.c src/handlers/queue_name.c src/server/query_parse.c src/server/body_parse.c \
-  src/server/api_error.c src/server/listen.c src/store/rules.c src/core/error.c
+  src/server/api_error.c src/server/listen.c src/store/rules.c src/core/error.c \
+  src/core/duration.c
 # The worker protocol's bodies and paths (docs/api.md "Workers").
 FUZZ_SRC_worker := src/server/route.c src/handlers/queue_name.c src/server/query_parse.c src/server/body_parse.c \
-  src/server/worker_body.c src/server/api_error.c src/core/error.c
+  src/server/worker_body.c src/server/api_error.c src/core/error.c src/core/duration.c
 # The decision and map rules (store/flow.c) over handler results.
 FUZZ_SRC_flow := src/store/flow.c src/core/error.c
 build-fuzz/fuzz_flow: tests/common/flow_fixture.h

@@ -99,8 +99,41 @@ static void signal_text(const char *body) {
   if ((rc == 0) != json || (rc != 0 && (rc != TK_EINVAL || err.msg[0] == '\0'))) abort();
 }
 
+/* A callback's body as POST /api/v1/callbacks/TOKEN reads it
+ * (tk__callback_body_parse) and a heartbeat's: taken, it is exactly one
+ * of a success (results: JSON text that parses back to the body's
+ * results, null when absent; no error) and a failure (a non-empty error
+ * without NUL, no results; retry_after only when retryable, within a
+ * year); a heartbeat's timeout is > 0 and within a year, or none. */
+static void callback_body(const char *body, size_t len) {
+  tk__api_error e;
+  tk__callback_body cb;
+  if (tk__callback_body_parse(body, len, &cb, &e) != 0) {
+    fuzz_check_error(&e);
+  } else {
+    const char *status = json_string_value(json_object_get(cb.root, "status"));
+    int success = status && strcmp(status, "success") == 0;
+    if (!status || success != (cb.results != NULL) || success == (cb.error != NULL)) abort();
+    if (cb.error && (cb.error[0] == '\0' || json_object_get(cb.root, "results"))) abort();
+    if (cb.retry_after_ms != -1 && (!cb.retryable || cb.retry_after_ms < 0 ||
+                                    cb.retry_after_ms > (int64_t)TK__RETRY_AFTER_MAX_S * 1000))
+      abort();
+    if (cb.results) {
+      json_t *back = json_loads(cb.results, JSON_DECODE_ANY, NULL);
+      json_t *want = json_object_get(cb.root, "results");
+      if (back == NULL || (want ? !json_equal(back, want) : !json_is_null(back))) abort();
+      json_decref(back);
+    }
+    tk__callback_body_free(&cb);
+  }
+  int64_t ms;
+  if (tk__callback_heartbeat_parse(body, len, &ms, &e) != 0) fuzz_check_error(&e);
+  else if (ms < 0 || ms > (int64_t)TK__RETRY_AFTER_MAX_S * 1000) abort();
+}
+
 static void bodies(const char *body, size_t len) {
   signal_body(body, len);
+  callback_body(body, len);
   signal_text(body);
   tk__api_error e;
   tk__submit_body sb;

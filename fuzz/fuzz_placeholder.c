@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                       "context", "id", "A 42/x", "n", 3, "list", 1, "two", "o", "ok", 1,
                       "parents", "fetch", "token", "t&k", "empty", "item", "path", "a b/c",
                       "rows", 7, "item_index", 2);
-  tk__ph_scope sc = {input, 99, "step", 2, fake_env, NULL};
+  tk__ph_scope sc = {input, 99, "step", 2, fake_env, NULL, NULL, NULL};
   char why[512];
   tk__ph *t = NULL;
   why[0] = '\0';

@@ -97,6 +97,13 @@ typedef struct tk_limits_settings {
   int64_t map_max; /* the most instances a map step may declare (map.max); 1..10^9 */
 } tk_limits_settings;
 
+/* The [server] table (docs/callbacks.md). */
+typedef struct tk_server_settings {
+  /* The URL the outside world reaches `tasker serve` at ("" unset): an
+   * http step's callback URL begins with it. */
+  const char *public_url;
+} tk_server_settings;
+
 /* A [budgets.NAME] table: a retry budget that steps name with
  * retry = { budget = "NAME" } (DESIGN §14, docs/config.md). */
 typedef struct tk_budget_settings {
@@ -184,6 +191,7 @@ const tk_engine_settings *tk_config_engine(const tk_config *c);
 const tk_batch_settings *tk_config_batch(const tk_config *c);
 const tk_retention_settings *tk_config_retention(const tk_config *c);
 const tk_limits_settings *tk_config_limits(const tk_config *c);
+const tk_server_settings *tk_config_server(const tk_config *c);
 
 /* The budget [budgets.NAME], or NULL if there is none by that name. */
 const tk_budget_settings *tk_config_budget(const tk_config *c, const char *name);

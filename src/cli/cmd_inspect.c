@@ -373,8 +373,13 @@ int cmd_show(cli_globals *g, int argc, char **argv) {
       /* A wait step (DESIGN §18): NEXT RUN is its timeout. */
       next = cli_relative(json_object_get(s, "run_at"), now, 1, when, sizeof when);
       size_t len = strlen(detail);
-      snprintf(detail + len, sizeof detail - len, "%swaiting for a signal (tasker signal %lld %s)",
-               len ? "; " : "", (long long)id, str(s, "name"));
+      if (!strcmp(str(s, "waits_for"), "callback"))
+        snprintf(detail + len, sizeof detail - len, "%swaiting for a callback",
+                 len ? "; " : "");
+      else
+        snprintf(detail + len, sizeof detail - len,
+                 "%swaiting for a signal (tasker signal %lld %s)", len ? "; " : "",
+                 (long long)id, str(s, "name"));
     }
     printf("%-20s %-18s %9s  %-12s %s\n", str(s, "name"), state, att, next, detail);
   }

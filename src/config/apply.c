@@ -13,7 +13,8 @@
 #define KEY_MAX 256
 
 static const char *const sections[] = {"backoff",   "engine",    "batch",  "budgets",
-                                       "schedules", "retention", "limits", "queues"};
+                                       "schedules", "retention", "limits", "queues",
+                                       "server"};
 
 /* The place of a problem: "FILE:L:C" for a file, "--set K=V" for a flag. */
 static void place(const tk__layer *L, tk_toml_pos pos, char *buf, size_t len) {
@@ -249,6 +250,7 @@ int tk__apply_layer(const tk__layer *L, const tk_toml_value *root) {
   target retention = {"retention", &tk__retention_schema, &c->retention, c->retention_origin,
                       NULL};
   target limits = {"limits", &tk__limits_schema, &c->limits, c->limits_origin, NULL};
+  target server = {"server", &tk__server_schema, &c->server, c->server_origin, NULL};
   for (size_t i = 0; i < tk_toml_table_len(root); i++) {
     const tk_toml_entry *e = tk_toml_table_at(root, i);
     const target *t = NULL;
@@ -259,6 +261,7 @@ int tk__apply_layer(const tk__layer *L, const tk_toml_value *root) {
     else if (strcmp(e->key, "batch") == 0) t = &batch;
     else if (strcmp(e->key, "retention") == 0) t = &retention;
     else if (strcmp(e->key, "limits") == 0) t = &limits;
+    else if (strcmp(e->key, "server") == 0) t = &server;
     else if (strcmp(e->key, "backoff") != 0 && !budgets && !schedules && !queues)
       return unknown_key(L, "", e, sections, sizeof sections / sizeof sections[0]);
     int rc = need_table(L, "", e);

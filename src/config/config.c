@@ -51,6 +51,7 @@ const tk_batch_settings *tk_config_batch(const tk_config *c) { return &c->batch;
 
 const tk_retention_settings *tk_config_retention(const tk_config *c) { return &c->retention; }
 const tk_limits_settings *tk_config_limits(const tk_config *c) { return &c->limits; }
+const tk_server_settings *tk_config_server(const tk_config *c) { return &c->server; }
 
 const tk_budget_settings *tk_config_budget(const tk_config *c, const char *name) {
   for (size_t i = 0; i < c->nbudgets; i++)

@@ -42,6 +42,7 @@ int tk__config_init_defaults(tk_config *c) {
   apply_defaults(&tk__batch_schema, &c->batch);
   apply_defaults(&tk__retention_schema, &c->retention);
   apply_defaults(&tk__limits_schema, &c->limits);
+  apply_defaults(&tk__server_schema, &c->server);
   /* Origins are zeroed: kind TK_CONFIG_DEFAULT, layer 0. */
   return 0;
 }

@@ -186,7 +186,7 @@ static int check_budget(const tk__budget *b, tk_err *err) {
  * [batch] and each budget. */
 int tk__config_finish(tk_config *c, tk_err *err) {
   size_t total = c->nprofiles * TK__BACKOFF_NKEYS + TK__ENGINE_NKEYS + TK__BATCH_NKEYS +
-                 TK__RETENTION_NKEYS + TK__LIMITS_NKEYS +
+                 TK__RETENTION_NKEYS + TK__LIMITS_NKEYS + TK__SERVER_NKEYS +
                  c->nbudgets * TK__BUDGET_NKEYS;
   if ((c->settings = calloc(total, sizeof *c->settings)) == NULL)
     return tk_err_set(err, TK_ENOMEM, "out of memory");
@@ -208,8 +208,10 @@ int tk__config_finish(tk_config *c, tk_err *err) {
   if ((rc = check_profile_name(c, "reconnect_backoff", err))) return rc;
   view retention = {"retention", &tk__retention_schema, &c->retention, c->retention_origin, 0};
   view limits = {"limits", &tk__limits_schema, &c->limits, c->limits_origin, 0};
+  view server = {"server", &tk__server_schema, &c->server, c->server_origin, 0};
   if (add_settings(c, &engine, NULL) != 0 || add_settings(c, &batch, NULL) != 0 ||
-      add_settings(c, &retention, NULL) != 0 || add_settings(c, &limits, NULL) != 0)
+      add_settings(c, &retention, NULL) != 0 || add_settings(c, &limits, NULL) != 0 ||
+      add_settings(c, &server, NULL) != 0)
     return tk_err_set(err, TK_ENOMEM, "out of memory");
   for (size_t i = 0; i < c->nbudgets; i++) {
     tk__budget *b = &c->budgets[i];

@@ -83,6 +83,9 @@ extern const tk__schema tk__retention_schema;
 /* [limits]: ceilings templates are checked against. */
 enum { TK__LIMITS_NKEYS = 1 };
 extern const tk__schema tk__limits_schema;
+/* [server]: what the API serves (docs/callbacks.md). */
+enum { TK__SERVER_NKEYS = 1 };
+extern const tk__schema tk__server_schema;
 
 /* [budgets.NAME]: a schema of its own, like the profiles' [backoff]. */
 enum { TK__BUDGET_NKEYS = 4 };
@@ -213,6 +216,8 @@ struct tk_config {
   tk_config_origin retention_origin[TK__RETENTION_NKEYS];
   tk_limits_settings limits;
   tk_config_origin limits_origin[TK__LIMITS_NKEYS];
+  tk_server_settings server;
+  tk_config_origin server_origin[TK__SERVER_NKEYS];
   tk_config_setting *settings;
   size_t nsettings;
   char **pool; /* strings the config owns */

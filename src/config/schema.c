@@ -11,6 +11,7 @@
 #define BUDGET(f) offsetof(tk_budget_settings, f)
 #define RETENTION(f) offsetof(tk_retention_settings, f)
 #define LIMITS(f) offsetof(tk_limits_settings, f)
+#define SERVER(f) offsetof(tk_server_settings, f)
 
 #define SECONDS 1000
 #define MINUTES (60 * SECONDS)
@@ -89,6 +90,12 @@ static const tk__key limits_keys[] = {
      .max = 1000000000, .allowed = "an integer from 1 to 1000000000", .def_i = 100000},
 };
 
+/* [server]: the URL callbacks come to (docs/callbacks.md); "" unset. */
+static const tk__key server_keys[] = {
+    {.name = "public_url", .kind = TK__K_STRING, .offset = SERVER(public_url),
+     .allowed = "the http:// or https:// URL tasker serve is reached at", .def_s = ""},
+};
+
 static const tk__key batch_keys[] = {
     {.name = "max_in_call_retries", .kind = TK__K_INT, .offset = BATCH(max_in_call_retries),
      .min = 0, .max = 1000, .allowed = "an integer from 0 to 1000", .def_i = 2},
@@ -118,6 +125,7 @@ _Static_assert(COUNT(batch_keys) == TK__BATCH_NKEYS, "TK__BATCH_NKEYS");
 _Static_assert(COUNT(budget_keys) == TK__BUDGET_NKEYS, "TK__BUDGET_NKEYS");
 _Static_assert(COUNT(retention_keys) == TK__RETENTION_NKEYS, "TK__RETENTION_NKEYS");
 _Static_assert(COUNT(limits_keys) == TK__LIMITS_NKEYS, "TK__LIMITS_NKEYS");
+_Static_assert(COUNT(server_keys) == TK__SERVER_NKEYS, "TK__SERVER_NKEYS");
 
 const tk__schema tk__backoff_schema = {"backoff", backoff_keys, COUNT(backoff_keys)};
 const tk__schema tk__engine_schema = {"engine", engine_keys, COUNT(engine_keys)};
@@ -125,6 +133,7 @@ const tk__schema tk__batch_schema = {"batch", batch_keys, COUNT(batch_keys)};
 const tk__schema tk__budget_schema = {"budgets", budget_keys, COUNT(budget_keys)};
 const tk__schema tk__retention_schema = {"retention", retention_keys, COUNT(retention_keys)};
 const tk__schema tk__limits_schema = {"limits", limits_keys, COUNT(limits_keys)};
+const tk__schema tk__server_schema = {"server", server_keys, COUNT(server_keys)};
 
 const tk__key *tk__schema_find(const tk__schema *s, const char *name, size_t len) {
   for (size_t i = 0; i < s->nkeys; i++)

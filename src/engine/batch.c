@@ -287,7 +287,7 @@ static int do_call(void *ud, const size_t *idx, size_t n, tk_item_report *report
   tk_batch_call bc = {b->call, b->offer, n, ++b->calls};
   tk_handler_result out = {.status = TK_HANDLER_SUCCESS, .retry_after_ms = -1};
   const step_def *d = b->job->def;
-  tk__handler_step step = {d->spec, d->prepared, &b->e->clock};
+  tk__handler_step step = {d->spec, d->prepared, &b->e->clock, NULL, NULL};
   d->kind->run_batch(&step, &bc, reports, &out);
   free(out.results); /* not used: the step's results are the counts */
   if (out.status != TK_HANDLER_SUCCESS) {

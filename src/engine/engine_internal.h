@@ -32,6 +32,7 @@ typedef struct step_def {
   json_t *spec;     /* the handler table */
   char *spec_text;  /* the same, as JSON text for C handlers */
   int64_t timeout_ms;
+  int64_t callback_ms; /* an http step that waits for a callback: its timeout; else 0 */
   json_t *batch;    /* the step's batch table, or NULL: not a batch step */
   const char *budget; /* the retry budget it names (its own or the
                          template's retry table), or NULL */
@@ -80,6 +81,11 @@ typedef struct job {
   int async;                /* started by kind->start: no worker waits for it */
   int64_t start_ns;         /* monotonic, when its handler was called */
   struct tk__batch_job *batch;          /* a batch step's items and results, or NULL */
+  /* A step that waits for a callback (callbacks.c): this attempt's token
+   * and URL (secrets, wiped with the job), and whether its outcome came
+   * from the wait already (a callback or the timeout), not the request. */
+  char *cb_token, *cb_url;
+  int waited;
   struct job *next;                     /* pool queues */
   struct job *flight_prev, *flight_next; /* the engine's in-flight list */
 } job;
@@ -324,6 +330,22 @@ int tk__engine_is_wait(const job *j);
  * be parked (logged: its lease expires and the reaper retries it); free
  * j then. */
 int tk__engine_park(tk_engine *e, job *j, int64_t now);
+/* tk__engine_park with the wait's end (timeout_at) and the move's reason. */
+int tk__engine_park_until(tk_engine *e, job *j, int64_t now, int64_t timeout_at,
+                          const char *reason);
+
+/* Callbacks of http steps (DESIGN §18, callbacks.c). Give job j, just
+ * claimed, its callback token (kept hashed in the store: callback_arm)
+ * and URL: 0; -1 when it cannot run: j->result is then its failure (no
+ * server.public_url: permanent), or j was dropped (logged, freed: its
+ * lease expires and the reaper retries it) when *dropped. */
+int tk__engine_callback_arm(tk_engine *e, job *j, int64_t now, int *dropped);
+/* Of the finished jobs in list, park those whose request a callback
+ * step's 2xx answered (they wait now, and are freed) unless a callback
+ * came first; the list of those left to record. */
+job *tk__engine_callbacks_park(tk_engine *e, job *list);
+/* Wipe and free j's callback token and URL. */
+void tk__engine_callback_wipe(job *j);
 /* When due (a timeout known to come by now, or the store changed since
  * the last look, at most every TK__WAIT_LOOK_MS), take the waits that a
  * signal or a timeout ended (wait_take) as jobs with their outcomes, in

@@ -40,7 +40,8 @@ int tk__engine_execute(tk_engine *e, job *j) {
       .spec = j->def->spec_text,
       .deadline_ms = j->def->timeout_ms > 0 ? now + j->def->timeout_ms : 0,
   };
-  j->hstep = (tk__handler_step){j->def->spec, j->def->prepared, &e->clock};
+  j->hstep = (tk__handler_step){j->def->spec, j->def->prepared, &e->clock, j->cb_url,
+                                j->cb_token};
   if (j->async) {
     j->def->kind->start(&j->hstep, &j->call, &j->result, async_done, j);
     return 1; /* j belongs to its end now */
@@ -71,6 +72,7 @@ void tk__flight_remove(tk_engine *e, job *j) {
 
 void tk__job_free(job *j) {
   tk__batch_free(j->batch);
+  tk__engine_callback_wipe(j);
   free(j->result.results);
   free(j->input);
   free(j);
@@ -176,6 +178,14 @@ void tk__engine_start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us
       ev.u.claimed.max_attempts = c->max_attempts;
       ev.u.claimed.claim_us = claim_us;
       tk__engine_emit(e, &ev);
+    }
+    int dropped = 0;
+    if (j->def->callback_ms > 0 && tk__engine_callback_arm(e, j, now, &dropped) != 0) {
+      if (!dropped) {
+        j->next = *inline_done;
+        *inline_done = j;
+      }
+      continue;
     }
     if (tk__engine_is_wait(j)) {
       /* Parked in the store, holding nothing here; a signal that came

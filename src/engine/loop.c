@@ -26,6 +26,7 @@ static const char *job_outcome(const job *j) {
  * in e->unrecorded for the reconnection, and e->disconnected says why. */
 static int complete_jobs(tk_engine *e, job *list, tk__claim_request *next) {
   int n = 0, nsync = 0;
+  list = tk__engine_callbacks_park(e, list);
   double run_ns = 0;
   /* How long workers are held: an asynchronous attempt holds none. */
   for (job *j = list; j; j = j->next, n++)

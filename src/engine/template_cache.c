@@ -78,6 +78,7 @@ const template_entry *tk__engine_template(tk_engine *e, int64_t id, tk_err *err)
     d->spec_text = json_dumps(d->spec, JSON_COMPACT);
     json_t *t_ms = json_object_get(d->spec, "timeout_ms");
     d->timeout_ms = json_is_integer(t_ms) ? json_integer_value(t_ms) : 0;
+    d->callback_ms = tk__spec_int(d->spec, "callback_timeout_ms", 0);
     d->batch = json_object_get(st, "batch");
     d->budget = tk__step_budget(te->definition, st);
     d->decision = tk__flow_is_decision(te->flow, k) ? te->flow : NULL;

@@ -14,21 +14,26 @@
 
 int tk__engine_is_wait(const job *j) { return j->def->kind == &tk__wait_kind; }
 
-/* j's outcome from signal sig, or its timeout (sig NULL), at now. 0, or
- * -1 when memory ran out copying the signal's data. */
+/* j's outcome from signal sig (a callback's: with whether it is final
+ * and its retry_after), or its timeout (sig NULL), at now. 0, or -1 when
+ * memory ran out copying the signal's data. */
 static int outcome_of(tk_engine *e, job *j, const tk__signal_rec *sig, int64_t now) {
   (void)e;
+  free(j->result.results);
   memset(&j->result, 0, sizeof j->result);
   j->result.retry_after_ms = -1;
   j->finished_at = now;
+  j->waited = 1;
   if (sig == NULL) {
     j->result.status = TK_HANDLER_RETRY;
     j->result.timed_out = 1;
-    snprintf(j->result.error, sizeof j->result.error, "%s", TK__WAIT_TIMEOUT_ERROR);
+    snprintf(j->result.error, sizeof j->result.error, "%s",
+             j->def->callback_ms > 0 ? TK__CALLBACK_TIMEOUT_ERROR : TK__WAIT_TIMEOUT_ERROR);
     return 0;
   }
   if (sig->error != NULL) {
-    j->result.status = TK_HANDLER_RETRY;
+    j->result.status = sig->final ? TK_HANDLER_PERMANENT : TK_HANDLER_RETRY;
+    j->result.retry_after_ms = sig->retry_after_ms;
     snprintf(j->result.error, sizeof j->result.error, "%s", sig->error);
     return 0;
   }
@@ -39,8 +44,14 @@ static int outcome_of(tk_engine *e, job *j, const tk__signal_rec *sig, int64_t n
 
 int tk__engine_park(tk_engine *e, job *j, int64_t now) {
   int64_t timeout = j->def->timeout_ms > 0 ? j->def->timeout_ms : INT64_C(86400000);
+  return tk__engine_park_until(e, j, now, now + timeout, NULL);
+}
+
+int tk__engine_park_until(tk_engine *e, job *j, int64_t now, int64_t timeout_at,
+                          const char *reason) {
   tk__wait_req w = {.step_id = j->claim.step_id, .claim_id = j->claim.claim_id,
-                    .task_id = j->claim.task_id, .timeout_at = now + timeout, .now = now};
+                    .task_id = j->claim.task_id, .timeout_at = timeout_at, .now = now,
+                    .reason = reason};
   tk__signal_rec sig;
   tk_err err;
   int rc = e->store->ops->step_wait(e->store, &w, &sig, &err);
@@ -51,11 +62,12 @@ int tk__engine_park(tk_engine *e, job *j, int64_t now) {
   }
   if (sig.id == 0) {
     if (w.timeout_at < e->wait_at || e->wait_at == INT64_MIN) e->wait_at = w.timeout_at;
-    tk__engine_log(e, TK_LOG_INFO, "task %lld step %s attempt %d: waiting for a signal",
-                   (long long)j->claim.task_id, j->name, j->claim.attempt);
+    tk__engine_log(e, TK_LOG_INFO, "task %lld step %s attempt %d: waiting for a %s",
+                   (long long)j->claim.task_id, j->name, j->claim.attempt,
+                   j->def->callback_ms > 0 ? "callback" : "signal");
     return 0;
   }
-  j->started_at = now;
+  if (j->started_at == 0) j->started_at = now;
   rc = outcome_of(e, j, &sig, now);
   tk__signal_rec_free(&sig);
   if (rc == 0) return 1;
@@ -120,8 +132,9 @@ int tk__engine_waits(tk_engine *e, int64_t now, job **done, tk_err *err) {
     tk__signal_rec_free(&x->sig);
     if (j == NULL) continue;
     if (x->timed_out)
-      tk__engine_log(e, TK_LOG_INFO, "task %lld step %s attempt %d: no signal came in time",
-                     (long long)j->claim.task_id, j->name, j->claim.attempt);
+      tk__engine_log(e, TK_LOG_INFO, "task %lld step %s attempt %d: no %s came in time",
+                     (long long)j->claim.task_id, j->name, j->claim.attempt,
+                     j->def->callback_ms > 0 ? "callback" : "signal");
     j->next = NULL;
     *end = j;
     end = &j->next;

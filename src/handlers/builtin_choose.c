@@ -60,7 +60,7 @@ static json_t *look_up(const char *value, const tk_handler_call *call, tk_handle
                      jerr.text);
   else {
     int env = 0;
-    tk__ph_scope sc = {input, call->task_id, call->step, call->attempt, no_env, &env};
+    tk__ph_scope sc = {input, call->task_id, call->step, call->attempt, no_env, &env, NULL, NULL};
     rc = tk__ph_value(t, &sc, &v, why, sizeof why);
     if (rc == TK_ENOMEM) tk__handler_fail(out, TK_HANDLER_RETRY, "builtin choose: %s", why);
     else if (env)

@@ -75,6 +75,9 @@ typedef struct tk__handler_step {
   json_t *spec;          /* the normalized spec; read-only */
   void *prepared;        /* what the kind's prepare returned */
   const tk_clock *clock; /* the engine's: call->deadline_ms is on it */
+  /* An http step that waits for a callback (docs/callbacks.md): this
+   * attempt's callback URL and token, secrets; NULL otherwise. */
+  const char *callback_url, *callback_token;
 } tk__handler_step;
 
 typedef struct tk__handler_kind {

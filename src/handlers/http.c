@@ -26,7 +26,7 @@ static void close_engine(void *shared) { tk__http_reactor_free(shared); }
 /* One attempt on the calling thread. */
 static void run(const tk__handler_step *step, const tk_handler_call *call,
                 tk_handler_result *out) {
-  tk__http_req *r = tk__http_req_new(step->prepared, call, step->clock, out);
+  tk__http_req *r = tk__http_req_new(step->prepared, call, step, out);
   if (r == NULL) return;
   CURL *easy = curl_easy_init();
   if (easy == NULL) {
@@ -43,7 +43,7 @@ static void run(const tk__handler_step *step, const tk_handler_call *call,
 static void start(const tk__handler_step *step, const tk_handler_call *call,
                   tk_handler_result *out, tk__handler_done done, void *done_ud) {
   const tk__http_step *hs = step->prepared;
-  tk__http_req *r = tk__http_req_new(hs, call, step->clock, out);
+  tk__http_req *r = tk__http_req_new(hs, call, step, out);
   if (r == NULL) {
     done(done_ud);
     return;

@@ -147,7 +147,7 @@ typedef struct tk__http_req {
  * the placeholder. step and call are read here only; out is written
  * until tk__http_req_conclude. */
 tk__http_req *tk__http_req_new(const tk__http_step *hs, const tk_handler_call *call,
-                               const tk_clock *clock, tk_handler_result *out);
+                               const tk__handler_step *step, tk_handler_result *out);
 
 /* Set easy up for the request (options, callbacks). 0, or -1 with a
  * failure in the result. */

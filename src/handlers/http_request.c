@@ -304,7 +304,8 @@ static int fill_body(tk__http_req *r, const tk__ph_scope *sc, const char *input,
 }
 
 tk__http_req *tk__http_req_new(const tk__http_step *hs, const tk_handler_call *call,
-                               const tk_clock *clock, tk_handler_result *out) {
+                               const tk__handler_step *step, tk_handler_result *out) {
+  const tk_clock *clock = step->clock;
   if (hs == NULL) {
     tk__handler_fail(out, TK_HANDLER_RETRY, "http: out of memory preparing the step");
     return NULL;
@@ -333,7 +334,10 @@ tk__http_req *tk__http_req_new(const tk__http_step *hs, const tk_handler_call *c
   }
   /* Every value read from the environment becomes a secret (redact.h). */
   tk__ph_scope sc = {input, call->task_id, call->step, call->attempt, tk__secret_getenv,
-                     &r->secrets};
+                     &r->secrets, step->callback_url, step->callback_token};
+  /* The callback's token is a secret wherever it goes (its URL holds it). */
+  if (step->callback_token)
+    tk__secret_add(&r->secrets, step->callback_token, strlen(step->callback_token));
   const char *ct = NULL;
   int failed = fill_method(r, &sc) || fill_url(r, &sc) || fill_body(r, &sc, call->input, &ct) ||
                fill_headers(r, &sc, ct);

@@ -38,9 +38,35 @@ static const tk__key keys[] = {
     {.name = "permanent_on", .kind = TK__K_INTS, .min = 100, .max = 599,
      .allowed = "an array of HTTP status codes (100 to 599)"},
     {.name = "ca_file", .kind = TK__K_STRING, .allowed = "the path of a PEM file of CA certificates"},
+    {.name = "callback", .kind = TK__K_OTHER},
 };
 
 static const tk__schema schema = {"http", keys, sizeof keys / sizeof keys[0]};
+
+/* callback = { timeout = "1h" } (docs/callbacks.md): a 2xx answer starts
+ * the work, which calls back before the timeout. */
+static const tk__key callback_keys[] = {
+    {.name = "timeout", .kind = TK__K_DURATION, .json = "callback_timeout_ms", .min = 1,
+     .max = INT64_MAX / 4, .allowed = "a duration > 0, such as \"1h\"",
+     .missing = "a callback needs its timeout, such as callback = { timeout = \"1h\" }: how "
+                "long the step waits for the callback after the request's 2xx answer"},
+};
+
+static const tk__schema callback_schema = {"http callback", callback_keys,
+                                           sizeof callback_keys / sizeof callback_keys[0]};
+
+/* The callback table, if any, into spec's callback_timeout_ms (an http
+ * step is never a batch step: the kind has no run_batch). */
+static int check_callback(const tk__spec_where *w, const tk_toml_value *cb, json_t *spec) {
+  if (cb == NULL) return 0;
+  if (tk_toml_type_of(cb) != TK_TOML_TABLE)
+    return tk__spec_fail(w, cb, "callback",
+                         "expected a table, such as callback = { timeout = \"1h\" }");
+  char path[256];
+  snprintf(path, sizeof path, "%s.callback", w->path);
+  tk__spec_where sub = {w->file, path, w->err};
+  return tk__spec_read(&sub, &callback_schema, cb, spec);
+}
 
 /* Compile the string `text` of key `key` (at v) to check its placeholders;
  * *t gets it (NULL: free it). 0, or TK_ECONFIG at v. */
@@ -280,6 +306,7 @@ int tk__http_validate(const tk__handler_site *site, const tk_toml_value *table, 
   if ((rc = check_headers(w, tk_toml_get(table, "headers")))) return rc;
   if ((rc = check_query(w, tk_toml_get(table, "query")))) return rc;
   if ((rc = check_lists(w, table, spec))) return rc;
+  if ((rc = check_callback(w, tk_toml_get(table, "callback"), spec))) return rc;
   const tk_toml_value *body = tk_toml_get(table, "body");
   if (body) {
     if (strcmp(method, "HEAD") == 0)

@@ -51,7 +51,8 @@ struct tk__ph {
 #define QUOTE_MAX 80
 
 static const char sources_expected[] = "expected context.PATH, parents.STEP.PATH, item.PATH, "
-                                       "item_index, env.NAME, task.id, task.step or task.attempt";
+                                       "item_index, env.NAME, task.id, task.step, task.attempt, "
+                                       "task.callback_url or task.callback_token";
 
 /* ---- compiling ------------------------------------------------------------------ */
 
@@ -185,9 +186,13 @@ static int compile_one(tk__ph *t, size_t at, size_t *end, size_t *pcap, size_t *
     const seg *g = nseg == 1 ? &t->segs[first] : NULL;
     int ok = g && ((g->len == 2 && memcmp(s + g->off, "id", 2) == 0) ||
                    (g->len == 4 && memcmp(s + g->off, "step", 4) == 0) ||
-                   (g->len == 7 && memcmp(s + g->off, "attempt", 7) == 0));
+                   (g->len == 7 && memcmp(s + g->off, "attempt", 7) == 0) ||
+                   (g->len == 12 && memcmp(s + g->off, "callback_url", 12) == 0) ||
+                   (g->len == 14 && memcmp(s + g->off, "callback_token", 14) == 0));
     if (!ok) {
-      fail_at(why, whylen, s, len, at, i + 2, "expected task.id, task.step or task.attempt");
+      fail_at(why, whylen, s, len, at, i + 2,
+              "expected task.id, task.step, task.attempt, task.callback_url or "
+              "task.callback_token");
       return TK_ESYNTAX;
     }
   }
@@ -349,10 +354,24 @@ static int lookup(const tk__ph *t, const part *p, const tk__ph_scope *sc, json_t
     }
     *out = json_string_nocheck(v);
   } else if (p->src == SRC_TASK) {
-    char c = s[t->segs[p->seg].off];
-    *out = c == 'i' ? json_integer(sc->task_id)
-           : c == 's' ? json_string_nocheck(sc->step ? sc->step : "")
-                      : json_integer(sc->attempt);
+    const seg *g = &t->segs[p->seg];
+    char c = s[g->off];
+    if (c == 'c') {
+      /* callback_url (12 characters) or callback_token: only an http step
+       * that waits for a callback has them (docs/callbacks.md). */
+      const char *v = g->len == 12 ? sc->callback_url : sc->callback_token;
+      if (v == NULL) {
+        snprintf(why, whylen,
+                 "%.*s: only an http step with callback = { timeout = ... } has a callback",
+                 (int)p->len, s + p->off);
+        return TK_ENOENT;
+      }
+      *out = json_string_nocheck(v);
+    } else {
+      *out = c == 'i' ? json_integer(sc->task_id)
+             : c == 's' ? json_string_nocheck(sc->step ? sc->step : "")
+                        : json_integer(sc->attempt);
+    }
   } else {
     const char *name = input_member[p->src];
     json_t *root = json_object_get(sc->input, name);

@@ -10,7 +10,8 @@
  *               / "item" *( "." segment )
  *               / "item_index"
  *               / "env" "." segment
- *               / "task" "." ( "id" / "step" / "attempt" )
+ *               / "task" "." ( "id" / "step" / "attempt" / "callback_url"
+ *                              / "callback_token" )
  *   segment     = 1*( ALPHA / DIGIT / "_" / "-" )
  *   quoted      = DQUOTE *( any byte but DQUOTE ) DQUOTE        {{"{{"}} is "{{"
  *
@@ -22,7 +23,9 @@
  * there. env.NAME is the orchestrator's environment variable NAME, read
  * when the attempt runs (so a secret need not be stored in the template
  * or the task).
- * task.id, task.step and task.attempt are the attempt's own.
+ * task.id, task.step and task.attempt are the attempt's own;
+ * task.callback_url and task.callback_token the attempt's callback (an
+ * http step that waits for one, docs/callbacks.md; a secret: redacted).
  *
  * Values are looked up, never evaluated: there is no expression, call or
  * shell. A value that is not there is an error that names the placeholder
@@ -51,6 +54,8 @@ typedef struct tk__ph_scope {
   /* The environment: NULL reads the process's (getenv). */
   const char *(*getenv)(void *ud, const char *name);
   void *env_ud;
+  /* The attempt's callback URL and token, or NULL: it has none. */
+  const char *callback_url, *callback_token;
 } tk__ph_scope;
 
 /* How a value's text is written into the result. */

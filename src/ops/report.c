@@ -150,11 +150,26 @@ static const tk__queue_rec *queue_find(const tk__queue_rec *queues, int n, const
   return NULL;
 }
 
+/* s's string member key, or "" when it has none. */
+static const char *str_or(json_t *s, const char *key) {
+  const char *v = json_string_value(json_object_get(s, key));
+  return v ? v : "";
+}
+
 /* Why a wait step that waits for its signal (DESIGN §18) is not running:
  * what it waits for, since when (waiting_since, step_json) and until
  * when (its timeout, run_at). */
 static json_t *why_waiting(json_t *s) {
   char text[320];
+  if (strcmp(str_or(s, "waits_for"), "callback") == 0) {
+    snprintf(text, sizeof text,
+             "waits for a callback: its request was answered 2xx, and the service it called "
+             "POSTs to the attempt's callback URL; at its timeout (until) the attempt fails "
+             "as a timeout");
+    return json_pack("{s:s, s:s, s:O, s:I, s:s}", "reason", "waiting_for_callback", "waits_for",
+                     "callback", "since", json_object_get(s, "waiting_since"), "until",
+                     num(s, "run_at"), "detail", text);
+  }
   snprintf(text, sizeof text,
            "waits for a signal: tasker signal TASK %s, or POST /api/v1/tasks/ID/steps/%s/signal; "
            "at its timeout (until) the attempt fails as a timeout",
@@ -343,6 +358,12 @@ static json_t *step_json(const tk__task_report *r, const tk__step_rec *s, json_t
           strcmp(r->transitions[i].to, TK__STEP_WAITING) == 0)
         since = r->transitions[i].at;
     json_object_set_new(st, "waiting_since", opt_int(since));
+    /* An http step waits for its callback (docs/callbacks.md). */
+    json_t *handler = json_object_get(def_step, "handler");
+    json_object_set_new(st, "waits_for",
+                        json_string(json_object_get(handler, "callback_timeout_ms")
+                                        ? "callback"
+                                        : "signal"));
   }
   json_t *deps = json_object_get(def_step, "depends_on");
   json_object_set_new(st, "depends_on", deps ? json_incref(deps) : json_array());

@@ -246,5 +246,6 @@ void tk__api_actions(tk_server *s, const tk__route *r, const char *body, size_t 
   if (r->id == TK__R_TASKS) submit(s, body, len, out);
   else if (r->id == TK__R_BULK) bulk_action(s, r, body, len, out);
   else if (r->id == TK__R_SIGNAL) signal_step(s, r, body, len, out);
+  else if (r->callback) tk__api_callback(s, r, body, len, out);
   else one_action(s, r, out);
 }

@@ -1,11 +1,14 @@
-/* The JSON bodies of POST requests (docs/api.md): submit, bulk actions
- * and signals. Every member is checked for its type, unknown members are
+/* The JSON bodies of POST requests (docs/api.md): submit, bulk actions,
+ * signals and callbacks. Every member is checked for its type, unknown members are
  * refused, and each refusal names the member. */
 #include "server/request_parse.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <tasker/duration.h>
 
 /* What a JSON value is, for messages ("missing" for none). */
 const char *tk__json_type_name(const json_t *j) {
@@ -330,5 +333,111 @@ int tk__bulk_body_parse(const char *body, size_t len, tk_operator_action action,
     rc = parse_filter(filter, out, e);
   }
   if (rc != 0) tk__bulk_body_free(out);
+  return rc;
+}
+
+/* A delay member v (a number of seconds, or a duration string such as
+ * "30s") in [min_ms, a year] into *ms; key names it in messages. */
+static int delay_member(json_t *v, const char *key, int64_t min_ms, int64_t *ms,
+                        tk__api_error *e) {
+  const int64_t max_ms = (int64_t)TK__RETRY_AFTER_MAX_S * 1000;
+  if (json_is_string(v)) {
+    tk_err err;
+    if (tk_duration_parse(json_string_value(v), ms, &err) != 0)
+      return tk__api_fail(e, 400, "bad_request", key, "%s: %s", key, tk_err_message(&err));
+  } else if (json_is_number(v)) {
+    double sec = json_number_value(v);
+    *ms = sec >= 0 && sec <= (double)TK__RETRY_AFTER_MAX_S ? (int64_t)llround(sec * 1000.0) : -1;
+  } else {
+    return tk__api_fail(e, 400, "bad_request", key,
+                        "%s: %s: expected a number of seconds or a duration such as \"30s\"",
+                        key, tk__json_type_name(v));
+  }
+  if (*ms < min_ms || *ms > max_ms)
+    return tk__api_fail(e, 400, "bad_request", key,
+                        "%s: out of range: expected %s up to a year (%d seconds)", key,
+                        min_ms > 0 ? "more than 0" : "0", TK__RETRY_AFTER_MAX_S);
+  return 0;
+}
+
+void tk__callback_body_free(tk__callback_body *b) {
+  json_decref(b->root);
+  free(b->results);
+  memset(b, 0, sizeof *b);
+}
+
+/* The members of a failure in root into out. */
+static int callback_failure(json_t *root, tk__callback_body *out, tk__api_error *e) {
+  json_t *retryable = json_object_get(root, "retryable");
+  json_t *after = json_object_get(root, "retry_after");
+  if (json_object_get(root, "results") != NULL)
+    return tk__api_fail(e, 400, "bad_request", "results",
+                        "results: a failure has no results (\"status\": \"success\" has)");
+  if (text_member(root, "error", "bad_request", 0, &out->error, e) != 0) return -1;
+  if (out->error == NULL)
+    return tk__api_fail(e, 400, "bad_request", "error",
+                        "error: missing: a failure says why in a non-empty string");
+  if (retryable != NULL && !json_is_boolean(retryable))
+    return tk__api_fail(e, 400, "bad_request", "retryable", "retryable: %s: expected true or false",
+                        tk__json_type_name(retryable));
+  out->retryable = retryable == NULL || json_is_true(retryable);
+  if (after == NULL || json_is_null(after)) return 0;
+  if (!out->retryable)
+    return tk__api_fail(e, 400, "bad_request", "retry_after",
+                        "retry_after: a failure that is not retryable is not retried: give "
+                        "retry_after only with \"retryable\": true");
+  return delay_member(after, "retry_after", 0, &out->retry_after_ms, e);
+}
+
+int tk__callback_body_parse(const char *body, size_t len, tk__callback_body *out,
+                            tk__api_error *e) {
+  static const char *const members[] = {"status", "results", "error", "retryable", "retry_after",
+                                        NULL};
+  memset(out, 0, sizeof *out);
+  out->retry_after_ms = -1;
+  if (tk__body_object(body, len, &out->root, e) != 0) return -1;
+  const char *status = NULL;
+  int rc = tk__body_only(out->root, "body", members,
+                         "status, results, error, retryable or retry_after", e);
+  if (rc == 0) rc = text_member(out->root, "status", "bad_request", 0, &status, e);
+  if (rc == 0 && (status == NULL || (strcmp(status, "success") != 0 &&
+                                     strcmp(status, "failure") != 0)))
+    rc = tk__api_fail(e, 400, "bad_request", "status",
+                      "status: %s: expected \"success\" (with results) or \"failure\" (with "
+                      "error)",
+                      status ? "unknown" : "missing");
+  if (rc == 0 && strcmp(status, "failure") == 0) {
+    rc = callback_failure(out->root, out, e);
+  } else if (rc == 0) {
+    static const char *const extra[] = {"error", "retryable", "retry_after", NULL};
+    for (int i = 0; rc == 0 && extra[i]; i++)
+      if (json_object_get(out->root, extra[i]) != NULL)
+        rc = tk__api_fail(e, 400, "bad_request", extra[i],
+                          "%s: a success has results only (\"status\": \"failure\" has %s)",
+                          extra[i], extra[i]);
+    json_t *results = json_object_get(out->root, "results");
+    if (rc == 0 &&
+        (out->results = results ? json_dumps(results, JSON_COMPACT | JSON_PRESERVE_ORDER |
+                                                          JSON_ENCODE_ANY)
+                                : strdup("null")) == NULL)
+      rc = tk__api_fail(e, 500, "internal", NULL, "out of memory");
+  }
+  if (rc != 0) tk__callback_body_free(out);
+  return rc;
+}
+
+int tk__callback_heartbeat_parse(const char *body, size_t len, int64_t *timeout_ms,
+                                 tk__api_error *e) {
+  static const char *const members[] = {"timeout", NULL};
+  *timeout_ms = 0;
+  size_t i = 0;
+  while (i < len && strchr(" \t\r\n", body[i]) != NULL) i++;
+  if (i == len) return 0; /* no body */
+  json_t *root;
+  if (tk__body_object(body, len, &root, e) != 0) return -1;
+  json_t *t = json_object_get(root, "timeout");
+  int rc = tk__body_only(root, "body", members, "timeout", e);
+  if (rc == 0 && t != NULL) rc = delay_member(t, "timeout", 1, timeout_ms, e);
+  json_decref(root);
   return rc;
 }

@@ -70,6 +70,8 @@ typedef enum tk__route_id {
   TK__R_QUEUES,      /* GET /api/v1/queues */
   TK__R_BUDGETS,     /* GET /api/v1/budgets */
   TK__R_SIGNAL,      /* POST /api/v1/tasks/ID/steps/STEP/signal (DESIGN §18) */
+  TK__R_CALLBACK,    /* POST /api/v1/callbacks/TOKEN (an http step's callback) */
+  TK__R_CALLBACK_HEARTBEAT, /* POST /api/v1/callbacks/TOKEN/heartbeat */
   TK__R_ASSET        /* GET anything else outside /api/: the dashboard (last: tests
                       * iterate the routes up to it) */
 } tk__route_id;
@@ -90,8 +92,10 @@ typedef struct tk__route {
                                 decoded */
   tk_operator_action action; /* TK__R_STEP_ACTION, TK__R_BULK */
   char name[512];            /* TK__R_TEMPLATE: the name, decoded; TK__R_CLAIM: the
-                                queue; TK__R_HEARTBEAT, _COMPLETE, _FAIL: the token */
+                                queue; TK__R_HEARTBEAT, _COMPLETE, _FAIL, _CALLBACK,
+                                _CALLBACK_HEARTBEAT: the token */
   int worker;                /* a worker's endpoint: the worker token's (docs/api.md) */
+  int callback;              /* a callback's: its token in the path is its credential */
   const char *path;          /* the path (into the request's URI), for assets */
   size_t path_len;
   const char *query;         /* the query string after '?', or "" */
@@ -248,6 +252,29 @@ typedef struct tk__signal_body {
 
 int tk__signal_body_parse(const char *body, size_t len, tk__signal_body *out, tk__api_error *e);
 void tk__signal_body_free(tk__signal_body *b);
+
+/* POST /api/v1/callbacks/TOKEN (docs/callbacks.md): {"status": "success",
+ * "results": ANY} or {"status": "failure", "error": "...", "retryable":
+ * BOOL, "retry_after": SECONDS | "30s"}; nothing else, a refusal naming
+ * the member. results: compact JSON text (malloc'd; "null" when absent),
+ * or error (borrowed from root) with retryable (default true) and
+ * retry_after_ms (-1: none; only when retryable). */
+typedef struct tk__callback_body {
+  json_t *root;
+  char *results;
+  const char *error;
+  int retryable;
+  int64_t retry_after_ms;
+} tk__callback_body;
+
+int tk__callback_body_parse(const char *body, size_t len, tk__callback_body *out,
+                            tk__api_error *e);
+void tk__callback_body_free(tk__callback_body *b);
+
+/* POST /api/v1/callbacks/TOKEN/heartbeat: no body, {} or {"timeout":
+ * "10m" | SECONDS} (> 0, at most a year) into *timeout_ms (0: none). */
+int tk__callback_heartbeat_parse(const char *body, size_t len, int64_t *timeout_ms,
+                                 tk__api_error *e);
 
 /* ---- the worker protocol's bodies (worker_body.c) ----------------------- */
 

@@ -52,6 +52,8 @@ const char *tk__route_name(tk__route_id id) {
       [TK__R_QUEUES] = "GET /api/v1/queues",
       [TK__R_BUDGETS] = "GET /api/v1/budgets",
       [TK__R_SIGNAL] = "POST /api/v1/tasks/ID/steps/STEP/signal",
+      [TK__R_CALLBACK] = "POST /api/v1/callbacks/TOKEN",
+      [TK__R_CALLBACK_HEARTBEAT] = "POST /api/v1/callbacks/TOKEN/heartbeat",
       [TK__R_ASSET] = "GET /PATH (the dashboard's files)",
   };
   return (int)id > 0 && (size_t)id < sizeof names / sizeof names[0] ? names[id] : NULL;
@@ -172,6 +174,15 @@ static int match_api(const segs *s, tk__route *r, int *methods, tk__api_error *e
     r->id = is(s, first + 2, "heartbeat")  ? TK__R_HEARTBEAT
             : is(s, first + 2, "complete") ? TK__R_COMPLETE
                                            : TK__R_FAIL;
+    *methods = TK__M_POST;
+  } else if ((k == 2 || (k == 3 && is(s, first + 2, "heartbeat"))) &&
+             is(s, first, "callbacks")) {
+    if (claim_token(s->text[first + 1], s->len[first + 1], r->name, e) != 0) {
+      e->message[0] = '\0'; /* never quote a token back */
+      return tk__api_fail(e, 404, "not_found", "token", "no callback has this token");
+    }
+    r->id = k == 2 ? TK__R_CALLBACK : TK__R_CALLBACK_HEARTBEAT;
+    r->callback = 1;
     *methods = TK__M_POST;
   } else if (k >= 2 && is(s, first, "tasks")) {
     if (task_id(s->text[first + 1], &r->task, e) != 0) return -1;

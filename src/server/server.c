@@ -152,16 +152,17 @@ static int same_origin(const tk_server *s, struct MHD_Connection *c, const tk__r
                        tk__api_error *e) {
   size_t len;
   /* A bearer token is never sent by a cross-site form. */
-  if (route_secret(s, r, &len) != NULL) return 0;
-  if (r->worker) {
+  if (!r->callback && route_secret(s, r, &len) != NULL) return 0;
+  if (r->worker || r->callback) {
     /* A form can send only urlencoded, multipart or text/plain bodies, and
      * a script elsewhere cannot send JSON without a CORS preflight this
      * server never grants. */
     const char *type = header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!json_content(type))
       return tk__api_fail(e, 403, "forbidden", "Content-Type",
-                          "a worker's request to a server without tokens must send "
-                          "Content-Type: application/json (%s)",
+                          "%s must send Content-Type: application/json (%s)",
+                          r->callback ? "a callback"
+                                      : "a worker's request to a server without tokens",
                           type ? "it sent another" : "it sent none");
   } else {
     const char *xr = header(c, "X-Tasker-Request");
@@ -208,8 +209,10 @@ static int answer(tk_server *s, struct MHD_Connection *c, const char *method, re
   tk__api_error e;
   const char *allow;
   int rc = tk__route_parse(method, rq->uri, strlen(rq->uri), &r, &allow, &e);
-  if (rc == 0 && r.id != TK__R_ASSET) rc = authorize(s, c, &r, &e);
-  if (rc == 0) rc = loopback_host(s, c, &r, &e);
+  /* A callback's token, in its path, is its credential: it comes from the
+   * service an http step called, which holds no token of this server. */
+  if (rc == 0 && r.id != TK__R_ASSET && !r.callback) rc = authorize(s, c, &r, &e);
+  if (rc == 0 && !r.callback) rc = loopback_host(s, c, &r, &e);
   if (rc == 0 && rq->too_large)
     rc = tk__api_fail(&e, 413, "too_large", NULL,
                       "the request body has more than %d bytes (%zu sent)", TK__BODY_MAX,
@@ -309,9 +312,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return wait_for_work(s, c, rq);
   }
   if (out.body == NULL) return MHD_NO;
+  /* A callback's path holds its token: never logged. */
   if (out.status >= 500)
-    tk__server_log(s, TK_LOG_ERROR, "%s %s: %d %.*s", method, rq->uri, out.status,
-                   (int)out.len, out.body);
+    tk__server_log(s, TK_LOG_ERROR, "%s %s: %d %.*s", method,
+                   strncmp(rq->uri, "/api/v1/callbacks/", 18) == 0 ? "/api/v1/callbacks/..."
+                                                                   : rq->uri,
+                   out.status, (int)out.len, out.body);
   return send_response(c, &out);
 }
 

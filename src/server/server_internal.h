@@ -168,6 +168,9 @@ void tk__api_lists(tk_server *s, const tk__route *r, const tk__query *q, tk__res
 void tk__api_actions(tk_server *s, const tk__route *r, const char *body, size_t len,
                      tk__response *out);
 void tk__api_backoff(tk_server *s, const tk__query *q, tk__response *out);
+/* POST /api/v1/callbacks/TOKEN[/heartbeat] (api_callbacks.c). */
+void tk__api_callback(tk_server *s, const tk__route *r, const char *body, size_t len,
+                      tk__response *out);
 
 /* The task filter of lq with `since` resolved at now and every member
  * checked: 0, or -1 with a bad_filter error naming the parameter

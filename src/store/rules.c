@@ -234,3 +234,24 @@ int tk__signal_body_check(const char *data, const char *error, const char *key, 
   json_decref(parsed);
   return rc;
 }
+
+int64_t tk__callback_until(int64_t now, int64_t extend_ms, int64_t timeout_ms, int64_t limit_at) {
+  int64_t until = now + (extend_ms > 0 ? extend_ms : timeout_ms);
+  return until < limit_at ? until : limit_at;
+}
+
+int tk__callback_plan(int64_t task_id, const char *step, int attempt, int held,
+                      const char *step_state, int64_t prior_at, tk_err *err) {
+  char when[48];
+  if (prior_at != TK__NONE)
+    return tk_err_set(err, TK_ESTATE,
+                      "a callback for attempt %d of step \"%s\" of task %lld came already at %s: "
+                      "an attempt takes one callback",
+                      attempt, step, (long long)task_id, utc_text(prior_at, when, sizeof when));
+  if (!held)
+    return tk_err_set(err, TK_ESTATE,
+                      "attempt %d of step \"%s\" of task %lld is over (the step is %s now): its "
+                      "callback token changes nothing",
+                      attempt, step, (long long)task_id, step_state);
+  return 0;
+}

@@ -177,4 +177,21 @@ int tk__heartbeat_refused(tk_err *err, int64_t step_id, int64_t claim_id);
 /* The text a fenced-out attempt row keeps as its error. */
 void tk__fenced_attempt_text(char *buf, size_t cap, const tk__outcome *o);
 
+/* Callbacks of http steps (DESIGN §18, docs/callbacks.md). */
+#define TK__REASON_CALLBACK_WAITING "waiting for a callback"
+#define TK__REASON_CALLBACK "callback"
+#define TK__CALLBACK_TIMEOUT_ERROR "no callback came before the wait's timeout"
+
+/* Whether a callback for attempt `attempt` of step `step` of task_id may
+ * be stored (the one rule behind the callback routes, on both backends):
+ * held, its claim still holds the step (in progress or waiting), and no
+ * callback came for that attempt before (prior_at, TK__NONE: none).
+ * TK_ESTATE with the caller's message otherwise: an earlier attempt's
+ * token changes nothing. */
+int tk__callback_plan(int64_t task_id, const char *step, int attempt, int held,
+                      const char *step_state, int64_t prior_at, tk_err *err);
+/* The new end of a wait a heartbeat at now extends: by extend_ms (0: the
+ * armed timeout_ms), never past limit_at (the step's timeout). */
+int64_t tk__callback_until(int64_t now, int64_t extend_ms, int64_t timeout_ms, int64_t limit_at);
+
 #endif

@@ -48,8 +48,10 @@
  * (at the end), for the report of budgets (tasker budgets); 15: wait steps
  * and signals (DESIGN §18): signal_put, step_wait, wait_take (at the end); 16:
  * deadlines (DESIGN §3): tk__new_task.deadline_at, the task report's
- * deadline_at, next_due's ready_at counts them, deadline_apply (at the end). */
-#define TK__STORE_OPS_VERSION 16
+ * deadline_at, next_due's ready_at counts them, deadline_apply (at the end); 17:
+ * callbacks of http steps (DESIGN §18): tk__signal_rec's final and
+ * retry_after_ms, callback_arm, callback_put, callback_extend (at the end). */
+#define TK__STORE_OPS_VERSION 17
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 #define TK__STATE_MAX 24
@@ -646,6 +648,11 @@ typedef struct tk__signal_rec {
   char *data, *error; /* exactly one is set */
   char *key;          /* the idempotency key, or NULL */
   int64_t created_at;
+  /* A callback's failure (17): final, not retryable; the delay the caller
+   * asked for (ms), or -1. A signal's: 0 and -1. */
+  int final;
+  int64_t retry_after_ms;
+  int callback; /* a callback (bound to its attempt), not a signal */
 } tk__signal_rec;
 
 static inline void tk__signal_rec_free(tk__signal_rec *r) {
@@ -679,6 +686,7 @@ typedef struct tk__signal_ans {
 typedef struct tk__wait_req {
   int64_t step_id, claim_id, task_id;
   int64_t timeout_at, now;
+  const char *reason; /* the move's reason; NULL: TK__REASON_WAITING (17) */
 } tk__wait_req;
 
 /* A waiting step that wait_take moved back to in progress under the
@@ -689,6 +697,38 @@ typedef struct tk__waited {
   tk__signal_rec sig;
   int timed_out;
 } tk__waited;
+
+/* Callbacks of http steps (17; DESIGN §18, docs/callbacks.md). The token
+ * of one attempt (claim) of a step, kept as its hash (core/claim_token.h)
+ * with what its heartbeats may do: extend the wait by timeout_ms (or what
+ * they ask), never past limit_at (the step's timeout). */
+typedef struct tk__callback_arm {
+  int64_t step_id, claim_id;
+  unsigned char token_hash[TK__TOKEN_HASH_LEN];
+  int64_t timeout_ms, limit_at, now;
+} tk__callback_arm;
+
+/* A callback (callback_put): for the claim its token names, its secret's
+ * hash, and data (the results: success) or error (a failure: final, and
+ * retry_after_ms or -1). */
+typedef struct tk__callback_req {
+  int64_t claim_id;
+  unsigned char token_hash[TK__TOKEN_HASH_LEN];
+  const char *data, *error;
+  int final;
+  int64_t retry_after_ms;
+  int64_t now;
+} tk__callback_req;
+
+/* What callback_put and callback_extend found: the step the token's
+ * attempt is of, and its state; until: the wait's timeout after it. */
+typedef struct tk__callback_ans {
+  int64_t task_id, step_id, signal_id;
+  int attempt;
+  char step[160]; /* its name (an instance's: the map step's) */
+  char step_state[TK__STATE_MAX];
+  int64_t until;
+} tk__callback_ans;
 
 typedef struct tk__store_ops {
   int version; /* TK__STORE_OPS_VERSION: checked when a store opens */
@@ -978,6 +1018,26 @@ typedef struct tk__store_ops {
    * due). Wakes sleeping orchestrators when a task ended. */
   int (*deadline_apply)(tk_store *s, int64_t now, int limit, int64_t *out, int *n,
                         int64_t *next_at, tk_err *err);
+
+  /* Callbacks (17; DESIGN §18, docs/callbacks.md). Keep the token hash of
+   * claim a->claim_id (in progress under it: TK_EFENCED otherwise), before
+   * its request goes out. */
+  int (*callback_arm)(tk_store *s, const tk__callback_arm *a, tk_err *err);
+  /* Store callback r as a signal bound to its claim, in one transaction:
+   * TK_ENOENT when no armed claim has that token (id and hash); TK_ESTATE
+   * when the claim no longer holds its step in progress or waiting (an
+   * earlier attempt's token), or a callback for it came already. Delivered
+   * as any signal (step_wait, wait_take), to that claim only. Wakes
+   * sleeping orchestrators. */
+  int (*callback_put)(tk_store *s, const tk__callback_req *r, tk__callback_ans *out,
+                      tk_err *err);
+  /* A heartbeat: the waiting step of claim r->claim_id (its token checked
+   * as by callback_put) waits until min(now + extend_ms, its limit) from
+   * now on (extend_ms 0: the armed timeout); out->until. A step still in
+   * progress (its request not answered yet) is left as it is, until its
+   * current lease. */
+  int (*callback_extend)(tk_store *s, const tk__callback_req *r, int64_t extend_ms,
+                         tk__callback_ans *out, tk_err *err);
 } tk__store_ops;
 
 /* Every backend's store struct starts with this. */

@@ -123,7 +123,7 @@ static void show_json(void **state) {
   json_error_t jerr;
   json_t *all = json_loads(r.out, 0, &jerr);
   assert_non_null(all);
-  assert_int_equal(json_object_size(all), 3 * 8 + 10 + 2 + 6 + 1); /* + [retention], [limits] */
+  assert_int_equal(json_object_size(all), 3 * 8 + 10 + 2 + 6 + 1 + 1); /* + [retention], [limits], [server] */
   json_t *s = json_object_get(all, "backoff.profiles.payments.max_delay");
   assert_string_equal(json_string_value(json_object_get(s, "value")), "45s");
   assert_int_equal(json_integer_value(json_object_get(s, "ms")), 45000);

@@ -91,7 +91,7 @@ static void unknown_key_lists_known_keys(void **state) {
          "claim_batch, workers, max_async, db, reconnect_backoff, reconnect_give_up, "
          "durability)");
   expect("title = \"x\"\n", "x.toml:1:1: unknown key \"title\" (known keys: backoff, engine, batch, "
-                           "budgets, schedules, retention, limits, queues)");
+                           "budgets, schedules, retention, limits, queues, server)");
 }
 
 static void wrong_type(void **state) {

@@ -66,13 +66,13 @@ static void defaults_only(void **state) {
   assert_string_equal(e->db, "sqlite:./tasker.db");
   assert_int_equal(tk_config_batch(c)->max_in_call_retries, 2);
   assert_int_equal(tk_config_batch(c)->max_item_attempts, 5);
-  assert_int_equal(tk_config_setting_count(c), 8 + 10 + 2 + 6 + 1); /* + [retention], [limits] */
+  assert_int_equal(tk_config_setting_count(c), 8 + 10 + 2 + 6 + 1 + 1); /* + [retention], [limits], [server] */
   assert_int_equal(tk_config_limits(c)->map_max, 100000);
   assert_string_equal(e->reconnect_backoff, "default");
   assert_int_equal(e->reconnect_give_up_ms, 300000);
   for (size_t i = 0; i < tk_config_setting_count(c); i++)
     assert_int_equal(tk_config_setting_at(c, i)->origin.kind, TK_CONFIG_DEFAULT);
-  assert_null(tk_config_setting_at(c, 27));
+  assert_null(tk_config_setting_at(c, 28));
   assert_string_equal(find(c, "backoff.max_delay")->text, "\"5m\"");
   assert_string_equal(find(c, "backoff.multiplier")->text, "2.0");
   assert_string_equal(find(c, "backoff.schedule")->text, "[]");
@@ -197,7 +197,7 @@ static void profile_names_and_lookup(void **state) {
   assert_string_equal(tk_config_profile_name(c, 2), "quick");
   assert_null(tk_config_profile_name(c, 3));
   assert_null(tk_config_profile(c, "paymnts"));
-  assert_int_equal(tk_config_setting_count(c), 3 * 8 + 10 + 2 + 6 + 1);
+  assert_int_equal(tk_config_setting_count(c), 3 * 8 + 10 + 2 + 6 + 1 + 1);
   /* Show order: [backoff], each profile, [engine], [batch], [retention],
    * [limits]. */
   assert_string_equal(tk_config_setting_at(c, 0)->key, "backoff.schedule");

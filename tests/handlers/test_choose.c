@@ -46,7 +46,7 @@ static json_t *spec_of(const char *value, const char *more) {
 /* One attempt of the spec's kind on `in`: its status, results and error. */
 static tk_handler_result run_once(json_t *spec, const char *in) {
   const tk__handler_kind *k = tk__handler_kind_of(spec);
-  tk__handler_step step = {spec, NULL, NULL};
+  tk__handler_step step = {spec, NULL, NULL, NULL, NULL};
   tk_handler_call call = {.task_id = 7, .step = "triage", .attempt = 1, .max_attempts = 3,
                           .input = in};
   tk_handler_result out = {0};
@@ -177,7 +177,7 @@ static void only_choose_takes_the_input(void **state) {
   assert_ptr_equal(tk__handler_kind_of(noop), &tk__builtin_kind);
   assert_false(tk__handler_kind_of(noop)->takes_input);
   /* The builtin kind's own run of choose (not the engine's way) is the same. */
-  tk__handler_step step = {choose, NULL, NULL};
+  tk__handler_step step = {choose, NULL, NULL, NULL, NULL};
   tk_handler_call call = {.task_id = 7, .step = "pick", .attempt = 1, .input = input};
   tk_handler_result out = {0};
   tk__builtin_kind.run(&step, &call, &out);

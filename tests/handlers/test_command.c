@@ -67,7 +67,7 @@ static tk_handler_result run_with(const char *handler, const char *input) {
   const tk__handler_kind *kind = tk__handler_kind_of(spec);
   assert_string_equal(kind->name, "command");
   tk_clock clock = tk_clock_system();
-  tk__handler_step step = {spec, NULL, &clock};
+  tk__handler_step step = {spec, NULL, &clock, NULL, NULL};
   char *text = json_dumps(spec, JSON_COMPACT);
   tk_handler_call call = {.task_id = 7, .step = "s", .attempt = 2, .max_attempts = 5,
                           .input = input, .spec = text,

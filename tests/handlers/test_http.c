@@ -880,7 +880,8 @@ static void bad_specs_are_refused_at_their_place(void **state) {
   expect_spec_error("{ kind = \"http\", url = \"https://x/{{contxt.id}}\" }",
                     "t.toml:1:28: steps[1].handler.url: placeholder \"{{contxt.id}}\" (byte 11): "
                     "unknown source \"contxt\"; expected context.PATH, parents.STEP.PATH, "
-                    "item.PATH, item_index, env.NAME, task.id, task.step or task.attempt");
+                    "item.PATH, item_index, env.NAME, task.id, task.step, task.attempt, "
+                    "task.callback_url or task.callback_token");
   expect_spec_error("{ kind = \"http\", url = \"https://x/{{context.id\" }",
                     "t.toml:1:28: steps[1].handler.url: placeholder \"{{context.id\" (byte 11): "
                     "unclosed (expected \"}}\")");
@@ -917,7 +918,21 @@ static void bad_specs_are_refused_at_their_place(void **state) {
   expect_spec_error("{ kind = \"http\", url = \"https://x\", insecure = true }",
                     "t.toml:1:41: unknown key \"steps[1].handler.insecure\" (known keys: kind, "
                     "timeout, url, method, query, headers, body, connect_timeout, max_redirects, "
-                    "max_response, retry_on, permanent_on, ca_file)");
+                    "max_response, retry_on, permanent_on, ca_file, callback)");
+  /* callback = { timeout = ... } (docs/callbacks.md): a table with its timeout. */
+  expect_spec_error("{ kind = \"http\", url = \"https://x\", callback = \"1h\" }",
+                    "t.toml:1:52: steps[1].handler.callback: expected a table, such as callback = "
+                    "{ timeout = \"1h\" }");
+  expect_spec_error("{ kind = \"http\", url = \"https://x\", callback = { timout = \"1h\" } }",
+                    "t.toml:1:54: unknown key \"steps[1].handler.callback.timout\" (did you mean "
+                    "\"timeout\"?)");
+  expect_spec_error("{ kind = \"http\", url = \"https://x\", callback = {} }",
+                    "t.toml:1:52: steps[1].handler.callback.timeout: missing: a callback needs "
+                    "its timeout, such as callback = { timeout = \"1h\" }: how long the step "
+                    "waits for the callback after the request's 2xx answer");
+  expect_spec_error("{ kind = \"http\", url = \"https://x\", callback = { timeout = \"0s\" } }",
+                    "t.toml:1:64: steps[1].handler.callback.timeout = \"0s\": must be a duration "
+                    "> 0, such as \"1h\"");
   /* A URL curl could never send: every attempt would fail "malformed
    * URL". */
   expect_spec_error("{ kind = \"http\", url = \"https://x/a b\" }",

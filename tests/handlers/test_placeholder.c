@@ -30,7 +30,7 @@ static const char instance_input[] =
 /* text compiled and filled as text in scope sc (plain or URL-encoded):
  * its return code, with the text or the reason in out. */
 static int expand(const char *text, json_t *input, tk__ph_encoding enc, char *out, size_t cap) {
-  tk__ph_scope sc = {input, 42, "process", 1, NULL, NULL};
+  tk__ph_scope sc = {input, 42, "process", 1, NULL, NULL, NULL, NULL};
   tk__ph *t = NULL;
   int rc = tk__ph_compile(text, strlen(text), &t, out, cap);
   if (rc != 0) return rc;
@@ -64,7 +64,7 @@ static void refused(const char *text, const char *input, int want_rc, const char
 /* The typed value of a single placeholder, compact JSON. */
 static void value_is(const char *text, const char *want) {
   json_t *in = json_loads(instance_input, 0, NULL);
-  tk__ph_scope sc = {in, 42, "process", 1, NULL, NULL};
+  tk__ph_scope sc = {in, 42, "process", 1, NULL, NULL, NULL, NULL};
   tk__ph *t = NULL;
   char why[256] = "";
   assert_int_equal(tk__ph_compile(text, strlen(text), &t, why, sizeof why), 0);
@@ -102,7 +102,7 @@ static void a_json_body_gets_the_item_typed(void **state) {
   json_t *in = json_loads(instance_input, 0, NULL);
   json_t *body = json_pack("{s:s, s:s, s:s}", "file", "{{item}}", "n", "{{item_index}}", "note",
                            "#{{item_index}}: {{item.path}}");
-  tk__ph_scope sc = {in, 42, "process", 1, NULL, NULL};
+  tk__ph_scope sc = {in, 42, "process", 1, NULL, NULL, NULL, NULL};
   json_t *out = NULL;
   char why[256] = "";
   if (tk__ph_fill_json(body, &sc, &out, why, sizeof why) != 0) fail_msg("%s", why);
@@ -150,8 +150,8 @@ static void item_index_takes_no_path_and_sources_are_listed(void **state) {
           "{{item_index}}");
   refused("{{items}}", instance_input, TK_ESYNTAX,
           "placeholder \"{{items}}\" (byte 1): unknown source \"items\"; expected context.PATH, "
-          "parents.STEP.PATH, item.PATH, item_index, env.NAME, task.id, task.step or "
-          "task.attempt");
+          "parents.STEP.PATH, item.PATH, item_index, env.NAME, task.id, task.step, "
+          "task.attempt, task.callback_url or task.callback_token");
   refused("{{item.}}", instance_input, TK_ESYNTAX,
           "placeholder \"{{item.}}\" (byte 1): expected a name after \".\" (letters, digits, '_' "
           "or '-')");

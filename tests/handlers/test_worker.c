@@ -55,7 +55,7 @@ static void an_orchestrator_never_runs_it(void **state) {
   json_t *spec = spec_of("{ kind = \"worker\", queue = \"images\" }");
   const tk__handler_kind *k = tk__handler_kind_of(spec);
   assert_string_equal(k->name, "worker");
-  tk__handler_step step = {spec, NULL, NULL};
+  tk__handler_step step = {spec, NULL, NULL, NULL, NULL};
   tk_handler_call call = {.task_id = 1, .step = "s", .attempt = 1, .max_attempts = 3};
   tk_handler_result out;
   memset(&out, 0, sizeof out);

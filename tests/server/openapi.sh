@@ -57,7 +57,7 @@ setup() {
   run "$@"
   [ "$RC" -eq 0 ] || stop_here "$name" "exit $RC" "stdout: $OUT" "stderr: $ERR"
 }
-tasker_config $QUICK_RETRIES backoff.profiles.slow.base=1h backoff.profiles.slow.jitter=full \
+tasker_config $QUICK_RETRIES server.public_url=http://127.0.0.1:9 backoff.profiles.slow.base=1h backoff.profiles.slow.jitter=full \
   queues.payments.concurrency=3 queues.payments.rate=50/s budgets.api.ratio=0.1 \
   budgets.api.window=10s budgets.api.min_per_second=1
 etl_template "$W/etl.toml"
@@ -94,18 +94,44 @@ setup "template add" t template add "$W/etl.toml" "$W/quick.toml" "$W/order.toml
 # cancelled.
 for tmpl in etl ops/quick order files; do setup "submit $tmpl" t submit "$tmpl"; done
 setup "run until idle" t run --until-idle --workers 2
-setup "submit etl" t submit etl
+# Task 5 starts in an hour: the run that parks task 10 leaves it pending.
+setup "submit etl" t submit etl --in 1h
 setup "submit etl" t submit etl
 setup "cancel 6" t cancel 6
 # Tasks 7 and 8: a step each for a worker of queue "pix".
 setup "submit pix" t submit pix
 setup "submit pix" t submit pix
-# Task 9: a wait step, pending (no orchestrator runs after this): its
-# signals are kept until it waits.
-setup "submit approval" t submit approval
+# Task 9: a wait step, pending (it starts in an hour: the run that parks
+# task 10 leaves it so): its signals are kept until it waits.
+setup "submit approval" t submit approval --in 1h
+# Task 10: an http step waiting for its callback. The export service
+# (examples/callback-export) answers 202 and, for a task's first request in
+# mode silent, never calls back; the token it received is conform.mjs's.
+CB_SERVICE=$(cd "$(dirname "$0")/../../examples/callback-export" && pwd)/export_service.py
+bg_start service python3 "$CB_SERVICE" --port 0 --port-file "$W/service.port" \
+  --log "$W/service.log" 2>"$W/service.err"
+wait_for "the export service listens" 60 test -s "$W/service.port" || stop_here "service" "no port"
+cat >"$W/export.toml" <<TOML
+name = "export"
+version = "1"
+[[steps]]
+name = "export"
+[steps.handler]
+kind = "http"
+method = "POST"
+url = "http://127.0.0.1:$(cat "$W/service.port")/export"
+body = { callback = "{{task.callback_url}}", mode = "silent", task = "{{task.id}}" }
+callback = { timeout = "1h" }
+TOML
+setup "template add export" t template add "$W/export.toml"
+setup "submit export" t submit export
+setup "run until the export waits" t run --until-idle
+CB_TOKEN=$(jq -r 'select(.token == null and .callback_url != null) | .callback_url' \
+  "$W/service.log" | sed 's|.*/||')
+[ -n "$CB_TOKEN" ] || stop_here "the export service received a callback URL" "$(cat "$W/service.log")"
 run t tasks --json
 expect_eq "the tasks' states" "$(printf '%s' "$OUT" | jq -c '[.tasks[] | [.id, .state]] | sort')" \
-  '[[1,"error"],[2,"complete"],[3,"error"],[4,"error"],[5,"pending"],[6,"cancelled"],[7,"pending"],[8,"pending"],[9,"pending"]]'
+  '[[1,"error"],[2,"complete"],[3,"error"],[4,"error"],[5,"pending"],[6,"cancelled"],[7,"pending"],[8,"pending"],[9,"pending"],[10,"in_progress"]]'
 
 # Two servers on free loopback ports: one without a token, one with.
 serve_start plain || { tap_done; exit 1; }
@@ -126,7 +152,8 @@ expect_eq "info.version is the binary's version" "$(jq -r .info.version "$W/open
 
 # report SCRIPT: run a check script, each of its lines one result.
 report() {
-  (cd "$NPM_DIR" && BASE=$BASE TOKEN_BASE=$TOKEN_BASE TOKEN=$TOKEN node "$1" "$W/openapi.json") \
+  (cd "$NPM_DIR" && BASE=$BASE TOKEN_BASE=$TOKEN_BASE TOKEN=$TOKEN CB_TOKEN=$CB_TOKEN \
+    node "$1" "$W/openapi.json") \
     >"$W/node.out" 2>"$W/node.err"
   rc=$?
   tab=$(printf '\t')
@@ -145,4 +172,6 @@ report conform.mjs
 # report at exit, a leak or a crash on shutdown, is a non-zero status).
 serve_stop plain
 serve_stop token
+kill -TERM "$(bg_pid service)"
+bg_wait service 30
 tap_done

@@ -59,7 +59,7 @@
     if (!st.state) return st.handler ? [st.handler.kind, st.handler.name || st.handler.method || ''].join(' ').trim() : '';
     if (st.state === 'skipped') return 'skipped' + (st.skipped_reason ? ' · ' + st.skipped_reason : '');
     if (st.instances && typeof st.instances === 'object') return TK.instancesText(st.instances);
-    if (st.state === 'waiting') return 'waiting for a signal' + (st.max_attempts ? ` · ${st.attempts}/${st.max_attempts}` : '');
+    if (st.state === 'waiting') return (st.waits_for === 'callback' ? 'waiting for a callback' : 'waiting for a signal') + (st.max_attempts ? ` · ${st.attempts}/${st.max_attempts}` : '');
     if (Array.isArray(st.chosen)) return TK.stateLabel(st.state) + ' · chose ' + (st.chosen.join(', ') || 'none');
     return TK.stateLabel(st.state) + (st.max_attempts ? ` · ${st.attempts}/${st.max_attempts}` : '');
   }
@@ -260,7 +260,7 @@
       return [label, ': ', h('span', { class: 'muted' }, st.state === 'mapped' ? st.why.detail
         : 'waiting for ' + st.why.blocking.map((b) => `${b.step} (${TK.stateLabel(b.state)})`).join(', '))];
     // A wait step (DESIGN §18): what it waits for, and until when.
-    if (st.why.reason === 'waiting_for_signal')
+    if (st.why.reason === 'waiting_for_signal' || st.why.reason === 'waiting_for_callback')
       return [label, ': ', h('span', { class: 'muted' }, `since ${TK.fmtAbs(st.why.since)}, times out ${TK.fmtAbs(st.why.until)}`)];
     if (Array.isArray(st.chosen))
       return [label, ': ', h('span', { class: 'chosen-list' }, 'chose ' + (st.chosen.join(', ') || 'none'))];

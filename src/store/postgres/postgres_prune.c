@@ -40,6 +40,7 @@ static const char PRUNE_SQL[] =
     " db AS (DELETE FROM batch_steps WHERE step_id IN (SELECT id FROM s) RETURNING 1),"
     /* Signals to wait steps (0018): not counted, as batch settings. */
     " dg AS (DELETE FROM signals WHERE step_id IN (SELECT id FROM s)),"
+    " dk AS (DELETE FROM callbacks WHERE step_id IN (SELECT id FROM s)),"
     " dr AS (DELETE FROM transitions WHERE task_id IN (SELECT id FROM t)),"
     " ds AS (DELETE FROM steps WHERE id IN (SELECT id FROM s) RETURNING 1),"
     " dt AS (DELETE FROM tasks WHERE id IN (SELECT id FROM t) RETURNING 1),"

@@ -383,4 +383,7 @@ const tk__store_ops tk__postgres_store_ops = {
     .step_wait = tk__pg_step_wait,
     .wait_take = tk__pg_wait_take,
     .deadline_apply = tk__pg_deadline_apply,
+    .callback_arm = tk__pg_callback_arm,
+    .callback_put = tk__pg_callback_put,
+    .callback_extend = tk__pg_callback_extend,
 };

@@ -23,13 +23,15 @@
 
 #define Q TK__PG_Q
 
-/* A signal that an attempt of step $1 may take: never delivered, or
- * delivered to an attempt that ended without applying it. */
+/* A signal that attempt (claim) $2 of step $1 may take: never delivered,
+ * or delivered to an attempt that ended without applying it; a callback
+ * (for_claim, 0020) only by its own attempt. */
 static const char DELIVERABLE_SQL[] =
-    "SELECT g.id, g.data, g.error, g.idem_key, g.created_at FROM signals g"
+    "SELECT g.id, g.data, g.error, g.idem_key, g.created_at, g.final,"
+    " COALESCE(g.retry_after_ms, -1), g.for_claim IS NOT NULL FROM signals g"
     " LEFT JOIN attempts a ON a.id = g.claim_id WHERE g.step_id = $1::bigint"
     " AND (g.claim_id IS NULL OR a.outcome IN ('lease_expired', 'fenced_out'))"
-    " ORDER BY g.id LIMIT 1";
+    " AND (g.for_claim IS NULL OR g.for_claim = $2::bigint) ORDER BY g.id LIMIT 1";
 
 /* The waiting steps to take: those whose timeout passed ($1 now, the
  * ready rows of kind 4) and those a signal waits for, at most $2, locked
@@ -40,12 +42,15 @@ static const char TAKE_SQL[] =
     "WITH c AS (SELECT s.id, s.claim_id FROM steps s WHERE s.id = ANY (ARRAY("
     " (SELECT r.step_id FROM ready r WHERE r.kind = 4 AND r.run_at <= $1::bigint"
     " ORDER BY r.run_at LIMIT $2::int)"
-    " UNION (SELECT g.step_id FROM signals g WHERE g.claim_id IS NULL)))"
+    " UNION (SELECT g.step_id FROM signals g JOIN steps w ON w.id = g.step_id"
+    " WHERE g.claim_id IS NULL AND (g.for_claim IS NULL OR g.for_claim = w.claim_id))))"
     " AND s.state = " Q(TK__STEP_WAITING) " ORDER BY s.run_at LIMIT $2"
     " FOR UPDATE SKIP LOCKED),"
     " sg AS (SELECT DISTINCT ON (g.step_id) g.id, g.step_id, g.data, g.error, g.idem_key,"
-    " g.created_at FROM signals g WHERE g.step_id IN (SELECT id FROM c) AND g.claim_id IS NULL"
-    " ORDER BY g.step_id, g.id),"
+    " g.created_at, g.final, COALESCE(g.retry_after_ms, -1) AS retry_after_ms,"
+    " g.for_claim IS NOT NULL AS callback FROM signals g"
+    " JOIN c ON c.id = g.step_id WHERE g.claim_id IS NULL"
+    " AND (g.for_claim IS NULL OR g.for_claim = c.claim_id) ORDER BY g.step_id, g.id),"
     " gm AS (UPDATE signals g SET claim_id = c.claim_id, delivered_at = $1"
     " FROM sg JOIN c ON c.id = sg.step_id WHERE g.id = sg.id),"
     " u AS (UPDATE steps s SET state = " Q(TK__STEP_IN_PROGRESS) ", lease_owner = $3::text,"
@@ -54,12 +59,14 @@ static const char TAKE_SQL[] =
     " s.run_at, s.last_delay_ms, s.backoff, s.claim_id, s.item_index, s.lease_expires_at),"
     " tr AS (INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason, attempt)"
     " SELECT u.task_id, u.id, " Q(TK__STEP_WAITING) ", " Q(TK__STEP_IN_PROGRESS) ", $1,"
-    " CASE WHEN sg.id IS NULL THEN " Q(TK__REASON_WAIT_TIMEOUT) " ELSE " Q(TK__REASON_SIGNAL)
+    " CASE WHEN sg.id IS NULL THEN " Q(TK__REASON_WAIT_TIMEOUT) " WHEN sg.callback THEN "
+    Q(TK__REASON_CALLBACK) " ELSE " Q(TK__REASON_SIGNAL)
     " END, u.attempts FROM u LEFT JOIN sg ON sg.step_id = u.id)"
     " SELECT u.id, u.task_id, t.template_id, COALESCE(u.map_idx, u.idx), u.attempts,"
     " u.max_attempts, u.retryable::int, u.run_at, u.last_delay_ms, u.backoff, u.claim_id,"
     " COALESCE(u.item_index, -1), u.lease_expires_at,"
-    " sg.id, sg.data, sg.error, sg.idem_key, sg.created_at"
+    " sg.id, sg.data, sg.error, sg.idem_key, sg.created_at, sg.final, sg.retry_after_ms,"
+    " sg.callback"
     " FROM u JOIN tasks t ON t.id = u.task_id LEFT JOIN sg ON sg.step_id = u.id";
 
 /* Run sql with the n text parameters v on pg's connection; *out the
@@ -115,6 +122,9 @@ static int signal_columns(const PGresult *r, int row, int col, tk__signal_rec *s
   s->error = dup_col(r, row, col + 2, &oom);
   s->key = dup_col(r, row, col + 3, &oom);
   s->created_at = tk__pg_i64(r, row, col + 4);
+  s->final = (int)tk__pg_i64(r, row, col + 5);
+  s->retry_after_ms = tk__pg_i64(r, row, col + 6);
+  s->callback = tk__pg_bool(r, row, col + 7);
   if (!oom) return 0;
   tk__signal_rec_free(s);
   s->id = 0;
@@ -225,8 +235,9 @@ static int deliver(tk__pg *pg, int64_t step_id, int64_t claim_id, int64_t now,
                    tk__signal_rec *sig, tk_err *err) {
   tk__pg_args a = {0};
   tk__pg_arg_i64(&a, step_id);
+  tk__pg_arg_i64(&a, claim_id);
   PGresult *r;
-  int rc = exec(pg, DELIVERABLE_SQL, 1, a.v, &r, "wait", err);
+  int rc = exec(pg, DELIVERABLE_SQL, 2, a.v, &r, "wait", err);
   if (rc) return rc;
   if (PQntuples(r) == 1) rc = signal_columns(r, 0, 0, sig, err);
   PQclear(r);
@@ -265,13 +276,14 @@ static int wait_in(tk__pg *pg, const tk__wait_req *w, tk__signal_rec *sig, int *
   tk__pg_arg_i64(&b, w->task_id);
   tk__pg_arg_i64(&b, w->now);
   tk__pg_arg_i64(&b, attempt);
+  tk__pg_arg_text(&b, w->reason ? w->reason : TK__REASON_WAITING);
   rc = exec(pg,
             "WITH u AS (UPDATE steps SET state = " Q(TK__STEP_WAITING) ", lease_owner = NULL,"
             " lease_expires_at = NULL, run_at = $2::bigint WHERE id = $1::bigint RETURNING id)"
             " INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason,"
             " attempt) SELECT $3::bigint, id, " Q(TK__STEP_IN_PROGRESS) ", "
-            Q(TK__STEP_WAITING) ", $4::bigint, " Q(TK__REASON_WAITING) ", $5::int FROM u",
-            5, b.v, NULL, "wait", err);
+            Q(TK__STEP_WAITING) ", $4::bigint, $6::text, $5::int FROM u",
+            6, b.v, NULL, "wait", err);
   *parked = rc == 0;
   return rc;
 }
@@ -335,7 +347,7 @@ int tk__pg_wait_take(tk_store *s, int64_t now, const char *owner, int64_t lease_
     rc = exec(pg,
               "SELECT (SELECT min(run_at) FROM ready WHERE kind = 4), EXISTS (SELECT 1 FROM signals"
               " g JOIN steps s ON s.id = g.step_id WHERE g.claim_id IS NULL AND s.state = "
-              Q(TK__STEP_WAITING) ")",
+              Q(TK__STEP_WAITING) " AND (g.for_claim IS NULL OR g.for_claim = s.claim_id))",
               0, NULL, &r, "take waits", err);
   if (rc) return rc;
   int64_t first = tk__pg_i64(r, 0, 0);
@@ -364,4 +376,15 @@ int tk__pg_wait_take(tk_store *s, int64_t now, const char *owner, int64_t lease_
     *n = 0;
   }
   return rc;
+}
+
+int tk__pg_wait_exec(tk__pg *pg, const char *sql, int n, const char *const *v, PGresult **out,
+                     const char *what, tk_err *err) {
+  return exec(pg, sql, n, v, out, what, err);
+}
+
+int tk__pg_wait_begin(tk__pg *pg, const char *what, tk_err *err) { return begin(pg, what, err); }
+
+int tk__pg_wait_end(tk__pg *pg, int rc, int notify, const char *what, tk_err *err) {
+  return end(pg, rc, notify, what, err);
 }

@@ -9,4 +9,22 @@ int tk__pg_step_wait(tk_store *s, const tk__wait_req *w, tk__signal_rec *sig, tk
 int tk__pg_wait_take(tk_store *s, int64_t now, const char *owner, int64_t lease_ms, int limit,
                      tk__waited *out, int *n, int64_t *next_at, tk_err *err);
 
+/* Callbacks of http steps (postgres_callbacks.c; store.h, ops 17). */
+int tk__pg_callback_arm(tk_store *s, const tk__callback_arm *a, tk_err *err);
+int tk__pg_callback_put(tk_store *s, const tk__callback_req *r, tk__callback_ans *out,
+                        tk_err *err);
+int tk__pg_callback_extend(tk_store *s, const tk__callback_req *r, int64_t extend_ms,
+                           tk__callback_ans *out, tk_err *err);
+
+/* postgres_wait.c's statement helpers, for postgres_callbacks.c: one
+ * statement sent on its own (*out its result when not NULL: PQclear it);
+ * BEGIN on a usable connection; COMMIT after rc == 0 (NOTIFY first when
+ * notify), else ROLLBACK, returning rc. */
+struct tk__pg;
+struct pg_result;
+int tk__pg_wait_exec(struct tk__pg *pg, const char *sql, int n, const char *const *v,
+                     struct pg_result **out, const char *what, tk_err *err);
+int tk__pg_wait_begin(struct tk__pg *pg, const char *what, tk_err *err);
+int tk__pg_wait_end(struct tk__pg *pg, int rc, int notify, const char *what, tk_err *err);
+
 #endif

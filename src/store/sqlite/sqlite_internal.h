@@ -32,6 +32,7 @@ enum {
   SQ_WAIT_HELD, SQ_WAIT_DELIVERABLE, SQ_WAIT_DELIVER, SQ_WAIT_PARK, SQ_WAIT_DUE, SQ_WAIT_CLAIM,
   SQ_WAIT_RESUME, SQ_WAIT_NEXT, SQ_SIGNALS_LAST,
   SQ_DEADLINE_FIRST, SQ_DEADLINE_DUE, SQ_DEADLINE_DROP, SQ_DEADLINE_SET, SQ_DEADLINE_PUT,
+  SQ_CB_ARM, SQ_CB_FIND, SQ_CB_PUT, SQ_CB_EXTEND,
   SQ__COUNT
 };
 
@@ -298,6 +299,12 @@ int tk__sq_deadline_apply(tk_store *s, int64_t now, int limit, int64_t *out, int
                           int64_t *next_at, tk_err *err);
 /* The earliest deadline still to look at into *at (INT64_MAX: none). */
 int tk__sq_deadline_first(tk__sqlite *q, int64_t *at, tk_err *err);
+/* Callbacks of http steps (sqlite_callbacks.c). */
+int tk__sq_callback_arm(tk_store *s, const tk__callback_arm *a, tk_err *err);
+int tk__sq_callback_put(tk_store *s, const tk__callback_req *r, tk__callback_ans *out,
+                        tk_err *err);
+int tk__sq_callback_extend(tk_store *s, const tk__callback_req *r, int64_t extend_ms,
+                           tk__callback_ans *out, tk_err *err);
 /* Store task_id's deadline (tasks.deadline_at and its deadlines row), in
  * the caller's transaction. */
 int tk__sq_deadline_put(tk__sqlite *q, int64_t task_id, int64_t deadline_at, tk_err *err);

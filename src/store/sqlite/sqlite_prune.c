@@ -35,6 +35,9 @@ static const struct {
     {"DELETE FROM signals WHERE step_id IN (SELECT id FROM steps WHERE task_id IN"
      " (SELECT value FROM json_each(?1)))",
      (size_t)-1},
+    {"DELETE FROM callbacks WHERE step_id IN (SELECT id FROM steps WHERE task_id IN"
+     " (SELECT value FROM json_each(?1)))",
+     (size_t)-1},
     {"DELETE FROM transitions WHERE task_id IN (SELECT value FROM json_each(?1))",
      offsetof(tk__prune_counts, transitions)},
     {"DELETE FROM steps WHERE task_id IN (SELECT value FROM json_each(?1))",

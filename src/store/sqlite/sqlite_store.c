@@ -398,4 +398,7 @@ const tk__store_ops tk__sqlite_store_ops = {
     .step_wait = tk__sq_step_wait,
     .wait_take = tk__sq_wait_take,
     .deadline_apply = tk__sq_deadline_apply,
+    .callback_arm = tk__sq_callback_arm,
+    .callback_put = tk__sq_callback_put,
+    .callback_extend = tk__sq_callback_extend,
 };

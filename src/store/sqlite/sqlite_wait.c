@@ -16,12 +16,15 @@
   " s.retryable, s.run_at, s.last_delay_ms, s.backoff, a.owner, s.lease_expires_at,"        \
   " s.claim_id, COALESCE(s.item_index, -1)"
 
-/* A signal that an attempt of step ?1 may take: never delivered, or
- * delivered to an attempt that ended without applying it. */
+/* A signal that attempt (claim) ?2 of step ?1 may take: never delivered,
+ * or delivered to an attempt that ended without applying it; a callback
+ * (for_claim, 0018) only by its own attempt. */
 #define DELIVERABLE_SQL                                                                  \
-  "SELECT g.id, g.data, g.error, g.idem_key, g.created_at FROM signals g"                \
+  "SELECT g.id, g.data, g.error, g.idem_key, g.created_at, g.final,"                     \
+  " COALESCE(g.retry_after_ms, -1), g.for_claim IS NOT NULL FROM signals g"               \
   " LEFT JOIN attempts a ON a.id = g.claim_id WHERE g.step_id = ?1 AND (g.claim_id IS NULL" \
-  " OR a.outcome IN ('lease_expired', 'fenced_out')) ORDER BY g.id LIMIT 1"
+  " OR a.outcome IN ('lease_expired', 'fenced_out'))"                                     \
+  " AND (g.for_claim IS NULL OR g.for_claim = ?2) ORDER BY g.id LIMIT 1"
 
 /* Read the signal row of st (columns 0..4 of DELIVERABLE_SQL) into r. */
 static int signal_columns(sqlite3_stmt *st, tk__signal_rec *r, tk_err *err) {
@@ -31,6 +34,9 @@ static int signal_columns(sqlite3_stmt *st, tk__signal_rec *r, tk_err *err) {
   r->error = tk__sq_col_dup(st, 2, &oom);
   r->key = tk__sq_col_dup(st, 3, &oom);
   r->created_at = sqlite3_column_int64(st, 4);
+  r->final = sqlite3_column_int(st, 5);
+  r->retry_after_ms = sqlite3_column_int64(st, 6);
+  r->callback = sqlite3_column_int(st, 7);
   if (!oom) return 0;
   tk__signal_rec_free(r);
   return tk_err_set(err, TK_ENOMEM, "out of memory reading a signal");
@@ -44,6 +50,7 @@ static int deliver(tk__sqlite *q, int64_t step_id, int64_t claim_id, int64_t now
   sqlite3_stmt *st = tk__sq_stmt(q, SQ_WAIT_DELIVERABLE, DELIVERABLE_SQL, err);
   if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, step_id);
+  sqlite3_bind_int64(st, 2, claim_id);
   int found, rc = tk__sq_row(q, st, "signal", &found, err);
   if (rc == 0 && found) rc = signal_columns(st, sig, err);
   sqlite3_reset(st);
@@ -198,7 +205,7 @@ static int wait_in(tk__sqlite *q, const tk__wait_req *w, tk__signal_rec *sig, tk
   sqlite3_reset(at);
   if (rc) return rc;
   return tk__sq_transition(q, w->task_id, w->step_id, TK__STEP_IN_PROGRESS, TK__STEP_WAITING,
-                           w->now, TK__REASON_WAITING, attempt, err);
+                           w->now, w->reason ? w->reason : TK__REASON_WAITING, attempt, err);
 }
 
 int tk__sq_step_wait(tk_store *s, const tk__wait_req *w, tk__signal_rec *sig, tk_err *err) {
@@ -233,7 +240,9 @@ static int resume(tk__sqlite *q, tk__waited *x, const char *owner, int64_t now,
   snprintf(x->step.prev_state, sizeof x->step.prev_state, "%s", TK__STEP_WAITING);
   return tk__sq_transition(q, x->step.task_id, x->step.step_id, TK__STEP_WAITING,
                            TK__STEP_IN_PROGRESS, now,
-                           x->timed_out ? TK__REASON_WAIT_TIMEOUT : TK__REASON_SIGNAL,
+                           x->timed_out    ? TK__REASON_WAIT_TIMEOUT
+                           : x->sig.callback ? TK__REASON_CALLBACK
+                                             : TK__REASON_SIGNAL,
                            x->step.attempt, err);
 }
 
@@ -249,7 +258,8 @@ static int take_in(tk__sqlite *q, int64_t now, const char *owner, int64_t lease_
       /* From the few undelivered signals to their steps (CROSS JOIN keeps
        * that order): the planner otherwise walks every waiting step. */
       " UNION SELECT g.step_id FROM signals g INDEXED BY signals_undelivered"
-      " CROSS JOIN steps w ON w.id = g.step_id WHERE g.claim_id IS NULL AND w.state = 'waiting')"
+      " CROSS JOIN steps w ON w.id = g.step_id WHERE g.claim_id IS NULL AND w.state = 'waiting'"
+      " AND (g.for_claim IS NULL OR g.for_claim = w.claim_id))"
       " ORDER BY s.run_at LIMIT ?2",
       err);
   if (st == NULL) return TK_ESTORE;

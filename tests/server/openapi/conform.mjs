@@ -21,7 +21,7 @@ const say = (ok, name, why = "") =>
 const doc = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const compile = schemaCompiler(doc);
 const coercing = schemaCompiler(doc, { coerceTypes: true });
-const { BASE, TOKEN_BASE, TOKEN } = process.env;
+const { BASE, TOKEN_BASE, TOKEN, CB_TOKEN } = process.env;
 
 // operationId -> {method, path, op, params (path-level and its own)}.
 const ops = new Map();
@@ -121,6 +121,16 @@ const calls = [
   { op: "signalStep", path: { id: 9, step: "approve" }, body: { data: 1, error: "x" }, headers: X, want: 400, outOfBounds: "body" },
   { op: "signalStep", path: { id: 9, step: "approve" }, body: { dat: 1 }, headers: X, want: 400, outOfBounds: "body" },
   { op: "signalStep", path: { id: 9, step: "approve" }, body: { data: 1 }, want: 403 },
+  // Callbacks (tests/server/openapi.sh: task 10's http step waits for its
+  // callback, whose token $CB_TOKEN the export service received).
+  { op: "heartbeatCallback", path: { token: CB_TOKEN }, body: { timeout: "10m" }, want: 200 },
+  { op: "heartbeatCallback", path: { token: CB_TOKEN }, body: { timeout: 0 }, want: 400, outOfBounds: "body" },
+  { op: "postCallback", path: { token: CB_TOKEN }, body: { status: "done" }, want: 400, outOfBounds: "body" },
+  { op: "postCallback", path: { token: CB_TOKEN }, body: { status: "failure", retryable: false, retry_after: 1 }, want: 400, outOfBounds: "body" },
+  { op: "postCallback", path: { token: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" }, body: { status: "success" }, want: 404 },
+  { op: "postCallback", path: { token: CB_TOKEN }, body: { status: "success" }, headers: { "Content-Type": "text/plain" }, want: 403 },
+  { op: "postCallback", path: { token: CB_TOKEN }, body: { status: "success", results: { rows: 1 } }, want: 200 },
+  { op: "postCallback", path: { token: CB_TOKEN }, body: { status: "success" }, want: 409 },
   { op: "bulkAction", path: { action: "cancel" }, body: { tasks: [2, 6, 99] }, headers: X, want: 200 },
   { op: "bulkAction", path: { action: "resolve" }, body: { steps: [{ task: 1, step: "load" }] }, headers: X, want: 200 },
   { op: "bulkAction", path: { action: "retry" }, body: { filter: { template: "etl" }, max: 1000 }, headers: X, want: 200 },
