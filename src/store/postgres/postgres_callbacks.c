@@ -137,7 +137,7 @@ int tk__pg_callback_put(tk_store *s, const tk__callback_req *r, tk__callback_ans
   int rc = tk__pg_wait_begin(pg, "callback", err);
   if (rc) return rc;
   rc = put_in(pg, r, out, err);
-  return tk__pg_wait_end(pg, rc, 1, "callback", err);
+  return tk__pg_wait_end(pg, rc, TK__PG_NOTIFY_SIGNAL, "callback", err);
 }
 
 /* callback_extend inside the caller's transaction. */
@@ -169,5 +169,5 @@ int tk__pg_callback_extend(tk_store *s, const tk__callback_req *r, int64_t exten
   if (rc) return rc;
   rc = extend_in(pg, r, extend_ms, out, err);
   /* Orchestrators learn the later timeout at their next look. */
-  return tk__pg_wait_end(pg, rc, 0, "callback heartbeat", err);
+  return tk__pg_wait_end(pg, rc, TK__PG_NOTIFY_NONE, "callback heartbeat", err);
 }

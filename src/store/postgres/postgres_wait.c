@@ -97,11 +97,10 @@ static int begin(tk__pg *pg, const char *what, tk_err *err) {
 
 /* COMMIT after rc == 0 (with a notice when notify: one of a wait's news,
  * TK__PG_WAIT_NEWS, for a signal), else ROLLBACK. */
-enum { NOTIFY_NONE, NOTIFY_CHANGE, NOTIFY_SIGNAL };
 static int end(tk__pg *pg, int rc, int notify, const char *what, tk_err *err) {
-  if (rc == 0 && notify == NOTIFY_CHANGE)
+  if (rc == 0 && notify == TK__PG_NOTIFY_CHANGE)
     rc = exec(pg, "SELECT pg_notify('" TK__PG_CHANNEL "', '')", 0, NULL, NULL, what, err);
-  if (rc == 0 && notify == NOTIFY_SIGNAL)
+  if (rc == 0 && notify == TK__PG_NOTIFY_SIGNAL)
     rc = exec(pg, "SELECT pg_notify('" TK__PG_CHANNEL "', '" TK__PG_WAIT_NEWS "')", 0, NULL,
               NULL, what, err);
   if (rc == 0) return exec(pg, "COMMIT", 0, NULL, NULL, what, err);
@@ -226,7 +225,7 @@ int tk__pg_signal_put(tk_store *s, const tk__signal_req *q, tk__signal_ans *out,
   if (rc == 0) rc = begin(pg, "signal", err);
   if (rc) return rc;
   rc = signal_in(pg, q, out, err);
-  return end(pg, rc, out->duplicate ? NOTIFY_NONE : NOTIFY_SIGNAL, "signal", err);
+  return end(pg, rc, out->duplicate ? TK__PG_NOTIFY_NONE : TK__PG_NOTIFY_SIGNAL, "signal", err);
 }
 
 /* The signal step_id may take now, delivered to claim_id at now, into
@@ -296,7 +295,7 @@ int tk__pg_step_wait(tk_store *s, const tk__wait_req *w, tk__signal_rec *sig, tk
   if (rc) return rc;
   rc = wait_in(pg, w, sig, &parked, err);
   /* A new timeout: other orchestrators learn it at their next wait_take. */
-  rc = end(pg, rc, parked ? NOTIFY_CHANGE : NOTIFY_NONE, "wait", err);
+  rc = end(pg, rc, parked ? TK__PG_NOTIFY_CHANGE : TK__PG_NOTIFY_NONE, "wait", err);
   if (rc) {
     tk__signal_rec_free(sig);
     sig->id = 0;
@@ -370,7 +369,7 @@ int tk__pg_wait_take(tk_store *s, int64_t now, const char *owner, int64_t lease_
   if (rc == 0 && *next_at == TK__NONE) *next_at = INT64_MAX;
   /* The steps taken are in progress under this owner's lease: a queue's
    * room is counted by it. Nothing waits on their move. */
-  rc = end(pg, rc, NOTIFY_NONE, "take waits", err);
+  rc = end(pg, rc, TK__PG_NOTIFY_NONE, "take waits", err);
   if (rc) {
     for (int i = 0; i < *n; i++) tk__signal_rec_free(&out[i].sig);
     *n = 0;

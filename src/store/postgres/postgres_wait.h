@@ -25,6 +25,9 @@ struct pg_result;
 int tk__pg_wait_exec(struct tk__pg *pg, const char *sql, int n, const char *const *v,
                      struct pg_result **out, const char *what, tk_err *err);
 int tk__pg_wait_begin(struct tk__pg *pg, const char *what, tk_err *err);
+/* What a wait transaction's COMMIT notifies: nothing, a change, or a
+ * signal stored (a wait's news: drain_changes, TK__PG_WAIT_NEWS). */
+enum { TK__PG_NOTIFY_NONE, TK__PG_NOTIFY_CHANGE, TK__PG_NOTIFY_SIGNAL };
 int tk__pg_wait_end(struct tk__pg *pg, int rc, int notify, const char *what, tk_err *err);
 
 #endif
