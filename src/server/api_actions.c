@@ -16,6 +16,21 @@
 
 static int64_t now(const tk_server *s) { return tk_clock_now(&s->clock); }
 
+/* The range of a submission's deadline and priority (the library's rules,
+ * which name the value the body gave): 0, or a 400 naming the member. */
+static int submission_check(const tk__submit_body *b, tk__api_error *e) {
+  tk_err err;
+  if (b->has_deadline && tk_deadline_check(b->deadline_ms, b->deadline_text, &err) != 0) {
+    /* tk_deadline_check's message names the deadline already. */
+    int named = strncmp(err.msg, "deadline", 8) == 0;
+    return tk__api_fail(e, 400, "bad_request", "deadline", "%s%s", named ? "" : "deadline: ",
+                        err.msg);
+  }
+  if (tk_priority_check(b->priority, &err) != 0)
+    return tk__api_fail(e, 400, "bad_request", "priority", "%s", err.msg);
+  return 0;
+}
+
 /* POST /api/v1/tasks with an array (bulk submit, tk_task_submit_many):
  * all of the tasks in one transaction or none; {"tasks": [{"id",
  * "existed"}, ...]} in the body's order, 201 when any task was created,
@@ -27,6 +42,15 @@ static void submit_list(tk_server *s, const char *body, size_t len, tk__response
     tk__respond_error(out, &e);
     return;
   }
+  for (size_t i = 0; i < l.n; i++) {
+    if (submission_check(&l.items[i], &e) == 0) continue;
+    char msg[sizeof e.message];
+    snprintf(msg, sizeof msg, "body[%zu]: %.470s", i, e.message);
+    memcpy(e.message, msg, sizeof msg);
+    tk__respond_error(out, &e);
+    tk__submit_list_free(&l);
+    return;
+  }
   tk_submit_request *reqs = calloc(l.n, sizeof *reqs);
   int64_t *ids = calloc(l.n, sizeof *ids);
   int *existed = calloc(l.n, sizeof *existed);
@@ -35,26 +59,20 @@ static void submit_list(tk_server *s, const char *body, size_t len, tk__response
   if (!reqs || !ids || !existed) {
     rc = tk_err_set(&err, TK_ENOMEM, "out of memory submitting %zu tasks", l.n);
   } else {
-    rc = 0;
-    for (size_t i = 0; i < l.n && rc == 0; i++) {
+    for (size_t i = 0; i < l.n; i++)
       reqs[i] = (tk_submit_request){.template_name = l.items[i].template_name,
                                     .version = l.items[i].version,
                                     .context_json = l.items[i].context,
                                     .identity = l.items[i].identity,
-                                    .priority = (int)l.items[i].priority};
-      if ((rc = tk_priority_check(l.items[i].priority, &err))) failed = (int)i;
-    }
-    if (rc == 0)
-      rc = tk_task_submit_many(s->store, s->config, reqs, (int)l.n, now(s), ids, existed,
-                               &failed, &err);
+                                    .priority = (int)l.items[i].priority,
+                                    .deadline_ms = l.items[i].deadline_ms};
+    rc = tk_task_submit_many(s->store, s->config, reqs, (int)l.n, now(s), ids, existed, &failed,
+                             &err);
   }
   if (rc != 0) {
     tk_err at = err;
     if (failed >= 0) tk_err_set(&at, err.code, "body[%d]: %.480s", failed, err.msg);
-    int bad_priority = failed >= 0 && (size_t)failed < l.n &&
-                       tk_priority_check(l.items[failed].priority, NULL) != 0;
-    tk__respond_tk_error(s, out, &at,
-                         bad_priority ? "priority" : err.code == TK_ENOENT ? "template" : NULL);
+    tk__respond_tk_error(s, out, &at, err.code == TK_ENOENT ? "template" : NULL);
   } else {
     json_t *tasks = json_array();
     int created = 0;
@@ -71,41 +89,6 @@ static void submit_list(tk_server *s, const char *body, size_t len, tk__response
   tk__submit_list_free(&l);
 }
 
-/* A submit body's "deadline" (DESIGN §3): a duration text ("2h") or a
- * number of ms, tk_deadline_check's range, into *ms (0: none), and the
- * body without it into *rest (malloc'd; NULL: the body as it is, with
- * no deadline or not a JSON object: its parse says what is wrong). */
-static int deadline_member(const char *body, size_t len, int64_t *ms, char **rest,
-                           tk__api_error *e) {
-  *ms = 0;
-  *rest = NULL;
-  json_t *obj = json_loadb(body, len, JSON_DECODE_ANY, NULL);
-  json_t *v = json_object_get(obj, "deadline");
-  if (v == NULL) {
-    json_decref(obj);
-    return 0;
-  }
-  tk_err err;
-  const char *text = json_string_value(v);
-  int rc = 0;
-  if (text != NULL) rc = tk_duration_parse(text, ms, &err);
-  else if (json_is_integer(v)) *ms = json_integer_value(v);
-  else rc = tk_err_set(&err, TK_EINVAL, "%s: expected a duration such as \"2h\" or ms",
-                       tk__json_type_name(v));
-  if (rc == 0) rc = tk_deadline_check(*ms, text, &err);
-  if (rc == 0) {
-    json_object_del(obj, "deadline");
-    if ((*rest = json_dumps(obj, JSON_COMPACT)) == NULL)
-      rc = tk_err_set(&err, TK_ENOMEM, "out of memory reading the body");
-  }
-  json_decref(obj);
-  /* tk_deadline_check's message names the deadline already. */
-  int named = strncmp(err.msg, "deadline", 8) == 0;
-  if (rc) return tk__api_fail(e, 400, "bad_request", "deadline", "%s%s", named ? "" : "deadline: ",
-                              err.msg);
-  return 0;
-}
-
 /* POST /api/v1/tasks: 201 for a new task, 200 when its identity existed. */
 static void submit(tk_server *s, const char *body, size_t len, tk__response *out) {
   tk__submit_body b;
@@ -114,26 +97,18 @@ static void submit(tk_server *s, const char *body, size_t len, tk__response *out
     submit_list(s, body, len, out);
     return;
   }
-  int64_t deadline_ms;
-  char *rest;
-  if (deadline_member(body, len, &deadline_ms, &rest, &e) != 0) {
-    tk__respond_error(out, &e);
-    return;
-  }
-  int bad = tk__submit_body_parse(rest ? rest : body, rest ? strlen(rest) : len, &b, &e);
-  free(rest);
-  if (bad) {
+  if (tk__submit_body_parse(body, len, &b, &e) != 0) {
     tk__respond_error(out, &e);
     return;
   }
   tk_submit_request req = {.template_name = b.template_name, .version = b.version,
                            .context_json = b.context, .identity = b.identity,
-                           .priority = (int)b.priority, .deadline_ms = deadline_ms};
+                           .priority = (int)b.priority, .deadline_ms = b.deadline_ms};
   int64_t id;
   int existed;
   tk_err err;
-  if (tk_priority_check(b.priority, &err) != 0) {
-    tk__respond_tk_error(s, out, &err, "priority");
+  if (submission_check(&b, &e) != 0) {
+    tk__respond_error(out, &e);
   } else if (tk_task_submit(s->store, s->config, &req, now(s), &id, &existed, &err) != 0) {
     tk__respond_tk_error(s, out, &err, err.code == TK_ENOENT ? "template" : NULL);
   } else {

@@ -113,10 +113,11 @@ void tk__submit_body_free(tk__submit_body *b) {
 static int submit_object(json_t *obj, const char *where, tk__submit_body *out,
                          tk__api_error *e) {
   static const char *const members[] = {"template", "version", "context", "identity",
-                                        "priority", NULL};
+                                        "priority", "deadline", NULL};
   json_t *ctx = json_object_get(obj, "context"), *priority = json_object_get(obj, "priority");
-  if (tk__body_only(obj, where, members, "template, version, context, identity or priority",
-                    e) != 0 ||
+  json_t *deadline = json_object_get(obj, "deadline");
+  if (tk__body_only(obj, where, members,
+                    "template, version, context, identity, priority or deadline", e) != 0 ||
       string_member(obj, "template", "bad_request", &out->template_name, e) != 0 ||
       string_member(obj, "version", "bad_request", &out->version, e) != 0 ||
       string_member(obj, "identity", "bad_request", &out->identity, e) != 0)
@@ -130,6 +131,18 @@ static int submit_object(json_t *obj, const char *where, tk__submit_body *out,
                         "priority: %s: expected an integer (higher is claimed first)",
                         tk__json_type_name(priority));
   out->priority = priority ? json_integer_value(priority) : 0;
+  tk_err err;
+  out->has_deadline = deadline != NULL;
+  if ((out->deadline_text = json_string_value(deadline)) != NULL) {
+    if (tk_duration_parse(out->deadline_text, &out->deadline_ms, &err) != 0)
+      return tk__api_fail(e, 400, "bad_request", "deadline", "deadline: %s", err.msg);
+  } else if (json_is_integer(deadline)) {
+    out->deadline_ms = json_integer_value(deadline);
+  } else if (deadline != NULL) {
+    return tk__api_fail(e, 400, "bad_request", "deadline",
+                        "deadline: %s: expected a duration such as \"2h\" or ms",
+                        tk__json_type_name(deadline));
+  }
   if (ctx != NULL && !json_is_object(ctx))
     return tk__api_fail(e, 400, "bad_request", "context", "context: %s: expected a JSON object",
                         tk__json_type_name(ctx));
@@ -184,7 +197,8 @@ int tk__submit_list_parse(const char *body, size_t len, tk__submit_list *out, tk
     json_t *v = json_array_get(j, out->n);
     if (!json_is_object(v)) {
       tk__api_fail(e, 400, "bad_request", NULL, "%s: %s: expected an object {\"template\", "
-                   "\"version\"?, \"context\"?, \"identity\"?, \"priority\"?}", where, tk__json_type_name(v));
+                   "\"version\"?, \"context\"?, \"identity\"?, \"priority\"?, \"deadline\"?}", where,
+                   tk__json_type_name(v));
       goto fail;
     }
     if (submit_object(v, where, &out->items[out->n], e) != 0) {

@@ -169,7 +169,8 @@ int tk__list_query_parse(const tk__query *q, int steps, tk__list_query *out, tk_
 
 /* ---- bodies ------------------------------------------------------------ */
 
-/* POST /api/v1/tasks: {"template", "version"?, "context"?, "identity"?}. */
+/* POST /api/v1/tasks: {"template", "version"?, "context"?, "identity"?,
+ * "priority"?, "deadline"?}. */
 typedef struct tk__submit_body {
   json_t *root;
   const char *template_name, *version, *identity; /* into root */
@@ -177,6 +178,11 @@ typedef struct tk__submit_body {
   /* "priority": an integer (0 when absent), its range left to the library
    * (tk_priority_check), which names the value the body gave. */
   int64_t priority;
+  /* "deadline" (has_deadline): a duration ("2h", deadline_text, into
+   * root) or ms, its range left to the library (tk_deadline_check). */
+  int has_deadline;
+  int64_t deadline_ms;
+  const char *deadline_text;
 } tk__submit_body;
 
 int tk__submit_body_parse(const char *body, size_t len, tk__submit_body *out, tk__api_error *e);

@@ -448,6 +448,21 @@ static void bad_bodies(void **state) {
           "bad_request", "ctx", "unknown member \"ctx\"");
   refused(w, "POST", "/api/v1/tasks", "{\"template\": \"etl\", \"template\": \"quick\"}", post_h,
           400, "bad_request", NULL, "duplicate");
+  /* A deadline: a duration or ms within the library's range, in a
+   * single submit and in each element of a bulk one; none is stored. */
+  refused(w, "POST", "/api/v1/tasks", "{\"template\": \"etl\", \"deadline\": \"2x\"}", post_h, 400,
+          "bad_request", "deadline", "deadline: ");
+  refused(w, "POST", "/api/v1/tasks", "{\"template\": \"etl\", \"deadline\": true}", post_h, 400,
+          "bad_request", "deadline", "a boolean: expected a duration");
+  refused(w, "POST", "/api/v1/tasks", "{\"template\": \"etl\", \"deadline\": 0}", post_h, 400,
+          "bad_request", "deadline", "deadline");
+  refused(w, "POST", "/api/v1/tasks",
+          "[{\"template\": \"etl\", \"deadline\": \"1h\"}, {\"template\": \"etl\", "
+          "\"deadline\": \"-5m\"}]",
+          post_h, 400, "bad_request", "deadline", "body[1]: deadline");
+  refused(w, "POST", "/api/v1/tasks",
+          "[{\"template\": \"etl\"}, {\"template\": \"etl\", \"priority\": 5000}]", post_h, 400,
+          "bad_request", "priority", "body[1]: ");
   refused(w, "POST", "/api/v1/actions/retry", "{\"tasks\": [1], \"filter\": {}}", post_h, 400,
           "bad_request", NULL, "exactly one of tasks, steps and filter");
   refused(w, "POST", "/api/v1/actions/retry", "{\"tasks\": [0]}", post_h, 400, "bad_request",
@@ -558,6 +573,32 @@ static void submit(void **state) {
                       "tue");
   json_decref(j);
   efx_sql_expect(w->f->db, "6", "SELECT count(*) FROM tasks");
+  /* A deadline, single and bulk: the task's deadline_at is its submit's
+   * time plus the duration (or ms). */
+  r = api_request("POST", URL(w, "/api/v1/tasks"), "{\"template\": \"etl\", \"deadline\": \"2h\"}",
+                  -1, post_h);
+  j = api_expect_json(&r, 201);
+  snprintf(path, sizeof path, "/api/v1/tasks/%lld", (long long)num(j, "id"));
+  json_decref(j);
+  j = get_ok(w, path);
+  int64_t created = num(j, "created_at"), at = num(j, "deadline_at");
+  assert_true(at == created + 7200000);
+  json_decref(j);
+  r = api_request("POST", URL(w, "/api/v1/tasks"),
+                  "[{\"template\": \"etl\", \"deadline\": 60000}, {\"template\": \"etl\"}]", -1,
+                  post_h);
+  j = api_expect_json(&r, 201);
+  int64_t first = num(json_array_get(json_object_get(j, "tasks"), 0), "id");
+  int64_t second = num(json_array_get(json_object_get(j, "tasks"), 1), "id");
+  json_decref(j);
+  snprintf(path, sizeof path, "/api/v1/tasks/%lld", (long long)first);
+  j = get_ok(w, path);
+  assert_true(num(j, "deadline_at") == num(j, "created_at") + 60000);
+  json_decref(j);
+  snprintf(path, sizeof path, "/api/v1/tasks/%lld", (long long)second);
+  j = get_ok(w, path);
+  assert_true(json_is_null(json_object_get(j, "deadline_at")));
+  json_decref(j);
 }
 
 static void one_actions(void **state) {
