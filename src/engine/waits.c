@@ -24,7 +24,8 @@ static int outcome_of(tk_engine *e, job *j, const tk__signal_rec *sig, int64_t n
   if (sig == NULL) {
     j->result.status = TK_HANDLER_RETRY;
     j->result.timed_out = 1;
-    snprintf(j->result.error, sizeof j->result.error, "%s", TK__WAIT_TIMEOUT_ERROR);
+    snprintf(j->result.error, sizeof j->result.error, "%s",
+             tk__engine_is_child(j) ? TK__CHILD_TIMEOUT_ERROR : TK__WAIT_TIMEOUT_ERROR);
     return 0;
   }
   if (sig->error != NULL) {

@@ -234,3 +234,10 @@ int tk__signal_body_check(const char *data, const char *error, const char *key, 
   json_decref(parsed);
   return rc;
 }
+
+char *tk__child_identity(int64_t task_id, int64_t step_id, int64_t claim_id, char *buf,
+                         size_t cap) {
+  snprintf(buf, cap, "tasker:child:%lld:%lld:%lld", (long long)task_id, (long long)step_id,
+           (long long)claim_id);
+  return buf;
+}

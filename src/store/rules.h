@@ -177,4 +177,9 @@ int tk__heartbeat_refused(tk_err *err, int64_t step_id, int64_t claim_id);
 /* The text a fenced-out attempt row keeps as its error. */
 void tk__fenced_attempt_text(char *buf, size_t cap, const tk__outcome *o);
 
+/* Child tasks (DESIGN §18; docs/children.md): the parent step's move to
+ * waiting when its child starts, and its timed-out attempt's error. */
+#define TK__REASON_CHILD_WAITING "waiting for its child task"
+#define TK__CHILD_TIMEOUT_ERROR "the child task did not finish before the step's timeout"
+
 #endif

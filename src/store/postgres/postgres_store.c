@@ -372,4 +372,6 @@ const tk__store_ops tk__postgres_store_ops = {
     .step_wait = tk__pg_step_wait,
     .wait_take = tk__pg_wait_take,
     .deadline_apply = tk__pg_deadline_apply,
+    .child_start = tk__pg_child_start,
+    .task_family = tk__pg_task_family,
 };

@@ -23,13 +23,14 @@
 
 #define Q TK__PG_Q
 
-/* A signal that an attempt of step $1 may take: never delivered, or
- * delivered to an attempt that ended without applying it. */
+/* A signal that attempt (claim) $2 of step $1 may take: never delivered,
+ * or delivered to an attempt that ended without applying it; one bound to
+ * a claim (a child's end, 0020) only by that claim. */
 static const char DELIVERABLE_SQL[] =
     "SELECT g.id, g.data, g.error, g.idem_key, g.created_at FROM signals g"
     " LEFT JOIN attempts a ON a.id = g.claim_id WHERE g.step_id = $1::bigint"
     " AND (g.claim_id IS NULL OR a.outcome IN ('lease_expired', 'fenced_out'))"
-    " ORDER BY g.id LIMIT 1";
+    " AND (g.for_claim IS NULL OR g.for_claim = $2::bigint) ORDER BY g.id LIMIT 1";
 
 /* The waiting steps to take: those whose timeout passed ($1 now, the
  * ready rows of kind 4) and those a signal waits for, at most $2, locked
@@ -40,12 +41,13 @@ static const char TAKE_SQL[] =
     "WITH c AS (SELECT s.id, s.claim_id FROM steps s WHERE s.id = ANY (ARRAY("
     " (SELECT r.step_id FROM ready r WHERE r.kind = 4 AND r.run_at <= $1::bigint"
     " ORDER BY r.run_at LIMIT $2::int)"
-    " UNION (SELECT g.step_id FROM signals g WHERE g.claim_id IS NULL)))"
+    " UNION (SELECT g.step_id FROM signals g JOIN steps w ON w.id = g.step_id"
+    " WHERE g.claim_id IS NULL AND (g.for_claim IS NULL OR g.for_claim = w.claim_id))))"
     " AND s.state = " Q(TK__STEP_WAITING) " ORDER BY s.run_at LIMIT $2"
     " FOR UPDATE SKIP LOCKED),"
     " sg AS (SELECT DISTINCT ON (g.step_id) g.id, g.step_id, g.data, g.error, g.idem_key,"
-    " g.created_at FROM signals g WHERE g.step_id IN (SELECT id FROM c) AND g.claim_id IS NULL"
-    " ORDER BY g.step_id, g.id),"
+    " g.created_at FROM signals g JOIN c ON c.id = g.step_id WHERE g.claim_id IS NULL"
+    " AND (g.for_claim IS NULL OR g.for_claim = c.claim_id) ORDER BY g.step_id, g.id),"
     " gm AS (UPDATE signals g SET claim_id = c.claim_id, delivered_at = $1"
     " FROM sg JOIN c ON c.id = sg.step_id WHERE g.id = sg.id),"
     " u AS (UPDATE steps s SET state = " Q(TK__STEP_IN_PROGRESS) ", lease_owner = $3::text,"
@@ -220,8 +222,9 @@ static int deliver(tk__pg *pg, int64_t step_id, int64_t claim_id, int64_t now,
                    tk__signal_rec *sig, tk_err *err) {
   tk__pg_args a = {0};
   tk__pg_arg_i64(&a, step_id);
+  tk__pg_arg_i64(&a, claim_id);
   PGresult *r;
-  int rc = exec(pg, DELIVERABLE_SQL, 1, a.v, &r, "wait", err);
+  int rc = exec(pg, DELIVERABLE_SQL, 2, a.v, &r, "wait", err);
   if (rc) return rc;
   if (PQntuples(r) == 1) rc = signal_columns(r, 0, 0, sig, err);
   PQclear(r);
@@ -330,7 +333,7 @@ int tk__pg_wait_take(tk_store *s, int64_t now, const char *owner, int64_t lease_
     rc = exec(pg,
               "SELECT (SELECT min(run_at) FROM ready WHERE kind = 4), EXISTS (SELECT 1 FROM signals"
               " g JOIN steps s ON s.id = g.step_id WHERE g.claim_id IS NULL AND s.state = "
-              Q(TK__STEP_WAITING) ")",
+              Q(TK__STEP_WAITING) " AND (g.for_claim IS NULL OR g.for_claim = s.claim_id))",
               0, NULL, &r, "take waits", err);
   if (rc) return rc;
   int64_t first = tk__pg_i64(r, 0, 0);

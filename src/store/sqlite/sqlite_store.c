@@ -385,4 +385,6 @@ const tk__store_ops tk__sqlite_store_ops = {
     .step_wait = tk__sq_step_wait,
     .wait_take = tk__sq_wait_take,
     .deadline_apply = tk__sq_deadline_apply,
+    .child_start = tk__sq_child_start,
+    .task_family = tk__sq_task_family,
 };

@@ -16,12 +16,14 @@
   " s.retryable, s.run_at, s.last_delay_ms, s.backoff, a.owner, s.lease_expires_at,"        \
   " s.claim_id, COALESCE(s.item_index, -1)"
 
-/* A signal that an attempt of step ?1 may take: never delivered, or
- * delivered to an attempt that ended without applying it. */
+/* A signal that attempt (claim) ?2 of step ?1 may take: never delivered,
+ * or delivered to an attempt that ended without applying it; one bound to
+ * a claim (a child's end, 0018) only by that claim. */
 #define DELIVERABLE_SQL                                                                  \
   "SELECT g.id, g.data, g.error, g.idem_key, g.created_at FROM signals g"                \
   " LEFT JOIN attempts a ON a.id = g.claim_id WHERE g.step_id = ?1 AND (g.claim_id IS NULL" \
-  " OR a.outcome IN ('lease_expired', 'fenced_out')) ORDER BY g.id LIMIT 1"
+  " OR a.outcome IN ('lease_expired', 'fenced_out'))"                                    \
+  " AND (g.for_claim IS NULL OR g.for_claim = ?2) ORDER BY g.id LIMIT 1"
 
 /* Read the signal row of st (columns 0..4 of DELIVERABLE_SQL) into r. */
 static int signal_columns(sqlite3_stmt *st, tk__signal_rec *r, tk_err *err) {
@@ -44,6 +46,7 @@ static int deliver(tk__sqlite *q, int64_t step_id, int64_t claim_id, int64_t now
   sqlite3_stmt *st = tk__sq_stmt(q, SQ_WAIT_DELIVERABLE, DELIVERABLE_SQL, err);
   if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, step_id);
+  sqlite3_bind_int64(st, 2, claim_id);
   int found, rc = tk__sq_row(q, st, "signal", &found, err);
   if (rc == 0 && found) rc = signal_columns(st, sig, err);
   sqlite3_reset(st);
@@ -249,7 +252,8 @@ static int take_in(tk__sqlite *q, int64_t now, const char *owner, int64_t lease_
       /* From the few undelivered signals to their steps (CROSS JOIN keeps
        * that order): the planner otherwise walks every waiting step. */
       " UNION SELECT g.step_id FROM signals g INDEXED BY signals_undelivered"
-      " CROSS JOIN steps w ON w.id = g.step_id WHERE g.claim_id IS NULL AND w.state = 'waiting')"
+      " CROSS JOIN steps w ON w.id = g.step_id WHERE g.claim_id IS NULL AND w.state = 'waiting'"
+      " AND (g.for_claim IS NULL OR g.for_claim = w.claim_id))"
       " ORDER BY s.run_at LIMIT ?2",
       err);
   if (st == NULL) return TK_ESTORE;
