@@ -122,7 +122,7 @@ int tk__task_child_context(json_t *spec, const char *input, int64_t task_id, con
     return TK_EINVAL;
   }
   if (rc) return rc;
-  *out = json_dumps(ctx, JSON_COMPACT);
+  *out = json_dumps(ctx, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(ctx);
   return *out ? 0 : TK_ENOMEM;
 }

@@ -155,6 +155,17 @@ static const tk__queue_rec *queue_find(const tk__queue_rec *queues, int n, const
  * when (its timeout, run_at). */
 static json_t *why_waiting(json_t *s) {
   char text[320];
+  json_t *child = json_object_get(s, "waits_for_child");
+  /* No timeout (a task step without one): waits until the child ends. */
+  json_t *until = num(s, "run_at") == INT64_MAX ? json_null() : json_integer(num(s, "run_at"));
+  if (child != NULL) {
+    snprintf(text, sizeof text, "waits for its child task %lld (tasker show %lld) to finish",
+             (long long)json_integer_value(child), (long long)json_integer_value(child));
+    return json_pack("{s:s, s:s, s:O, s:O, s:o, s:s}", "reason", "waiting_for_child",
+                     "waits_for", "child", "child", child, "since",
+                     json_object_get(s, "waiting_since"), "until", until, "detail", text);
+  }
+  json_decref(until);
   snprintf(text, sizeof text,
            "waits for a signal: tasker signal TASK %s, or POST /api/v1/tasks/ID/steps/%s/signal; "
            "at its timeout (until) the attempt fails as a timeout",
@@ -518,6 +529,7 @@ int tk_engine_task_json(tk_store *s, int64_t task_id, int64_t now, char **out, t
   rc = task ? queues_for(s, steps, now, &queues, &nqueues, err)
             : tk_err_set(err, TK_ENOMEM, "out of memory");
   if (rc == 0) rc = first_instances(s, &r, steps, now, queues, nqueues, err);
+  if (rc == 0) rc = tk__family_json(s, task_id, task, err);
   tk__task_report_free(&r);
   if (rc) {
     free(queues);
