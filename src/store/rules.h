@@ -180,6 +180,9 @@ void tk__fenced_attempt_text(char *buf, size_t cap, const tk__outcome *o);
 /* Child tasks (DESIGN §18; docs/children.md): the parent step's move to
  * waiting when its child starts, and its timed-out attempt's error. */
 #define TK__REASON_CHILD_WAITING "waiting for its child task"
+/* A child task (and each of its unfinished steps) cancelled because its
+ * parent was cancelled or reached its deadline. */
+#define TK__REASON_PARENT_ENDED "parent task ended"
 #define TK__CHILD_TIMEOUT_ERROR "the child task did not finish before the step's timeout"
 
 #endif

@@ -13,6 +13,7 @@
 #   for a signal: show says so, why says waiting_for_child with since (no
 #   until: no timeout); the child's signal completes it and the parent;
 # - a task step whose template is unknown fails for good, saying so;
+# - cancelling a parent cancels its child still running;
 # - a bad task handler is refused at template add with FILE:LINE:COLUMN.
 # Sourced after tap.sh and config.sh (and pg.sh for PostgreSQL) by
 # tests/cli/children.sh and children_pg.sh; needs `t`, W and jq. ch_run
@@ -156,6 +157,17 @@ ch_run() {
     "$(ch_field "$o" '[.state, .steps[0].state, .steps[0].attempts]')" '["error","error",1]'
   expect_match "... saying which template" "$(ch_field "$o" '.steps[0].last_error')" \
     'cannot start a child task of \"no_such_template\"'
+
+  # Cancelling a parent cancels its child that still runs.
+  c=$(t submit hold_parent)
+  run t run --until-idle
+  ck=$(ch_field "$c" '.children[0].id')
+  expect_eq "the child waits" "$(ch_field "$ck" '.steps[0].state')" '"waiting"'
+  run t cancel "$c"
+  expect_rc "cancel the parent" 0
+  expect_eq "the child is cancelled with it" \
+    "$(ch_field "$ck" '[.state, .steps[0].state, .end_reason]')" \
+    '["cancelled","cancelled","parent task ended"]'
 
   # The API has the same links.
   serve_start

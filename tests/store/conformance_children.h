@@ -215,10 +215,66 @@ static void repeated_child_start_starts_none(world *w) {
   assert_int_equal(tasks_in(w, TK__TASK_PENDING) + tasks_in(w, TK__TASK_IN_PROGRESS), 2);
 }
 
+/* Cancelling the parent cancels its unfinished child in the same
+ * transaction (its steps with the reason "parent task ended"); the
+ * child's step in progress then has its outcome fenced out. A child
+ * cancelled alone fails its parent's attempt, saying so. */
+static void cancel_cascades_and_a_cancelled_child_fails(world *w) {
+  add_template(w, kid_toml);
+  add_template(w, parent_toml);
+  int64_t task = submit(w, "parent");
+  tk__claimed c = claim_one(w->s, "orch");
+  int64_t kid;
+  int existed;
+  tk_err err;
+  must(start_child(w, &c, &kid, &existed, &err), &err, "child_start");
+  tk__claimed k[4];
+  assert_int_equal(claim(w->s, "kid-orch", 4, k), 2); /* a and c */
+  w->clock.now_ms = T(50);
+  const char *ts = NULL;
+  must(tk_task_operate(w->s, TK_OP_CANCEL, task, NULL, T(50), &ts, &err), &err, "cancel");
+  expect_states(w, task, TK__TASK_CANCELLED, "make", TK__STEP_CANCELLED, NULL);
+  expect_states(w, kid, TK__TASK_CANCELLED, "a", TK__STEP_CANCELLED, "b", TK__STEP_CANCELLED,
+                "c", TK__STEP_CANCELLED, NULL);
+  tk__task_report r;
+  report_on(w->s, kid, &r);
+  assert_int_equal(transitions(&r, "b", TK__STEP_PENDING, TK__STEP_CANCELLED,
+                               TK__REASON_PARENT_ENDED), 1);
+  assert_int_equal(transitions(&r, NULL, TK__TASK_IN_PROGRESS, TK__TASK_CANCELLED,
+                               TK__REASON_PARENT_ENDED), 1);
+  assert_true(r.finished_at == T(50));
+  tk__task_report_free(&r);
+  tk__outcome o = success_of(&k[0], "kid-orch", T(60));
+  tk__effects fx;
+  assert_int_equal(record1(w->s, &o, &fx, &err), TK_EFENCED);
+  tk__waited x[2];
+  assert_int_equal(take_waits(w, w->s, 2, x, NULL), 0);
+
+  /* A child cancelled alone: its parent's attempt fails. */
+  int64_t task2 = submit(w, "parent");
+  tk__claimed c2 = claim_one(w->s, "orch");
+  assert_true(c2.task_id == task2);
+  int64_t kid2;
+  must(start_child(w, &c2, &kid2, &existed, &err), &err, "child_start 2");
+  w->clock.now_ms = T(100);
+  must(tk_task_operate(w->s, TK_OP_CANCEL, kid2, NULL, T(100), &ts, &err), &err, "cancel kid");
+  expect_states(w, task2, TK__TASK_IN_PROGRESS, "make", TK__STEP_WAITING, NULL);
+  assert_int_equal(take_waits(w, w->s, 2, x, NULL), 1);
+  char want[64];
+  snprintf(want, sizeof want, "child task %lld was cancelled", (long long)kid2);
+  assert_string_equal(x[0].sig.error, want);
+  o = wait_outcome(w, &x[0], &x[0].sig, T(1000));
+  record_ok(w->s, &o);
+  tk__signal_rec_free(&x[0].sig);
+  expect_states(w, task2, TK__TASK_IN_PROGRESS, "make", TK__STEP_WAITING_FOR_RETRY, NULL);
+}
+
 #define CHILD_CASES                                                                         \
   {"children: a child completing completes the step", child_completes, 0},                 \
   {"children: a failing child fails the attempt; the retry starts another",                \
    child_fails_then_retry_starts_another, 0},                                               \
-  {"children: a repeated child_start starts none", repeated_child_start_starts_none, 0},
+  {"children: a repeated child_start starts none", repeated_child_start_starts_none, 0},    \
+  {"children: a cancel cascades; a child cancelled alone fails the attempt",                 \
+   cancel_cascades_and_a_cancelled_child_fails, 0},
 
 #endif

@@ -124,3 +124,46 @@ int tk__pg_task_family(tk_store *s, int64_t task_id, tk__child_rec *parent,
   }
   return rc;
 }
+
+/* Every descendant of task $1 (children, theirs, ...). */
+#define DESCENDANTS                                                                        \
+  "WITH RECURSIVE d(id) AS (SELECT id FROM tasks WHERE parent_task_id = $1::bigint"        \
+  " UNION SELECT c.id FROM tasks c JOIN d ON c.parent_task_id = d.id)"
+
+/* The descendants' locks, in ascending id as every writer of a task takes
+ * them (after their parent's, whose id is lower). */
+static const char LOCK_SQL[] =
+    DESCENDANTS " SELECT pg_advisory_xact_lock(" TK__PG_TASK_LOCK_KEY("x.id") ")"
+    " FROM (SELECT id FROM d ORDER BY id) x";
+
+/* A statement of its own after the locks: its snapshot sees what every
+ * writer that held them committed. Each unfinished descendant's
+ * unfinished steps are cancelled, and the task, with their transitions
+ * ($2 now, $3 the reason); a finish its row recorded (a task in error
+ * that an operator resumed) is written out as its row first, as an
+ * operator's cancel does. */
+static const char CASCADE_SQL[] =
+    DESCENDANTS ", live AS (SELECT id, state FROM tasks WHERE id IN (SELECT id FROM d) AND state IN ("
+    Q(TK__TASK_PENDING) ", " Q(TK__TASK_IN_PROGRESS) ")),"
+    " os AS (SELECT s.id, s.task_id, s.state FROM steps s WHERE s.task_id IN (SELECT id FROM live)"
+    " AND s.state IN (" Q(TK__STEP_PENDING) ", " Q(TK__STEP_IN_PROGRESS) ", "
+    Q(TK__STEP_WAITING_FOR_RETRY) ", " Q(TK__STEP_MAPPED) ", " Q(TK__STEP_WAITING) ") FOR UPDATE),"
+    " cs AS (UPDATE steps s SET state = " Q(TK__STEP_CANCELLED) ", lease_owner = NULL,"
+    " lease_expires_at = NULL FROM os WHERE s.id = os.id RETURNING s.id, s.task_id, os.state),"
+    " ct AS (UPDATE tasks x SET state = " Q(TK__TASK_CANCELLED) ", updated_at = $2::bigint,"
+    " finished_at = $2, finish_seq = NULL FROM live WHERE x.id = live.id RETURNING x.id, live.state)"
+    " INSERT INTO transitions (id, task_id, step_id, from_state, to_state, at, reason)"
+    " SELECT * FROM (" TK__PG_FINISH_ROW("t.id IN (SELECT id FROM ct)") ") old"
+    " UNION ALL SELECT " TK__PG_NEXT_SEQ ", task_id, id, state, " Q(TK__STEP_CANCELLED)
+    ", $2, $3::text FROM cs"
+    " UNION ALL SELECT " TK__PG_NEXT_SEQ ", id, NULL, state, " Q(TK__TASK_CANCELLED)
+    ", $2, $3 FROM ct";
+
+void tk__pg_children_cancel_queue(tk__pg_pipe *p, int64_t task_id, int64_t now) {
+  tk__pg_args a = {0};
+  tk__pg_arg_i64(&a, task_id);
+  tk__pg_pipe_stmt(p, -1, LOCK_SQL, a.n, a.v);
+  tk__pg_arg_i64(&a, now);
+  tk__pg_arg_text(&a, TK__REASON_PARENT_ENDED);
+  tk__pg_pipe_stmt(p, -1, CASCADE_SQL, a.n, a.v);
+}

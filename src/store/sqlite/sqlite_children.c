@@ -141,3 +141,37 @@ int tk__sq_task_family(tk_store *s, int64_t task_id, tk__child_rec *parent,
   }
   return rc;
 }
+
+/* Most unfinished children cancelled with a parent at once; more are
+ * found by another look. */
+#define CASCADE_BATCH 64
+
+int tk__sq_children_cancel(tk__sqlite *q, int64_t task_id, int64_t now, tk_err *err) {
+  tk__op_plan plan = {.action = TK__OP_CANCEL, .cancel_task = 1, .task_to = TK__TASK_CANCELLED,
+                      .reason = TK__REASON_PARENT_ENDED,
+                      .step_reason = TK__REASON_PARENT_ENDED};
+  for (;;) {
+    sqlite3_stmt *st = prep(q,
+                            "SELECT id, state FROM tasks WHERE parent_task_id = ?1"
+                            " AND state IN ('pending', 'in_progress') ORDER BY id LIMIT ?2",
+                            err);
+    if (st == NULL) return TK_ESTORE;
+    sqlite3_bind_int64(st, 1, task_id);
+    sqlite3_bind_int(st, 2, CASCADE_BATCH);
+    int64_t ids[CASCADE_BATCH];
+    char states[CASCADE_BATCH][TK__STATE_MAX];
+    int n = 0, rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      ids[n] = sqlite3_column_int64(st, 0);
+      snprintf(states[n++], TK__STATE_MAX, "%s", tk__sq_text(st, 1));
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) return tk__sq_fail(q, "cancel child tasks", err);
+    /* Each child's own children too: tk__sq_cancel_task comes back here. */
+    for (int i = 0; i < n; i++) {
+      tk__effects fx;
+      if ((rc = tk__sq_cancel_task(q, &plan, ids[i], states[i], now, &fx, err))) return rc;
+    }
+    if (n < CASCADE_BATCH) return 0;
+  }
+}

@@ -296,6 +296,10 @@ int tk__sq_wait_take(tk_store *s, int64_t now, const char *owner, int64_t lease_
 int tk__sq_child_start(tk_store *s, tk__child_req *c, tk_err *err);
 int tk__sq_task_family(tk_store *s, int64_t task_id, tk__child_rec *parent,
                        tk__child_rec **children, int *n, tk_err *err);
+/* Cancel task_id's unfinished children (and theirs), each as an operator's
+ * cancel would, in the caller's transaction: its parent was cancelled or
+ * reached its deadline (tk__sq_cancel_task calls it). */
+int tk__sq_children_cancel(tk__sqlite *q, int64_t task_id, int64_t now, tk_err *err);
 /* Deadlines (sqlite_deadline.c). */
 int tk__sq_deadline_apply(tk_store *s, int64_t now, int limit, int64_t *out, int *n,
                           int64_t *next_at, tk_err *err);
