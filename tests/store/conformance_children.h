@@ -71,21 +71,30 @@ static void run_child(world *w, int64_t kid, const char *failing) {
   }
 }
 
+/* A parent task whose step "make" was claimed (*c) and started its
+ * child (its id returned): the start of every case. */
+static int64_t parent_with_child(world *w, int64_t *task, tk__claimed *c) {
+  add_template(w, kid_toml);
+  add_template(w, parent_toml);
+  *task = submit(w, "parent");
+  *c = claim_one(w->s, "orch");
+  int64_t kid;
+  int existed;
+  tk_err err;
+  must(start_child(w, c, &kid, &existed, &err), &err, "child_start");
+  assert_int_equal(existed, 0);
+  return kid;
+}
+
 /* A child completing: child_start makes the child (linked both ways) and
  * parks the parent's step waiting, its attempt open; the child's steps
  * run; its end stores the signal that wait_take delivers to the parent's
  * claim with the leaf steps' results by name; the parent's step
  * completes with them and releases its child step. */
 static void child_completes(world *w) {
-  add_template(w, kid_toml);
-  add_template(w, parent_toml);
-  int64_t task = submit(w, "parent");
-  tk__claimed c = claim_one(w->s, "orch");
-  int64_t kid;
-  int existed;
-  tk_err err;
-  must(start_child(w, &c, &kid, &existed, &err), &err, "child_start");
-  assert_int_equal(existed, 0);
+  int64_t task;
+  tk__claimed c;
+  int64_t kid = parent_with_child(w, &task, &c);
   assert_true(kid > task);
   expect_states(w, task, TK__TASK_IN_PROGRESS, "make", TK__STEP_WAITING, "after",
                 TK__STEP_PENDING, NULL);
@@ -142,14 +151,11 @@ static void child_completes(world *w) {
  * whose completion completes the step. The first child's signal is never
  * delivered to the second attempt. */
 static void child_fails_then_retry_starts_another(world *w) {
-  add_template(w, kid_toml);
-  add_template(w, parent_toml);
-  int64_t task = submit(w, "parent");
-  tk__claimed c = claim_one(w->s, "orch");
-  int64_t kid1, kid2;
+  int64_t task, kid2;
+  tk__claimed c;
+  int64_t kid1 = parent_with_child(w, &task, &c);
   int existed;
   tk_err err;
-  must(start_child(w, &c, &kid1, &existed, &err), &err, "child_start");
   w->clock.now_ms = T(100);
   run_child(w, kid1, "a");
   expect_states(w, kid1, TK__TASK_ERROR, "a", TK__STEP_ERROR, NULL);
@@ -195,14 +201,11 @@ static void child_fails_then_retry_starts_another(world *w) {
  * orchestrator) is fenced out: no second child, nothing changes; so is
  * one for a claim that no longer holds the step. */
 static void repeated_child_start_starts_none(world *w) {
-  add_template(w, kid_toml);
-  add_template(w, parent_toml);
-  int64_t task = submit(w, "parent");
-  tk__claimed c = claim_one(w->s, "orch");
-  int64_t kid, again;
+  int64_t task, again;
+  tk__claimed c;
+  parent_with_child(w, &task, &c);
   int existed;
   tk_err err;
-  must(start_child(w, &c, &kid, &existed, &err), &err, "child_start");
   char *before = task_text(w, task);
   assert_int_equal(start_child(w, &c, &again, &existed, &err), TK_EFENCED);
   assert_true(again == 0);
@@ -220,14 +223,11 @@ static void repeated_child_start_starts_none(world *w) {
  * child's step in progress then has its outcome fenced out. A child
  * cancelled alone fails its parent's attempt, saying so. */
 static void cancel_cascades_and_a_cancelled_child_fails(world *w) {
-  add_template(w, kid_toml);
-  add_template(w, parent_toml);
-  int64_t task = submit(w, "parent");
-  tk__claimed c = claim_one(w->s, "orch");
-  int64_t kid;
+  int64_t task;
+  tk__claimed c;
+  int64_t kid = parent_with_child(w, &task, &c);
   int existed;
   tk_err err;
-  must(start_child(w, &c, &kid, &existed, &err), &err, "child_start");
   tk__claimed k[4];
   assert_int_equal(claim(w->s, "kid-orch", 4, k), 2); /* a and c */
   w->clock.now_ms = T(50);
