@@ -269,12 +269,33 @@ static void cancel_cascades_and_a_cancelled_child_fails(world *w) {
   expect_states(w, task2, TK__TASK_IN_PROGRESS, "make", TK__STEP_WAITING_FOR_RETRY, NULL);
 }
 
+/* The parent's deadline cancels its unfinished child in the transaction
+ * that ends the parent in error. */
+static void deadline_cascades(world *w) {
+  add_template(w, kid_toml);
+  add_template(w, parent_toml);
+  int64_t task = submit_deadline(w, "parent", 1000);
+  tk__claimed c = claim_one(w->s, "orch");
+  int64_t kid;
+  int existed;
+  tk_err err;
+  must(start_child(w, &c, &kid, &existed, &err), &err, "child_start");
+  w->clock.now_ms = T(1000);
+  int64_t ended[4];
+  assert_int_equal(apply_deadlines(w, w->s, 4, ended, NULL), 1);
+  assert_true(ended[0] == task);
+  expect_states(w, task, TK__TASK_ERROR, "make", TK__STEP_CANCELLED, NULL);
+  expect_states(w, kid, TK__TASK_CANCELLED, "a", TK__STEP_CANCELLED, "c", TK__STEP_CANCELLED,
+                NULL);
+}
+
 #define CHILD_CASES                                                                         \
   {"children: a child completing completes the step", child_completes, 0},                 \
   {"children: a failing child fails the attempt; the retry starts another",                \
    child_fails_then_retry_starts_another, 0},                                               \
   {"children: a repeated child_start starts none", repeated_child_start_starts_none, 0},    \
   {"children: a cancel cascades; a child cancelled alone fails the attempt",                 \
-   cancel_cascades_and_a_cancelled_child_fails, 0},
+   cancel_cascades_and_a_cancelled_child_fails, 0},                                        \
+  {"children: the parent's deadline cancels its child", deadline_cascades, 0},
 
 #endif
