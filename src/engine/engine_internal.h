@@ -147,9 +147,6 @@ struct tk_engine {
    * may have come), and wait_take's slots (claim_batch of them). */
   int64_t wait_at, waits_looked_at;
   int waits_changed;
-  /* A task ended by an outcome this engine recorded since the last idle
-   * check (children.c): its parent's step may have its signal now. */
-  int task_ended;
   tk__waited *waited;
   int64_t retention_at; /* when [retention] prunes next (retention.c); 0: now */
   /* Deadlines (deadlines.c): when to look next (INT64_MIN: at once), when
