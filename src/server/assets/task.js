@@ -330,7 +330,8 @@
         h('td', null, h('strong', null, st.name), st.queue ? h('a', { class: 'qname', href: '#/queues', title: 'its queue, whose limits its claims obey' }, st.queue) : null),
         h('td', null, TK.badge(st.state)),
         h('td', { class: 'num' }, `${st.attempts}/${st.max_attempts}`),
-        h('td', null, st.state === 'waiting_for_retry' || st.state === 'waiting' || (st.state === 'pending' && !st.parents_remaining) ? TK.time(st.run_at) : h('span', { class: 'muted' }, '–')),
+        // A task step waiting without a timeout has none (run_at the largest integer).
+        h('td', null, (st.state === 'waiting_for_retry' || st.state === 'waiting' || (st.state === 'pending' && !st.parents_remaining)) && st.run_at < 8e18 ? TK.time(st.run_at) : h('span', { class: 'muted' }, '–')),
         h('td', null, last && last.delay_source ? h('span', { class: 'src-badge ' + sourceClass(last.delay_source) }, `${TK.fmtDur(last.delay_ms)} ${last.delay_source}`) : ''),
         h('td', { class: 'why' }, whyCell(st)),
         h('td', { class: 'err' }, st.last_error ? h('span', { class: 'error-text', title: st.last_error }, st.last_error) : ''),
