@@ -312,6 +312,21 @@ static int show_instances(cli_globals *g, int64_t id, const cli_opt *step, const
   return 0;
 }
 
+/* Each task step's children (DESIGN §18): "children of ship: task 5
+ * (complete, attempt 1), task 7 (in_progress, attempt 2)". */
+static void print_children(json_t *steps) {
+  size_t i, k;
+  json_t *s, *c;
+  json_array_foreach(steps, i, s) {
+    json_t *kids = json_object_get(s, "children");
+    if (!json_array_size(kids)) continue;
+    printf("children of %s:", str(s, "name"));
+    json_array_foreach(kids, k, c) printf("%s task %lld (%s, attempt %lld)", k ? "," : "",
+                                          N(c, "id"), str(c, "state"), N(c, "attempt"));
+    printf("\n");
+  }
+}
+
 int cmd_show(cli_globals *g, int argc, char **argv) {
   enum { O_HISTORY, O_INSTANCES, O_AFTER, O_LIMIT, O_N };
   cli_opt o[O_N] = {{"history", NULL, NULL, 0},
@@ -356,6 +371,10 @@ int cmd_show(cli_globals *g, int argc, char **argv) {
   /* The default (0) goes unsaid, as a missing identity does. */
   if (N(t, "priority") != 0) printf("priority: %lld\n", N(t, "priority"));
   show_deadline(t, now);
+  json_t *parent = json_object_get(t, "parent");
+  if (json_is_object(parent))
+    printf("parent: task %lld step %s attempt %lld\n", N(parent, "task"), str(parent, "step"),
+           N(parent, "attempt"));
   printf("%-20s %-18s %9s  %-12s %s\n", "STEP", "STATE", "ATTEMPTS", "NEXT RUN", "DETAIL");
   size_t i;
   json_t *s;
@@ -370,12 +389,18 @@ int cmd_show(cli_globals *g, int argc, char **argv) {
     if (schedulable && json_integer_value(json_object_get(s, "run_at")) <= now) next = "now";
     step_detail(s, detail, sizeof detail);
     if (!strcmp(state, "waiting")) {
-      /* A wait step (DESIGN §18): NEXT RUN is its timeout. */
-      next = cli_relative(json_object_get(s, "run_at"), now, 1, when, sizeof when);
+      /* A wait step (DESIGN §18): NEXT RUN is its timeout (a task step
+       * may have none). */
+      next = N(s, "run_at") == INT64_MAX
+                 ? "-"
+                 : cli_relative(json_object_get(s, "run_at"), now, 1, when, sizeof when);
       size_t len = strlen(detail);
       if (!strcmp(str(s, "waits_for"), "callback"))
         snprintf(detail + len, sizeof detail - len, "%swaiting for a callback",
                  len ? "; " : "");
+      else if (json_is_integer(json_object_get(s, "waits_for_child")))
+        snprintf(detail + len, sizeof detail - len, "%swaiting for child task %lld",
+                 len ? "; " : "", N(s, "waits_for_child"));
       else
         snprintf(detail + len, sizeof detail - len,
                  "%swaiting for a signal (tasker signal %lld %s)", len ? "; " : "",
@@ -384,6 +409,7 @@ int cmd_show(cli_globals *g, int argc, char **argv) {
     printf("%-20s %-18s %9s  %-12s %s\n", str(s, "name"), state, att, next, detail);
   }
   print_retries(json_object_get(t, "steps"));
+  print_children(json_object_get(t, "steps"));
   print_items(json_object_get(t, "steps"));
   print_instances(id, json_object_get(t, "steps"));
   if (o[O_HISTORY].seen) print_transitions(t);

@@ -346,6 +346,16 @@ int tk__engine_callback_arm(tk_engine *e, job *j, int64_t now, int *dropped);
 job *tk__engine_callbacks_park(tk_engine *e, job *list);
 /* Wipe and free j's callback token and URL. */
 void tk__engine_callback_wipe(job *j);
+
+/* Child tasks (DESIGN §18, children.c). Whether job j is a task step's. */
+int tk__engine_is_child(const job *j);
+/* Start the child of j, a task step just claimed, and park j (store op
+ * child_start) until the child ends or the step's timeout: 1 when the
+ * child cannot be started (its template unknown, its context not
+ * rendered: j->result is a permanent failure, record j), 0 when it waits
+ * now or the store refused (logged: its lease expires and the reaper
+ * retries it); free j then. */
+int tk__engine_start_child(tk_engine *e, job *j, int64_t now);
 /* When due (a timeout known to come by now, or the store changed since
  * the last look, at most every TK__WAIT_LOOK_MS), take the waits that a
  * signal or a timeout ended (wait_take) as jobs with their outcomes, in

@@ -187,10 +187,12 @@ void tk__engine_start_claimed(tk_engine *e, int n, int64_t now, int64_t claim_us
       }
       continue;
     }
-    if (tk__engine_is_wait(j)) {
+    if (tk__engine_is_wait(j) || tk__engine_is_child(j)) {
       /* Parked in the store, holding nothing here; a signal that came
-       * first ends the attempt now, recorded with the inline ones. */
-      if (tk__engine_park(e, j, now)) {
+       * first (or a child that cannot start) ends the attempt now,
+       * recorded with the inline ones. */
+      if (tk__engine_is_wait(j) ? tk__engine_park(e, j, now)
+                                : tk__engine_start_child(e, j, now)) {
         j->next = *inline_done;
         *inline_done = j;
       } else {

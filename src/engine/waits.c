@@ -28,7 +28,9 @@ static int outcome_of(tk_engine *e, job *j, const tk__signal_rec *sig, int64_t n
     j->result.status = TK_HANDLER_RETRY;
     j->result.timed_out = 1;
     snprintf(j->result.error, sizeof j->result.error, "%s",
-             j->def->callback_ms > 0 ? TK__CALLBACK_TIMEOUT_ERROR : TK__WAIT_TIMEOUT_ERROR);
+             j->def->callback_ms > 0 ? TK__CALLBACK_TIMEOUT_ERROR
+             : tk__engine_is_child(j) ? TK__CHILD_TIMEOUT_ERROR
+                                      : TK__WAIT_TIMEOUT_ERROR);
     return 0;
   }
   if (sig->error != NULL) {
@@ -114,7 +116,8 @@ int tk__engine_waits(tk_engine *e, int64_t now, job **done, tk_err *err) {
   if (e->waits_changed) {
     e->waits_changed = 0;
     int64_t look = e->waits_looked_at == INT64_MIN ? now : e->waits_looked_at + TK__WAIT_LOOK_MS;
-    if (look < e->wait_at || e->wait_at == INT64_MIN) e->wait_at = look;
+    /* INT64_MIN: look at this pass (unknown, or asked for: loop.c). */
+    if (e->wait_at != INT64_MIN && look < e->wait_at) e->wait_at = look;
   }
   if (e->wait_at != INT64_MIN && now < e->wait_at) return 0;
   int n = 0;

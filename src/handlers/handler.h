@@ -146,6 +146,15 @@ extern const tk__handler_kind tk__function_kind;
 extern const tk__handler_kind tk__http_kind;
 extern const tk__handler_kind tk__worker_kind;
 extern const tk__handler_kind tk__wait_kind;
+extern const tk__handler_kind tk__task_kind;
+
+/* A task step's child context (task.c): the spec's context with its
+ * placeholders filled from the step's input (JSON text, may be NULL) and
+ * the attempt, as compact JSON text in *out (malloc'd); {} without one.
+ * 0; TK_ENOENT or TK_EINVAL with why (a value not there, an {{env.*}});
+ * TK_ENOMEM. */
+int tk__task_child_context(json_t *spec, const char *input, int64_t task_id, const char *step,
+                           int attempt, char **out, char *why, size_t whylen);
 
 /* The rule for a worker queue's name, which the worker handler's table and
  * the server's /api/v1/queues/NAME/claim both apply (worker.c): 1 to

@@ -13,6 +13,7 @@ static const tk__handler_kind *const kinds[] = {
     &tk__http_kind,
     &tk__worker_kind,
     &tk__wait_kind,
+    &tk__task_kind,
 };
 
 #define NKINDS (sizeof kinds / sizeof kinds[0])

@@ -23,4 +23,10 @@ typedef struct tk__query {
 /* Check f (NULL: every task; tk_task_filter_check) and fill *out from it. */
 int tk__query_of(const tk_task_filter *f, tk__query *out, tk_err *err);
 
+/* Add task_id's family to its JSON task (family.c): "parent" (null or
+ * {task, step, step_id, attempt}), "children" (every child, oldest
+ * first), and on each step that started children its "children" ({id,
+ * state, attempt}) and, while it waits for one, "waits_for_child". */
+int tk__family_json(tk_store *s, int64_t task_id, json_t *task, tk_err *err);
+
 #endif

@@ -170,6 +170,17 @@ static json_t *why_waiting(json_t *s) {
                      "callback", "since", json_object_get(s, "waiting_since"), "until",
                      num(s, "run_at"), "detail", text);
   }
+  json_t *child = json_object_get(s, "waits_for_child");
+  /* No timeout (a task step without one): waits until the child ends. */
+  json_t *until = num(s, "run_at") == INT64_MAX ? json_null() : json_integer(num(s, "run_at"));
+  if (child != NULL) {
+    snprintf(text, sizeof text, "waits for its child task %lld (tasker show %lld) to finish",
+             (long long)json_integer_value(child), (long long)json_integer_value(child));
+    return json_pack("{s:s, s:s, s:O, s:O, s:o, s:s}", "reason", "waiting_for_child",
+                     "waits_for", "child", "child", child, "since",
+                     json_object_get(s, "waiting_since"), "until", until, "detail", text);
+  }
+  json_decref(until);
   snprintf(text, sizeof text,
            "waits for a signal: tasker signal TASK %s, or POST /api/v1/tasks/ID/steps/%s/signal; "
            "at its timeout (until) the attempt fails as a timeout",
@@ -358,12 +369,14 @@ static json_t *step_json(const tk__task_report *r, const tk__step_rec *s, json_t
           strcmp(r->transitions[i].to, TK__STEP_WAITING) == 0)
         since = r->transitions[i].at;
     json_object_set_new(st, "waiting_since", opt_int(since));
-    /* An http step waits for its callback (docs/callbacks.md). */
+    /* An http step waits for its callback (docs/callbacks.md), a task
+     * step for its child (docs/children.md), a wait step for a signal. */
     json_t *handler = json_object_get(def_step, "handler");
+    const char *kind = json_string_value(json_object_get(handler, "kind"));
     json_object_set_new(st, "waits_for",
-                        json_string(json_object_get(handler, "callback_timeout_ms")
-                                        ? "callback"
-                                        : "signal"));
+                        json_string(json_object_get(handler, "callback_timeout_ms") ? "callback"
+                                    : kind && strcmp(kind, "task") == 0           ? "child"
+                                                                                  : "signal"));
   }
   json_t *deps = json_object_get(def_step, "depends_on");
   json_object_set_new(st, "depends_on", deps ? json_incref(deps) : json_array());
@@ -539,6 +552,7 @@ int tk_engine_task_json(tk_store *s, int64_t task_id, int64_t now, char **out, t
   rc = task ? queues_for(s, steps, now, &queues, &nqueues, err)
             : tk_err_set(err, TK_ENOMEM, "out of memory");
   if (rc == 0) rc = first_instances(s, &r, steps, now, queues, nqueues, err);
+  if (rc == 0) rc = tk__family_json(s, task_id, task, err);
   tk__task_report_free(&r);
   if (rc) {
     free(queues);

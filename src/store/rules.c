@@ -255,3 +255,10 @@ int tk__callback_plan(int64_t task_id, const char *step, int attempt, int held,
                       attempt, step, (long long)task_id, step_state);
   return 0;
 }
+
+char *tk__child_identity(int64_t task_id, int64_t step_id, int64_t claim_id, char *buf,
+                         size_t cap) {
+  snprintf(buf, cap, "tasker:child:%lld:%lld:%lld", (long long)task_id, (long long)step_id,
+           (long long)claim_id);
+  return buf;
+}

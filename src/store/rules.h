@@ -194,4 +194,14 @@ int tk__callback_plan(int64_t task_id, const char *step, int attempt, int held,
  * armed timeout_ms), never past limit_at (the step's timeout). */
 int64_t tk__callback_until(int64_t now, int64_t extend_ms, int64_t timeout_ms, int64_t limit_at);
 
+/* Child tasks (DESIGN §18; docs/children.md): the parent step's move to
+ * waiting when its child starts, and its timed-out attempt's error. */
+#define TK__REASON_CHILD_WAITING "waiting for its child task"
+/* A child task (and each of its unfinished steps) cancelled because its
+ * parent was cancelled or reached its deadline. */
+#define TK__REASON_PARENT_ENDED "parent task ended"
+/* A task step's wait ended by its child's end (complete, error, cancelled). */
+#define TK__REASON_CHILD_ENDED "child task ended"
+#define TK__CHILD_TIMEOUT_ERROR "the child task did not finish before the step's timeout"
+
 #endif

@@ -50,8 +50,9 @@
  * deadlines (DESIGN §3): tk__new_task.deadline_at, the task report's
  * deadline_at, next_due's ready_at counts them, deadline_apply (at the end); 17:
  * callbacks of http steps (DESIGN §18): tk__signal_rec's final and
- * retry_after_ms, callback_arm, callback_put, callback_extend (at the end). */
-#define TK__STORE_OPS_VERSION 17
+ * retry_after_ms, callback_arm, callback_put, callback_extend (at the end).
+ * 18: child tasks (DESIGN §18): child_start, task_family (at the end). */
+#define TK__STORE_OPS_VERSION 18
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 #define TK__STATE_MAX 24
@@ -652,8 +653,21 @@ typedef struct tk__signal_rec {
    * asked for (ms), or -1. A signal's: 0 and -1. */
   int final;
   int64_t retry_after_ms;
-  int callback; /* a callback (bound to its attempt), not a signal */
+  int callback;  /* a callback (bound to its attempt), not a signal */
+  int child_end; /* a child task's end (bound to the attempt that started it) */
 } tk__signal_rec;
+
+/* Where a signal row came from, as both backends' queries say it
+ * (TK__SIGNAL_SOURCE_SQL over signals g): 0 a signal, 1 a callback (its
+ * claim has a callbacks row), 2 a child task's end (bound to a claim
+ * that has none). */
+#define TK__SIGNAL_SOURCE_SQL                                                                 \
+  "CASE WHEN g.for_claim IS NULL THEN 0 WHEN EXISTS (SELECT 1 FROM callbacks cb"              \
+  " WHERE cb.claim_id = g.for_claim) THEN 1 ELSE 2 END"
+static inline void tk__signal_source(tk__signal_rec *r, int source) {
+  r->callback = source == 1;
+  r->child_end = source == 2;
+}
 
 static inline void tk__signal_rec_free(tk__signal_rec *r) {
   free(r->data);
@@ -729,6 +743,41 @@ typedef struct tk__callback_ans {
   char step_state[TK__STATE_MAX];
   int64_t until;
 } tk__callback_ans;
+
+/* Child tasks (18; DESIGN §18, docs/children.md). A claimed step of kind
+ * `task` to park while its child runs (child_start): fenced by its claim,
+ * like an outcome; timeout_at (store clock) ends its wait, INT64_MAX for
+ * none. task is the child, its identity tk__child_identity's. */
+typedef struct tk__child_req {
+  int64_t step_id, claim_id, task_id;
+  int attempt;
+  const tk__new_task *task;
+  int64_t timeout_at, now;
+  int64_t child_id; /* out: the child (started now, or found by identity) */
+  int existed;      /* out: the identity existed: nothing was started */
+} tk__child_req;
+
+/* The identity of the child of claim claim_id of step step_id of task
+ * task_id into buf: one per attempt row, so a claim taken again never
+ * starts a second child. Returns buf. */
+char *tk__child_identity(int64_t task_id, int64_t step_id, int64_t claim_id, char *buf,
+                         size_t cap);
+
+/* A parent-child link as task_family reads it: the child task, its
+ * state, and the parent's task, step (by name, malloc'd) and attempt. */
+typedef struct tk__child_rec {
+  int64_t task_id;
+  char state[TK__STATE_MAX];
+  int64_t created_at, finished_at; /* finished_at TK__NONE while it runs */
+  int64_t parent_task_id, parent_step_id;
+  char *parent_step;
+  int attempt;
+} tk__child_rec;
+
+static inline void tk__child_recs_free(tk__child_rec *v, int n) {
+  for (int i = 0; v != NULL && i < n; i++) free(v[i].parent_step);
+  free(v);
+}
 
 typedef struct tk__store_ops {
   int version; /* TK__STORE_OPS_VERSION: checked when a store opens */
@@ -1038,6 +1087,22 @@ typedef struct tk__store_ops {
    * current lease. */
   int (*callback_extend)(tk_store *s, const tk__callback_req *r, int64_t extend_ms,
                          tk__callback_ans *out, tk_err *err);
+  /* Child tasks (18; DESIGN §18, docs/children.md). In one transaction:
+   * create the child c->task (by its identity: one that exists starts
+   * nothing, c->existed) with its parent's task, step, attempt and claim,
+   * and park the parent's step as waiting (no lease, run_at
+   * c->timeout_at, its claim and attempt row kept open), as step_wait
+   * does. TK_EFENCED, nothing written, when the claim no longer holds
+   * the step. The child's end (complete, error, cancelled; by any path)
+   * stores a signal bound to that claim in its own transaction, which
+   * wait_take delivers: complete, the results of its leaf steps by name;
+   * else an error that fails the attempt. */
+  int (*child_start)(tk_store *s, tk__child_req *c, tk_err *err);
+  /* A task's family, one read: *parent the link of task_id to its parent
+   * (parent->task_id 0: it has none), *children its children, oldest
+   * first (malloc'd, tk__child_recs_free; NULL when none). */
+  int (*task_family)(tk_store *s, int64_t task_id, tk__child_rec *parent,
+                     tk__child_rec **children, int *n, tk_err *err);
 } tk__store_ops;
 
 /* Every backend's store struct starts with this. */

@@ -87,7 +87,8 @@ static const bad_template bad_templates[] = {
     {HEAD "[[steps]]\nname = \"a\"\ndepends_on = [\"a\"]\n" NOOP, "5:15",
      "steps[1].depends_on: step \"a\" depends on itself"},
     {HEAD "[[steps]]\nname = \"a\"\nhandler = { kind = \"comand\", argv = [\"true\"] }\n", "5:20",
-     "steps[1].handler.kind = \"comand\": expected builtin, command, function, http, worker or wait "
+     "steps[1].handler.kind = \"comand\": expected builtin, command, function, http, worker, wait or "
+     "task "
      "(did you mean \"command\"?)"},
     {HEAD "[[steps]]\nname = \"a\"\n" NOOP "retry = { backoff = \"paymnts\" }\n", "6:21",
      "steps[1].retry.backoff: unknown backoff profile \"paymnts\" (configured: default, "
@@ -296,7 +297,7 @@ static void show_why_and_status_print_their_json_shapes(void **state) {
   /* Objects print in a fixed key order (JSON_PRESERVE_ORDER). */
   expect_keys(t, "id,state,cancellable,identity,created_at,updated_at,finished_at,steps_total,steps_done,"
                  "steps_error,template,context,priority,deadline_at,end_reason,steps,transitions,"
-                 "execution_status,now");
+                 "parent,children,execution_status,now");
   assert_int_equal(num(t, "id"), 1);
   assert_string_equal(str(t, "state"), "error");
   assert_string_equal(str(t, "execution_status"), "blocked_by_failures");

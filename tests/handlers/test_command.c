@@ -515,7 +515,7 @@ static void bad_specs_are_refused_at_their_place(void **state) {
                     "a string");
   expect_spec_error("{ argv = [\"x\"] }",
                     "t.toml:1:5: steps[1].handler.kind: missing: expected kind = \"builtin\", "
-                    "\"command\", \"function\", \"http\", \"worker\" or \"wait\"");
+                    "\"command\", \"function\", \"http\", \"worker\", \"wait\" or \"task\"");
   /* A valid spec, normalized as it is stored. */
   json_t *spec = spec_of("{ kind = \"command\", argv = [\"x\", \"-v\"], timeout = \"2s\", "
                          "env = { A = \"1\" }, permanent_exit_codes = [3], kill_grace = 1 }");

@@ -4037,6 +4037,7 @@ static void history_of_every_move(world *w) {
 #include "store/conformance_waits.h"
 #include "store/conformance_deadlines.h"
 #include "store/conformance_callbacks.h"
+#include "store/conformance_children.h"
 
 static const conformance_case cases[] = {
     WORKER_CASES
@@ -4045,6 +4046,7 @@ static const conformance_case cases[] = {
     WAIT_CASES
     DEADLINE_CASES
     CALLBACK_CASES
+    CHILD_CASES
     {"claim order: due retries by run_at, then pending work", due_retries_first_then_pending, 0},
     {"claim order: the oldest task's steps first", oldest_task_first, 0},
     {"claim order: fresh_limit", fresh_limit_bounds_only_fresh_work, 0},

@@ -260,6 +260,10 @@
       return [label, ': ', h('span', { class: 'muted' }, st.state === 'mapped' ? st.why.detail
         : 'waiting for ' + st.why.blocking.map((b) => `${b.step} (${TK.stateLabel(b.state)})`).join(', '))];
     // A wait step (DESIGN §18): what it waits for, and until when.
+    // A task step waiting for its child (docs/children.md): a link to it.
+    if (st.why.reason === 'waiting_for_child')
+      return [label, ': ', TK.taskLink(st.why.child), h('span', { class: 'muted' },
+        ` since ${TK.fmtAbs(st.why.since)}` + (st.why.until ? `, times out ${TK.fmtAbs(st.why.until)}` : ''))];
     if (st.why.reason === 'waiting_for_signal' || st.why.reason === 'waiting_for_callback')
       return [label, ': ', h('span', { class: 'muted' }, `since ${TK.fmtAbs(st.why.since)}, times out ${TK.fmtAbs(st.why.until)}`)];
     if (Array.isArray(st.chosen))
@@ -326,7 +330,8 @@
         h('td', null, h('strong', null, st.name), st.queue ? h('a', { class: 'qname', href: '#/queues', title: 'its queue, whose limits its claims obey' }, st.queue) : null),
         h('td', null, TK.badge(st.state)),
         h('td', { class: 'num' }, `${st.attempts}/${st.max_attempts}`),
-        h('td', null, st.state === 'waiting_for_retry' || st.state === 'waiting' || (st.state === 'pending' && !st.parents_remaining) ? TK.time(st.run_at) : h('span', { class: 'muted' }, '–')),
+        // A task step waiting without a timeout has none (run_at the largest integer).
+        h('td', null, (st.state === 'waiting_for_retry' || st.state === 'waiting' || (st.state === 'pending' && !st.parents_remaining)) && st.run_at < 8e18 ? TK.time(st.run_at) : h('span', { class: 'muted' }, '–')),
         h('td', null, last && last.delay_source ? h('span', { class: 'src-badge ' + sourceClass(last.delay_source) }, `${TK.fmtDur(last.delay_ms)} ${last.delay_source}`) : ''),
         h('td', { class: 'why' }, whyCell(st)),
         h('td', { class: 'err' }, st.last_error ? h('span', { class: 'error-text', title: st.last_error }, st.last_error) : ''),
@@ -465,7 +470,7 @@
         return;
       }
       const order = TK.layers(task.steps || []).flat();
-      TK.swap(head, [task.id, task.state, task.cancellable, task.template, task.created_at, task.updated_at, task.finished_at, task.steps_done, task.steps_total, task.identity, task.priority], () =>
+      TK.swap(head, [task.id, task.state, task.cancellable, task.template, task.created_at, task.updated_at, task.finished_at, task.steps_done, task.steps_total, task.identity, task.priority, task.parent, task.children], () =>
         h('div', { class: 'task-head' },
           h('div', { class: 'title-row' },
             h('h1', null, 'Task ' + task.id, ' ', TK.badge(task.state, 'big')),
@@ -480,6 +485,12 @@
             h('dt', null, 'template'), h('dd', null, TK.templateLink(task.template), ' ', h('span', { class: 'muted' }, task.template.version)),
             h('dt', null, 'progress'), h('dd', null, `${task.steps_done}/${task.steps_total} steps done`),
             task.identity ? [h('dt', null, 'identity'), h('dd', null, task.identity)] : null,
+            // Parent and children link both ways (docs/children.md).
+            task.parent ? [h('dt', null, 'parent'), h('dd', { class: 'parent-task' }, TK.taskLink(task.parent.task),
+              ` step ${task.parent.step} attempt ${task.parent.attempt}`)] : null,
+            (task.children || []).length ? [h('dt', null, 'children'), h('dd', { class: 'child-tasks' },
+              task.children.map((c, i) => [i ? ', ' : '', TK.taskLink(c.id), ' ', TK.badge(c.state),
+                h('span', { class: 'muted' }, ` ${c.step} attempt ${c.attempt}`)]))] : null,
             h('dt', null, 'priority'), h('dd', { title: 'among ready steps, those of tasks of higher priority are claimed first' }, String(task.priority ?? 0), task.priority ? null : h('span', { class: 'muted' }, ' (the default)')),
             h('dt', null, 'created'), h('dd', null, TK.time(task.created_at)),
             h('dt', null, 'updated'), h('dd', null, TK.time(task.updated_at)),

@@ -243,6 +243,13 @@ typedef struct tk__pg_guard {
 } tk__pg_guard;
 int tk__pg_task_create_guarded(tk_store *s, const tk__new_task *t, const tk__pg_guard *g,
                                int64_t *task_id, int *existed, tk_err *err);
+/* Child tasks (postgres_children.c). */
+int tk__pg_child_start(tk_store *s, tk__child_req *c, tk_err *err);
+int tk__pg_task_family(tk_store *s, int64_t task_id, tk__child_rec *parent,
+                       tk__child_rec **children, int *n, tk_err *err);
+/* Queue the cancel of task_id's unfinished descendants (their locks
+ * first, ascending), after its own cancel (tk__pg_cancel_queue). */
+void tk__pg_children_cancel_queue(tk__pg_pipe *p, int64_t task_id, int64_t now);
 /* Retry budgets (postgres_budget.c). */
 int tk__pg_retry_earlier(tk_store *s, const tk__retry_ref *v, int n, int64_t run_at, int *moved,
                          tk_err *err);

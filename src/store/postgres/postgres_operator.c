@@ -79,6 +79,7 @@ void tk__pg_cancel_queue(tk__pg_pipe *p, const tk__op_plan *plan, int64_t task_i
   tk__pg_arg_text(&a, plan->reason);
   tk__pg_arg_text(&a, plan->task_to);
   tk__pg_pipe_stmt(p, PG_OP_CANCEL_TASK, CANCEL_TASK_SQL, a.n, a.v);
+  tk__pg_children_cancel_queue(p, task_id, now);
 }
 
 /* What the action found: the task, and the step for retry and resolve. */

@@ -386,4 +386,6 @@ const tk__store_ops tk__postgres_store_ops = {
     .callback_arm = tk__pg_callback_arm,
     .callback_put = tk__pg_callback_put,
     .callback_extend = tk__pg_callback_extend,
+    .child_start = tk__pg_child_start,
+    .task_family = tk__pg_task_family,
 };

@@ -24,11 +24,11 @@
 #define Q TK__PG_Q
 
 /* A signal that attempt (claim) $2 of step $1 may take: never delivered,
- * or delivered to an attempt that ended without applying it; a callback
- * (for_claim, 0020) only by its own attempt. */
+ * or delivered to an attempt that ended without applying it; one bound to
+ * a claim (for_claim, 0020: a callback, a child's end) only by that claim. */
 static const char DELIVERABLE_SQL[] =
     "SELECT g.id, g.data, g.error, g.idem_key, g.created_at, g.final,"
-    " COALESCE(g.retry_after_ms, -1), g.for_claim IS NOT NULL FROM signals g"
+    " COALESCE(g.retry_after_ms, -1), " TK__SIGNAL_SOURCE_SQL " FROM signals g"
     " LEFT JOIN attempts a ON a.id = g.claim_id WHERE g.step_id = $1::bigint"
     " AND (g.claim_id IS NULL OR a.outcome IN ('lease_expired', 'fenced_out'))"
     " AND (g.for_claim IS NULL OR g.for_claim = $2::bigint) ORDER BY g.id LIMIT 1";
@@ -48,7 +48,7 @@ static const char TAKE_SQL[] =
     " FOR UPDATE SKIP LOCKED),"
     " sg AS (SELECT DISTINCT ON (g.step_id) g.id, g.step_id, g.data, g.error, g.idem_key,"
     " g.created_at, g.final, COALESCE(g.retry_after_ms, -1) AS retry_after_ms,"
-    " g.for_claim IS NOT NULL AS callback FROM signals g"
+    " " TK__SIGNAL_SOURCE_SQL " AS source FROM signals g"
     " JOIN c ON c.id = g.step_id WHERE g.claim_id IS NULL"
     " AND (g.for_claim IS NULL OR g.for_claim = c.claim_id) ORDER BY g.step_id, g.id),"
     " gm AS (UPDATE signals g SET claim_id = c.claim_id, delivered_at = $1"
@@ -59,14 +59,15 @@ static const char TAKE_SQL[] =
     " s.run_at, s.last_delay_ms, s.backoff, s.claim_id, s.item_index, s.lease_expires_at),"
     " tr AS (INSERT INTO transitions (task_id, step_id, from_state, to_state, at, reason, attempt)"
     " SELECT u.task_id, u.id, " Q(TK__STEP_WAITING) ", " Q(TK__STEP_IN_PROGRESS) ", $1,"
-    " CASE WHEN sg.id IS NULL THEN " Q(TK__REASON_WAIT_TIMEOUT) " WHEN sg.callback THEN "
-    Q(TK__REASON_CALLBACK) " ELSE " Q(TK__REASON_SIGNAL)
+    " CASE WHEN sg.id IS NULL THEN " Q(TK__REASON_WAIT_TIMEOUT) " WHEN sg.source = 1 THEN "
+    Q(TK__REASON_CALLBACK) " WHEN sg.source = 2 THEN " Q(TK__REASON_CHILD_ENDED) " ELSE "
+    Q(TK__REASON_SIGNAL)
     " END, u.attempts FROM u LEFT JOIN sg ON sg.step_id = u.id)"
     " SELECT u.id, u.task_id, t.template_id, COALESCE(u.map_idx, u.idx), u.attempts,"
     " u.max_attempts, u.retryable::int, u.run_at, u.last_delay_ms, u.backoff, u.claim_id,"
     " COALESCE(u.item_index, -1), u.lease_expires_at,"
     " sg.id, sg.data, sg.error, sg.idem_key, sg.created_at, sg.final, sg.retry_after_ms,"
-    " sg.callback"
+    " sg.source"
     " FROM u JOIN tasks t ON t.id = u.task_id LEFT JOIN sg ON sg.step_id = u.id";
 
 /* Run sql with the n text parameters v on pg's connection; *out the
@@ -123,7 +124,7 @@ static int signal_columns(const PGresult *r, int row, int col, tk__signal_rec *s
   s->created_at = tk__pg_i64(r, row, col + 4);
   s->final = (int)tk__pg_i64(r, row, col + 5);
   s->retry_after_ms = tk__pg_i64(r, row, col + 6);
-  s->callback = tk__pg_bool(r, row, col + 7);
+  tk__signal_source(s, (int)tk__pg_i64(r, row, col + 7));
   if (!oom) return 0;
   tk__signal_rec_free(s);
   s->id = 0;

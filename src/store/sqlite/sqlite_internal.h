@@ -294,6 +294,14 @@ int tk__sq_signal_put(tk_store *s, const tk__signal_req *r, tk__signal_ans *out,
 int tk__sq_step_wait(tk_store *s, const tk__wait_req *w, tk__signal_rec *sig, tk_err *err);
 int tk__sq_wait_take(tk_store *s, int64_t now, const char *owner, int64_t lease_ms, int limit,
                      tk__waited *out, int *n, int64_t *next_at, tk_err *err);
+/* Child tasks (sqlite_children.c). */
+int tk__sq_child_start(tk_store *s, tk__child_req *c, tk_err *err);
+int tk__sq_task_family(tk_store *s, int64_t task_id, tk__child_rec *parent,
+                       tk__child_rec **children, int *n, tk_err *err);
+/* Cancel task_id's unfinished children (and theirs), each as an operator's
+ * cancel would, in the caller's transaction: its parent was cancelled or
+ * reached its deadline (tk__sq_cancel_task calls it). */
+int tk__sq_children_cancel(tk__sqlite *q, int64_t task_id, int64_t now, tk_err *err);
 /* Deadlines (sqlite_deadline.c). */
 int tk__sq_deadline_apply(tk_store *s, int64_t now, int limit, int64_t *out, int *n,
                           int64_t *next_at, tk_err *err);

@@ -401,4 +401,6 @@ const tk__store_ops tk__sqlite_store_ops = {
     .callback_arm = tk__sq_callback_arm,
     .callback_put = tk__sq_callback_put,
     .callback_extend = tk__sq_callback_extend,
+    .child_start = tk__sq_child_start,
+    .task_family = tk__sq_task_family,
 };

@@ -17,11 +17,11 @@
   " s.claim_id, COALESCE(s.item_index, -1)"
 
 /* A signal that attempt (claim) ?2 of step ?1 may take: never delivered,
- * or delivered to an attempt that ended without applying it; a callback
- * (for_claim, 0018) only by its own attempt. */
+ * or delivered to an attempt that ended without applying it; one bound to
+ * a claim (for_claim, 0018: a callback, a child's end) only by that claim. */
 #define DELIVERABLE_SQL                                                                  \
   "SELECT g.id, g.data, g.error, g.idem_key, g.created_at, g.final,"                     \
-  " COALESCE(g.retry_after_ms, -1), g.for_claim IS NOT NULL FROM signals g"               \
+  " COALESCE(g.retry_after_ms, -1), " TK__SIGNAL_SOURCE_SQL " FROM signals g"                  \
   " LEFT JOIN attempts a ON a.id = g.claim_id WHERE g.step_id = ?1 AND (g.claim_id IS NULL" \
   " OR a.outcome IN ('lease_expired', 'fenced_out'))"                                     \
   " AND (g.for_claim IS NULL OR g.for_claim = ?2) ORDER BY g.id LIMIT 1"
@@ -36,7 +36,7 @@ static int signal_columns(sqlite3_stmt *st, tk__signal_rec *r, tk_err *err) {
   r->created_at = sqlite3_column_int64(st, 4);
   r->final = sqlite3_column_int(st, 5);
   r->retry_after_ms = sqlite3_column_int64(st, 6);
-  r->callback = sqlite3_column_int(st, 7);
+  tk__signal_source(r, sqlite3_column_int(st, 7));
   if (!oom) return 0;
   tk__signal_rec_free(r);
   return tk_err_set(err, TK_ENOMEM, "out of memory reading a signal");
@@ -240,9 +240,10 @@ static int resume(tk__sqlite *q, tk__waited *x, const char *owner, int64_t now,
   snprintf(x->step.prev_state, sizeof x->step.prev_state, "%s", TK__STEP_WAITING);
   return tk__sq_transition(q, x->step.task_id, x->step.step_id, TK__STEP_WAITING,
                            TK__STEP_IN_PROGRESS, now,
-                           x->timed_out    ? TK__REASON_WAIT_TIMEOUT
-                           : x->sig.callback ? TK__REASON_CALLBACK
-                                             : TK__REASON_SIGNAL,
+                           x->timed_out      ? TK__REASON_WAIT_TIMEOUT
+                           : x->sig.callback  ? TK__REASON_CALLBACK
+                           : x->sig.child_end ? TK__REASON_CHILD_ENDED
+                                              : TK__REASON_SIGNAL,
                            x->step.attempt, err);
 }
 
