@@ -278,12 +278,26 @@ static void save_baseline(efx *f, baseline *b) {
   if (tk_store_open(f->url, &f->store, &err) != 0) fail_msg("open: %s", err.msg);
 }
 
-/* Put f's store back to the baseline, with a new engine at clock t0. */
-static void restore(efx *f, const baseline *b, int64_t t0) {
-  tk_err err;
+/* Close f's engine and store without the checkpoint that the last
+ * connection to close makes, copying the log into the file, which
+ * restore overwrites anyway: another connection, which never
+ * checkpoints, holds the file open meanwhile. */
+static void close_skipping_checkpoint(efx *f) {
+  sqlite3 *h;
+  if (sqlite3_open_v2(f->db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+      sqlite3_db_config(h, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL) != SQLITE_OK ||
+      sqlite3_exec(h, "PRAGMA user_version", NULL, NULL, NULL) != SQLITE_OK)
+    fail_msg("open %s: %s", f->db, sqlite3_errmsg(h));
   tk_engine_free(f->engine);
   f->engine = NULL;
   tk_store_close(f->store);
+  sqlite3_close(h);
+}
+
+/* Put f's store back to the baseline, with a new engine at clock t0. */
+static void restore(efx *f, const baseline *b, int64_t t0) {
+  tk_err err;
+  close_skipping_checkpoint(f);
   char side[400];
   snprintf(side, sizeof side, "%s-wal", f->db);
   unlink(side);
@@ -406,9 +420,9 @@ static int submit_diamond(efx *f, tk_err *err) {
   return tk_task_submit(f->store, f->cfg, &req, f->clock.now_ms, &id, &existed, err);
 }
 
+/* (One query, one connection: each reads the whole schema first.) */
 static void one_task_of_four_steps(efx *f) {
-  assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM tasks"), 1);
-  assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM steps"), 4);
+  efx_sql_expect(f->db, "1|4", "SELECT (SELECT COUNT(*) FROM tasks), (SELECT COUNT(*) FROM steps)");
 }
 
 const faults_op faults_submit_op = {"submit", with_diamond, submit_diamond,
@@ -435,11 +449,11 @@ static int add_template(efx *f, tk_err *err) {
   return tk_template_add_file(f->store, f->cfg, path, f->clock.now_ms, NULL, err);
 }
 
+/* The templates in order, each with its count of edges. */
 static void extra_template_stored(efx *f) {
-  efx_sql_expect(f->db, "diamond\nextra", "SELECT name FROM templates ORDER BY id");
-  assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM template_edges e JOIN templates t"
-                                      " ON t.id = e.template_id WHERE t.name = 'extra'"),
-                   1);
+  efx_sql_expect(f->db, "diamond|4\nextra|1",
+                 "SELECT name, (SELECT COUNT(*) FROM template_edges e WHERE e.template_id = t.id)"
+                 " FROM templates t ORDER BY id");
 }
 
 const faults_op faults_template_op = {"template add", with_diamond, add_template,
@@ -484,10 +498,12 @@ static void all_cancelled(efx *f) {
 const faults_op faults_cancel_op = {"cancel", pending_diamond, cancel_task, all_cancelled};
 
 /* Every task and step complete, every claim with its finished attempt
- * row, every step completed exactly once: the rows that break one of
- * these, which must be none. */
-static void expect_consistent(efx *f) {
+ * row, every step completed exactly once, and none of the workload's
+ * `unfinished` rows: the rows that break one of these, which must be
+ * none. */
+static void expect_consistent(efx *f, const faults_workload *w) {
   efx_sql_expect(f->db, "",
+                 "%s%s"
                  "SELECT 'task not complete', id FROM tasks WHERE state <> 'complete'"
                  " UNION ALL SELECT 'step not complete', id FROM steps WHERE state <> 'complete'"
                  " UNION ALL SELECT 'attempts counted <> attempt rows', s.id FROM steps s"
@@ -497,7 +513,8 @@ static void expect_consistent(efx *f) {
                  " UNION ALL SELECT 'successes <> 1', s.id FROM steps s WHERE (SELECT COUNT(*)"
                  "   FROM attempts a WHERE a.step_id = s.id AND a.outcome = 'success') <> 1"
                  " UNION ALL SELECT 'completed <> once', s.id FROM steps s WHERE (SELECT COUNT(*)"
-                 "   FROM transitions t WHERE t.step_id = s.id AND t.to_state = 'complete') <> 1");
+                 "   FROM transitions t WHERE t.step_id = s.id AND t.to_state = 'complete') <> 1",
+                 w->unfinished ? w->unfinished : "", w->unfinished ? " UNION ALL " : "");
 }
 
 const faults_workload faults_diamonds = {DIAMOND, "diamond", NULL, 3, 1, NULL};
@@ -510,7 +527,7 @@ const faults_workload faults_batches = {
     "batch = { items_from = \"to\", max_in_call_retries = 0, max_item_attempts = 5 }\n"
     EFX_STEP("report") "depends_on = [\"send\"]\n" EFX_NOOP,
     "notify", "{\"to\": [\"a\", \"b\", \"c\", \"d\", \"e\", \"f\"]}", 2, 0,
-    "SELECT COUNT(*) FROM items WHERE state <> 'acked'"};
+    "SELECT 'item not acked', key FROM items WHERE state <> 'acked'"};
 
 /* Engine passes under each fault point, then a clean run to the end, which
  * must leave a consistent store: lost outcomes come back when their leases
@@ -538,8 +555,7 @@ void faults_engine_under(const faults_workload *w, fault_kind kind, int keep_fai
     if (faults > 0) failures++;
     else if (rc != 0) fail_msg("a pass failed with no fault injected: %s", err.msg);
     efx_drive(&f, 200);
-    expect_consistent(&f);
-    if (w->unfinished_items) assert_int_equal(efx_sql_int(f.db, "%s", w->unfinished_items), 0);
+    expect_consistent(&f, w);
   }
   if (faults > 0) fail_msg("the passes still meet a fault after %d points", n);
   assert_true(failures > 0);
