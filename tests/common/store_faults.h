@@ -36,7 +36,7 @@ typedef struct faults_op {
 typedef struct workload {
   const char *template_toml, *name, *context;
   int tasks, warmup;
-  const char *unfinished_items; /* SQL counting items left behind, or NULL */
+  const char *unfinished; /* SQL giving a row for each item left behind, or NULL */
 } faults_workload;
 
 /* cmocka group setup: install the faulty VFS (as the default) and
