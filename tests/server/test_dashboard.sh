@@ -134,6 +134,24 @@ setup "template add order_approval" t template add "$TK_TOP/examples/templates/o
 setup "submit order_approval" t submit order_approval --context '{"order": 7}'
 APPROVAL=$OUT
 setup "run the approval until it waits" t run --until-idle --workers 2
+# A parent whose task step waits for its child (DESIGN §18,
+# docs/children.md), an order_approval task waiting for its signal: the
+# parent's page links the child and the child's page its parent.
+cat >"$W/escalate.toml" <<'TOML'
+name = "escalate"
+version = "1"
+[[steps]]
+name = "approval"
+handler = { kind = "task", template = "order_approval", context = { order = "{{context.order}}" } }
+TOML
+setup "template add escalate" t template add "$W/escalate.toml"
+setup "submit escalate" t submit escalate --context '{"order": 8}'
+ESCALATE=$OUT
+setup "run escalate until its child waits" t run --until-idle --workers 2
+CHILD=$(t show "$ESCALATE" --json | jq '.children[0].id')
+expect_eq "escalate started its child, which waits" \
+  "$(t show "$CHILD" --json | jq -c '[.state, [.steps[] | select(.state == "waiting") | .name]]')" \
+  '["in_progress",["approve"]]'
 
 # serve on a port the kernel picks (serve.sh; flow_views.sh sourced it).
 serve_start serve --db "sqlite:$W/store.db" || { tap_done; exit 1; }
@@ -184,10 +202,22 @@ expect_count "wait step: its open attempt drawn as waiting on the timeline" \
   'class="attempt oc-waiting"' 1
 expect_count "wait step: no attempt drawn as running" 'class="attempt oc-running"' 0
 has "wait step: the timeline's legend has waiting" \
-  '<span class="swatch sw-oc-waiting"></span>waiting for a signal'
+  '<span class="swatch sw-oc-waiting"></span>waiting'
 has "wait step: its attempt waits in the attempts table" \
   '<span class="oc oc-waiting">waiting for a signal</span>'
 expect_count "wait step: no error shown" 'flash-error' 0
+chrome parent "/task/$ESCALATE"
+has "parent: its children, linked" \
+  "<dd class=\"child-tasks\"><a href=\"#/task/$CHILD\""
+has "parent: its task step waits for its child" '>waiting for its child task'
+has "parent: why links the child" "</span>: <a href=\"#/task/$CHILD\""
+has "parent: the open attempt waits for its child in the attempts table" \
+  '<span class="oc oc-waiting">waiting for its child task</span>'
+expect_count "parent: no error shown" 'flash-error' 0
+chrome child "/task/$CHILD"
+has "child: its parent, linked" "<dd class=\"parent-task\"><a href=\"#/task/$ESCALATE\""
+has "child: the parent's step and attempt" ' step approval attempt 1</dd>'
+expect_count "child: no error shown" 'flash-error' 0
 chrome worker "/task/$IMAGES"
 has "worker step: its why names the queue whose workers take it" \
   '>ready</span>: <span class="muted">waiting for a worker of queue images</span>'
@@ -364,5 +394,5 @@ chrome_stop
 # at exit, a leak or a crash on shutdown, is a non-zero status).
 serve_stop
 
-echo "# screenshots: $SHOTS/{approval,worker,queues,budgets,task,decision,map_failed,map,map_page,template_flow,failed,tasks,broken,overview,backoff,templates,template}.png"
+echo "# screenshots: $SHOTS/{approval,parent,child,worker,queues,budgets,task,decision,map_failed,map,map_page,template_flow,failed,tasks,broken,overview,backoff,templates,template}.png"
 tap_done

@@ -59,7 +59,7 @@
     if (!st.state) return st.handler ? [st.handler.kind, st.handler.name || st.handler.method || ''].join(' ').trim() : '';
     if (st.state === 'skipped') return 'skipped' + (st.skipped_reason ? ' · ' + st.skipped_reason : '');
     if (st.instances && typeof st.instances === 'object') return TK.instancesText(st.instances);
-    if (st.state === 'waiting') return (st.waits_for === 'callback' ? 'waiting for a callback' : 'waiting for a signal') + (st.max_attempts ? ` · ${st.attempts}/${st.max_attempts}` : '');
+    if (st.state === 'waiting') return waitingLabel(st) + (st.max_attempts ? ` · ${st.attempts}/${st.max_attempts}` : '');
     if (Array.isArray(st.chosen)) return TK.stateLabel(st.state) + ' · chose ' + (st.chosen.join(', ') || 'none');
     return TK.stateLabel(st.state) + (st.max_attempts ? ` · ${st.attempts}/${st.max_attempts}` : '');
   }
@@ -137,8 +137,12 @@
   // handler runs), else running.
   const attemptState = (st, a) => a.finished_at !== null && a.finished_at !== undefined ? a.outcome
     : st.state === 'waiting' ? 'waiting' : 'running';
-  const ATTEMPT_LABELS = { waiting: 'waiting for a signal' };
-  const attemptLabel = (st, a) => ATTEMPT_LABELS[attemptState(st, a)] || TK.stateLabel(attemptState(st, a));
+  // What a waiting step waits for (its waits_for: DESIGN §18).
+  const WAITS_FOR = { signal: 'waiting for a signal', callback: 'waiting for a callback',
+    child: 'waiting for its child task' };
+  const waitingLabel = (st) => WAITS_FOR[st.waits_for] || WAITS_FOR.signal;
+  const attemptLabel = (st, a) => attemptState(st, a) === 'waiting' ? waitingLabel(st)
+    : TK.stateLabel(attemptState(st, a));
 
   function attemptTitle(st, a) {
     const lines = [`${st.name} attempt ${a.attempt}: ${attemptLabel(st, a)}`,
@@ -224,7 +228,7 @@
   TK.timelineLegend = function () {
     return h('div', { class: 'legends' },
       TK.legend(TK.OUTCOMES.map((o) => ['sw-' + outcomeClass(o), TK.stateLabel(o)]).concat([['sw-oc-running', 'running'],
-        ['sw-oc-waiting', ATTEMPT_LABELS.waiting, 'a wait step\'s attempt, open until its signal comes or it times out']])),
+        ['sw-oc-waiting', 'waiting', 'an attempt open until its signal, its callback or its child task\'s end comes, or it times out']])),
       TK.legend(Object.keys(TK.SOURCES).map((k) => ['sw-line ' + sourceClass(k), k + ' delay', TK.SOURCES[k]])
         .concat([['sw-late', 'late start', 'from when the retry was due to when it started']])));
   };
