@@ -1,11 +1,32 @@
 /* SQL that takes a PostgreSQL store's schema back before a migration, its
  * rows as a tasker of that time would have written them, for tests of a
  * store written before it: apply it (efx_pg_text), then let tasker
- * migrate the store again. The newest migration first: undo 0019 before
- * 0018, 0018 before 0017, 0017 before 0016, 0016 before 0015, 0015 before
+ * migrate the store again. The newest migration first: undo 0021 before
+ * 0020, 0020 before 0019, 0019 before 0018, 0018 before 0017, 0017 before 0016, 0016 before 0015, 0015 before
  * 0014, 0014 before 0013, and so on down to 0009 before an older one. */
 #ifndef TESTS_PG_UNDO_H
 #define TESTS_PG_UNDO_H
+
+/* The columns 0021_child_tasks.sql gives tasks (today's reports read
+ * them). */
+#define PG_CHILD_COLUMNS                                                                        \
+  "ALTER TABLE tasks ADD COLUMN parent_task_id bigint, ADD COLUMN parent_step_id bigint,"       \
+  " ADD COLUMN parent_attempt integer, ADD COLUMN parent_claim_id bigint;"
+#define PG_CHILD_COLUMNS_TAKEN                                                                  \
+  " ALTER TABLE tasks DROP COLUMN parent_task_id, DROP COLUMN parent_step_id,"                  \
+  " DROP COLUMN parent_attempt, DROP COLUMN parent_claim_id;"
+
+/* 0021_child_tasks.sql: no children, no trigger for their end. */
+#define PG_UNDO_0021                                                                            \
+  "DROP TRIGGER tasks_child_end ON tasks; DROP FUNCTION tasker_child_end();"                    \
+  " DROP INDEX tasks_children;" PG_CHILD_COLUMNS_TAKEN                                          \
+  " DELETE FROM schema_migrations WHERE version = 21; SELECT 1"
+
+/* 0020_callbacks.sql: no callbacks, signals bound to no claim. */
+#define PG_UNDO_0020                                                                            \
+  "DROP TABLE callbacks; DROP INDEX signals_by_claim;"                                          \
+  " ALTER TABLE signals DROP COLUMN for_claim, DROP COLUMN final, DROP COLUMN retry_after_ms;"  \
+  " DELETE FROM schema_migrations WHERE version = 20; SELECT 1"
 
 /* 0019_deadlines.sql: no deadlines. */
 #define PG_UNDO_0019                                                                            \

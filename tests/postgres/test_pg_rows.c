@@ -177,12 +177,13 @@ static void upgrade_keeps_history_and_identity(void **state) {
   /* Today's claims and reports read worker steps' columns (0013) and
    * queues' (0015), after the migration under test: the store at `before`
    * has them while it is populated, and loses them again before it
-   * migrates; the same for the ready table (0017) and deadlines (0019). */
+   * migrates; the same for the ready table (0017), deadlines (0019) and
+   * children's columns (0021). */
   free(efx_pg_text(f->url, "ALTER TABLE steps ADD COLUMN worker_queue text;"
                            " ALTER TABLE attempts ADD COLUMN token_hash bytea;" QUEUES_LENT
                            " ALTER TABLE tasks ADD COLUMN deadline_at bigint;"
                            " CREATE TABLE deadlines (task_id bigint PRIMARY KEY,"
-                           " deadline_at bigint NOT NULL); SELECT 1"));
+                           " deadline_at bigint NOT NULL);" PG_CHILD_COLUMNS " SELECT 1"));
   lend_ready(f);
   efx_template(f, "name = \"pair\"\nversion = \"1\"\n" EFX_STEP("a")
                   "handler = { kind = \"builtin\", name = \"noop\" }\n" EFX_STEP("b")
@@ -203,7 +204,7 @@ static void upgrade_keeps_history_and_identity(void **state) {
   free(efx_pg_text(f->url, PG_READY_TAKEN " ALTER TABLE steps DROP COLUMN worker_queue;"
                            " ALTER TABLE attempts DROP COLUMN token_hash;" QUEUES_TAKEN
                            " DROP TABLE deadlines; ALTER TABLE tasks DROP COLUMN deadline_at;"
-                           " SELECT 1"));
+                           PG_CHILD_COLUMNS_TAKEN " SELECT 1"));
 
   tk_err err;
   int applied = 0, version = 0;
