@@ -396,10 +396,12 @@ static int idle_now(tk_engine *e, int claimed, int *idle, tk_err *err) {
   *idle = 0;
   /* Deadlines that came are work too: a full batch applied leaves more. */
   if (e->deadline_at <= tk_clock_now(&e->clock)) return 0;
-  /* A look at the waits asked for since this pass took them (a task that
-   * ended may be a child whose parent's step can go on: outcome.c): the
-   * next pass, due at once, looks. */
-  if (e->wait_at == INT64_MIN) return 0;
+  /* A wait's news that came with this pass's own writes (a child task's
+   * end recorded here stores its parent's signal): the next pass takes it. */
+  if (e->store->ops->drain_changes(e->store) & TK__CHANGED_WAITS) {
+    e->wait_news = 1;
+    return 0;
+  }
   if ((rc = e->store->ops->has_work(e->store, &work, err)) || !work) {
     *idle = rc == 0;
     return rc;

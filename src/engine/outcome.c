@@ -92,10 +92,6 @@ static void count(tk_engine *e, const tk__outcome *o, int exhausted, int rc,
   if (rc == TK_EFENCED) e->stats.fenced++;
   if (rc != 0) return;
   if (fx->task_state != NULL) {
-    /* A child task's end stored a signal for its parent's step: look at
-     * the waits at the next pass, at once (on PostgreSQL this session's
-     * own NOTIFY may never wake its sleep). */
-    e->wait_at = INT64_MIN;
     if (strcmp(fx->task_state, TK__TASK_COMPLETE) == 0) e->stats.tasks_completed++;
     else e->stats.tasks_failed++;
   }

@@ -241,7 +241,8 @@ static int pg_server_time(tk_store *s, int64_t *us, tk_err *err) {
  * nothing left to wake a poll. So the descriptor handed out is an epoll
  * set of the socket (notices that arrive while idle) and an eventfd that
  * change_fd raises when notices from other sessions are already queued
- * (this session's own NOTIFYs come back to it too, and are ignored). */
+ * (this session's own NOTIFYs come back to it too, and are ignored, but
+ * for a wait's news: take_notices). */
 
 /* Make change_fd readable. */
 static void wake(tk__pg *pg) {
@@ -250,19 +251,21 @@ static void wake(tk__pg *pg) {
   (void)w;
 }
 
-/* The notices queued, dropped: whether one came from another session;
- * one of a wait's news noted in pg->wait_news. */
+/* The notices queued, dropped: whether one should wake a sleep: one from
+ * another session, or a wait's news (noted in pg->wait_news) from any,
+ * this session's own too (a child task's end that it recorded stores its
+ * parent's signal, and its trigger's notice comes back to this session
+ * only as one of its own). */
 static int take_notices(tk__pg *pg) {
-  int others = 0;
+  int wake_up = 0;
   PGnotify *n;
   while ((n = PQnotifies(pg->conn)) != NULL) {
-    if (n->be_pid != PQbackendPID(pg->conn)) {
-      others = 1;
-      if (strcmp(n->extra, TK__PG_WAIT_NEWS) == 0) pg->wait_news = 1;
-    }
+    int news = strcmp(n->extra, TK__PG_WAIT_NEWS) == 0;
+    if (news) pg->wait_news = 1;
+    if (news || n->be_pid != PQbackendPID(pg->conn)) wake_up = 1;
     PQfreemem(n);
   }
-  return others;
+  return wake_up;
 }
 
 static void raise_if_queued(tk__pg *pg) {
