@@ -209,9 +209,9 @@ TOML
     '[.claims[] | [.task_id, .step, .attempt, .input, .heartbeat_ms > 0]]' \
     '[[1,"resize",1,{"context":{"url":"https://example.com/a.png"},"parents":{"fetch":null}},true]]'
   # Times as the operators' API gives them: integer ms since the epoch,
-  # here the lease (15 s) from the claim's now.
+  # here the lease (30 s) from the claim's now.
   now_ms=$(($(date +%s) * 1000))
-  expect_eq "claim: lease_expires_at is integer ms since the epoch, about 15 s ahead" \
+  expect_eq "claim: lease_expires_at is integer ms since the epoch, about 30 s ahead" \
     "$(printf '%s' "$BODY" | jq --argjson now "$now_ms" \
       '.claims[0].lease_expires_at | [type, . > $now - 60000, . < $now + 70000]' -c)" \
     '["number",true,true]'
@@ -322,7 +322,7 @@ TOML
   # A lease that expires (no heartbeat): reaped by the orchestrator, the
   # worker's late heartbeat and complete are 409, and change nothing.
   TOK5=$(jq -r '.claims[0].token' "$W/woken.json")
-  wait_for "task 3's step is reaped after its lease" 60 wk_step_is 3 only waiting_for_retry
+  wait_for "task 3's step is reaped after its lease" 90 wk_step_is 3 only waiting_for_retry
   wk_post "/api/v1/claims/$TOK5/heartbeat" '{}'
   wk_expect "a heartbeat after the lease was lost: 409" 409 .error.code '"conflict"'
   wk_post "/api/v1/claims/$TOK5/complete" '{"results": 1}'
@@ -365,7 +365,7 @@ TOML
     eval "DUO$n=\$(printf '%s' \"\$BODY\" | jq -r --argjson n $n '.claims[] | select(.input.context.n == \$n) | .token')"
     eval "DUO_TASK$n=\$(printf '%s' \"\$BODY\" | jq -r --argjson n $n '.claims[] | select(.input.context.n == \$n) | .task_id')"
   done
-  # Their leases (15 s) renewed at once too: the claim and the refusals
+  # Their leases (30 s) renewed at once too: the claim and the refusals
   # below took longer than that on a loaded machine (make test, twice).
   for tok in "$DUO1" "$DUO2" "$DUO3"; do
     wk_post "/api/v1/claims/$tok/heartbeat" '{}'
@@ -378,7 +378,7 @@ TOML
   wk_expect "a claim carrying a bad outcome: 400 naming it" 400 .error.param '"outcomes[1].token"'
   expect_eq "neither changed a step" \
     "$(wk_sql "SELECT count(*) FROM steps WHERE name = 'a' AND state = 'in_progress' AND results IS NULL")" 3
-  # Their leases (15 s) renewed: the checks above take long under ASan.
+  # Their leases (30 s) renewed: the checks above take long under ASan.
   for tok in "$DUO1" "$DUO2" "$DUO3"; do
     wk_post "/api/v1/claims/$tok/heartbeat" '{}'
     [ "$CODE" = 200 ] || tap_fail "heartbeat a duo claim" "status $CODE: $BODY"

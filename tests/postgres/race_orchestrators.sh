@@ -54,6 +54,13 @@ orchs_start orch "$ORCHS"
 holds() {
   [ "$(pg_sql "SELECT count(*) FROM attempts WHERE owner = 'frozen' AND outcome IS NULL")" -gt 0 ]
 }
+# more_work: 500 more tasks when fewer than 500 are unfinished, so that
+# the freeze and the chaos always meet work (at load 14 the others drained
+# all of it while tries to freeze failed, and the kills found nothing).
+more_work() {
+  [ "$(pg_sql "SELECT count(*) FROM tasks WHERE state IN ('pending', 'in_progress')")" -ge 500 ] ||
+    t submit race --count 500 >/dev/null 2>>"$W/submit.err"
+}
 # Frozen inside a transaction it would hold locks the others wait for:
 # only a session with nothing in flight (state idle) will do.
 idle() {
@@ -67,6 +74,7 @@ reaped=0
 tries=0
 while [ "$reaped" = 0 ] && [ "$tries" -lt 200 ]; do
   tries=$((tries + 1))
+  more_work
   wait_for "the orchestrator to freeze holds steps" 60 holds || break
   kill -STOP "$(bg_pid frozen)"
   held=$(pg_sql "SELECT string_agg(id::text, ',') FROM attempts
@@ -95,6 +103,7 @@ kills=0 looks=0 off=0
 end=$(($(date +%s) + CHAOS_S))
 while [ "$(date +%s)" -lt "$end" ]; do
   sleep 0.5
+  more_work
   victim=$(( $(od -An -N2 -tu2 /dev/urandom) % ORCHS + 1 ))
   orch_kill "orch-$victim" && kills=$((kills + 1))
   orch_start "orch-$victim" run --id "orch-$victim"
@@ -112,6 +121,8 @@ orch_stop frozen
 orchs_start final "$ORCHS" --until-idle
 orchs_each final "$ORCHS" orch_idle_exit
 
+# Every task submitted: the first TASKS and those more_work added.
+TASKS=$(pg_sql "SELECT count(*) FROM tasks")
 expect_all_complete "$TASKS"
 expect_all_steps_complete $((4 * TASKS))
 expect_attempts_consistent

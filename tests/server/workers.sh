@@ -5,7 +5,7 @@
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/config.sh"
 sqlite_store
-tasker_config $QUICK_RETRIES engine.lease=15s engine.heartbeat=1s
+tasker_config $QUICK_RETRIES engine.lease=30s engine.heartbeat=1s
 . "$(dirname "$0")/../lib/workers.sh"
 wk_run
 tap_done
