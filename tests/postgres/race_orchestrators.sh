@@ -72,10 +72,17 @@ settled() {
 }
 reaped=0
 tries=0
-while [ "$reaped" = 0 ] && [ "$tries" -lt 200 ]; do
+# Tries for up to 180 s: one whose 30 s pass with frozen holding nothing
+# is said (a stall of the engine after a long stop would show here) and
+# followed by another, with more work if need be.
+freeze_end=$(($(date +%s) + 180))
+while [ "$reaped" = 0 ] && [ "$(date +%s)" -lt "$freeze_end" ]; do
   tries=$((tries + 1))
   more_work
-  wait_for "the orchestrator to freeze holds steps" 60 holds || break
+  if ! poll 30 holds; then
+    echo "# try $tries: frozen held no step for 30 s"
+    continue
+  fi
   kill -STOP "$(bg_pid frozen)"
   held=$(pg_sql "SELECT string_agg(id::text, ',') FROM attempts
                  WHERE owner = 'frozen' AND outcome IS NULL")
