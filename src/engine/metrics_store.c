@@ -16,11 +16,10 @@
 static const char *const task_states[] = {TK__TASK_PENDING, TK__TASK_IN_PROGRESS,
                                           TK__TASK_COMPLETE, TK__TASK_ERROR,
                                           TK__TASK_CANCELLED};
-static const char *const step_states[] = {TK__STEP_PENDING,  TK__STEP_IN_PROGRESS,
-                                          TK__STEP_WAITING_FOR_RETRY,  TK__STEP_COMPLETE,
-                                          TK__STEP_ERROR,    TK__STEP_CANCELLED,
-                                          TK__STEP_RESOLVED, TK__STEP_SKIPPED,
-                                          TK__STEP_MAPPED,   TK__STEP_WAITING};
+static const char *const step_states[] = {
+    TK__STEP_PENDING,  TK__STEP_IN_PROGRESS, TK__STEP_WAITING_FOR_RETRY, TK__STEP_COMPLETE,
+    TK__STEP_ERROR,    TK__STEP_CANCELLED,   TK__STEP_RESOLVED,          TK__STEP_SKIPPED,
+    TK__STEP_MAPPED,   TK__STEP_WAITING};
 
 static int64_t count_of(const tk__state_count *c, int n, const char *state) {
   for (int i = 0; i < n; i++)
