@@ -116,7 +116,7 @@ int tk__engine_waits(tk_engine *e, int64_t now, job **done, tk_err *err) {
   if (e->waits_changed) {
     e->waits_changed = 0;
     int64_t look = e->waits_looked_at == INT64_MIN ? now : e->waits_looked_at + TK__WAIT_LOOK_MS;
-    /* INT64_MIN: look at this pass (unknown, or asked for: loop.c). */
+    /* INT64_MIN: look at this pass (nothing known yet). */
     if (e->wait_at != INT64_MIN && look < e->wait_at) e->wait_at = look;
   }
   if (e->wait_at != INT64_MIN && now < e->wait_at) return 0;
