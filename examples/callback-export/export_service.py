@@ -9,6 +9,8 @@ then POSTs its callback to URL:
              ..., "retryable": true, "retry_after": "1s"}; later ones succeed
   heartbeat  a heartbeat first (POST URL/heartbeat {"timeout": "1h"}), then
              success
+  twice      success, then the same callback again (answered 409: a
+             callback is taken once)
   silent     the first request of a task: never calls back (its wait times
              out); later ones: heartbeats (timeout 1h) until one extends the
              wait (the step waits once the engine has the 202), and no
@@ -70,6 +72,9 @@ def work(args, req):
                                                  "file": "export-%s.csv" % task}}
     status, text = post(url, body)
     log(args, {"task": task, "callback": status, "answer": text})
+    if mode == "twice":
+        status, text = post(url, body)
+        log(args, {"task": task, "again": status, "answer": text})
 
 
 def main():

@@ -54,6 +54,11 @@ orchs_start orch "$ORCHS"
 holds() {
   [ "$(pg_sql "SELECT count(*) FROM attempts WHERE owner = 'frozen' AND outcome IS NULL")" -gt 0 ]
 }
+# holds_fed: holds, with more_work before each look: the others drain 500
+# tasks in a few seconds, and a look (a psql each) under load comes so
+# seldom that between them frozen could take and finish its share unseen
+# (seen: three 30 s polls while frozen ran 230 attempts each).
+holds_fed() { more_work && holds; }
 # more_work: 500 more tasks when fewer than 500 are unfinished, so that
 # the freeze and the chaos always meet work (at load 14 the others drained
 # all of it while tries to freeze failed, and the kills found nothing).
@@ -79,8 +84,14 @@ freeze_end=$(($(date +%s) + 180))
 while [ "$reaped" = 0 ] && [ "$(date +%s)" -lt "$freeze_end" ]; do
   tries=$((tries + 1))
   more_work
-  if ! poll 30 holds; then
-    echo "# try $tries: frozen held no step for 30 s"
+  if ! poll 30 holds_fed; then
+    echo "# try $tries: frozen held no step for 30 s;" \
+      "$(pg_sql "SELECT count(*) FROM tasks WHERE state IN ('pending', 'in_progress')") tasks unfinished," \
+      "$(pg_sql "SELECT count(*) FROM attempts WHERE owner = 'frozen'") attempts by frozen so far;" \
+      "its sessions: $(pg_sql "SELECT string_agg(state || ' ' || coalesce(wait_event, '-') || ' ' ||
+                                  left(query, 60), ' | ') FROM pg_stat_activity
+                                  WHERE application_name = 'frozen'");" \
+      "its log ends: $(tail -n 3 "$W/frozen.log" | tr '\n' ' ')"
     continue
   fi
   kill -STOP "$(bg_pid frozen)"
