@@ -250,6 +250,12 @@ void tk__engine_claimed_leases(tk_engine *e, int64_t now);
  * falls back to "default" with a warning (engine thread: it may log). */
 const tk_backoff_policy *tk__engine_policy(tk_engine *e, const char *profile);
 
+/* How the reaper ends an expired lease (tk__finish.reaped): as a
+ * lease_expired failure, or, when a wait had delivered its signal to the
+ * claim and the claim's owner stopped before recording it, with the
+ * signal's outcome. */
+enum { TK__REAPED_NOT = 0, TK__REAPED_LEASE = 1, TK__REAPED_SIGNAL = 2 };
+
 /* One finished attempt on its way to the store. */
 typedef struct tk__finish {
   const tk__claimed *claim;
@@ -260,7 +266,9 @@ typedef struct tk__finish {
   const struct tk__batch_job *batch; /* a batch step's item results, or NULL */
   int64_t started_at;                 /* when the handler was called; 0: it was not */
   int64_t finished_at;                /* when it returned; 0: it was not called */
-  int reaped; /* the reaper's: refused if the lease was renewed after it looked */
+  /* The reaper's (TK__REAPED_*): refused if the lease was renewed after
+   * it looked. */
+  int reaped;
   int64_t run_ns; /* how long the handler ran (monotonic); 0 when it was not called */
   const char *budget; /* the retry budget the step names (step_def.budget), or NULL */
   const struct tk__flow *decision; /* step_def.decision: its success is checked */
@@ -324,6 +332,10 @@ int tk__engine_execute(tk_engine *e, job *j);
 
 /* Wait steps (DESIGN §18, waits.c). Whether job j is a wait step's. */
 int tk__engine_is_wait(const job *j);
+/* The attempt's result that signal sig brings (its data: success; its
+ * error: a failure, for good when final, with its retry_after), into *r:
+ * 0, or -1 when memory ran out copying the data (r->results NULL). */
+int tk__engine_signal_result(const tk__signal_rec *sig, tk_handler_result *r);
 /* Park j, a wait step just claimed (store op step_wait), with its
  * timeout from now: 1 when a signal stored for it came with the claim
  * (j->result is its outcome: record j), 0 when it waits now or could not

@@ -93,7 +93,11 @@ void tk__engine_claimed_leases(tk_engine *e, int64_t now) {
   if (now + e->lease_ms < e->reap_at) e->reap_at = now + e->lease_ms;
 }
 
-/* Turn expired leases into lease_expired failures (DESIGN §4). */
+/* Turn expired leases into lease_expired failures (DESIGN §4); an
+ * expired claim that a wait had delivered its signal to (its owner took
+ * the wait and stopped before recording) ends with the signal's outcome
+ * instead, so that a callback or a child's end is applied, once, and
+ * never costs a retry that would start the work again. */
 int tk__engine_reap(tk_engine *e, int64_t now, tk_err *err) {
   int n = 0;
   int rc = e->store->ops->expired(e->store, now, TK__REAP_BATCH, e->expired, &n, err);
@@ -105,21 +109,36 @@ int tk__engine_reap(tk_engine *e, int64_t now, tk_err *err) {
     free(results);
     free(items);
     free(names);
+    tk__expired_free_signals(e->expired, n);
     return tk_err_set(err, TK_ENOMEM, "out of memory reaping %d leases", n);
   }
   for (int i = 0; i < n; i++) {
     tk__expired *x = &e->expired[i];
     const template_entry *t = tk__engine_template(e, x->step.template_id, err);
     const step_def *d = t && x->step.idx < t->nsteps ? &t->steps[x->step.idx] : NULL;
+    const char *name = tk__claim_step_name(&x->step, d ? d->name : "?", names[i], sizeof names[i]);
+    if (x->sig.id > 0 && tk__engine_signal_result(&x->sig, &results[i]) == 0) {
+      items[i] = (tk__finish){&x->step, name, x->owner,
+                              results[i].status == TK_HANDLER_SUCCESS ? "success" : "failure",
+                              &results[i], .reaped = TK__REAPED_SIGNAL,
+                              .budget = d ? d->budget : NULL, .decision = d ? d->decision : NULL};
+      tk__engine_log(e, TK_LOG_INFO, "task %lld step %s attempt %d: %s stopped before recording "
+                     "the %s its wait took; recorded for it",
+                     (long long)x->step.task_id, name, x->step.attempt, x->owner,
+                     x->sig.callback ? "callback" : x->sig.child_end ? "child task's end" : "signal");
+      continue;
+    }
+    /* Memory ran out copying a signal's data: the lease's failure. */
     results[i] = (tk_handler_result){.status = TK_HANDLER_RETRY, .retry_after_ms = -1};
     snprintf(results[i].error, sizeof results[i].error,
              "lease held by %s expired (its holder stopped or hung)", x->owner);
-    const char *name = tk__claim_step_name(&x->step, d ? d->name : "?", names[i], sizeof names[i]);
     items[i] = (tk__finish){&x->step, name, x->owner, "lease_expired",
-                            &results[i], .reaped = 1, .budget = d ? d->budget : NULL};
+                            &results[i], .reaped = TK__REAPED_LEASE, .budget = d ? d->budget : NULL};
   }
   tk_err lost;
   int frc = tk__engine_finish(e, items, n, NULL, &lost);
+  for (int i = 0; i < n; i++) free(results[i].results);
+  tk__expired_free_signals(e->expired, n);
   free(results);
   free(items);
   free(names);

@@ -55,7 +55,7 @@ static void decide(tk_engine *e, const tk__finish *f, int64_t now, tk__outcome *
    * recorded it. An attempt that never ran (a lease expired) ends now. */
   o->finished_at = f->finished_at > 0 && f->finished_at <= now ? f->finished_at : now;
   o->attempt_outcome = f->attempt_outcome;
-  o->fence_lease = f->reaped;
+  o->fence_lease = f->reaped != TK__REAPED_NOT;
   *exhausted = 0;
   if (r->status == TK_HANDLER_SUCCESS) {
     if (f->decision && decision_refused(f->decision, c->idx, r->results, why, whylen)) {
@@ -114,7 +114,7 @@ static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int 
   count(e, o, exhausted, rc, fx);
   /* A lease counts as expired once its failure is recorded: a heartbeat
    * that renewed it after the reaper looked fences the reaper out. */
-  if (rc == 0 && f->reaped) e->stats.lease_expired++;
+  if (rc == 0 && f->reaped == TK__REAPED_LEASE) e->stats.lease_expired++;
   /* The fields every step event shares; filled only for the events some
    * observer wants. How late after its run_at the handler was called: the
    * retry precision users feel, queueing in this orchestrator included. */
@@ -122,7 +122,7 @@ static void report(tk_engine *e, const tk__finish *f, const tk__outcome *o, int 
                  .has_late_ms = f->started_at > 0,
                  .late_ms = f->started_at > 0 ? f->started_at - c->run_at : 0,
                  .has_duration_us = f->started_at > 0, .duration_us = f->run_ns / 1000};
-  if (rc == 0 && f->reaped && tk__engine_wants(e, TK_EV_STEP_LEASE_EXPIRED)) {
+  if (rc == 0 && f->reaped == TK__REAPED_LEASE && tk__engine_wants(e, TK_EV_STEP_LEASE_EXPIRED)) {
     tk_event x = {.type = TK_EV_STEP_LEASE_EXPIRED, .at = now, .task = c->task_id,
                   .step = f->step_name, .attempt = c->attempt};
     x.u.lease.owner = f->owner;

@@ -14,34 +14,37 @@
 
 int tk__engine_is_wait(const job *j) { return j->def->kind == &tk__wait_kind; }
 
+int tk__engine_signal_result(const tk__signal_rec *sig, tk_handler_result *r) {
+  memset(r, 0, sizeof *r);
+  r->retry_after_ms = -1;
+  if (sig->error != NULL) {
+    r->status = sig->final ? TK_HANDLER_PERMANENT : TK_HANDLER_RETRY;
+    r->retry_after_ms = sig->retry_after_ms;
+    snprintf(r->error, sizeof r->error, "%s", sig->error);
+    return 0;
+  }
+  r->status = TK_HANDLER_SUCCESS;
+  r->results = strdup(sig->data ? sig->data : "null");
+  return r->results ? 0 : -1;
+}
+
 /* j's outcome from signal sig (a callback's: with whether it is final
  * and its retry_after), or its timeout (sig NULL), at now. 0, or -1 when
  * memory ran out copying the signal's data. */
-static int outcome_of(tk_engine *e, job *j, const tk__signal_rec *sig, int64_t now) {
-  (void)e;
+static int outcome_of(job *j, const tk__signal_rec *sig, int64_t now) {
   free(j->result.results);
-  memset(&j->result, 0, sizeof j->result);
-  j->result.retry_after_ms = -1;
   j->finished_at = now;
   j->waited = 1;
-  if (sig == NULL) {
-    j->result.status = TK_HANDLER_RETRY;
-    j->result.timed_out = 1;
-    snprintf(j->result.error, sizeof j->result.error, "%s",
-             j->def->callback_ms > 0 ? TK__CALLBACK_TIMEOUT_ERROR
-             : tk__engine_is_child(j) ? TK__CHILD_TIMEOUT_ERROR
-                                      : TK__WAIT_TIMEOUT_ERROR);
-    return 0;
-  }
-  if (sig->error != NULL) {
-    j->result.status = sig->final ? TK_HANDLER_PERMANENT : TK_HANDLER_RETRY;
-    j->result.retry_after_ms = sig->retry_after_ms;
-    snprintf(j->result.error, sizeof j->result.error, "%s", sig->error);
-    return 0;
-  }
-  j->result.status = TK_HANDLER_SUCCESS;
-  j->result.results = strdup(sig->data ? sig->data : "null");
-  return j->result.results ? 0 : -1;
+  if (sig != NULL) return tk__engine_signal_result(sig, &j->result);
+  memset(&j->result, 0, sizeof j->result);
+  j->result.retry_after_ms = -1;
+  j->result.status = TK_HANDLER_RETRY;
+  j->result.timed_out = 1;
+  snprintf(j->result.error, sizeof j->result.error, "%s",
+           j->def->callback_ms > 0 ? TK__CALLBACK_TIMEOUT_ERROR
+           : tk__engine_is_child(j) ? TK__CHILD_TIMEOUT_ERROR
+                                    : TK__WAIT_TIMEOUT_ERROR);
+  return 0;
 }
 
 int tk__engine_park(tk_engine *e, job *j, int64_t now) {
@@ -70,7 +73,7 @@ int tk__engine_park_until(tk_engine *e, job *j, int64_t now, int64_t timeout_at,
     return 0;
   }
   if (j->started_at == 0) j->started_at = now;
-  rc = outcome_of(e, j, &sig, now);
+  rc = outcome_of(j, &sig, now);
   tk__signal_rec_free(&sig);
   if (rc == 0) return 1;
   tk__engine_log(e, TK_LOG_ERROR, "task %lld step %s: out of memory taking its signal",
@@ -97,7 +100,7 @@ static job *waited_job(tk_engine *e, tk__waited *x, int64_t now) {
   j->name = tk__claim_step_name(&j->claim, j->def->name, j->instance_name,
                                 sizeof j->instance_name);
   j->engine = e;
-  if (outcome_of(e, j, x->timed_out ? NULL : &x->sig, now) != 0) {
+  if (outcome_of(j, x->timed_out ? NULL : &x->sig, now) != 0) {
     tk__job_free(j);
     return NULL;
   }

@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <jansson.h>
 
@@ -51,8 +52,9 @@
  * deadline_at, next_due's ready_at counts them, deadline_apply (at the end); 17:
  * callbacks of http steps (DESIGN §18): tk__signal_rec's final and
  * retry_after_ms, callback_arm, callback_put, callback_extend (at the end).
- * 18: child tasks (DESIGN §18): child_start, task_family (at the end). */
-#define TK__STORE_OPS_VERSION 18
+ * 18: child tasks (DESIGN §18): child_start, task_family (at the end). 19:
+ * expired's rows carry the signal delivered to the lost claim. */
+#define TK__STORE_OPS_VERSION 19
 #define TK__OWNER_MAX 64
 #define TK__PROFILE_MAX 64
 #define TK__STATE_MAX 24
@@ -335,7 +337,9 @@ typedef struct tk__outcome {
   int attempt;
   int64_t now;         /* when it is recorded: transitions, task updates */
   int64_t finished_at; /* when the attempt ended (its row's finished_at) */
-  int fence_lease;     /* the reaper's: refused if the lease no longer ends by now */
+  /* The reaper's: refused if the lease no longer ends by now. Its outcome
+   * is lease_expired, or a signal's that the lost claim had taken. */
+  int fence_lease;
   const char *attempt_outcome; /* success, failure, timeout, lease_expired */
   tk__next_state next;
   const char *error;   /* failure text, or NULL */
@@ -348,6 +352,11 @@ typedef struct tk__outcome {
   const struct tk__item_result *items;
   int nitems;
 } tk__outcome;
+
+/* Whether o is a lease's expiry (counted as lease_expired). */
+static inline int tk__outcome_expires_lease(const tk__outcome *o) {
+  return o->fence_lease && strcmp(o->attempt_outcome, "lease_expired") == 0;
+}
 
 /* What one batch write changes of one item: its new state, and how many
  * deliveries to add to its attempts (an increment, so the write is the
@@ -388,11 +397,41 @@ typedef struct tk__effects {
   const char *task_state; /* the task's new terminal state, or NULL */
 } tk__effects;
 
+/* Wait steps and signals (15; DESIGN §18). A signal as stored for a
+ * step: the data (JSON text) that become its results, or the error of a
+ * failed attempt. Strings malloc'd (tk__signal_rec_free). */
+typedef struct tk__signal_rec {
+  int64_t id;        /* 0: none */
+  char *data, *error; /* exactly one is set */
+  char *key;          /* the idempotency key, or NULL */
+  int64_t created_at;
+  /* A callback's failure (17): final, not retryable; the delay the caller
+   * asked for (ms), or -1. A signal's: 0 and -1. */
+  int final;
+  int64_t retry_after_ms;
+  int callback;  /* a callback (bound to its attempt), not a signal */
+  int child_end; /* a child task's end (bound to the attempt that started it) */
+} tk__signal_rec;
+
 /* An expired lease found by the reaper. */
 typedef struct tk__expired {
   tk__claimed step; /* as the lost claim saw it */
   char owner[TK__OWNER_MAX];
+  /* The signal (a callback's, a child's end) delivered to that claim when
+   * its wait ended, which its owner stopped before recording: the reaper
+   * records it as the attempt's outcome, so a child's results or a
+   * callback are never lost to a retry (id 0: none; the caller frees). */
+  tk__signal_rec sig;
 } tk__expired;
+
+static inline void tk__expired_free_signals(tk__expired *v, int n) {
+  for (int i = 0; i < n; i++) {
+    free(v[i].sig.data);
+    free(v[i].sig.error);
+    free(v[i].sig.key);
+    v[i].sig = (tk__signal_rec){0};
+  }
+}
 
 /* Operator actions on one step or task: the public tk_operator_action. */
 typedef tk_operator_action tk__operator_action;
@@ -640,22 +679,6 @@ static inline void tk__budget_recs_free(tk__budget_rec *v, int n) {
   for (int i = 0; v != NULL && i < n; i++) free(v[i].state);
   free(v);
 }
-
-/* Wait steps and signals (15; DESIGN §18). A signal as stored for a
- * step: the data (JSON text) that become its results, or the error of a
- * failed attempt. Strings malloc'd (tk__signal_rec_free). */
-typedef struct tk__signal_rec {
-  int64_t id;        /* 0: none */
-  char *data, *error; /* exactly one is set */
-  char *key;          /* the idempotency key, or NULL */
-  int64_t created_at;
-  /* A callback's failure (17): final, not retryable; the delay the caller
-   * asked for (ms), or -1. A signal's: 0 and -1. */
-  int final;
-  int64_t retry_after_ms;
-  int callback;  /* a callback (bound to its attempt), not a signal */
-  int child_end; /* a child task's end (bound to the attempt that started it) */
-} tk__signal_rec;
 
 /* Where a signal row came from, as both backends' queries say it
  * (TK__SIGNAL_SOURCE_SQL over signals g): 0 a signal, 1 a callback (its

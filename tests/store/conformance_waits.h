@@ -138,6 +138,56 @@ static void signal_after_waiting(world *w) {
                 TK__STEP_COMPLETE, NULL);
 }
 
+/* A wait taken by an orchestrator that stopped before recording it: the
+ * lease wait_take gave it expires, and `expired` hands the reaper the
+ * signal delivered to that claim, which it records as the attempt's
+ * outcome (fenced by the lease, as a lease_expired is): the step
+ * completes with the signal's data, not counted as an expired lease, and
+ * no retry runs the wait again. The same signal is never delivered twice. */
+static void a_taken_wait_outlives_its_taker(world *w) {
+  add_template(w, approval_toml);
+  int64_t task = submit(w, "approval");
+  tk__claimed c = claim_one(w->s, "orch");
+  tk__signal_rec sig = park(w, w->s, &c);
+  assert_int_equal(sig.id, 0);
+  tk_signal_result res = signal_ok(w, task, "approve", "{\"by\": \"bo\"}", NULL, NULL);
+  tk__waited x[2];
+  assert_int_equal(take_waits(w, w->s, 2, x, NULL), 1);
+  tk__signal_rec_free(&x[0].sig);
+  /* The taker stops here. Its lease runs out. */
+  tk__expired ex[2];
+  assert_int_equal(expired_at(w->s, w->clock.now_ms + LEASE_MS - 1, ex, 2), 0);
+  w->clock.now_ms += LEASE_MS;
+  assert_int_equal(expired_at(w->s, w->clock.now_ms, ex, 2), 1);
+  assert_true(ex[0].step.claim_id == c.claim_id);
+  assert_string_equal(ex[0].owner, "taker");
+  assert_true(ex[0].sig.id == res.signal_id);
+  expect_json(ex[0].sig.data, "{\"by\":\"bo\"}");
+  assert_null(ex[0].sig.error);
+  tk__outcome o = success_of(&ex[0].step, ex[0].owner, w->clock.now_ms);
+  o.results = ex[0].sig.data;
+  o.fence_lease = 1;
+  int64_t expired_before = counter(w, "lease_expired");
+  tk__effects fx = record_ok(w->s, &o);
+  tk__expired_free_signals(ex, 1);
+  assert_int_equal(fx.children_released, 1);
+  assert_int_equal(counter(w, "lease_expired"), expired_before);
+  tk__task_report r;
+  report_on(w->s, task, &r);
+  assert_string_equal(step_named(&r, "approve")->state, TK__STEP_COMPLETE);
+  expect_json(step_named(&r, "approve")->results, "{\"by\":\"bo\"}");
+  assert_int_equal(attempts_with(&r, "approve", NULL), 0); /* none left open */
+  assert_int_equal(attempts_with(&r, "approve", "success"), 1);
+  tk__task_report_free(&r);
+  /* A lease without a taken signal still comes back empty-handed. */
+  tk__claimed ship = claim_one(w->s, "orch");
+  w->clock.now_ms += LEASE_MS;
+  assert_int_equal(expired_at(w->s, w->clock.now_ms, ex, 2), 1);
+  assert_true(ex[0].step.step_id == ship.step_id);
+  assert_int_equal(ex[0].sig.id, 0);
+  assert_null(ex[0].sig.data);
+}
+
 /* A signal before the step waits is kept (the step pending), and the
  * claim's step_wait takes it: the step stays in progress under its claim
  * and its outcome is recorded at once; nothing is left to take. */
@@ -428,6 +478,7 @@ static void drain_tells_a_signal_stored(world *w) {
 #define WAIT_CASES                                                                            \
   {"waits: a signal after the step waits", signal_after_waiting, 0},                          \
   {"waits: a signal before the step waits", signal_before_waiting, 0},                        \
+  {"waits: a taken wait outlives its taker", a_taken_wait_outlives_its_taker, 0},            \
   {"waits: a repeated key once; a finished step refuses", duplicate_and_finished_signals, 0}, \
   {"waits: timeout, retry, then a signal", timeout_then_retry_then_signal, 0},                \
   {"waits: a failing signal", failing_signal, 0},                                             \

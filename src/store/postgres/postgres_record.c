@@ -614,7 +614,7 @@ static int commit_group(tk__pg_pipe *p, const tk__outcome *o, int n, rec *recs, 
   int64_t fenced = 0, expired = 0;
   for (int k = 0; k < n; k++) {
     if (recs[k].status == FENCED) fenced++;
-    if (recs[k].status == RECORDED && o[recs[k].i].fence_lease) expired++;
+    if (recs[k].status == RECORDED && tk__outcome_expires_lease(&o[recs[k].i])) expired++;
   }
   if (write_tasks(p, o, n, recs) != 0) {
     tk__pg_oom(err, "record outcome");

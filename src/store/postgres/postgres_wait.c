@@ -114,8 +114,7 @@ static char *dup_col(const PGresult *r, int row, int col, int *oom) {
   return tk__dup(tk__pg_text(r, row, col), oom);
 }
 
-/* Read a signal from columns col.. (id, data, error, key, created_at). */
-static int signal_columns(const PGresult *r, int row, int col, tk__signal_rec *s, tk_err *err) {
+int tk__pg_signal_columns(const PGresult *r, int row, int col, tk__signal_rec *s, tk_err *err) {
   int oom = 0;
   s->id = tk__pg_i64(r, row, col);
   s->data = dup_col(r, row, col + 1, &oom);
@@ -239,7 +238,7 @@ static int deliver(tk__pg *pg, int64_t step_id, int64_t claim_id, int64_t now,
   PGresult *r;
   int rc = exec(pg, DELIVERABLE_SQL, 2, a.v, &r, "wait", err);
   if (rc) return rc;
-  if (PQntuples(r) == 1) rc = signal_columns(r, 0, 0, sig, err);
+  if (PQntuples(r) == 1) rc = tk__pg_signal_columns(r, 0, 0, sig, err);
   PQclear(r);
   if (rc || sig->id == 0) return rc;
   tk__pg_args b = {0};
@@ -326,7 +325,7 @@ static int taken_row(const PGresult *r, int i, tk__waited *x, tk_err *err) {
     x->timed_out = 1;
     return 0;
   }
-  return signal_columns(r, i, 13, &x->sig, err);
+  return tk__pg_signal_columns(r, i, 13, &x->sig, err);
 }
 
 int tk__pg_wait_take(tk_store *s, int64_t now, const char *owner, int64_t lease_ms, int limit,

@@ -29,5 +29,10 @@ int tk__pg_wait_begin(struct tk__pg *pg, const char *what, tk_err *err);
  * signal stored (a wait's news: drain_changes, TK__PG_WAIT_NEWS). */
 enum { TK__PG_NOTIFY_NONE, TK__PG_NOTIFY_CHANGE, TK__PG_NOTIFY_SIGNAL };
 int tk__pg_wait_end(struct tk__pg *pg, int rc, int notify, const char *what, tk_err *err);
+/* A signal from columns col.. of row (id, data, error, key, created_at,
+ * final, retry_after_ms, source) into *s, for postgres_claim.c's expired
+ * too; TK_ENOMEM (s freed) when a copy fails. */
+int tk__pg_signal_columns(const struct pg_result *r, int row, int col, tk__signal_rec *s,
+                          tk_err *err);
 
 #endif

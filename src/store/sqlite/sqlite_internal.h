@@ -324,6 +324,10 @@ int tk__sq_cancel_task(tk__sqlite *q, const struct tk__op_plan *p, int64_t task_
 int tk__sq_heartbeat(tk_store *s, int64_t step_id, int64_t claim_id, int64_t expires_at,
                      tk_err *err);
 int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n, tk_err *err);
+/* A signal from columns col.. of st (id, data, error, key, created_at,
+ * final, retry_after_ms, source) into *r (sqlite_wait.c); TK_ENOMEM (r
+ * freed) when a copy fails. */
+int tk__sq_signal_columns(sqlite3_stmt *st, int col, tk__signal_rec *r, tk_err *err);
 int tk__sq_next_due(tk_store *s, int64_t *ready_at, int64_t *lease_at, tk_err *err);
 int tk__sq_has_work(tk_store *s, int *yes, tk_err *err);
 int tk__sq_inputs(tk_store *s, const int64_t *step_ids, int n, json_t **out, tk_err *err);

@@ -626,7 +626,7 @@ static int record_one(tk__sqlite *q, const tk__outcome *o, tk__effects *fx, tk_e
   int64_t task_id = o->task_id, template_id = o->template_id;
   int idx = o->idx;
   /* A lease the reaper expired, counted store-wide in its transaction. */
-  if (o->fence_lease && (rc = tk__sq_count(q, "lease_expired", 1, err))) return rc;
+  if (tk__outcome_expires_lease(o) && (rc = tk__sq_count(q, "lease_expired", 1, err))) return rc;
   /* The fence held: a batch step's item results go in with the outcome. */
   if (o->nitems > 0 && (rc = tk__sq_items_apply(q, o->step_id, o->items, o->nitems, err)))
     return rc;
@@ -773,8 +773,13 @@ int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
       q, SQ_EXPIRED,
       "SELECT s.id, s.task_id, t.template_id, COALESCE(s.map_idx, s.idx), s.attempts,"
       " s.max_attempts, s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.lease_owner,"
-      " s.lease_expires_at, s.claim_id, COALESCE(s.item_index, -1)"
-      " FROM steps s JOIN tasks t ON t.id = s.task_id"
+      " s.lease_expires_at, s.claim_id, COALESCE(s.item_index, -1),"
+      /* the signal delivered to the claim (tk__expired.sig) */
+      " g.id, g.data, g.error, g.idem_key, g.created_at, g.final,"
+      " COALESCE(g.retry_after_ms, -1), " TK__SIGNAL_SOURCE_SQL
+      " FROM steps s JOIN tasks t ON t.id = s.task_id LEFT JOIN signals g ON g.id ="
+      " (SELECT x.id FROM signals x WHERE x.step_id = s.id AND x.claim_id = s.claim_id"
+      " ORDER BY x.id LIMIT 1)"
       /* <=: next_due wakes the engine at the expiry itself, which must find it */
       " WHERE s.state = 'in_progress' AND s.lease_expires_at <= ?"
       " ORDER BY s.lease_expires_at LIMIT ?",
@@ -783,13 +788,21 @@ int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
   sqlite3_bind_int64(st, 1, now);
   sqlite3_bind_int(st, 2, limit);
   int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  int bad = 0;
+  while (!bad && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     tk__expired *e = &out[(*n)++];
     memset(e, 0, sizeof *e);
     tk__sq_claim_columns(st, &e->step, e->owner, sizeof e->owner);
+    if (sqlite3_column_type(st, 14) != SQLITE_NULL)
+      bad = tk__sq_signal_columns(st, 14, &e->sig, err);
   }
   sqlite3_reset(st);
-  return rc == SQLITE_DONE ? 0 : tk__sq_fail(q, "expired leases", err);
+  if (!bad && rc != SQLITE_DONE) bad = tk__sq_fail(q, "expired leases", err);
+  if (bad) {
+    tk__expired_free_signals(out, *n);
+    *n = 0;
+  }
+  return bad;
 }
 
 void tk__sq_claim_columns(sqlite3_stmt *st, tk__claimed *c, char *owner, size_t cap) {

@@ -26,17 +26,16 @@
   " OR a.outcome IN ('lease_expired', 'fenced_out'))"                                     \
   " AND (g.for_claim IS NULL OR g.for_claim = ?2) ORDER BY g.id LIMIT 1"
 
-/* Read the signal row of st (columns 0..4 of DELIVERABLE_SQL) into r. */
-static int signal_columns(sqlite3_stmt *st, tk__signal_rec *r, tk_err *err) {
+int tk__sq_signal_columns(sqlite3_stmt *st, int col, tk__signal_rec *r, tk_err *err) {
   int oom = 0;
-  r->id = sqlite3_column_int64(st, 0);
-  r->data = tk__sq_col_dup(st, 1, &oom);
-  r->error = tk__sq_col_dup(st, 2, &oom);
-  r->key = tk__sq_col_dup(st, 3, &oom);
-  r->created_at = sqlite3_column_int64(st, 4);
-  r->final = sqlite3_column_int(st, 5);
-  r->retry_after_ms = sqlite3_column_int64(st, 6);
-  tk__signal_source(r, sqlite3_column_int(st, 7));
+  r->id = sqlite3_column_int64(st, col);
+  r->data = tk__sq_col_dup(st, col + 1, &oom);
+  r->error = tk__sq_col_dup(st, col + 2, &oom);
+  r->key = tk__sq_col_dup(st, col + 3, &oom);
+  r->created_at = sqlite3_column_int64(st, col + 4);
+  r->final = sqlite3_column_int(st, col + 5);
+  r->retry_after_ms = sqlite3_column_int64(st, col + 6);
+  tk__signal_source(r, sqlite3_column_int(st, col + 7));
   if (!oom) return 0;
   tk__signal_rec_free(r);
   return tk_err_set(err, TK_ENOMEM, "out of memory reading a signal");
@@ -52,7 +51,7 @@ static int deliver(tk__sqlite *q, int64_t step_id, int64_t claim_id, int64_t now
   sqlite3_bind_int64(st, 1, step_id);
   sqlite3_bind_int64(st, 2, claim_id);
   int found, rc = tk__sq_row(q, st, "signal", &found, err);
-  if (rc == 0 && found) rc = signal_columns(st, sig, err);
+  if (rc == 0 && found) rc = tk__sq_signal_columns(st, 0, sig, err);
   sqlite3_reset(st);
   if (rc || !found) return rc;
   st = tk__sq_stmt(q, SQ_WAIT_DELIVER,
