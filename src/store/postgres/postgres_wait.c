@@ -141,74 +141,71 @@ static int scalar(tk__pg *pg, const char *sql, int n, const char *const *v, int6
   return 0;
 }
 
-/* signal_put inside the caller's transaction. */
+/* signal_put inside the caller's transaction, in three statements: the
+ * step locked (with its task's state), then what the rules look at (the
+ * key's earlier signal, one not yet delivered, when the step finished),
+ * read after the lock so that a signal another transaction stored while
+ * this one waited for it is seen, then the insert with its notice. */
 static int signal_in(tk__pg *pg, const tk__signal_req *q, tk__signal_ans *out, tk_err *err) {
   tk__pg_args a = {0};
   tk__pg_arg_i64(&a, q->task_id);
   tk__pg_arg_text(&a, q->step);
   PGresult *r;
-  int rc = exec(pg, "SELECT state FROM tasks WHERE id = $1::bigint", 1, a.v, &r, "signal", err);
+  int rc = exec(pg,
+                "SELECT t.state, s.id, s.state FROM tasks t LEFT JOIN LATERAL (SELECT id, state"
+                " FROM steps WHERE task_id = t.id AND name = $2::text AND map_idx IS NULL"
+                " FOR UPDATE) s ON true WHERE t.id = $1::bigint",
+                2, a.v, &r, "signal", err);
   if (rc) return rc;
   char task_state[TK__STATE_MAX];
-  int found = PQntuples(r) == 1;
+  int found = PQntuples(r) == 1, has_step = found && !PQgetisnull(r, 0, 1);
   if (found) tk__pg_copy(task_state, sizeof task_state, r, 0, 0);
+  int64_t step_id = has_step ? tk__pg_i64(r, 0, 1) : 0;
+  if (has_step) tk__pg_copy(out->step_state, sizeof out->step_state, r, 0, 2);
   PQclear(r);
   if (!found) return tk_err_set(err, TK_ENOENT, "no task %lld", (long long)q->task_id);
-  if ((rc = exec(pg,
-                 "SELECT id, state FROM steps WHERE task_id = $1::bigint AND name = $2::text"
-                 " AND map_idx IS NULL FOR UPDATE",
-                 2, a.v, &r, "signal", err)))
-    return rc;
-  found = PQntuples(r) == 1;
-  int64_t step_id = found ? tk__pg_i64(r, 0, 0) : 0;
-  if (found) tk__pg_copy(out->step_state, sizeof out->step_state, r, 0, 1);
-  PQclear(r);
-  if (!found)
+  if (!has_step)
     return tk_err_set(err, TK_ENOENT, "task %lld has no step \"%s\"", (long long)q->task_id,
                       q->step);
   tk__pg_args b = {0};
   tk__pg_arg_i64(&b, step_id);
   tk__pg_arg_text(&b, q->key);
-  if (q->key != NULL) {
-    if ((rc = exec(pg,
-                   "SELECT id, created_at, claim_id IS NOT NULL FROM signals"
-                   " WHERE step_id = $1::bigint AND idem_key = $2::text",
-                   2, b.v, &r, "signal", err)))
-      return rc;
-    if ((out->duplicate = PQntuples(r) == 1)) {
-      out->signal_id = tk__pg_i64(r, 0, 0);
-      out->created_at = tk__pg_i64(r, 0, 1);
-      out->delivered = tk__pg_bool(r, 0, 2);
-    }
-    PQclear(r);
-    if (out->duplicate) return 0;
-  }
-  int64_t pending_at, finished_at;
-  tk__pg_args c = {0};
-  tk__pg_arg_i64(&c, step_id);
-  tk__pg_arg_i64(&c, q->task_id);
-  if ((rc = scalar(pg,
-                   "SELECT min(created_at) FROM signals WHERE step_id = $1::bigint"
-                   " AND claim_id IS NULL",
-                   1, c.v, &pending_at, err)) ||
-      (rc = scalar(pg,
-                   "SELECT max(at) FROM moves WHERE task_id = $2::bigint"
-                   " AND step_id = $1::bigint",
-                   2, c.v, &finished_at, err)))
+  tk__pg_arg_i64(&b, q->task_id);
+  if ((rc = exec(pg,
+                 "SELECT k.id, k.created_at, k.claim_id IS NOT NULL,"
+                 " (SELECT min(created_at) FROM signals WHERE step_id = $1::bigint"
+                 " AND claim_id IS NULL),"
+                 " (SELECT max(at) FROM moves WHERE task_id = $3::bigint AND step_id = $1::bigint)"
+                 " FROM (SELECT 1) one LEFT JOIN signals k ON k.step_id = $1::bigint"
+                 " AND k.idem_key = $2::text",
+                 3, b.v, &r, "signal", err)))
     return rc;
+  out->duplicate = q->key != NULL && !PQgetisnull(r, 0, 0);
+  if (out->duplicate) {
+    out->signal_id = tk__pg_i64(r, 0, 0);
+    out->created_at = tk__pg_i64(r, 0, 1);
+    out->delivered = tk__pg_bool(r, 0, 2);
+  }
+  int64_t pending_at = tk__pg_i64(r, 0, 3), finished_at = tk__pg_i64(r, 0, 4);
+  PQclear(r);
+  if (out->duplicate) return 0;
   if ((rc = tk__signal_plan(q->task_id, task_state, q->step, out->step_state, finished_at,
                             pending_at, err)))
     return rc;
-  tk__pg_arg_text(&b, q->data);
-  tk__pg_arg_text(&b, q->error);
-  tk__pg_arg_i64(&b, q->now);
+  tk__pg_args c = {0};
+  tk__pg_arg_i64(&c, step_id);
+  tk__pg_arg_text(&c, q->key);
+  tk__pg_arg_text(&c, q->data);
+  tk__pg_arg_text(&c, q->error);
+  tk__pg_arg_i64(&c, q->now);
   char *tmp_data, *tmp_error;
-  b.v[2] = tk__pg_utf8(q->data, &tmp_data);
-  b.v[3] = tk__pg_utf8(q->error, &tmp_error);
+  c.v[2] = tk__pg_utf8(q->data, &tmp_data);
+  c.v[3] = tk__pg_utf8(q->error, &tmp_error);
   rc = exec(pg,
-            "INSERT INTO signals (step_id, idem_key, data, error, created_at)"
-            " VALUES ($1::bigint, $2::text, $3::text, $4::text, $5::bigint) RETURNING id",
-            5, b.v, &r, "signal", err);
+            "WITH i AS (INSERT INTO signals (step_id, idem_key, data, error, created_at)"
+            " VALUES ($1::bigint, $2::text, $3::text, $4::text, $5::bigint) RETURNING id)"
+            " SELECT id, pg_notify('" TK__PG_CHANNEL "', '" TK__PG_WAIT_NEWS "') FROM i",
+            5, c.v, &r, "signal", err);
   free(tmp_data);
   free(tmp_error);
   if (rc) return rc;
@@ -225,7 +222,8 @@ int tk__pg_signal_put(tk_store *s, const tk__signal_req *q, tk__signal_ans *out,
   if (rc == 0) rc = begin(pg, "signal", err);
   if (rc) return rc;
   rc = signal_in(pg, q, out, err);
-  return end(pg, rc, out->duplicate ? TK__PG_NOTIFY_NONE : TK__PG_NOTIFY_SIGNAL, "signal", err);
+  /* The insert sent the notice (TK__PG_WAIT_NEWS) itself. */
+  return end(pg, rc, TK__PG_NOTIFY_NONE, "signal", err);
 }
 
 /* The signal step_id may take now, delivered to claim_id at now, into
