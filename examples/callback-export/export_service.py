@@ -20,6 +20,7 @@ Python's standard library only. Usage:
 With --port-file the port it listens on (0: any free one) is written
 there; with --log each request is appended as a JSON line (for tests)."""
 import argparse
+import http.client
 import json
 import threading
 import time
@@ -31,14 +32,26 @@ SEEN = {}  # task -> requests so far (fail_once)
 
 
 def post(url, body):
-    """POST body as JSON to url; the answer's status and body."""
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+    """POST body as JSON to url; the answer's status and body. A request
+    that gets no answer (refused, reset: the server limits connections from
+    one address, and a thousand callbacks at once exceed it) is sent again
+    after a pause that doubles from 50 ms up to 2 s, for up to 2 minutes,
+    as a service that calls back must; then (0, the last error)."""
+    data = json.dumps(body).encode()
+    pause, give_up = 0.05, time.monotonic() + 120
+    while True:
+        req = urllib.request.Request(url, data=data, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+            if time.monotonic() >= give_up:
+                return 0, str(e)
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
 
 def log(args, entry):
