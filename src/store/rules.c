@@ -170,13 +170,17 @@ static const char *utc_text(int64_t ms, char *buf, size_t cap) {
   return buf;
 }
 
+int tk__step_state_finished(const char *state) {
+  return eq(state, TK__STEP_COMPLETE) || eq(state, TK__STEP_ERROR) ||
+         eq(state, TK__STEP_RESOLVED) || eq(state, TK__STEP_SKIPPED) ||
+         eq(state, TK__STEP_CANCELLED);
+}
+
 int tk__signal_plan(int64_t task_id, const char *task_state, const char *step,
                     const char *step_state, int64_t finished_at, int64_t pending_at,
                     tk_err *err) {
   char when[48];
-  if (eq(step_state, TK__STEP_COMPLETE) || eq(step_state, TK__STEP_ERROR) ||
-      eq(step_state, TK__STEP_RESOLVED) || eq(step_state, TK__STEP_SKIPPED) ||
-      eq(step_state, TK__STEP_CANCELLED))
+  if (tk__step_state_finished(step_state))
     return tk_err_set(err, TK_ESTATE,
                       "step \"%s\" of task %lld already finished: %s since %s; a signal cannot "
                       "change it",

@@ -123,6 +123,11 @@ int64_t tk__queue_token_at(double tokens, double rate, int64_t now);
 /* The error text of a wait's timeout attempt. */
 #define TK__WAIT_TIMEOUT_ERROR "no signal came before the wait's timeout"
 
+/* Whether a step in `state` has finished: complete, error, resolved,
+ * skipped or cancelled (no attempt of it will run again unless an
+ * operator retries it). */
+int tk__step_state_finished(const char *state);
+
 /* Whether a signal may be stored for step `step` of task_id (the one
  * rule behind `tasker signal`, the API and the dashboard): TK_ESTATE with
  * the sender's message for a task that is complete or cancelled, a step
