@@ -58,6 +58,7 @@ int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
   e->expired = calloc(TK__REAP_BATCH, sizeof *e->expired);
   e->waited = calloc((size_t)e->claim_batch, sizeof *e->waited);
   e->wait_at = INT64_MIN; /* nothing known yet: look at the first pass */
+  e->recheck_at = INT64_MAX;
   e->waits_looked_at = INT64_MIN;
   e->deadline_at = e->deadlines_looked_at = INT64_MIN; /* look at the first pass */
   e->deadline_tasks = calloc((size_t)e->claim_batch, sizeof *e->deadline_tasks);

@@ -154,6 +154,7 @@ struct tk_engine {
    * at once), and wait_take's slots (claim_batch of them). */
   int64_t wait_at, waits_looked_at;
   int waits_changed, wait_news;
+  int64_t recheck_at; /* drain the store's changes again then (loop.c drain); INT64_MAX: no */
   tk__waited *waited;
   int64_t retention_at; /* when [retention] prunes next (retention.c); 0: now */
   /* Deadlines (deadlines.c): when to look next (INT64_MIN: at once), when

@@ -348,6 +348,7 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, int *claimed_out, t
   if (retention_at < *next_due) *next_due = retention_at;
   if (e->wait_at < *next_due) *next_due = e->wait_at < now ? now : e->wait_at;
   if (e->deadline_at < *next_due) *next_due = e->deadline_at < now ? now : e->deadline_at;
+  if (e->recheck_at < *next_due) *next_due = e->recheck_at;
   return 0;
 }
 
@@ -396,6 +397,16 @@ static int busy_only_workers(tk_engine *e, int64_t worker_busy, int *yes, tk_err
   return 0;
 }
 
+/* The store's change notices drained (drain_changes); when it is unsure
+ * whether a commit it saw begin stored a signal, the engine's sleep ends
+ * TK__CHANGED_RECHECK_MS later to drain again (recheck_at). */
+static int drain(tk_engine *e) {
+  int ch = e->store->ops->drain_changes(e->store);
+  e->recheck_at = ch & TK__CHANGED_UNSURE ? tk_clock_now(&e->clock) + TK__CHANGED_RECHECK_MS
+                                          : INT64_MAX;
+  return ch;
+}
+
 /* Whether `run --until-idle` is done, after a pass that claimed `claimed`
  * steps with nothing of this engine's running or unrecorded: no step an
  * orchestrator runs is ready, in progress or waiting for a retry. Steps
@@ -417,7 +428,7 @@ static int idle_now(tk_engine *e, int claimed, int *idle, tk_err *err) {
   if (e->deadline_at <= tk_clock_now(&e->clock)) return 0;
   /* A wait's news that came with this pass's own writes (a child task's
    * end recorded here stores its parent's signal): the next pass takes it. */
-  if (e->store->ops->drain_changes(e->store) & TK__CHANGED_WAITS) {
+  if (drain(e) & TK__CHANGED_WAITS) {
     e->wait_news = 1;
     return 0;
   }
@@ -464,7 +475,7 @@ int tk_engine_run(tk_engine *e, int until_idle, tk_err *err) {
     /* Forget change notices before looking: what this pass reads covers
      * them, and only changes made after it should wake the sleep. */
     note_changes(e);
-    if (e->store->ops->drain_changes(e->store) & TK__CHANGED_WAITS) e->wait_news = 1;
+    if (drain(e) & TK__CHANGED_WAITS) e->wait_news = 1;
     rc = pass(e, INLINE_ROUNDS, &due, &claimed, err);
     if (rc == 0 && until_idle && e->in_flight == 0 && e->unrecorded == NULL) {
       int idle = 0;

@@ -68,6 +68,11 @@
 
 /* drain_changes: a signal was stored by another connection. */
 #define TK__CHANGED_WAITS 1
+/* drain_changes: another connection's commit was seen begun but not yet
+ * ended; drain again in TK__CHANGED_RECHECK_MS (with or without a change
+ * of change_fd) to see whether it stored a signal. */
+#define TK__CHANGED_UNSURE 2
+#define TK__CHANGED_RECHECK_MS 1
 
 /* Step states as stored (DESIGN §3). */
 #define TK__STEP_PENDING "pending"
@@ -896,7 +901,8 @@ typedef struct tk__store_ops {
    * stored since the last drain), which the engine then takes at once
    * instead of at its next look at the waits (TK__WAIT_LOOK_MS after the
    * last). A backend that cannot tell returns 0: news is never lost, only
-   * taken at that next look. */
+   * taken at that next look. TK__CHANGED_UNSURE: a commit was seen whose
+   * end may not be visible yet; drain again soon. */
   int (*change_fd)(tk_store *s);
   int (*drain_changes)(tk_store *s);
 

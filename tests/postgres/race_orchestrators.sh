@@ -51,14 +51,6 @@ expect_eq "submit $TASKS tasks" "$(pg_sql "SELECT count(*) FROM tasks")" "$TASKS
 # It is never killed, and exits 0 at the end with its own counts.
 PGAPPNAME=frozen orch_start frozen run --id frozen
 orchs_start orch "$ORCHS"
-holds() {
-  [ "$(pg_sql "SELECT count(*) FROM attempts WHERE owner = 'frozen' AND outcome IS NULL")" -gt 0 ]
-}
-# holds_fed: holds, with more_work before each look: the others drain 500
-# tasks in a few seconds, and a look (a psql each) under load comes so
-# seldom that between them frozen could take and finish its share unseen
-# (seen: three 30 s polls while frozen ran 230 attempts each).
-holds_fed() { more_work && holds; }
 # more_work: 500 more tasks when fewer than 500 are unfinished, so that
 # the freeze and the chaos always meet work (at load 14 the others drained
 # all of it while tries to freeze failed, and the kills found nothing).
@@ -76,34 +68,33 @@ settled() {
   [ "$(pg_sql "SELECT count(*) FROM attempts WHERE id IN ($held) AND outcome IS NULL")" = 0 ]
 }
 reaped=0
-tries=0
-# Tries for up to 180 s: one whose 30 s pass with frozen holding nothing
-# is said (a stall of the engine after a long stop would show here) and
-# followed by another, with more work if need be.
+tries=0 empty=0 busy=0
+# Tries for up to 180 s: each stops frozen first and then reads what it
+# holds, at leisure (a look while it runs, a psql under load, came so
+# seldom that frozen took and finished its share between looks: three 30 s
+# polls saw nothing while it ran 230 attempts each); one that finds it
+# holding nothing, or inside a transaction, lets it go on for a moment.
 freeze_end=$(($(date +%s) + 180))
 while [ "$reaped" = 0 ] && [ "$(date +%s)" -lt "$freeze_end" ]; do
   tries=$((tries + 1))
   more_work
-  if ! poll 30 holds_fed; then
-    echo "# try $tries: frozen held no step for 30 s;" \
-      "$(pg_sql "SELECT count(*) FROM tasks WHERE state IN ('pending', 'in_progress')") tasks unfinished," \
-      "$(pg_sql "SELECT count(*) FROM attempts WHERE owner = 'frozen'") attempts by frozen so far;" \
-      "its sessions: $(pg_sql "SELECT string_agg(state || ' ' || coalesce(wait_event, '-') || ' ' ||
-                                  left(query, 60), ' | ') FROM pg_stat_activity
-                                  WHERE application_name = 'frozen'");" \
-      "its log ends: $(tail -n 3 "$W/frozen.log" | tr '\n' ' ')"
-    continue
-  fi
   kill -STOP "$(bg_pid frozen)"
   held=$(pg_sql "SELECT string_agg(id::text, ',') FROM attempts
                  WHERE owner = 'frozen' AND outcome IS NULL")
-  if idle && [ -n "$held" ]; then
+  if [ -z "$held" ]; then empty=$((empty + 1))
+  elif ! idle; then busy=$((busy + 1))
+  else
     wait_for "the others reaped the frozen orchestrator's leases (attempts $held)" 120 settled ||
       break
     reaped=$(pg_sql "SELECT count(*) FROM attempts WHERE id IN ($held) AND outcome = 'lease_expired'")
   fi
   kill -CONT "$(bg_pid frozen)"
+  [ "$reaped" = 0 ] && sleep 0.3
 done
+[ "$reaped" -gt 0 ] || echo "# $tries tries: frozen held nothing at $empty, was in a transaction at $busy;" \
+  "$(pg_sql "SELECT count(*) FROM tasks WHERE state IN ('pending', 'in_progress')") tasks unfinished," \
+  "$(pg_sql "SELECT count(*) FROM attempts WHERE owner = 'frozen'") attempts by frozen;" \
+  "its log ends: $(tail -n 3 "$W/frozen.log" | tr '\n' ' ')"
 kill -CONT "$(bg_pid frozen)"
 if [ "$reaped" -gt 0 ]; then tap_ok "the others reaped the frozen orchestrator's leases ($reaped; frozen idle at try $tries)"
 else tap_fail "the others reaped the frozen orchestrator's leases" \

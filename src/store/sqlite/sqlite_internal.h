@@ -71,6 +71,7 @@ typedef struct tk__sqlite {
   sqlite3_stmt *stmts[SQ__COUNT];
   int inotify_fd; /* watches the WAL file for other processes' commits */
   int64_t signals_seen; /* the last signal id drain_changes saw */
+  int unsure_drains;    /* drains left to look again after a change (sq_drain_changes) */
   int64_t busy_since_ns; /* when the current wait for the write lock began */
   /* The background checkpointer (sqlite_checkpoint.c). */
   pthread_t ckpt_thread;

@@ -165,17 +165,25 @@ static int sq_change_fd(tk_store *s) {
   return fd;
 }
 
+/* Drains after a change that found no new signal: the commit the watch
+ * saw may not have ended (the watch fires at the log's first write, and
+ * the commit is published after its flush, with no write to watch). Each
+ * asks to be drained again, TK__CHANGED_RECHECK_MS later; a signal
+ * committed in that time is news then, not at the next look at the
+ * waits (TK__WAIT_LOOK_MS). */
+#define UNSURE_DRAINS 4
+
 /* A commit came: whether it stored a signal, by the newest signal's id
- * (one step down the table's b-tree). A commit seen before its end (the
- * watch fires at the log's first write) reads as none: its signal is
- * then taken at the engine's next look at the waits. */
+ * (one step down the table's b-tree). */
 static int sq_drain_changes(tk_store *s) {
   tk__sqlite *q = (tk__sqlite *)s;
   char buf[4096];
   if (q->inotify_fd < 0) return 0;
   int changed = 0;
   while (read(q->inotify_fd, buf, sizeof buf) > 0) changed = 1;
-  if (!changed) return 0;
+  if (changed) q->unsure_drains = UNSURE_DRAINS;
+  else if (q->unsure_drains > 0) q->unsure_drains--;
+  else return 0;
   tk_err err;
   sqlite3_stmt *st = tk__sq_stmt(q, SQ_SIGNALS_LAST, "SELECT max(id) FROM signals", &err);
   if (st == NULL) return 0;
@@ -183,7 +191,8 @@ static int sq_drain_changes(tk_store *s) {
   sqlite3_reset(st);
   int news = last > q->signals_seen;
   if (news) q->signals_seen = last;
-  return news ? TK__CHANGED_WAITS : 0;
+  if (news) q->unsure_drains = 0;
+  return news ? TK__CHANGED_WAITS : q->unsure_drains > 0 ? TK__CHANGED_UNSURE : 0;
 }
 
 /* Process-wide: SQLite stops keeping memory statistics, which cost a
