@@ -313,8 +313,8 @@ int tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_re
                       tk_err *lost);
 /* Sleep up to ms, until something writes the wake pipe (a worker's
  * result, wake, stop) or, with watch_store, until another process changes
- * the store (engine.c). */
-void tk__engine_wait(tk_engine *e, int64_t ms, int watch_store);
+ * the store (loop.c): whether one of them woke it. */
+int tk__engine_wait(tk_engine *e, int64_t ms, int watch_store);
 
 /* After TK_EDISCONNECTED: reconnect the store under the configured backoff
  * profile (engine.reconnect_backoff), logging what happened, until it

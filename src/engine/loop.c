@@ -348,7 +348,6 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, int *claimed_out, t
   if (retention_at < *next_due) *next_due = retention_at;
   if (e->wait_at < *next_due) *next_due = e->wait_at < now ? now : e->wait_at;
   if (e->deadline_at < *next_due) *next_due = e->deadline_at < now ? now : e->deadline_at;
-  if (e->recheck_at < *next_due) *next_due = e->recheck_at;
   return 0;
 }
 
@@ -356,8 +355,8 @@ int tk_engine_tick(tk_engine *e, int64_t *next_due, tk_err *err) {
   return pass(e, 1, next_due, NULL, err);
 }
 
-void tk__engine_wait(tk_engine *e, int64_t ms, int watch_store) {
-  if (ms <= 0) return;
+int tk__engine_wait(tk_engine *e, int64_t ms, int watch_store) {
+  if (ms <= 0) return 0;
   struct pollfd p[2] = {{.fd = e->wake_pipe[0], .events = POLLIN},
                         {.fd = watch_store ? e->store->ops->change_fd(e->store) : -1,
                          .events = POLLIN}};
@@ -368,6 +367,7 @@ void tk__engine_wait(tk_engine *e, int64_t ms, int watch_store) {
     while (read(e->wake_pipe[0], buf, sizeof buf) > 0) {
     }
   }
+  return r > 0;
 }
 
 /* Sleep until `due` (engine clock), until something writes the wake pipe
@@ -375,6 +375,22 @@ void tk__engine_wait(tk_engine *e, int64_t ms, int watch_store) {
  * store. */
 static void wait_until(tk_engine *e, int64_t due) {
   tk__engine_wait(e, due - tk_clock_now(&e->clock), 1);
+}
+
+static int drain(tk_engine *e);
+
+/* wait_until due, draining the store's changes again at each recheck_at
+ * on the way (drain): a pass follows only when something woke the sleep,
+ * due came, or the drain found a signal. */
+static void wait_rechecking(tk_engine *e, int64_t due) {
+  while (e->recheck_at < due) {
+    if (tk__engine_wait(e, e->recheck_at - tk_clock_now(&e->clock), 1)) return;
+    if (drain(e) & TK__CHANGED_WAITS) {
+      e->wait_news = 1;
+      return;
+    }
+  }
+  wait_until(e, due);
 }
 
 /* Whether the store's steps in progress are all in worker queues, which
@@ -493,7 +509,7 @@ int tk_engine_run(tk_engine *e, int until_idle, tk_err *err) {
       heartbeat(e, tk_clock_now(&e->clock), &hb);
       due = hb;
     }
-    wait_until(e, due);
+    wait_rechecking(e, due);
   }
   /* Finish what is running, so no attempt is left to the reaper (unless
    * the store cannot be reached: then the leases run out). */
