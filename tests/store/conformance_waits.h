@@ -469,7 +469,13 @@ static void drain_tells_a_signal_stored(world *w) {
   (void)b->ops->change_fd(b);
   (void)b->ops->drain_changes(b);
   submit(w, "approval");
-  assert_int_equal(drained_after_change(b), 0);
+  int ch = drained_after_change(b);
+  assert_true(ch >= 0);
+  assert_int_equal(ch & TK__CHANGED_WAITS, 0);
+  /* A backend unsure whether the commit it saw begin has ended (SQLite)
+   * asks to be drained again, a few times, then says nothing more. */
+  for (int i = 0; i < 8 && (ch & TK__CHANGED_UNSURE); i++) ch = b->ops->drain_changes(b);
+  assert_int_equal(ch, 0);
   signal_ok(w, task, "approve", "{}", NULL, NULL);
   assert_int_equal(drained_after_change(b), TK__CHANGED_WAITS);
   assert_int_equal(b->ops->drain_changes(b), 0);
