@@ -112,7 +112,10 @@ mid=0
 round=0
 feeder &
 FEEDER=$!
-deadline=$(($(date +%s) + 90))
+# Up to 180 s: under ASan on a loaded 2-core machine, 90 s saw 24
+# terminations (orchestrators between a termination and their reconnect
+# have no backend to end); a quicker machine stops at MIN_TERMS.
+deadline=$(($(date +%s) + 180))
 while [ "$mid" -lt "$MIN_TERMS" ] && [ "$(date +%s)" -lt "$deadline" ]; do
   round=$((round + 1))
   i=1
@@ -134,7 +137,7 @@ echo "# $terms backends ended ($mid of them active or idle in a transaction), $t
 if [ "$mid" -ge "$MIN_TERMS" ]; then
   tap_ok "backends ended in the middle of a statement or transaction while the orchestrators drained ($mid of $terms)"
 else tap_fail "backends ended in the middle of a statement or transaction" \
-  "only $mid of $MIN_TERMS ($terms in all) in 90 s"; fi
+  "only $mid of $MIN_TERMS ($terms in all) in 180 s"; fi
 wait_for "the first $total tasks complete" 120 first_done
 
 # Every orchestrator at work again on a new connection: a second batch,
