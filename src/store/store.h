@@ -418,6 +418,35 @@ typedef struct tk__signal_rec {
   int child_end; /* a child task's end (bound to the attempt that started it) */
 } tk__signal_rec;
 
+/* Where a signal row came from, as both backends' queries say it
+ * (TK__SIGNAL_SOURCE_SQL over signals g): 0 a signal, 1 a callback (its
+ * claim has a callbacks row), 2 a child task's end (bound to a claim
+ * that has none). */
+#define TK__SIGNAL_SOURCE_SQL                                                                 \
+  "CASE WHEN g.for_claim IS NULL THEN 0 WHEN EXISTS (SELECT 1 FROM callbacks cb"              \
+  " WHERE cb.claim_id = g.for_claim) THEN 1 ELSE 2 END"
+static inline void tk__signal_source(tk__signal_rec *r, int source) {
+  r->callback = source == 1;
+  r->child_end = source == 2;
+}
+
+/* A signal's columns, in the order tk__sq_signal_columns and
+ * tk__pg_signal_columns read them, over signals g. */
+#define TK__SIGNAL_COLUMNS_SQL                                                                \
+  "g.id, g.data, g.error, g.idem_key, g.created_at, g.final,"                                \
+  " COALESCE(g.retry_after_ms, -1), " TK__SIGNAL_SOURCE_SQL
+/* The id of the signal delivered to the claim step s holds (tk__expired.sig). */
+#define TK__CLAIM_SIGNAL_SQL                                                                  \
+  "SELECT x.id FROM signals x WHERE x.step_id = s.id AND x.claim_id = s.claim_id"            \
+  " ORDER BY x.id LIMIT 1"
+
+static inline void tk__signal_rec_free(tk__signal_rec *r) {
+  free(r->data);
+  free(r->error);
+  free(r->key);
+  r->data = r->error = r->key = NULL;
+}
+
 /* An expired lease found by the reaper. */
 typedef struct tk__expired {
   tk__claimed step; /* as the lost claim saw it */
@@ -431,10 +460,8 @@ typedef struct tk__expired {
 
 static inline void tk__expired_free_signals(tk__expired *v, int n) {
   for (int i = 0; i < n; i++) {
-    free(v[i].sig.data);
-    free(v[i].sig.error);
-    free(v[i].sig.key);
-    v[i].sig = (tk__signal_rec){0};
+    tk__signal_rec_free(&v[i].sig);
+    v[i].sig.id = 0;
   }
 }
 
@@ -683,25 +710,6 @@ typedef struct tk__budget_rec {
 static inline void tk__budget_recs_free(tk__budget_rec *v, int n) {
   for (int i = 0; v != NULL && i < n; i++) free(v[i].state);
   free(v);
-}
-
-/* Where a signal row came from, as both backends' queries say it
- * (TK__SIGNAL_SOURCE_SQL over signals g): 0 a signal, 1 a callback (its
- * claim has a callbacks row), 2 a child task's end (bound to a claim
- * that has none). */
-#define TK__SIGNAL_SOURCE_SQL                                                                 \
-  "CASE WHEN g.for_claim IS NULL THEN 0 WHEN EXISTS (SELECT 1 FROM callbacks cb"              \
-  " WHERE cb.claim_id = g.for_claim) THEN 1 ELSE 2 END"
-static inline void tk__signal_source(tk__signal_rec *r, int source) {
-  r->callback = source == 1;
-  r->child_end = source == 2;
-}
-
-static inline void tk__signal_rec_free(tk__signal_rec *r) {
-  free(r->data);
-  free(r->error);
-  free(r->key);
-  r->data = r->error = r->key = NULL;
 }
 
 /* A signal to store (signal_put): for step `step` (its name) of task_id,

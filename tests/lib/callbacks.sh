@@ -29,16 +29,29 @@
 
 CB_SERVICE=$(cd "$(dirname "$0")/../../examples/callback-export" && pwd)/export_service.py
 
-# cb_template FILE NAME TIMEOUT MODE: a template NAME whose step "export"
-# POSTs to the service with its callback URL and token (mode MODE), waits
-# up to TIMEOUT for the callback, and whose step "publish" follows it.
+# cb_service_start DELAY: the export service in the background (bg_start
+# service), calling back DELAY seconds after each request; its port in
+# CB_PORT, each request and callback a JSON line in $W/service.log. 1 (a
+# failure said) when it does not listen within 60 s.
+cb_service_start() {
+  rm -f "$W/service.port"
+  bg_start service python3 "$CB_SERVICE" --port 0 --port-file "$W/service.port" \
+    --log "$W/service.log" --delay "$1" 2>"$W/service.err"
+  wait_for "the export service listens" 60 test -s "$W/service.port" || return 1
+  CB_PORT=$(cat "$W/service.port")
+}
+
+# cb_template FILE NAME TIMEOUT MODE [ATTEMPTS]: a template NAME whose step
+# "export" POSTs to the service with its callback URL and token (mode
+# MODE), waits up to TIMEOUT for the callback, and whose step "publish"
+# follows it; export has ATTEMPTS (default 3).
 cb_template() {
   cat >"$1" <<TOML
 name = "$2"
 version = "1"
 [[steps]]
 name = "export"
-retry = { max_attempts = 3 }
+retry = { max_attempts = ${5:-3} }
 [steps.handler]
 kind = "http"
 method = "POST"
@@ -76,11 +89,7 @@ cb_answer() {
 }
 
 cb_run() {
-  rm -f "$W/service.port"
-  bg_start service python3 "$CB_SERVICE" --port 0 --port-file "$W/service.port" \
-    --log "$W/service.log" --delay 0.3 2>"$W/service.err"
-  wait_for "the export service listens" 60 test -s "$W/service.port" || { tap_done; exit 1; }
-  CB_PORT=$(cat "$W/service.port")
+  cb_service_start 0.3 || { tap_done; exit 1; }
   tasker_config $QUICK_RETRIES engine.heartbeat=1s
   run t init
   expect_rc "init" 0

@@ -20,39 +20,19 @@
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/pg.sh"
 . "$(dirname "$0")/../lib/config.sh"
-. "$(dirname "$0")/../lib/serve.sh"
+# cb_service_start, cb_template (and serve.sh's serve_start)
+. "$(dirname "$0")/../lib/callbacks.sh"
 pg_database kill_children
 
 TASKS=${KILL_CHILDREN_TASKS:-1000}
 CHAOS_S=${KILL_CHILDREN_SECONDS:-20}
 ORCHS=4
-SERVICE=$(cd "$(dirname "$0")/../../examples/callback-export" && pwd)/export_service.py
 
-rm -f "$W/service.port"
-bg_start service python3 "$SERVICE" --port 0 --port-file "$W/service.port" \
-  --log "$W/service.log" --delay 0.2 2>"$W/service.err"
-wait_for "the export service listens" 60 test -s "$W/service.port" || { tap_done; exit 1; }
-PORT=$(cat "$W/service.port")
-
-# The child: its http step waits for the service's callback; the parent:
-# a task step that starts the child and waits for it, then a noop.
-cat >"$W/ship.toml" <<TOML
-name = "ship"
-version = "1"
-[[steps]]
-name = "export"
-retry = { max_attempts = 10 }
-[steps.handler]
-kind = "http"
-method = "POST"
-url = "http://127.0.0.1:$PORT/export"
-body = { callback = "{{task.callback_url}}", mode = "twice", task = "{{task.id}}", rows = 7 }
-callback = { timeout = "10m" }
-[[steps]]
-name = "publish"
-depends_on = ["export"]
-handler = { kind = "builtin", name = "noop" }
-TOML
+cb_service_start 0.2 || { tap_done; exit 1; }
+# The child: its http step waits for the service's callback (sent twice:
+# mode twice), up to 10 attempts (the kills expire many leases); the
+# parent: a task step that starts the child and waits for it, then a noop.
+cb_template "$W/ship.toml" ship 10m twice 10
 cat >"$W/order.toml" <<'TOML'
 name = "order"
 version = "1"
@@ -124,7 +104,7 @@ expect_eq "every repeated callback refused (409)" \
   "$(jq -r 'select(.again != null) | .again' "$W/service.log" | sort -u | tr '\n' ' ')" "409 "
 expect_eq "each http step completed by one attempt, with a callback's results" \
   "$(pg_sql "SELECT count(*) FROM steps s WHERE s.name = 'export' AND s.state = 'complete'
-             AND s.results::jsonb ->> 'rows' = '7'
+             AND s.results::jsonb ->> 'rows' = '42'
              AND (SELECT count(*) FROM attempts a WHERE a.step_id = s.id AND a.outcome = 'success') = 1")" \
   "$TASKS"
 expect_eq "one signal per attempt at most, each delivered once" \

@@ -486,14 +486,6 @@ static void claim_columns(PGresult *r, int i, tk__claimed *c, char *owner, size_
   c->item_index = (int)tk__pg_i64(r, i, 13);
 }
 
-/* The signal delivered to step s's claim (the same text on SQLite). */
-#define EXPIRED_SIGNAL_SQL \
-  "SELECT x.id FROM signals x WHERE x.step_id = s.id AND x.claim_id = s.claim_id" \
-  " ORDER BY x.id LIMIT 1"
-#define EXPIRED_SIGNAL_COLUMNS \
-  "g.id, g.data, g.error, g.idem_key, g.created_at, g.final," \
-  " COALESCE(g.retry_after_ms, -1), " TK__SIGNAL_SOURCE_SQL
-
 /* Expired leases, oldest first. SKIP LOCKED: a row locked now belongs to
  * a transaction recording its outcome or to another reaper's look, and is
  * left to it; several reapers at once each take what is free. (A reaper
@@ -508,9 +500,9 @@ int tk__pg_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
       s, PG_EXPIRED,
       "SELECT s.id, s.task_id, t.template_id, COALESCE(s.map_idx, s.idx), s.attempts,"
       " s.max_attempts, s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.lease_owner,"
-      " s.lease_expires_at, s.claim_id, COALESCE(s.item_index, -1), " EXPIRED_SIGNAL_COLUMNS
+      " s.lease_expires_at, s.claim_id, COALESCE(s.item_index, -1), " TK__SIGNAL_COLUMNS_SQL
       " FROM ready r JOIN steps s ON s.id = r.step_id JOIN tasks t ON t.id = s.task_id"
-      " LEFT JOIN signals g ON g.id = (" EXPIRED_SIGNAL_SQL ")"
+      " LEFT JOIN signals g ON g.id = (" TK__CLAIM_SIGNAL_SQL ")"
       /* <=: next_due wakes the engine at the expiry itself, which must find it */
       " WHERE r.kind = 3 AND r.lease_expires_at <= $1::bigint"
       /* the newest version of the step locked (READY_STEP) */

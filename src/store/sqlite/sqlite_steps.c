@@ -773,13 +773,9 @@ int tk__sq_expired(tk_store *s, int64_t now, int limit, tk__expired *out, int *n
       q, SQ_EXPIRED,
       "SELECT s.id, s.task_id, t.template_id, COALESCE(s.map_idx, s.idx), s.attempts,"
       " s.max_attempts, s.retryable, s.run_at, s.last_delay_ms, s.backoff, s.lease_owner,"
-      " s.lease_expires_at, s.claim_id, COALESCE(s.item_index, -1),"
-      /* the signal delivered to the claim (tk__expired.sig) */
-      " g.id, g.data, g.error, g.idem_key, g.created_at, g.final,"
-      " COALESCE(g.retry_after_ms, -1), " TK__SIGNAL_SOURCE_SQL
-      " FROM steps s JOIN tasks t ON t.id = s.task_id LEFT JOIN signals g ON g.id ="
-      " (SELECT x.id FROM signals x WHERE x.step_id = s.id AND x.claim_id = s.claim_id"
-      " ORDER BY x.id LIMIT 1)"
+      " s.lease_expires_at, s.claim_id, COALESCE(s.item_index, -1), " TK__SIGNAL_COLUMNS_SQL
+      " FROM steps s JOIN tasks t ON t.id = s.task_id"
+      " LEFT JOIN signals g ON g.id = (" TK__CLAIM_SIGNAL_SQL ")"
       /* <=: next_due wakes the engine at the expiry itself, which must find it */
       " WHERE s.state = 'in_progress' AND s.lease_expires_at <= ?"
       " ORDER BY s.lease_expires_at LIMIT ?",

@@ -20,8 +20,7 @@
  * or delivered to an attempt that ended without applying it; one bound to
  * a claim (for_claim, 0018: a callback, a child's end) only by that claim. */
 #define DELIVERABLE_SQL                                                                  \
-  "SELECT g.id, g.data, g.error, g.idem_key, g.created_at, g.final,"                     \
-  " COALESCE(g.retry_after_ms, -1), " TK__SIGNAL_SOURCE_SQL " FROM signals g"                  \
+  "SELECT " TK__SIGNAL_COLUMNS_SQL " FROM signals g"                                        \
   " LEFT JOIN attempts a ON a.id = g.claim_id WHERE g.step_id = ?1 AND (g.claim_id IS NULL" \
   " OR a.outcome IN ('lease_expired', 'fenced_out'))"                                     \
   " AND (g.for_claim IS NULL OR g.for_claim = ?2) ORDER BY g.id LIMIT 1"
