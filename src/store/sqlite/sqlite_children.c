@@ -1,9 +1,9 @@
 /* Child tasks on SQLite (DESIGN §18, 0019_child_tasks.sql): starting a
- * step's child in the transaction that parks the step, and reading a
- * task's family. The child's end is the trigger tasks_child_end's: a
- * signal bound to the parent's claim, which wait_take delivers, so the
- * parent's attempt ends through the ordinary outcome path. Off the hot
- * path: statements are prepared per call, not cached. */
+ * step's child in the transaction that parks the step, storing a child's
+ * end, and reading a task's family. A child's end is a signal bound to
+ * the parent's claim, which wait_take delivers, so the parent's attempt
+ * ends through the ordinary outcome path. Off the hot path: statements
+ * are prepared per call, not cached. */
 #include "store/sqlite/sqlite_internal.h"
 
 #include <stdio.h>
@@ -27,6 +27,35 @@ static int run(tk__sqlite *q, sqlite3_stmt *st, tk_err *err) {
   int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : tk__sq_fail(q, "child task", err);
   sqlite3_finalize(st);
   return rc;
+}
+
+/* The signal of a child's end, as PostgreSQL's trigger tasks_child_end
+ * stores it (0021_child_tasks.sql): complete brings the results of the
+ * child's leaf steps (steps no other step depends on, by name; null for
+ * one without results), error and cancelled fail the parent's attempt. */
+static const char CHILD_END_SQL[] =
+    "INSERT INTO signals (step_id, data, error, created_at, for_claim)"
+    " SELECT t.parent_step_id,"
+    " CASE WHEN t.state = 'complete' THEN"
+    " (SELECT COALESCE(json_group_object(l.name, json(l.results)), '{}') FROM"
+    " (SELECT s.name, s.results FROM steps s WHERE s.task_id = t.id AND s.map_idx IS NULL"
+    " AND NOT EXISTS (SELECT 1 FROM template_edges e WHERE e.template_id = t.template_id"
+    " AND e.parent_idx = s.idx) ORDER BY s.idx) l) END,"
+    " CASE t.state"
+    " WHEN 'error' THEN 'child task ' || t.id || ' ended in error' ||"
+    " COALESCE((SELECT ': step ' || s.name || ': ' || COALESCE(s.last_error, 'failed')"
+    " FROM steps s WHERE s.task_id = t.id AND s.state = 'error'"
+    " ORDER BY s.idx LIMIT 1), '')"
+    " WHEN 'cancelled' THEN 'child task ' || t.id || ' was cancelled' END,"
+    " t.updated_at, t.parent_claim_id"
+    " FROM tasks t WHERE t.id = ?1 AND t.parent_claim_id IS NOT NULL"
+    " AND t.state IN ('complete', 'error', 'cancelled')";
+
+int tk__sq_child_end(tk__sqlite *q, int64_t task_id, tk_err *err) {
+  sqlite3_stmt *st = prep(q, CHILD_END_SQL, err);
+  if (st == NULL) return TK_ESTORE;
+  sqlite3_bind_int64(st, 1, task_id);
+  return run(q, st, err);
 }
 
 /* child_start inside the caller's transaction. */

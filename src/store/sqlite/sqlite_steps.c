@@ -507,7 +507,9 @@ int tk__sq_settle_task(tk__sqlite *q, int64_t task_id, int64_t now, const char *
   *state = NULL;
   sqlite3_stmt *st = tk__sq_stmt(
       q, SQ_TASK_PROGRESS,
-      "SELECT state, steps_done, steps_total, steps_error FROM tasks WHERE id = ?", err);
+      "SELECT state, steps_done, steps_total, steps_error, parent_claim_id IS NOT NULL"
+      " FROM tasks WHERE id = ?",
+      err);
   if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, task_id);
   if (sqlite3_step(st) != SQLITE_ROW) {
@@ -518,7 +520,7 @@ int tk__sq_settle_task(tk__sqlite *q, int64_t task_id, int64_t now, const char *
   snprintf(from, sizeof from, "%s", tk__sq_text(st, 0));
   tk__task_counts counts = {from, sqlite3_column_int(st, 1), sqlite3_column_int(st, 2),
                             sqlite3_column_int(st, 3)};
-  int can_progress = 0;
+  int can_progress = 0, child = sqlite3_column_int(st, 4);
   sqlite3_reset(st);
   /* A separate query: SQLite evaluates both sides of AND in a result column. */
   if (tk__settle_needs_scan(&counts)) {
@@ -549,6 +551,7 @@ int tk__sq_settle_task(tk__sqlite *q, int64_t task_id, int64_t now, const char *
   sqlite3_bind_int64(st, 5, task_id);
   int rc = tk__sq_done(q, st, err);
   if (rc) return rc;
+  if (child && tk__task_state_terminal(to) && (rc = tk__sq_child_end(q, task_id, err))) return rc;
   if ((rc = tk__sq_transition(q, task_id, 0, from, to, now, reason, 0, err))) return rc;
   *state = to;
   return 0;
