@@ -7,7 +7,13 @@
 #   d_ready    readiness, lease, queue and priority in a table of their own (`ready`): the claim
 #              updates the ready row, the outcome deletes it and updates the step (HOT)
 #   d_nostart  d_ready without the task's write at its start
+#   e_today    the real store's rows today (migrations 0017-0021): the ready row updated at the
+#              claim and deleted at the outcome, the steps row (HOT) and the attempt row written
+#              at both, the task written at its start (HOT) and its finish (not HOT:
+#              finished_at is in tasks_finished)
+#   e_once     e_today with the attempt row written once, at the outcome
 #   g_jobs     a graphile-worker-like jobs table: lock 100, delete them
+# PLAN+hot runs PLAN without the tasks_finished index, so that a task's finish is HOT.
 # Each pgbench transaction handles 100 jobs (a claim transaction and an outcome transaction).
 # Usage (as root; needs Debian's postgresql and pg_trgm): run.sh [JOBS] [SECONDS] [CLIENTS]
 # PGB_OPTS=-r adds pgbench's per-statement latencies.
@@ -25,12 +31,15 @@ cp "$here"/*.sql "$d/"
 # d_nostart is d_ready with the task's write at its start taken out.
 sed -e '/^started AS/d' -e 's/^\(lk AS .*\),$/\1/' "$here/d_ready.sql" >"$d/d_nostart.sql"
 chmod 644 "$d"/*.sql
-for plan in ${PLANS:-c_now d_ready d_nostart g_jobs}; do
+for plan in ${PLANS:-c_now d_ready d_nostart e_today e_once e_today+hot e_once+hot g_jobs}; do
   P -f "$d/schema.sql" >/dev/null 2>&1
   P -v n="$N" -f "$d/fill.sql" >/dev/null
+  script=${plan%+hot}
+  [ "$script" != "$plan" ] && P -c "DROP INDEX tasks_finished" >/dev/null
+  P -c "CHECKPOINT" >/dev/null
   P -c "SELECT pg_stat_reset_shared('wal')" >/dev/null
   w0=$(P -c "SELECT wal_records || ' ' || wal_bytes FROM pg_stat_wal")
-  out=$(PGOPTIONS="-c enable_seqscan=off" runuser -p -u postgres -- "$BIN/pgbench" -h "$d" -p "$port" -U postgres -n -M prepared -c "$C" -j "$C" -T "$T" ${PGB_OPTS:-} -f "$d/$plan.sql" postgres 2>&1)
+  out=$(PGOPTIONS="-c enable_seqscan=off" runuser -p -u postgres -- "$BIN/pgbench" -h "$d" -p "$port" -U postgres -n -M prepared -c "$C" -j "$C" -T "$T" ${PGB_OPTS:-} -f "$d/$script.sql" postgres 2>&1)
   [ -n "${PGB_OPTS:-}" ] && echo "$out" | grep -E "^ +[0-9.]+ +[0-9]+ " | sort -rn | head -4
   tps=$(echo "$out" | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
   xacts=$(echo "$out" | sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p')
