@@ -50,11 +50,11 @@ version = "1"
 [[steps]]
 name = "short"
 handler = { kind = "wait", timeout = "72h" }
-timeout = "1s"
+timeout = "4s"
 retry = { max_attempts = 1 }
 [[steps]]
 name = "long"
-handler = { kind = "wait", timeout = "1s" }
+handler = { kind = "wait", timeout = "4s" }
 timeout = "100h"
 retry = { max_attempts = 1 }
 TOML
@@ -149,16 +149,24 @@ dl_run() {
   expect_eq "task $b runs on (its deadline is an hour away)" "$(dl_field "$b" .state)" in_progress
 
   # A task whose step waits for a signal: run --until-idle does not wait
-  # for it, and a run after its deadline ends it.
-  g=$(t submit gate --deadline 2s)
-  printf '{}\n{}\n' | t submit gate --deadline 2s --contexts - >"$W/more"
+  # for it, and a run after its deadline ends it. The deadline and the
+  # waits' timeouts leave room for the checks between: under ASan on a
+  # loaded machine the submits and the run took longer than 2 s.
+  t0=$(date +%s)
+  g=$(t submit gate --deadline 8s)
+  printf '{}\n{}\n' | t submit gate --deadline 8s --contexts - >"$W/more"
   # And a step's timeout bounds a wait: the shorter of it and the wait's.
   k=$(t submit bounded)
   run t run --until-idle
+  t1=$(date +%s)
   expect_eq "the wait step waits" "$(dl_field "$g" '.steps[0].state')" waiting
   expect_eq "both bounded waits wait" "$(dl_field "$k" '[.steps[].state] | join(",")')" \
     waiting,waiting
-  sleep 2
+  # Past the deadline (8 s after t0) and the waits' timeouts (4 s after
+  # their claims, which the run made before t1).
+  until=$((t0 + 9 > t1 + 5 ? t0 + 9 : t1 + 5))
+  left=$((until - $(date +%s)))
+  [ "$left" -le 0 ] || sleep "$left"
   run t run --until-idle
   expect_eq "a wait ends at a step timeout shorter than its own, and at its own shorter one" \
     "$(t show "$k" --json --history |
