@@ -186,7 +186,12 @@ cl_run() {
   cl_submit slow '{"secs": 1}'; AWAY=$TASK
   wait_for "w1 starts a slow step" 20 cl_logged "start slow $AWAY 1 w1" ||
     cl_fatal "slow step started" "$(tail -n 20 "$W/w1.err")"
+  # w1 held still while serve stops, so its outcome comes after: on a
+  # loaded machine the 1 s step ended before serve was gone, and no
+  # outcome needed trying again.
+  kill -STOP "$W1"
   serve_stop
+  kill -CONT "$W1"
   cl_submit pipe '{"n": 7}'; LATER=$TASK
   wait_for "w1 tries its outcome again" 20 grep -q "complete of .*slow.*trying again" "$W/w1.err"
   expect_match "saying why" "$(grep "complete of .*slow.*trying again" "$W/w1.err")" "POST /api/v1/"
