@@ -122,6 +122,19 @@ ch_run() {
   first=$(ch_field "$f" '.children[0].id')
   expect_match "the first attempt failed naming its child" \
     "$(ch_field "$f" '.steps[0].history[0].error')" "child task $first ended in error: step work"
+  # An operator's retry of that ended child: it ends again, now complete,
+  # which is the outcome of no attempt (its first end was its claim's
+  # signal), and the parent stays as it was. A second signal for the claim
+  # was refused, and the child's outcome could never be recorded.
+  run t retry "$first" work
+  expect_rc "retry the child that ended in error" 0
+  run timeout 60 "$TASKER" --config "$W/tasker.toml" run --until-idle
+  expect_rc "run --until-idle (the retried child)" 0
+  expect_eq "the retried child completes" "$(ch_field "$first" '[.state, .steps[0].attempts]')" \
+    '["complete",1]'
+  expect_eq "the parent is as it was: complete on its second attempt, by its second child" \
+    "$(ch_field "$f" '[.state, .steps[0].attempts, .steps[0].results]')" \
+    '["complete",2,{"work":{"done":true}}]'
 
   # Waiting, with an orchestrator running: the child waits for a signal;
   # show and why say the parent's step waits for it; the signal completes

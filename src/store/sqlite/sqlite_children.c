@@ -30,9 +30,12 @@ static int run(tk__sqlite *q, sqlite3_stmt *st, tk_err *err) {
 }
 
 /* The signal of a child's end, as PostgreSQL's trigger tasks_child_end
- * stores it (0021_child_tasks.sql): complete brings the results of the
- * child's leaf steps (steps no other step depends on, by name; null for
- * one without results), error and cancelled fail the parent's attempt. */
+ * stores it (0021_child_tasks.sql, 0022_child_end_once.sql): complete
+ * brings the results of the child's leaf steps (steps no other step
+ * depends on, by name; null for one without results), error and cancelled
+ * fail the parent's attempt. Only its first end is the claim's signal: a
+ * child an operator retried after it ended ends again, outcome of no
+ * attempt (as after the parent step's timeout). */
 static const char CHILD_END_SQL[] =
     "INSERT INTO signals (step_id, data, error, created_at, for_claim)"
     " SELECT t.parent_step_id,"
@@ -49,7 +52,8 @@ static const char CHILD_END_SQL[] =
     " WHEN 'cancelled' THEN 'child task ' || t.id || ' was cancelled' END,"
     " t.updated_at, t.parent_claim_id"
     " FROM tasks t WHERE t.id = ?1 AND t.parent_claim_id IS NOT NULL"
-    " AND t.state IN ('complete', 'error', 'cancelled')";
+    " AND t.state IN ('complete', 'error', 'cancelled')"
+    " AND NOT EXISTS (SELECT 1 FROM signals g WHERE g.for_claim = t.parent_claim_id)";
 
 int tk__sq_child_end(tk__sqlite *q, int64_t task_id, tk_err *err) {
   sqlite3_stmt *st = prep(q, CHILD_END_SQL, err);
