@@ -235,6 +235,10 @@ TOML
   wk_expect "claim without worker: 400 naming worker" 400 .error.param '"worker"'
   wk_post /api/v1/queues/images/claim '{"worker": "w1", "wait": 61}'
   wk_expect "claim wait 61: 400 naming wait" 400 .error.param '"wait"'
+  # The lease (30 s) renewed between the refusals: on a loaded machine
+  # (make test, load 14 on 2 cores) they took longer than that.
+  wk_post "/api/v1/claims/$TOK1/heartbeat" '{}'
+  [ "$CODE" = 200 ] || tap_fail "heartbeat between the refusals" "status $CODE: $BODY"
   wk_post "/api/v1/claims/$TOK1/fail" '{"retryable": true}'
   wk_expect "fail without error: 400 naming error" 400 .error.param '"error"'
   wk_post "/api/v1/claims/$TOK1/complete" '{"results": 1, "extra": 2}'
@@ -242,6 +246,8 @@ TOML
   { printf '{"results": "'; head -c 1100000 /dev/zero | tr '\0' x; printf '"}'; } >"$W/big.json"
   wk_post "/api/v1/claims/$TOK1/complete" "@$W/big.json"
   wk_expect "complete over the 1 MiB body limit: 413" 413 .error.code '"too_large"'
+  wk_post "/api/v1/claims/$TOK1/heartbeat" '{}'
+  [ "$CODE" = 200 ] || tap_fail "heartbeat after the big body" "status $CODE: $BODY"
   wk_post "/api/v1/claims/not-a-token/complete" '{}'
   wk_expect "a malformed token: 404" 404 .error.param '"token"'
   expect_eq "none of them changed the step" "$(wk_step 1 resize '[.state, .attempts]')" '["in_progress",1]'
