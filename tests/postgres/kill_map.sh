@@ -14,9 +14,10 @@
 #   map: an uncommitted steps row of the test's, at the last instance's
 #   (task, idx), blocks its INSERT of the instances until it is killed; the
 #   transaction must leave nothing, and attempt 4 make the map.
-# While the instances run, orch-4 is frozen once it holds some, until the
-# others have reaped them and claimed them again (their reruns wait), then
-# let go: its late outcomes must be refused. Then a random orchestrator is
+# While the instances run, orch-4 is frozen once it holds some (they all
+# wait at a gate until then, so that it is idle), until the others have
+# reaped them and claimed them again (their reruns wait), then let go: its
+# late outcomes must be refused. Then a random orchestrator is
 # SIGKILLed and restarted about every 0.4 s (claims come back through the
 # reaper), and orchestrators that exit once idle finish the rest.
 # Checked through SQL, `tasker show --json` and the handlers' own logs:
@@ -65,6 +66,10 @@ SH
 # results {"i": INDEX, "file": ITEM}, after 0.1 s (so that the instances
 # last long enough to be killed). Only sh, one sed and sleep: 1,000 of
 # them run (the shell's own pattern matching is quadratic on an 8 kB input).
+# Every instance waits while $W/gate exists, so that the orchestrators,
+# their workers full of waiting handlers, do little but heartbeat when the
+# test freezes orch-4 (busy ones were seldom idle: under ASan on a 2-core
+# machine none was in 120 s of tries, CI).
 # A second or later attempt of an instance whose index $W/hold lists
 # waits while it does (so that the test
 # can have the others hold reaped instances when a late outcome comes), and
@@ -79,6 +84,7 @@ cat >"$W/process.sh" <<SH
 set -- \$(sed -n 'h; s/.*"item_index": *\([0-9][0-9]*\).*/\1/p; g; s/.*"item": *"\([^"]*\)".*/\1/p')
 [ \$# = 2 ] || { echo "no item or item_index in the input" >&2; exit 3; }
 n=0
+while [ -e "$W/gate" ] && [ "\$n" -lt 1200 ]; do n=\$((n + 1)); sleep 0.05; done
 while [ "\$TASKER_ATTEMPT" -ge 2 ] && grep -qx "\$1" "$W/hold" 2>/dev/null &&
   [ "\$n" -lt 1200 ]; do
   n=\$((n + 1)); sleep 0.05
@@ -103,6 +109,7 @@ echo "\$out"
 SH
 chmod +x "$W/list.sh" "$W/process.sh" "$W/sum.sh"
 : >"$W/tail"
+: >"$W/gate"
 cat >"$W/fanout.toml" <<TOML
 name = "fanout"
 version = "1"
@@ -260,6 +267,7 @@ holds() {
 ireaped=0
 held=""
 if freeze "$IFROZEN" holds; then
+  rm -f "$W/gate"
   reaped() { [ "$(pg_sql "SELECT count(*) FROM attempts WHERE id IN ($held) AND outcome IS NULL")" = 0 ]; }
   wait_for "the others reaped the instances frozen $IFROZEN held" 60 reaped
   ireaped=$(pg_sql "SELECT count(*) FROM attempts WHERE id IN ($held) AND outcome = 'lease_expired'")
@@ -284,7 +292,11 @@ if freeze "$IFROZEN" holds; then
   ilate() { [ -n "$(refused_by "$IFROZEN" "$from")" ]; }
   wait_for "the frozen $IFROZEN's late outcomes were refused (its log says so)" 60 ilate
 else
+  rm -f "$W/gate"
   tap_fail "$IFROZEN frozen while it holds instances, with no transaction open" "not in 120 s"
+  pg_sql "SELECT application_name || ' ' || state || ' ' || left(query, 60)
+          FROM pg_stat_activity WHERE datname = current_database()
+          AND application_name LIKE 'orch-%'" | sed 's/^/# /'
 fi
 rm -f "$W/hold"
 # Its late outcomes come in the passes after it is let go, in no set order:
