@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include <jansson.h>
+#include <tasker/duration.h>
 
 #include "common/cli_store.h"
 #include "common/engine_fixture.h"
@@ -442,24 +443,14 @@ static int waiting_for_retry(void *ud) {
 /* show's text: a task's identity (a schedule's slot is known by it), an
  * attempt without a retry without a stray colon; show and why say one
  * wait in the same words, and why says "until TIME, in X". */
-/* The seconds of a duration as show and why print it ("4m56s", "1h2m"),
- * -1000000 if it is none. */
-static long seconds_of(const char *d) {
-  long total = 0, n = 0;
-  int digits = 0;
-  for (; *d && *d != '\n'; d++) {
-    if (*d >= '0' && *d <= '9') {
-      n = n * 10 + (*d - '0');
-      digits = 1;
-      continue;
-    }
-    long unit = *d == 'd' ? 86400 : *d == 'h' ? 3600 : *d == 'm' ? 60 : *d == 's' ? 1 : 0;
-    if (unit == 0 || !digits) return -1000000;
-    total += n * unit;
-    n = 0;
-    digits = 0;
-  }
-  return digits ? -1000000 : total;
+/* The milliseconds of a duration as show and why print it ("4m56s"), up
+ * to the end of its line; -1 if it is none. */
+static int64_t ms_of(const char *d) {
+  char text[64];
+  snprintf(text, sizeof text, "%.*s", (int)strcspn(d, "\n"), d);
+  int64_t ms;
+  tk_err err;
+  return tk_duration_parse(text, &ms, &err) == 0 ? ms : -1;
 }
 
 static void show_and_why_say_waits_alike(void **state) {
@@ -554,8 +545,10 @@ static void show_and_why_say_waits_alike(void **state) {
        * a second, so that no try reads both in one second: then the same
        * words a second apart, "in 4m56s" and "in 4m55s". */
       const char *tail = strrchr(why, ',');
-      if (!same && tail != NULL && strncmp(tail, ", in ", 5) == 0)
-        same = seconds_of(next + 3) - seconds_of(tail + 5) == 1;
+      if (!same && tail != NULL && strncmp(tail, ", in ", 5) == 0) {
+        int64_t shown_ms = ms_of(next + 3), why_ms = ms_of(tail + 5);
+        same = shown_ms >= 0 && why_ms >= 0 && shown_ms - why_ms == 1000;
+      }
       if (!same) fail_msg("show says %s, why says %s", next, why);
       free(why);
       break;

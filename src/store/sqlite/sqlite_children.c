@@ -55,7 +55,9 @@ static const char CHILD_END_SQL[] =
     " AND t.state IN ('complete', 'error', 'cancelled')"
     " AND NOT EXISTS (SELECT 1 FROM signals g WHERE g.for_claim = t.parent_claim_id)";
 
-int tk__sq_child_end(tk__sqlite *q, int64_t task_id, tk_err *err) {
+int tk__sq_child_end(tk__sqlite *q, int64_t task_id, int maybe_child, const char *from,
+                     const char *to, tk_err *err) {
+  if (!maybe_child || strcmp(from, to) == 0 || !tk__task_state_terminal(to)) return 0;
   sqlite3_stmt *st = prep(q, CHILD_END_SQL, err);
   if (st == NULL) return TK_ESTORE;
   sqlite3_bind_int64(st, 1, task_id);

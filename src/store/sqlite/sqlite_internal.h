@@ -300,10 +300,14 @@ int tk__sq_child_start(tk_store *s, tk__child_req *c, tk_err *err);
 int tk__sq_task_family(tk_store *s, int64_t task_id, tk__child_rec *parent,
                        tk__child_rec **children, int *n, tk_err *err);
 /* Store the signal of task_id's end for its parent's step, if it is a
- * child task that has just ended (complete, error or cancelled), inside
+ * child task that has just ended: moved from state `from` into `to`, a
+ * terminal state (complete, error or cancelled) other than `from`. Inside
  * the caller's transaction. Called by the two statements that end a task:
- * settling it and cancelling it (0020_child_end_without_trigger.sql). */
-int tk__sq_child_end(tk__sqlite *q, int64_t task_id, tk_err *err);
+ * settling it and cancelling it (0020_child_end_without_trigger.sql).
+ * `maybe_child` 0 says the caller knows task_id has no parent claim, which
+ * spares the statement. */
+int tk__sq_child_end(tk__sqlite *q, int64_t task_id, int maybe_child, const char *from,
+                     const char *to, tk_err *err);
 /* Cancel task_id's unfinished children (and theirs), each as an operator's
  * cancel would, in the caller's transaction: its parent was cancelled or
  * reached its deadline (tk__sq_cancel_task calls it). */

@@ -155,7 +155,7 @@ int tk__sq_cancel_task(tk__sqlite *q, const tk__op_plan *p, int64_t task_id,
                           "UPDATE tasks SET state = ?3, updated_at = ?1, finished_at = ?1"
                           " WHERE id = ?2",
                           now, task_id, p->task_to, err);
-  if (!rc && strcmp(task_state, p->task_to) != 0) rc = tk__sq_child_end(q, task_id, err);
+  if (!rc) rc = tk__sq_child_end(q, task_id, 1, task_state, p->task_to, err);
   if (!rc) rc = tk__sq_transition(q, task_id, 0, task_state, p->task_to, now, p->reason, 0, err);
   if (!rc) rc = tk__sq_children_cancel(q, task_id, now, err);
   fx->task_state = p->task_to;

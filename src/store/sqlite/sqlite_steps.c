@@ -551,7 +551,7 @@ int tk__sq_settle_task(tk__sqlite *q, int64_t task_id, int64_t now, const char *
   sqlite3_bind_int64(st, 5, task_id);
   int rc = tk__sq_done(q, st, err);
   if (rc) return rc;
-  if (child && tk__task_state_terminal(to) && (rc = tk__sq_child_end(q, task_id, err))) return rc;
+  if ((rc = tk__sq_child_end(q, task_id, child, from, to, err))) return rc;
   if ((rc = tk__sq_transition(q, task_id, 0, from, to, now, reason, 0, err))) return rc;
   *state = to;
   return 0;
