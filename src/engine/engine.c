@@ -48,6 +48,7 @@ int tk_engine_new(const tk_engine_options *opts, tk_engine **out, tk_err *err) {
              (unsigned)(tk_rand_u64(&r) & 0xffff));
   }
   e->reap_at = INT64_MIN; /* nothing known yet: look at the first pass */
+  e->reap_retry_at = INT64_MIN;
   e->clock_synced_ns = tk_monotonic_ns(); /* tk_store_open measured it */
   e->next_retry_at = INT64_MAX; /* none known: full passes until a claim says */
   e->ns_per_step = 20000; /* a first guess; passes measure it */

@@ -124,6 +124,12 @@ struct tk_engine {
   tk__fn_table fns; /* in-process handlers (tk_engine_register) */
 
   int64_t reap_at;     /* earliest lease expiry known to this engine */
+  /* After a reap whose outcomes the store refused in part (not fenced: a
+   * rule they break), no reap before reap_retry_at, which backs off from
+   * 1 s, doubling, to the lease: the refused lease stays expired, and
+   * without it every pass would try it again at once. */
+  int64_t reap_retry_at;
+  int64_t reap_backoff_ms;
   int64_t clock_synced_ns; /* monotonic, when the store's clock was last measured */
   int64_t next_retry_at; /* earliest retry's run_at, as the last claim saw it */
   double ns_per_step;    /* what recording or claiming one step costs a pass */
@@ -144,6 +150,7 @@ struct tk_engine {
   tk__deferral *fin_deferrals;
   char (*fin_why)[320]; /* a refused decision's message, per outcome */
   int fin_cap;
+  int fin_unrecorded; /* outcomes of the last group the store refused, not fenced */
   struct tk__budgets *budgets; /* retry budgets' states (budgets.c), or NULL */
   struct tk__engine_sched *sched; /* schedules' state (schedules.c), or NULL */
   int store_changed; /* a wait ended because the store changed (schedules.c reads it) */

@@ -84,9 +84,23 @@ static job *take_finished(tk_engine *e) {
  * (tk__engine_claimed_leases), so even a busy engine looks at every lease
  * at least once a lease period. */
 int tk__engine_reap_due(tk_engine *e, int64_t now, tk_err *err) {
-  if (now < e->reap_at) return 0;
+  if (now < e->reap_at || now < e->reap_retry_at) return 0;
   int rc = tk__engine_reap(e, now, err);
-  return rc ? rc : e->store->ops->next_due(e->store, NULL, &e->reap_at, err);
+  if (rc) return rc;
+  if (e->fin_unrecorded > 0) {
+    int64_t b = e->reap_backoff_ms > 0 ? 2 * e->reap_backoff_ms : 1000;
+    e->reap_backoff_ms = b < e->lease_ms ? b : e->lease_ms;
+    e->reap_retry_at = now + e->reap_backoff_ms;
+  } else {
+    e->reap_backoff_ms = 0;
+  }
+  return e->store->ops->next_due(e->store, NULL, &e->reap_at, err);
+}
+
+/* When the reaper looks next: at the earliest known expiry, but not
+ * before a backoff after a refused reap. */
+static int64_t next_reap(const tk_engine *e) {
+  return e->reap_at > e->reap_retry_at ? e->reap_at : e->reap_retry_at;
 }
 
 void tk__engine_claimed_leases(tk_engine *e, int64_t now) {
@@ -338,7 +352,7 @@ static int pass(tk_engine *e, int rounds, int64_t *next_due, int *claimed_out, t
   if (claimed == 0) {
     int64_t ready;
     if ((rc = e->store->ops->next_due(e->store, &ready, &e->reap_at, err))) return rc;
-    due = ready < e->reap_at ? ready : e->reap_at;
+    due = ready < next_reap(e) ? ready : next_reap(e);
     /* ready may be a deadline's (next_due counts them). */
     tk__engine_deadline_hint(e, ready);
     if (claimed_out && ready <= now) *claimed_out = -1;

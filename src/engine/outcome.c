@@ -257,10 +257,12 @@ void tk__engine_finish_free(tk_engine *e) {
 int tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_request *next,
                       tk_err *lost) {
   if (next) next->n = 0;
+  e->fin_unrecorded = 0;
   if (n <= 0) return 0;
   if (finish_room(e, n) != 0) {
     /* Unrecorded attempts keep their leases; the reaper retries them. */
     tk__engine_log(e, TK_LOG_ERROR, "out of memory recording %d outcomes", n);
+    e->fin_unrecorded = n;
     return 0;
   }
   tk__outcome *o = e->fin_outcomes;
@@ -287,6 +289,7 @@ int tk__engine_finish(tk_engine *e, const tk__finish *items, int n, tk__claim_re
   for (int i = 0; rc != 0 && i < n; i++) errs[i] = err;
   for (int i = 0; i < n; i++) {
     const tk_err *one = rc ? &err : &errs[i];
+    if (one->code != 0 && one->code != TK_EFENCED) e->fin_unrecorded++;
     tk_err reaper;
     if (rc == 0 && errs[i].code == TK_EFENCED && items[i].reaped) {
       tk_err_set(&reaper, TK_EFENCED, "not expired after all: its owner renewed the lease, or "

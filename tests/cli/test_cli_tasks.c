@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include <jansson.h>
-#include <sqlite3.h>
 
 #include "common/cli_store.h"
 #include "common/engine_fixture.h"
@@ -57,16 +56,6 @@ static void run_ok(cli *c, const char *const *args) {
 }
 #define RUN_OK(c, ...) run_ok((c), ARGS(__VA_ARGS__))
 
-/* Change the store behind tasker's back (to age tasks). */
-static void sql_exec(const char *db, const char *sql) {
-  sqlite3 *h;
-  assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
-  sqlite3_busy_timeout(h, 10000);
-  char *msg = NULL;
-  if (sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK) fail_msg("%s: %s", sql, msg);
-  sqlite3_close(h);
-}
-
 /* The error the gate step fails with until DIR/open exists. */
 static void gate_error(cli *c, char *buf, size_t len) {
   snprintf(buf, len,
@@ -107,7 +96,7 @@ static int setup(void **state) {
   RUN_OK(c, "run", "--until-idle", "--workers", "1");
   RUN_OK(c, "submit", "ok", "--count", "2");
   RUN_OK(c, "cancel", "11");
-  sql_exec(c->db, "UPDATE tasks SET created_at = created_at - 2 * 86400000 WHERE id <= 3");
+  efx_exec(c->db, "UPDATE tasks SET created_at = created_at - 2 * 86400000 WHERE id <= 3");
   efx_sql_expect(c->db,
                  "1|complete\n2|complete\n3|complete\n4|error\n5|error\n6|error\n7|error\n"
                  "8|error\n9|error\n10|pending\n11|cancelled",
@@ -419,7 +408,7 @@ static void tasks_in_error_are_cancelled_by_id_and_by_filter(void **state) {
  * out of error and renames task 5's. */
 static void bulk_refusals_are_counted_by_reason_with_task_and_step(void **state) {
   cli *c = *state;
-  sql_exec(c->db, "CREATE TRIGGER meanwhile AFTER UPDATE OF state ON steps"
+  efx_exec(c->db, "CREATE TRIGGER meanwhile AFTER UPDATE OF state ON steps"
                   " WHEN NEW.task_id = 7 AND NEW.state = 'waiting_for_retry' BEGIN"
                   " UPDATE steps SET state = 'waiting_for_retry' WHERE task_id = 6;"
                   " UPDATE steps SET name = 'gone' WHERE task_id = 5 AND name = 'open'; END;"
@@ -456,7 +445,7 @@ static void bulk_lists_the_first_20_refusals_and_counts_the_rest(void **state) {
   RUN_OK(c, "submit", "many", "--count", "23"); /* tasks 12 to 34 */
   RUN_OK(c, "run", "--until-idle", "--workers", "0");
   efx_sql_expect(c->db, "23", "SELECT count(*) FROM steps WHERE name = 'm' AND state = 'error'");
-  sql_exec(c->db, "CREATE TRIGGER meanwhile AFTER UPDATE OF state ON steps"
+  efx_exec(c->db, "CREATE TRIGGER meanwhile AFTER UPDATE OF state ON steps"
                   " WHEN NEW.name = 'm' AND OLD.state = 'error' BEGIN"
                   " UPDATE steps SET state = 'waiting_for_retry'"
                   " WHERE name = 'm' AND state = 'error' AND id <> NEW.id; END;");

@@ -355,6 +355,15 @@ void efx_sql_expect(const char *db, const char *want, const char *fmt, ...) {
   free(got);
 }
 
+void efx_exec(const char *db, const char *sql) {
+  sqlite3 *h;
+  char *msg = NULL;
+  if (sqlite3_open(db, &h) != SQLITE_OK) fail_msg("open %s: %s", db, sqlite3_errmsg(h));
+  sqlite3_busy_timeout(h, 10000);
+  if (sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK) fail_msg("%s: %s", sql, msg);
+  sqlite3_close(h);
+}
+
 char *efx_snapshot(const char *db) {
   char *tables = efx_sql_text(db, "SELECT name FROM sqlite_master WHERE type = 'table'"
                                   " ORDER BY name");

@@ -152,6 +152,9 @@ void efx_sql_expect(const char *db, const char *want, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+/* Run `sql` (statements, no rows) on the SQLite file at db, as another
+ * process would: a test's trigger, say. */
+void efx_exec(const char *db, const char *sql);
 /* Every row of every table of the store at db, as text: equal snapshots
  * mean an unchanged store. Malloc'd. */
 char *efx_snapshot(const char *db);

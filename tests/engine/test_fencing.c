@@ -453,6 +453,46 @@ static void an_expired_lease_spends_the_attempt_budget(void **state) {
   assert_int_equal(efx_events(f, "task.failed", NULL), 1);
 }
 
+/* Log lines of f that contain `text`. */
+static int logs_with(efx *f, const char *text) {
+  int n = 0;
+  size_t i;
+  json_t *l;
+  json_array_foreach(f->logs, i, l) n += strstr(json_string_value(l), text) != NULL;
+  return n;
+}
+
+/* A lease whose expiry the store refuses to record (here a test's
+ * trigger; in life, a rule the outcome breaks) stays expired: the reaper
+ * looks at it again after 1 s, 2 s, 4 s, ... up to the lease (10 s), not
+ * at every pass, as it did, logging each time. Once the store takes it,
+ * the next look reaps it. */
+static void a_lease_the_store_will_not_reap_is_looked_at_again_after_a_backoff(void **state) {
+  efx *f = *state;
+  tk__claimed c;
+  int64_t id = ghost_claimed(f, 3, &c);
+  efx_exec(f->db, "CREATE TRIGGER no_reap BEFORE UPDATE OF state ON steps"
+                  " WHEN NEW.state = 'waiting_for_retry'"
+                  " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END");
+  /* 20 s of passes 50 ms apart from the expiry: looks at 0, 1, 3, 7, 15 s. */
+  for (int64_t t = EFX_T0 + 10000; t < EFX_T0 + 30000; t += 50) {
+    f->clock.now_ms = t;
+    efx_tick(f);
+  }
+  assert_int_equal(logs_with(f, "cannot record outcome"), 5);
+  assert_int_equal(logs_with(f, "refused by the test"), 5);
+  assert_int_equal(tk_engine_stats_get(f->engine).lease_expired, 0);
+  efx_expect(f, id, "in_progress", "s", "in_progress", NULL);
+  efx_exec(f->db, "DROP TRIGGER no_reap");
+  f->clock.now_ms = EFX_T0 + 30000;
+  assert_int_equal(efx_tick(f), EFX_T0 + 35000); /* 10 s after the last look */
+  f->clock.now_ms = EFX_T0 + 35000;
+  efx_tick(f);
+  assert_int_equal(tk_engine_stats_get(f->engine).lease_expired, 1);
+  efx_expect(f, id, "in_progress", "s", "waiting_for_retry", NULL);
+  assert_int_equal(logs_with(f, "cannot record outcome"), 5);
+}
+
 /* Each test gets a fresh store and engine. */
 #define TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, efx_teardown)
 
@@ -467,6 +507,7 @@ int main(void) {
       TEST(an_outcome_after_cancel_is_fenced_out),
       TEST(an_expired_lease_is_reaped_at_its_expiry_and_retried_after_the_backoff),
       TEST(an_expired_lease_spends_the_attempt_budget),
+      TEST(a_lease_the_store_will_not_reap_is_looked_at_again_after_a_backoff),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

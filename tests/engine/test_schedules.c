@@ -24,7 +24,6 @@
 #include <string.h>
 
 #include <pthread.h>
-#include <sqlite3.h>
 
 #include <tasker/schedule.h>
 #include <tasker/workflow.h>
@@ -243,15 +242,6 @@ static void configured_schedules_fire(void **state) {
 }
 
 /* Run sql on the store's file from a connection of the test's own. */
-static void exec_sql(efx *f, const char *sql) {
-  sqlite3 *h;
-  char *msg = NULL;
-  assert_int_equal(sqlite3_open(f->db, &h), SQLITE_OK);
-  sqlite3_busy_timeout(h, 10000);
-  if (sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK) fail_msg("%s: %s", sql, msg);
-  sqlite3_close(h);
-}
-
 /* A slot whose task cannot be written (a trigger aborts the insert, as a
  * crash inside the transaction would end it) leaves the schedule's
  * progress where it was, and the next pass fires that slot, once. */
@@ -259,7 +249,7 @@ static void a_slot_that_fails_moves_nothing(void **state) {
   efx *f = setup_job(state);
   add(f, "q", "*/15 * * * *", NULL, TK_MISSED_CATCH_UP);
   char *before = efx_sql_text(f->db, "SELECT cursor, last_fired FROM schedules");
-  exec_sql(f, "CREATE TRIGGER no_tasks BEFORE INSERT ON tasks"
+  efx_exec(f->db, "CREATE TRIGGER no_tasks BEFORE INSERT ON tasks"
               " BEGIN SELECT RAISE(ABORT, 'the disk is full'); END");
   f->clock.now_ms = EFX_T0 + MIN(15);
   tk_schedule_pass p;
@@ -272,7 +262,7 @@ static void a_slot_that_fails_moves_nothing(void **state) {
   efx_sql_expect(f->db, before, "SELECT cursor, last_fired FROM schedules");
   free(before);
   assert_int_equal(efx_sql_int(f->db, "SELECT count(*) FROM tasks"), 0);
-  exec_sql(f, "DROP TRIGGER no_tasks");
+  efx_exec(f->db, "DROP TRIGGER no_tasks");
   f->clock.now_ms = EFX_T0 + MIN(16);
   assert_int_equal(tk_schedule_fire_due(f->store, f->cfg, f->clock.now_ms, NULL, NULL, &p, &err), 0);
   assert_int_equal(p.fired, 1);
@@ -336,7 +326,7 @@ static void a_sleeping_engine_sees_a_new_schedule(void **state) {
   tk_schedule_def d = {.name = "late", .cron = "* * * * *", .template_name = "job",
                        .missed = TK_MISSED_CATCH_UP};
   assert_int_equal(tk_schedule_add(other, f->cfg, &d, tk_clock_now(&clock), &err), 0);
-  exec_sql(f, "UPDATE schedules SET cursor = (cursor / 60000 - 10) * 60000");
+  efx_exec(f->db, "UPDATE schedules SET cursor = (cursor / 60000 - 10) * 60000");
   counted fired = {f, "SELECT count(*) FROM tasks WHERE identity LIKE 'schedule:late:%' AND"
                       " state = 'complete'", 10};
   int seen = efx_wait_for(count_reached, &fired, 30000);
