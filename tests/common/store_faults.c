@@ -302,12 +302,7 @@ static void close_skipping_checkpoint(efx *f) {
 }
 
 /* Put f's store back to the baseline, with a new engine at clock t0. */
-/* Under allocation faults, the store commits without syncing (durability
- * fast): the points' thousands of syncs are no part of what they test, and
- * beside the suite's other programs each sync took milliseconds (a run of
- * test_store_faults_batches, 16 s alone, took 220 s in make test). I/O
- * faults keep the syncs, whose failures they inject. */
-static void restore(efx *f, const baseline *b, int64_t t0, fault_kind kind) {
+static void restore(efx *f, const baseline *b, int64_t t0) {
   tk_err err;
   close_skipping_checkpoint(f);
   char side[400];
@@ -319,8 +314,6 @@ static void restore(efx *f, const baseline *b, int64_t t0, fault_kind kind) {
   if (out == NULL || fwrite(b->bytes, 1, b->len, out) != b->len || fclose(out) != 0)
     fail_msg("cannot write %s", f->db);
   if (tk_store_open(f->url, &f->store, &err) != 0) fail_msg("open: %s", err.msg);
-  if (kind == FAULT_MALLOC && tk_store_set_durability(f->store, TK_DURABILITY_FAST, &err) != 0)
-    fail_msg("durability: %s", err.msg);
   f->clock.now_ms = t0;
   json_array_clear(f->events);
   json_array_clear(f->logs);
@@ -401,7 +394,7 @@ void faults_all_or_nothing(const faults_op *op, fault_kind kind, int keep_failin
    * check, never a weaker one). */
   char *before = NULL;
   for (n = 0; faults > 0 && n < MAX_POINTS; n++) {
-    restore(&f, &base, t0, kind);
+    restore(&f, &base, t0);
     if (before == NULL) before = snapshot(f.db);
     tk_err err;
     tk_err_clear(&err);
@@ -555,7 +548,7 @@ void faults_engine_under(const faults_workload *w, fault_kind kind, int keep_fai
   save_baseline(&f, &base);
   int faults = 1, n, failures = 0;
   for (n = 0; faults > 0 && n < MAX_POINTS; n++) {
-    restore(&f, &base, EFX_T0, kind);
+    restore(&f, &base, EFX_T0);
     for (int i = 0; i < w->warmup; i++) efx_tick(&f);
     arm(kind, n, keep_failing);
     int64_t due = 0;
