@@ -440,9 +440,6 @@ static int waiting_for_retry(void *ud) {
                          " state = 'waiting_for_retry'") == 1;
 }
 
-/* show's text: a task's identity (a schedule's slot is known by it), an
- * attempt without a retry without a stray colon; show and why say one
- * wait in the same words, and why says "until TIME, in X". */
 /* The milliseconds of a duration as show and why print it ("4m56s"), up
  * to the end of its line; -1 if it is none. */
 static int64_t ms_of(const char *d) {
@@ -453,6 +450,9 @@ static int64_t ms_of(const char *d) {
   return tk_duration_parse(text, &ms, &err) == 0 ? ms : -1;
 }
 
+/* show's text: a task's identity (a schedule's slot is known by it), an
+ * attempt without a retry without a stray colon; show and why say one
+ * wait in the same words, and why says "until TIME, in X". */
 static void show_and_why_say_waits_alike(void **state) {
   cli *c = *state;
   add_order(c);

@@ -287,6 +287,14 @@ int efx_events(efx *f, const char *type, const char *step) {
   return n;
 }
 
+int efx_logs(efx *f, const char *text) {
+  int n = 0;
+  size_t i;
+  json_t *l;
+  json_array_foreach(f->logs, i, l) n += strstr(json_string_value(l), text) != NULL;
+  return n;
+}
+
 /* Run sql on db, appending rows to *out as text. */
 static void query(const char *db, const char *sql, char **out, int64_t *first) {
   sqlite3 *h;

@@ -131,6 +131,8 @@ void efx_expect(efx *f, int64_t task_id, const char *task_state, ...);
 
 /* Events of `type` (and of step `step` unless NULL) emitted so far. */
 int efx_events(efx *f, const char *type, const char *step);
+/* Log lines emitted so far that contain `text`. */
+int efx_logs(efx *f, const char *text);
 
 /* A scalar from a query on the SQLite file at db (printf-style SQL):
  * the first column of the first row as an integer (NULL and no row: -1). */

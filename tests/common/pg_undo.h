@@ -1,9 +1,9 @@
 /* SQL that takes a PostgreSQL store's schema back before a migration, its
  * rows as a tasker of that time would have written them, for tests of a
  * store written before it: apply it (efx_pg_text), then let tasker
- * migrate the store again. The newest migration first: undo 0022 before
- * 0021, 0021 before 0020, 0020 before 0019, 0019 before 0018, 0018 before 0017, 0017 before 0016, 0016 before 0015, 0015 before
- * 0014, 0014 before 0013, and so on down to 0009 before an older one. */
+ * migrate the store again. The newest migration first: each undo takes
+ * for granted that the later ones are undone (0022 before 0021, and so on
+ * down to 0009). */
 #ifndef TESTS_PG_UNDO_H
 #define TESTS_PG_UNDO_H
 

@@ -69,15 +69,6 @@ static json_t *event(efx *f, const char *type, int n) {
   return NULL;
 }
 
-static int logged(efx *f, const char *text) {
-  size_t i;
-  json_t *l;
-  json_array_foreach(f->logs, i, l) {
-    if (strstr(json_string_value(l), text)) return 1;
-  }
-  return 0;
-}
-
 #define REJECT_10_TWICE \
   "{ kind = \"builtin\", name = \"batch\", reject_every = 10, reject_times = 2 }"
 
@@ -200,7 +191,7 @@ static void a_poison_item_gives_up_once_and_the_step_completes(void **state) {
   assert_int_equal(json_integer_value(json_object_get(e, "attempt")), 1);
   assert_string_equal(json_string_value(json_object_get(e, "error")),
                       "builtin batch: poison item, always rejected");
-  assert_true(logged(f, "step s: item \"item-7\" gave up after 3 attempts: builtin batch: poison"));
+  assert_true(efx_logs(f, "step s: item \"item-7\" gave up after 3 attempts: builtin batch: poison"));
   /* show reports the items: counts by state, and the one that gave up. */
   json_t *t = efx_task(f, id);
   json_t *items = json_object_get(efx_step(t, "s"), "items");

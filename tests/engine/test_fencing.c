@@ -453,15 +453,6 @@ static void an_expired_lease_spends_the_attempt_budget(void **state) {
   assert_int_equal(efx_events(f, "task.failed", NULL), 1);
 }
 
-/* Log lines of f that contain `text`. */
-static int logs_with(efx *f, const char *text) {
-  int n = 0;
-  size_t i;
-  json_t *l;
-  json_array_foreach(f->logs, i, l) n += strstr(json_string_value(l), text) != NULL;
-  return n;
-}
-
 /* A lease whose expiry the store refuses to record (here a test's
  * trigger; in life, a rule the outcome breaks) stays expired: the reaper
  * looks at it again after 1 s, 2 s, 4 s, ... up to the lease (10 s), not
@@ -479,8 +470,8 @@ static void a_lease_the_store_will_not_reap_is_looked_at_again_after_a_backoff(v
     f->clock.now_ms = t;
     efx_tick(f);
   }
-  assert_int_equal(logs_with(f, "cannot record outcome"), 5);
-  assert_int_equal(logs_with(f, "refused by the test"), 5);
+  assert_int_equal(efx_logs(f, "cannot record outcome"), 5);
+  assert_int_equal(efx_logs(f, "refused by the test"), 5);
   assert_int_equal(tk_engine_stats_get(f->engine).lease_expired, 0);
   efx_expect(f, id, "in_progress", "s", "in_progress", NULL);
   efx_exec(f->db, "DROP TRIGGER no_reap");
@@ -490,7 +481,7 @@ static void a_lease_the_store_will_not_reap_is_looked_at_again_after_a_backoff(v
   efx_tick(f);
   assert_int_equal(tk_engine_stats_get(f->engine).lease_expired, 1);
   efx_expect(f, id, "in_progress", "s", "waiting_for_retry", NULL);
-  assert_int_equal(logs_with(f, "cannot record outcome"), 5);
+  assert_int_equal(efx_logs(f, "cannot record outcome"), 5);
 }
 
 /* Each test gets a fresh store and engine. */

@@ -130,12 +130,7 @@ static void background_pruning_in_batches(void **state) {
   json_decref(t);
   efx_expect(f, delayed, "pending", "s", "pending", NULL);
   /* The log says what went. */
-  size_t i;
-  json_t *line;
-  int said = 0;
-  json_array_foreach(f->logs, i, line) said += strstr(json_string_value(line),
-                                                      "retention: removed 3 finished tasks") != NULL;
-  assert_int_equal(said, 3);
+  assert_int_equal(efx_logs(f, "retention: removed 3 finished tasks"), 3);
 }
 
 /* Without [retention] nothing is pruned and it costs the engine no wake-up. */

@@ -135,12 +135,7 @@ static void deferred_retries_are_spread_as_the_budget_allows(void **state) {
   tk_engine_stats st = tk_engine_stats_get(f->engine);
   assert_int_equal(st.retried, 8);
   assert_int_equal(st.retries_deferred, 6);
-  int logged = 0;
-  json_array_foreach(f->logs, i, e) {
-    if (strstr(json_string_value(e), "retry in 1s (retry budget api deferred it from 100ms)"))
-      logged++;
-  }
-  assert_int_equal(logged, 2);
+  assert_int_equal(efx_logs(f, "retry in 1s (retry budget api deferred it from 100ms)"), 2);
 }
 
 /* A budget with no room at all for retries defers them, but first
@@ -490,15 +485,9 @@ static void a_budget_no_longer_configured_limits_nothing(void **state) {
   assert_int_equal(efx_sql_int(f->db, "SELECT COUNT(*) FROM attempts WHERE delay_source ="
                                       " 'budget'"),
                    0);
-  int warned = 0;
-  size_t i;
-  json_t *e;
-  json_array_foreach(f->logs, i, e) {
-    if (strcmp(json_string_value(e), "retry budget \"gone\" is not configured; the retries of "
-                                     "steps naming it are not limited") == 0)
-      warned++;
-  }
-  assert_int_equal(warned, 1);
+  assert_int_equal(efx_logs(f, "retry budget \"gone\" is not configured; the retries of "
+                              "steps naming it are not limited"),
+                   1);
 }
 
 int main(void) {

@@ -162,10 +162,8 @@ dl_run() {
   expect_eq "the wait step waits" "$(dl_field "$g" '.steps[0].state')" waiting
   expect_eq "both bounded waits wait" "$(dl_field "$k" '[.steps[].state] | join(",")')" \
     waiting,waiting
-  # Past the deadlines (8 s after their submits, before t0) and the waits'
-  # timeouts (4 s after their claims, which the run made before t1). (With
-  # t0 taken before the second submit, a loaded machine's submit that took
-  # over a second left its tasks' deadlines after the second run, CI.)
+  # Past the deadlines (8 s after their submits, which ended before t0)
+  # and the waits' timeouts (4 s after their claims, made before t1).
   until=$((t0 + 9 > t1 + 5 ? t0 + 9 : t1 + 5))
   left=$((until - $(date +%s)))
   [ "$left" -le 0 ] || sleep "$left"
